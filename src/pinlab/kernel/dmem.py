@@ -1,0 +1,62 @@
+"""The kernel's side of the cgroup v2 ``dmem`` controller: the interface TTM calls.
+
+TTM charges every allocation in a memory region that registered with dmem
+(``dmem_cgroup_register_region``) to the allocating task's cgroup, and asks the controller
+whether a victim may be evicted (``policy-semantics.md`` §2.5-§2.8). The controller itself --
+the cgroup tree, ``page_counter`` and min/low protection -- is administrator policy and lives
+in ``pinlab.policy``; it plugs in here through :class:`DmemController`, so the kernel layer
+never imports policy.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pinlab.kernel.errno import Errno, KernelError
+
+
+class DmemRegion:
+    """``struct dmem_cgroup_region``: one device memory region, e.g.
+    ``drm/0000:03:00.0/vram0``, with its capacity in bytes (``dmem.capacity``)."""
+
+    __slots__ = ("name", "size", "unregistered")
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self.unregistered = False
+
+    def __repr__(self) -> str:
+        return f"<dmem region {self.name}>"
+
+
+class DmemChargeError(KernelError):
+    """``dmem_cgroup_try_charge`` failed: ``-EAGAIN`` with the pool whose limit refused."""
+
+    __slots__ = ("limit_pool",)
+
+    def __init__(self, limit_pool: object, reason: str = "") -> None:
+        super().__init__(Errno.EAGAIN, "dmem_cgroup_try_charge", reason)
+        self.limit_pool = limit_pool
+
+
+class DmemController(Protocol):
+    """What TTM needs from the dmem controller (implemented in ``pinlab.policy``)."""
+
+    def try_charge(self, region: DmemRegion, size: int, task: object) -> object:
+        """Charge ``size`` bytes to ``task``'s cgroup and its ancestors; return the pool.
+
+        Raises :class:`DmemChargeError` (``-EAGAIN`` + limit pool) when a limit refuses, or a
+        ``KernelError`` (``-ENODEV``) for an unregistered region.
+        """
+        ...
+
+    def uncharge(self, pool: object, size: int) -> None:
+        """``dmem_cgroup_uncharge``: return ``size`` bytes to ``pool`` and its ancestors."""
+        ...
+
+    def evict_valuable(
+        self, limit_pool: object | None, victim_pool: object | None, ignore_low: bool
+    ) -> tuple[bool, bool]:
+        """``dmem_cgroup_state_evict_valuable``: (may evict, hit_low)."""
+        ...

@@ -1,0 +1,129 @@
+"""``struct file`` and the per-process fd table (``struct files_struct``).
+
+A dma-buf *is* a file: its refcount is the file's ``f_count`` (``kernel-semantics.md`` §2.1), so
+passing an fd to another process, ``dup``-ing it or closing it is ordinary file refcounting.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator
+
+# include/uapi/asm-generic/fcntl.h
+O_RDONLY = 0o0
+O_WRONLY = 0o1
+O_RDWR = 0o2
+O_ACCMODE = 0o3
+O_NONBLOCK = 0o4000
+O_CLOEXEC = 0o2000000
+# include/linux/fs.h
+FMODE_READ = 0x1
+FMODE_WRITE = 0x2
+FMODE_LSEEK = 0x4
+FMODE_PREAD = 0x8
+FMODE_PWRITE = 0x10
+FMODE_OPENED = 0x80000
+
+
+def open_fmode(flags: int) -> int:
+    """``OPEN_FMODE(flag)``: the read/write mode bits implied by the access mode."""
+    acc = (flags + 1) & 0o3
+    return (FMODE_READ if acc & 1 else 0) | (FMODE_WRITE if acc & 2 else 0)
+
+
+class File:
+    """A refcounted open file. ``release`` runs when ``f_count`` drops to zero (``fput``)."""
+
+    __slots__ = ("f_count", "f_flags", "f_mode", "ino", "kind", "private_data", "release")
+
+    def __init__(
+        self,
+        kind: str,
+        private_data: object,
+        *,
+        f_flags: int = O_RDWR,
+        f_mode: int | None = None,
+        ino: int = 0,
+        release: Callable[[File], None] | None = None,
+    ) -> None:
+        self.kind = kind  # which file_operations: "dma-buf", "drm", ...
+        self.private_data = private_data
+        self.f_flags = f_flags
+        self.f_mode = f_mode if f_mode is not None else open_fmode(f_flags) | FMODE_OPENED
+        self.ino = ino
+        self.f_count = 1
+        self.release = release
+
+    def get(self) -> File:
+        """``get_file``: take one more reference."""
+        self.f_count += 1
+        return self
+
+    def put(self) -> None:
+        """``fput``: drop a reference; the last one runs ``release``."""
+        if self.f_count <= 0:
+            raise RuntimeError(f"fput on a released {self.kind} file (model bug)")
+        self.f_count -= 1
+        if self.f_count == 0 and self.release is not None:
+            self.release(self)
+
+    def __repr__(self) -> str:
+        return f"<File {self.kind} ino={self.ino} f_count={self.f_count}>"
+
+
+class FdTable:
+    """``struct files_struct``: fd numbers to files, lowest free number first (O(log n))."""
+
+    __slots__ = ("_fds", "_free", "_next", "cloexec")
+
+    def __init__(self) -> None:
+        self._fds: dict[int, File] = {}
+        self._free: list[int] = []  # heap of numbers below _next that were closed
+        self._next = 3  # 0, 1, 2 are stdio, not modelled
+        self.cloexec: set[int] = set()
+
+    def get_unused_fd(self) -> int:
+        """``get_unused_fd_flags``: the lowest free descriptor number."""
+        while self._free:
+            fd = heapq.heappop(self._free)
+            if fd not in self._fds:
+                return fd
+        fd = self._next
+        self._next += 1
+        return fd
+
+    def install(self, file: File, flags: int = 0) -> int:
+        """``fd_install`` into the lowest free number; the table now owns that reference."""
+        fd = self.get_unused_fd()
+        self._fds[fd] = file
+        if flags & O_CLOEXEC:
+            self.cloexec.add(fd)
+        return fd
+
+    def lookup(self, fd: int) -> File | None:
+        """``fget`` without taking a reference: the open file behind ``fd`` or None."""
+        return self._fds.get(fd)
+
+    def close(self, fd: int) -> bool:
+        """``close_fd``: False if ``fd`` was not open (the syscall's ``-EBADF``)."""
+        file = self._fds.pop(fd, None)
+        if file is None:
+            return False
+        self.cloexec.discard(fd)
+        heapq.heappush(self._free, fd)
+        file.put()
+        return True
+
+    def close_all(self) -> None:
+        """Close every descriptor, highest first (``exit_files``)."""
+        for fd in sorted(self._fds, reverse=True):
+            self.close(fd)
+
+    def __contains__(self, fd: object) -> bool:
+        return fd in self._fds
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self._fds))
+
+    def __len__(self) -> int:
+        return len(self._fds)

@@ -1,0 +1,732 @@
+"""The PCI tree P2PDMA walks: host bridges, root ports, switches and endpoint functions.
+
+Models the parts of ``struct pci_host_bridge``, ``struct pci_bus`` and ``struct pci_dev``
+(include/linux/pci.h) that ``drivers/pci/p2pdma.c`` reads (``kernel-semantics.md`` §8), plus the
+platform facts it consults: the CPU vendor and family (``cpu_supports_p2pdma``), the host-bridge
+whitelist (``pci_p2pdma_whitelist[]``) and ``CONFIG_PCI_P2PDMA``. The distance calculation itself
+lives in :mod:`pinlab.kernel.p2pdma` (K-55 … K-58, K-83 … K-85).
+
+Shape of the tree, as the kernel sees it::
+
+    PciHostBridge "pci0000:00"            struct pci_host_bridge (a device, not a pci_dev)
+      root bus 0000:00                     struct pci_bus, bus->self == NULL
+        0000:00:00.0  host bridge function pci_host_bridge_dev(): vendor/device for the whitelist
+        0000:00:01.0  root port            PCI_EXP_TYPE_ROOT_PORT, subordinate bus 0000:01
+          0000:01:00.0  switch upstream    PCI_EXP_TYPE_UPSTREAM, subordinate (internal) bus
+            0000:02:00.0  downstream port  PCI_EXP_TYPE_DOWNSTREAM, subordinate bus 0000:03
+              0000:03:00.0  endpoint fn 0  PCI_EXP_TYPE_ENDPOINT
+              0000:03:00.1  endpoint fn 1  (multi-function device: same bus and slot)
+        0000:00:02.0  RCiEP                PCI_EXP_TYPE_RC_END, directly on the root bus
+
+Every PCI function is a :class:`~pinlab.kernel.device.Device` (``struct device`` embedded in
+``struct pci_dev``) whose parent is its upstream bridge, or the host bridge for functions on a root
+bus, so ``find_parent_pci_dev`` works on any device hanging below a function.
+
+Bus numbers and device (slot) numbers are assigned in creation order, deterministically: each new
+bus takes the next free bus number of its PCI domain, each new device the next free slot on its
+bus (slot 0 of a root bus belongs to the host bridge function). The kernel numbers buses
+depth-first at enumeration time; pinlab's numbering differs for trees built out of order, which
+matters to nothing but names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from pinlab.kernel.device import Device
+
+if TYPE_CHECKING:
+    from pinlab.kernel.p2pdma import PciP2pdma
+
+__all__ = [
+    "PCI_ANY_ID",
+    "PCI_P2PDMA_WHITELIST_V6_0",
+    "PCI_VENDOR_ID_AMD",
+    "PCI_VENDOR_ID_INTEL",
+    "X86_VENDOR_AMD",
+    "X86_VENDOR_INTEL",
+    "P2pdmaWhitelistEntry",
+    "P2pdmaWhitelistFlag",
+    "PciAcs",
+    "PciBus",
+    "PciDev",
+    "PciExpType",
+    "PciHostBridge",
+    "PciTopology",
+    "find_parent_pci_dev",
+    "pci_devfn",
+    "pci_find_host_bridge",
+    "pci_upstream_bridge",
+]
+
+PCI_VENDOR_ID_INTEL = 0x8086
+PCI_VENDOR_ID_AMD = 0x1022
+PCI_ANY_ID = 0xFFFF
+"""Wildcard device ID in a whitelist entry (used by whitelists newer than ≈6.0)."""
+
+X86_VENDOR_INTEL = "GenuineIntel"
+X86_VENDOR_AMD = "AuthenticAMD"
+"""CPUID vendor strings; ``cpu_supports_p2pdma`` tests for ``X86_VENDOR_AMD``."""
+
+_MAX_BUS = 0xFF
+_MAX_SLOT = 0x1F
+_MAX_FUNCTIONS = 8
+
+
+def pci_devfn(slot: int, func: int) -> int:
+    """``PCI_DEVFN(slot, func)``: the 8-bit device/function number."""
+    return ((slot & 0x1F) << 3) | (func & 0x07)
+
+
+class PciAcs(enum.Flag):
+    """Bits of the ACS Control register (``PCI_ACS_CTRL``), with the kernel's bit values.
+
+    Only request redirect (``RR``), completion redirect (``CR``) and egress control (``EC``)
+    matter to P2PDMA (``pci_bridge_has_acs_redir``, K-57); :attr:`REDIR` is their union. The other
+    bits are modelled so that a port can carry them without changing the answer.
+    """
+
+    NONE = 0
+    SV = 0x0001
+    """Source Validation."""
+    TB = 0x0002
+    """Translation Blocking."""
+    RR = 0x0004
+    """P2P Request Redirect."""
+    CR = 0x0008
+    """P2P Completion Redirect."""
+    UF = 0x0010
+    """Upstream Forwarding."""
+    EC = 0x0020
+    """P2P Egress Control."""
+    DT = 0x0040
+    """Direct Translated P2P."""
+    REDIR = RR | CR | EC
+    """The bits ``pci_bridge_has_acs_redir`` tests."""
+
+
+class PciExpType(enum.IntEnum):
+    """``pci_pcie_type()``: the PCIe device/port type (``PCI_EXP_TYPE_*`` values)."""
+
+    ENDPOINT = 0x0
+    ROOT_PORT = 0x4
+    UPSTREAM = 0x5
+    DOWNSTREAM = 0x6
+    RC_END = 0x9
+    """Root Complex Integrated Endpoint: sits directly on a root bus, no upstream bridge."""
+
+
+class P2pdmaWhitelistFlag(enum.Flag):
+    """Flags of a ``struct pci_p2pdma_whitelist_entry``."""
+
+    NONE = 0
+    REQ_SAME_HOST_BRIDGE = 1 << 0
+    """The entry allows host-bridge P2P only between devices below this one host bridge."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class P2pdmaWhitelistEntry:
+    """One row of ``pci_p2pdma_whitelist[]``: the host bridge function's vendor and device ID.
+
+    ``device`` may be :data:`PCI_ANY_ID` (any device of that vendor), as later kernels allow.
+    """
+
+    vendor: int
+    device: int
+    flags: P2pdmaWhitelistFlag = P2pdmaWhitelistFlag.NONE
+
+    def matches(self, vendor: int, device: int) -> bool:
+        """True when ``vendor:device`` is this entry (the whitelist lookup's match test)."""
+        return vendor == self.vendor and (self.device == PCI_ANY_ID or device == self.device)
+
+
+_SAME_HB = P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE
+
+PCI_P2PDMA_WHITELIST_V6_0: tuple[P2pdmaWhitelistEntry, ...] = (
+    # Intel Xeon E5 / Core i7 (same host bridge only).
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x3C00, _SAME_HB),
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x3C01, _SAME_HB),
+    # Intel Xeon E7 v3 / Xeon E5 v3 / Core i7 (same host bridge only).
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2F00, _SAME_HB),
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2F01, _SAME_HB),
+    # Intel Skylake-E.
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2030),
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2031),
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2032),
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2033),
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2020),
+)
+"""``pci_p2pdma_whitelist[]`` of the ≈v6.0 snapshot (``kernel-semantics.md`` §8.3, K-83).
+
+Newer kernels list more host bridges; :class:`PciTopology` takes the whitelist as a parameter.
+"""
+
+
+class PciBus:
+    """``struct pci_bus``: one bus number in one PCI domain and the functions on it.
+
+    ``self`` is the bridge function whose secondary bus this is (``bus->self``), ``None`` for a root
+    bus; ``host_bridge`` is what ``pci_find_host_bridge(bus)`` returns (the kernel walks up to the
+    root bus to find it; pinlab stores it at creation).
+    """
+
+    __slots__ = ("_next_slot", "devices", "domain", "host_bridge", "number", "parent", "self")
+
+    def __init__(
+        self,
+        host_bridge: PciHostBridge,
+        number: int,
+        parent: PciBus | None,
+        bridge: PciDev | None,
+    ) -> None:
+        self.host_bridge = host_bridge
+        self.domain = host_bridge.domain
+        self.number = number
+        self.parent = parent
+        self.self = bridge
+        self.devices: list[PciDev] = []
+        self._next_slot = 0
+
+    @property
+    def is_root(self) -> bool:
+        """``pci_is_root_bus(bus)``: the bus has no parent bus."""
+        return self.parent is None
+
+    @property
+    def name(self) -> str:
+        """The bus name as sysfs shows it: ``dddd:bb``."""
+        return f"{self.domain:04x}:{self.number:02x}"
+
+    def _alloc_slot(self) -> int:
+        slot = self._next_slot
+        if slot > _MAX_SLOT:
+            raise ValueError(f"PCI bus {self.name} has no free device number left")
+        self._next_slot = slot + 1
+        return slot
+
+    def __repr__(self) -> str:
+        return f"<PciBus {self.name}>"
+
+
+class PciDev(Device):
+    """``struct pci_dev``: one PCI function, with the fields P2PDMA reads.
+
+    ``name`` is ``pci_name()`` (``dddd:bb:ss.f``); ``label`` is an optional human name (``"gpu0"``)
+    that pinlab prints next to it. ``acs`` is the ACS Control register (``pci_bridge_has_acs_redir``
+    reads it from config space on each walk, K-57); assigning it invalidates cached P2PDMA answers.
+    ``subordinate`` is the secondary bus of a bridge (root port, switch upstream or downstream
+    port). ``p2pdma`` is ``pdev->p2pdma`` (``struct pci_p2pdma``), created by
+    :func:`pinlab.kernel.p2pdma.pci_p2pdma_setup` on the first query against this provider.
+
+    Build the tree with the ``add_*`` methods rather than calling the constructor.
+    """
+
+    __slots__ = (
+        "_acs",
+        "bus",
+        "devfn",
+        "device",
+        "label",
+        "p2pdma",
+        "pcie_type",
+        "subordinate",
+        "vendor",
+    )
+
+    def __init__(
+        self,
+        bus: PciBus,
+        devfn: int,
+        pcie_type: PciExpType | None,
+        *,
+        vendor: int = 0,
+        device: int = 0,
+        acs: PciAcs = PciAcs.NONE,
+        label: str | None = None,
+    ) -> None:
+        bridge = bus.self
+        parent: Device = bridge if bridge is not None else bus.host_bridge
+        super().__init__(f"{bus.domain:04x}:{bus.number:02x}:{devfn >> 3:02x}.{devfn & 7}", parent)
+        self.bus = bus
+        self.devfn = devfn
+        self.pcie_type = pcie_type
+        self.vendor = vendor
+        self.device = device
+        self._acs = acs
+        self.label = label
+        self.subordinate: PciBus | None = None
+        self.p2pdma: PciP2pdma | None = None
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    def domain(self) -> int:
+        """``pci_domain_nr(pdev->bus)``."""
+        return self.bus.domain
+
+    @property
+    def slot(self) -> int:
+        """``PCI_SLOT(pdev->devfn)``."""
+        return self.devfn >> 3
+
+    @property
+    def func(self) -> int:
+        """``PCI_FUNC(pdev->devfn)``."""
+        return self.devfn & 0x07
+
+    @property
+    def bdf(self) -> tuple[int, int, int, int]:
+        """``(domain, bus, slot, function)``."""
+        return (self.bus.domain, self.bus.number, self.slot, self.func)
+
+    @property
+    def topology(self) -> PciTopology:
+        """The :class:`PciTopology` this function belongs to."""
+        return self.bus.host_bridge.topology
+
+    @property
+    def host_bridge(self) -> PciHostBridge:
+        """``pci_find_host_bridge(pdev->bus)``."""
+        return self.bus.host_bridge
+
+    @property
+    def acs(self) -> PciAcs:
+        """The ACS Control register (``PCI_ACS_CTRL``)."""
+        return self._acs
+
+    @acs.setter
+    def acs(self, value: PciAcs) -> None:
+        self._acs = value
+        self.topology._changed()
+
+    @property
+    def is_bridge(self) -> bool:
+        """True for a PCI-to-PCI bridge (root port, switch port): it has a subordinate bus."""
+        return self.subordinate is not None
+
+    @property
+    def functions(self) -> tuple[PciDev, ...]:
+        """All functions of this function's device (same bus and slot), in function order."""
+        return tuple(d for d in self.bus.devices if d.slot == self.slot)
+
+    def function(self, func: int) -> PciDev:
+        """Function ``func`` of this function's device; ``LookupError`` if it does not exist."""
+        for d in self.bus.devices:
+            if d.slot == self.slot and d.func == func:
+                return d
+        raise LookupError(f"{self.name}: device has no function {func}")
+
+    @property
+    def downstream_ports(self) -> tuple[PciDev, ...]:
+        """The downstream ports of a switch upstream port (empty for anything else)."""
+        if self.pcie_type is not PciExpType.UPSTREAM or self.subordinate is None:
+            return ()
+        return tuple(self.subordinate.devices)
+
+    # -- builders -----------------------------------------------------------------------------
+
+    def _link_bus(self, what: str) -> PciBus:
+        """The secondary bus of this root port / downstream port, checking the link is free."""
+        if self.pcie_type not in (PciExpType.ROOT_PORT, PciExpType.DOWNSTREAM):
+            raise ValueError(
+                f"{self.name}: {what} can only be added below a root or downstream port"
+            )
+        bus = self.subordinate
+        assert bus is not None
+        if bus.devices:
+            raise ValueError(
+                f"{self.name}: the PCIe link below this port already has a device "
+                f"({bus.devices[0].name}); add a switch to fan out"
+            )
+        return bus
+
+    def add_endpoint(
+        self,
+        *,
+        functions: int = 1,
+        vendor: int = 0,
+        device: int = 0,
+        acs: PciAcs = PciAcs.NONE,
+        label: str | None = None,
+    ) -> PciDev:
+        """Plug an endpoint device with ``functions`` functions into this port's link.
+
+        Returns function 0; the others are ``fn0.function(n)`` / ``fn0.functions``. With a
+        ``label`` and several functions, function ``n`` is labelled ``f"{label}.{n}"``.
+        """
+        bus = self._link_bus("an endpoint")
+        return self.topology._add_functions(
+            bus, PciExpType.ENDPOINT, functions, vendor, device, acs, label
+        )
+
+    def add_switch(
+        self,
+        downstream_ports: int = 2,
+        *,
+        acs: PciAcs = PciAcs.NONE,
+        downstream_acs: PciAcs = PciAcs.NONE,
+        vendor: int = 0,
+        device: int = 0,
+        label: str | None = None,
+    ) -> PciDev:
+        """Plug a PCIe switch into this port's link; returns its upstream port.
+
+        ``acs`` goes on the upstream port, ``downstream_acs`` on each of the ``downstream_ports``
+        downstream ports (reach them via ``usp.downstream_ports``).
+        """
+        bus = self._link_bus("a switch")
+        topo = self.topology
+        usp = topo._add_bridge(bus, PciExpType.UPSTREAM, vendor, device, acs, label)
+        for i in range(downstream_ports):
+            usp.add_downstream_port(
+                acs=downstream_acs,
+                vendor=vendor,
+                device=device,
+                label=None if label is None else f"{label}.dsp{i}",
+            )
+        return usp
+
+    def add_downstream_port(
+        self,
+        *,
+        acs: PciAcs = PciAcs.NONE,
+        vendor: int = 0,
+        device: int = 0,
+        label: str | None = None,
+    ) -> PciDev:
+        """Add one downstream port to the internal bus of this switch upstream port."""
+        if self.pcie_type is not PciExpType.UPSTREAM or self.subordinate is None:
+            raise ValueError(f"{self.name}: downstream ports belong to a switch upstream port")
+        return self.topology._add_bridge(
+            self.subordinate, PciExpType.DOWNSTREAM, vendor, device, acs, label
+        )
+
+    def __repr__(self) -> str:
+        kind = "host-bridge-fn" if self.pcie_type is None else self.pcie_type.name.lower()
+        label = f" {self.label}" if self.label else ""
+        return f"<PciDev {self.name}{label} {kind}>"
+
+
+class PciHostBridge(Device):
+    """``struct pci_host_bridge``: a root complex and its root bus.
+
+    A host bridge is a ``struct device`` but not a ``pci_dev``. The whitelist identifies it by the
+    vendor/device ID of ``pci_host_bridge_dev()``: the first function of its root bus, provided
+    it sits at devfn 00.0 (≈v6.0 rule). With a ``vendor``, the constructor puts a host bridge
+    function (no PCIe capability) at 00.0. With ``vendor=None`` there is none, and slot 0 goes to
+    the first root port or RCiEP added, whose IDs the whitelist then sees, as in the kernel.
+    """
+
+    __slots__ = ("bus", "domain", "label", "topology")
+
+    def __init__(
+        self,
+        topology: PciTopology,
+        domain: int,
+        bus_number: int,
+        vendor: int | None,
+        device: int,
+        label: str | None,
+    ) -> None:
+        super().__init__(f"pci{domain:04x}:{bus_number:02x}")
+        self.topology = topology
+        self.domain = domain
+        self.label = label
+        self.bus = PciBus(self, bus_number, None, None)
+        if vendor is not None:
+            topology._add_functions(self.bus, None, 1, vendor, device, PciAcs.NONE, None)
+
+    @property
+    def vendor(self) -> int | None:
+        """Vendor ID of ``pci_host_bridge_dev()``, ``None`` if there is no 00.0 function."""
+        root = self.pci_host_bridge_dev()
+        return None if root is None else root.vendor
+
+    @property
+    def device(self) -> int | None:
+        """Device ID of ``pci_host_bridge_dev()``, ``None`` if there is no 00.0 function."""
+        root = self.pci_host_bridge_dev()
+        return None if root is None else root.device
+
+    def pci_host_bridge_dev(self) -> PciDev | None:
+        """``pci_host_bridge_dev(host)``: the first function of the root bus if it is devfn 00.0."""
+        devices = self.bus.devices
+        if not devices or devices[0].devfn != pci_devfn(0, 0):
+            return None
+        return devices[0]
+
+    def add_root_port(
+        self,
+        *,
+        acs: PciAcs = PciAcs.NONE,
+        vendor: int = 0,
+        device: int = 0,
+        label: str | None = None,
+    ) -> PciDev:
+        """Add a root port (with its own secondary bus) to this host bridge's root bus."""
+        return self.topology._add_bridge(self.bus, PciExpType.ROOT_PORT, vendor, device, acs, label)
+
+    def add_endpoint(
+        self,
+        *,
+        functions: int = 1,
+        vendor: int = 0,
+        device: int = 0,
+        acs: PciAcs = PciAcs.NONE,
+        label: str | None = None,
+    ) -> PciDev:
+        """Add a Root Complex Integrated Endpoint (an APU's iGPU, say); returns function 0."""
+        return self.topology._add_functions(
+            self.bus, PciExpType.RC_END, functions, vendor, device, acs, label
+        )
+
+    def __repr__(self) -> str:
+        root = self.pci_host_bridge_dev()
+        ids = "no 00.0 fn" if root is None else f"{root.vendor:04x}:{root.device:04x}"
+        label = f" {self.label}" if self.label else ""
+        return f"<PciHostBridge {self.name}{label} {ids}>"
+
+
+class PciTopology:
+    """A machine's PCI hierarchy plus the platform facts P2PDMA consults.
+
+    * ``cpu_vendor`` / ``cpu_family``: ``boot_cpu_data.x86_vendor`` / ``.x86``, read by
+      ``cpu_supports_p2pdma`` (AMD family ≥ 0x17 allows host-bridge P2P, K-83).
+    * ``whitelist``: ``pci_p2pdma_whitelist[]``, default :data:`PCI_P2PDMA_WHITELIST_V6_0`.
+    * ``p2pdma_enabled``: ``CONFIG_PCI_P2PDMA``; without it the distance stubs return -1 (K-55).
+    * ``log``: the kernel log lines P2PDMA printed (``pci_warn`` / ``dev_warn``), oldest first.
+
+    Changing any of these, or a function's ``acs``, bumps :attr:`generation`, which drops every
+    provider's cached map types (:mod:`pinlab.kernel.p2pdma`, K-84) on its next query.
+    """
+
+    __slots__ = (
+        "_cpu_family",
+        "_cpu_vendor",
+        "_generation",
+        "_next_bus",
+        "_p2pdma_enabled",
+        "_whitelist",
+        "by_name",
+        "host_bridges",
+        "log",
+    )
+
+    def __init__(
+        self,
+        *,
+        cpu_vendor: str = X86_VENDOR_INTEL,
+        cpu_family: int = 6,
+        whitelist: Sequence[P2pdmaWhitelistEntry] = PCI_P2PDMA_WHITELIST_V6_0,
+        p2pdma_enabled: bool = True,
+    ) -> None:
+        self._cpu_vendor = cpu_vendor
+        self._cpu_family = cpu_family
+        self._whitelist = tuple(whitelist)
+        self._p2pdma_enabled = p2pdma_enabled
+        self._generation = 0
+        self._next_bus: dict[int, int] = {}
+        self.host_bridges: list[PciHostBridge] = []
+        self.by_name: dict[str, PciDev] = {}
+        self.log: list[str] = []
+
+    # -- platform facts -----------------------------------------------------------------------
+
+    @property
+    def cpu_vendor(self) -> str:
+        """CPUID vendor string of the boot CPU (``"AuthenticAMD"``, ``"GenuineIntel"``, …)."""
+        return self._cpu_vendor
+
+    @cpu_vendor.setter
+    def cpu_vendor(self, value: str) -> None:
+        self._cpu_vendor = value
+        self._changed()
+
+    @property
+    def cpu_family(self) -> int:
+        """CPU family (``c->x86``), e.g. 0x15 for pre-Zen AMD, 0x17/0x19 for Zen."""
+        return self._cpu_family
+
+    @cpu_family.setter
+    def cpu_family(self, value: int) -> None:
+        self._cpu_family = value
+        self._changed()
+
+    @property
+    def whitelist(self) -> tuple[P2pdmaWhitelistEntry, ...]:
+        """The host-bridge whitelist, searched in order (first vendor/device match decides)."""
+        return self._whitelist
+
+    @whitelist.setter
+    def whitelist(self, value: Sequence[P2pdmaWhitelistEntry]) -> None:
+        self._whitelist = tuple(value)
+        self._changed()
+
+    @property
+    def p2pdma_enabled(self) -> bool:
+        """``IS_ENABLED(CONFIG_PCI_P2PDMA)``."""
+        return self._p2pdma_enabled
+
+    @p2pdma_enabled.setter
+    def p2pdma_enabled(self, value: bool) -> None:
+        self._p2pdma_enabled = value
+        self._changed()
+
+    @property
+    def generation(self) -> int:
+        """Bumped on every change that can alter a P2PDMA answer."""
+        return self._generation
+
+    def _changed(self) -> None:
+        self._generation += 1
+
+    # -- building -----------------------------------------------------------------------------
+
+    def add_host_bridge(
+        self,
+        vendor: int | None = PCI_VENDOR_ID_INTEL,
+        device: int = 0,
+        *,
+        domain: int = 0,
+        label: str | None = None,
+    ) -> PciHostBridge:
+        """Add a host bridge with a new root bus in ``domain``.
+
+        ``vendor``/``device`` are the IDs of its devfn 00.0 host bridge function, which the
+        whitelist matches (``vendor=None``: no such function, see :class:`PciHostBridge`). The
+        root bus takes the next free bus number of ``domain``.
+        """
+        hb = PciHostBridge(self, domain, self._alloc_bus(domain), vendor, device, label)
+        self.host_bridges.append(hb)
+        return hb
+
+    def _alloc_bus(self, domain: int) -> int:
+        number = self._next_bus.get(domain, 0)
+        if number > _MAX_BUS:
+            raise ValueError(f"PCI domain {domain:04x} has no free bus number left")
+        self._next_bus[domain] = number + 1
+        return number
+
+    def _register(self, pdev: PciDev) -> PciDev:
+        pdev.bus.devices.append(pdev)
+        self.by_name[pdev.name] = pdev
+        return pdev
+
+    def _add_functions(
+        self,
+        bus: PciBus,
+        pcie_type: PciExpType | None,
+        functions: int,
+        vendor: int,
+        device: int,
+        acs: PciAcs,
+        label: str | None,
+    ) -> PciDev:
+        if not 1 <= functions <= _MAX_FUNCTIONS:
+            raise ValueError(f"a PCI device has 1 to {_MAX_FUNCTIONS} functions, not {functions}")
+        slot = bus._alloc_slot()
+        first: PciDev | None = None
+        for fn in range(functions):
+            fn_label = label if label is None or functions == 1 else f"{label}.{fn}"
+            pdev = self._register(
+                PciDev(
+                    bus,
+                    pci_devfn(slot, fn),
+                    pcie_type,
+                    vendor=vendor,
+                    device=device,
+                    acs=acs,
+                    label=fn_label,
+                )
+            )
+            if first is None:
+                first = pdev
+        assert first is not None
+        return first
+
+    def _add_bridge(
+        self,
+        bus: PciBus,
+        pcie_type: PciExpType,
+        vendor: int,
+        device: int,
+        acs: PciAcs,
+        label: str | None,
+    ) -> PciDev:
+        bridge = self._add_functions(bus, pcie_type, 1, vendor, device, acs, label)
+        bridge.subordinate = PciBus(bus.host_bridge, self._alloc_bus(bus.domain), bus, bridge)
+        return bridge
+
+    # -- lookup -------------------------------------------------------------------------------
+
+    def pci_get_domain_bus_and_slot(self, domain: int, bus: int, devfn: int) -> PciDev | None:
+        """``pci_get_domain_bus_and_slot()``: the function at that address, or ``None``."""
+        return self.by_name.get(f"{domain:04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7}")
+
+    def __getitem__(self, name: str) -> PciDev:
+        """The function named ``dddd:bb:ss.f`` or labelled ``name``; ``KeyError`` otherwise."""
+        pdev = self.by_name.get(name)
+        if pdev is not None:
+            return pdev
+        for pdev in self.by_name.values():
+            if pdev.label == name:
+                return pdev
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[PciDev]:
+        """All PCI functions in creation order (``for_each_pci_dev``)."""
+        return iter(self.by_name.values())
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    # -- kernel log -----------------------------------------------------------------------------
+
+    def dev_warn(self, dev: Device, message: str) -> None:
+        """Record ``dev_warn(dev, …)`` / ``pci_warn(pdev, …)`` in :attr:`log`.
+
+        The prefix follows ``dev_printk``: ``"pci 0000:03:00.0: "`` for a PCI function with no
+        driver bound, ``"<name>: "`` for any other device.
+        """
+        prefix = f"pci {dev.name}" if isinstance(dev, PciDev) else dev.name
+        self.log.append(f"{prefix}: {message}")
+
+    def __repr__(self) -> str:
+        return (
+            f"<PciTopology {len(self.host_bridges)} host bridge(s), {len(self)} function(s), "
+            f"cpu {self._cpu_vendor} family {self._cpu_family:#x}>"
+        )
+
+
+def pci_upstream_bridge(pdev: PciDev) -> PciDev | None:
+    """``pci_upstream_bridge(dev)``: the bridge above ``pdev``, ``None`` on a root bus.
+
+    Root ports and RCiEPs (and the host bridge function) sit on a root bus and so have no
+    upstream bridge. (SR-IOV's ``pci_physfn`` indirection is not modelled: no VFs.)
+    """
+    bus = pdev.bus
+    if bus.is_root:
+        return None
+    return bus.self
+
+
+def pci_find_host_bridge(bus: PciBus) -> PciHostBridge:
+    """``pci_find_host_bridge(bus)``: the host bridge owning ``bus``'s hierarchy."""
+    return bus.host_bridge
+
+
+def find_parent_pci_dev(dev: Device) -> PciDev | None:
+    """``find_parent_pci_dev()`` in drivers/pci/p2pdma.c: the nearest PCI function at or above.
+
+    Walks ``dev->parent`` until a device for which ``dev_is_pci()`` holds; ``None`` if there is
+    none (a virtual device, or a device below a host bridge but not below a function). K-55.
+    """
+    node: Device | None = dev
+    while node is not None:
+        if isinstance(node, PciDev):
+            return node
+        node = node.parent
+    return None

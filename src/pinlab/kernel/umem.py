@@ -1,0 +1,300 @@
+"""RDMA dma-buf umems (drivers/infiniband/core/umem_dmabuf.c, ``kernel-semantics.md`` §5).
+
+An RDMA importer is always a *dynamic* dma-buf importer. Two flavours exist:
+
+* :func:`ib_umem_dmabuf_get` (v5.12) -- the ODP-style import (mlx5): nothing is pinned or mapped
+  at registration; :func:`ib_umem_dmabuf_map_pages` maps under the resv and waits for KERNEL
+  fences; the importer's ``move_notify`` unmaps.
+* :func:`ib_umem_dmabuf_get_pinned` (v5.16, the EFA series) -- attach, ``dma_buf_pin``, map,
+  all at registration; the importer callback only warns (until 7.1, where it is gone, unless
+  the revocable pinned ops of the March 2026 follow-up are used).
+
+No RLIMIT_MEMLOCK or cgroup accounting happens on these paths upstream (§5.1); policies that
+would add it live in ``pinlab.policy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pinlab.kernel.device import Device
+from pinlab.kernel.dma_buf import (
+    PAGE_SIZE,
+    DmaBuf,
+    DmaBufAttachment,
+    DmaBufAttachOps,
+    DmaDataDirection,
+    SgTable,
+    dma_buf_detach,
+    dma_buf_dynamic_attach,
+    dma_buf_get,
+    dma_buf_map_attachment,
+    dma_buf_pin,
+    dma_buf_put,
+    dma_buf_unmap_attachment,
+    dma_buf_unpin,
+)
+from pinlab.kernel.errno import Errno, KernelError, NotInProfile, err
+from pinlab.kernel.file import FdTable
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.resv import MAX_SCHEDULE_TIMEOUT, DmaResvUsage
+
+U64_MAX = (1 << 64) - 1
+
+# include/rdma/ib_verbs.h enum ib_access_flags
+IB_ACCESS_LOCAL_WRITE = 1 << 0
+IB_ACCESS_REMOTE_WRITE = 1 << 1
+IB_ACCESS_REMOTE_READ = 1 << 2
+IB_ACCESS_REMOTE_ATOMIC = 1 << 3
+IB_ACCESS_ON_DEMAND = 1 << 6
+
+
+class IbUmemDmabuf:
+    """``struct ib_umem_dmabuf``: one registered dma-buf range of one RDMA device.
+
+    ``private`` is the importer's pointer (mlx5's MR); ``sgt`` is the current mapping, trimmed
+    to the page-aligned window ``[ALIGN_DOWN(offset), ALIGN(offset + length))``, recorded here
+    as ``first_sg_offset``/``last_sg_trim`` rather than by rewriting the table.
+    """
+
+    __slots__ = (
+        "access",
+        "attach",
+        "dmabuf",
+        "first_sg_offset",
+        "ibdev",
+        "last_sg_trim",
+        "length",
+        "offset",
+        "pinned",
+        "private",
+        "revoked",
+        "sgt",
+    )
+
+    def __init__(self, ibdev: Device, dmabuf: DmaBuf, offset: int, length: int, access: int):
+        self.ibdev = ibdev
+        self.dmabuf = dmabuf
+        self.offset = offset
+        self.length = length
+        self.access = access
+        self.attach: DmaBufAttachment | None = None
+        self.sgt: SgTable | None = None
+        self.pinned = False
+        self.revoked = False
+        self.private: object | None = None
+        self.first_sg_offset = 0
+        self.last_sg_trim = 0
+
+    @property
+    def writable(self) -> bool:
+        return bool(
+            self.access & (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)
+        )
+
+    def __repr__(self) -> str:
+        state = "revoked" if self.revoked else ("pinned" if self.pinned else "dynamic")
+        return f"<ib_umem_dmabuf {self.ibdev.name} {self.offset:#x}+{self.length:#x} {state}>"
+
+
+def ib_umem_num_pages(offset: int, length: int) -> int:
+    """``ib_umem_num_pages``: pages covered by ``[offset, offset + length)``."""
+    start = offset - offset % PAGE_SIZE
+    end = -(-(offset + length) // PAGE_SIZE) * PAGE_SIZE
+    return (end - start) // PAGE_SIZE
+
+
+def ib_umem_dmabuf_get(
+    kernel: Kernel,
+    ibdev: Device,
+    offset: int,
+    size: int,
+    fd: int,
+    access: int,
+    ops: DmaBufAttachOps | None,
+    *,
+    files: FdTable | None = None,
+    _require_callback: bool = True,
+) -> IbUmemDmabuf:
+    """``ib_umem_dmabuf_get``: import ``[offset, offset + size)`` of the dma-buf behind ``fd``
+    as a dynamic attachment (K-43).
+
+    Caller: an RDMA driver's ``reg_user_mr_dmabuf``, without the resv held. ``-EINVAL`` for an
+    overflowing range, missing ops or ``move_notify``, a buffer smaller than the range, or a
+    range of zero pages; ``dma_buf_get`` and attach errors pass through. Every error path drops
+    the reference it took. Nothing is mapped yet.
+    """
+    fn = "ib_umem_dmabuf_get"
+    if offset < 0 or size < 0 or offset + size > U64_MAX:
+        raise err(Errno.EINVAL, fn, "offset + size overflows")
+    if ops is None or (_require_callback and ops.move_notify is None):
+        raise err(Errno.EINVAL, fn, "importer ops without move_notify")
+    dmabuf = dma_buf_get(kernel, fd, files)
+    try:
+        if dmabuf.size < offset + size:
+            raise err(Errno.EINVAL, fn, f"dma-buf of {dmabuf.size} bytes < {offset + size}")
+        # ib_umem_num_pages() counts from umem->iova, which is still 0 (kzalloc) here, not from
+        # the offset: only size == 0 covers zero pages, whatever the offset's alignment (K-43).
+        if ib_umem_num_pages(0, size) == 0:
+            raise err(Errno.EINVAL, fn, "range covers zero pages")
+        umem = IbUmemDmabuf(ibdev, dmabuf, offset, size, access)
+        umem.attach = dma_buf_dynamic_attach(dmabuf, ibdev, ops, umem)
+    except KernelError:
+        dma_buf_put(dmabuf)
+        raise
+    return umem
+
+
+def ib_umem_dmabuf_map_pages(umem: IbUmemDmabuf) -> None:
+    """``ib_umem_dmabuf_map_pages``: map (unless mapped) and wait for KERNEL fences (K-44).
+
+    Caller holds the resv. A revoked umem gives ``-EINVAL``. The wait is uninterruptible and
+    without timeout: a 0 result becomes ``-ETIMEDOUT``, a negative one is returned.
+    """
+    fn = "ib_umem_dmabuf_map_pages"
+    dmabuf = umem.dmabuf
+    dmabuf.resv.assert_held(fn)
+    if umem.revoked:
+        raise err(Errno.EINVAL, fn, "umem revoked")
+    if umem.sgt is None:
+        assert umem.attach is not None
+        umem.sgt = dma_buf_map_attachment(umem.attach, DmaDataDirection.BIDIRECTIONAL)
+        umem.first_sg_offset = umem.offset % PAGE_SIZE
+        end = umem.offset + umem.length
+        umem.last_sg_trim = (-end) % PAGE_SIZE
+    ret = dmabuf.resv.wait_timeout(DmaResvUsage.KERNEL, False, MAX_SCHEDULE_TIMEOUT)
+    if ret < 0:
+        raise err(Errno(-ret), fn, "waiting for KERNEL fences")
+    if ret == 0:
+        raise err(Errno.ETIMEDOUT, fn, "KERNEL fences did not signal")
+
+
+def ib_umem_dmabuf_unmap_pages(umem: IbUmemDmabuf) -> None:
+    """``ib_umem_dmabuf_unmap_pages``: undo the trim, unmap, forget the table. Resv held."""
+    umem.dmabuf.resv.assert_held("ib_umem_dmabuf_unmap_pages")
+    if umem.sgt is None:
+        return
+    umem.first_sg_offset = umem.last_sg_trim = 0
+    dma_buf_unmap_attachment(umem.attach, umem.sgt, DmaDataDirection.BIDIRECTIONAL)
+    umem.sgt = None
+
+
+def ib_umem_dmabuf_unsupported_move_notify(attach: DmaBufAttachment) -> None:
+    """The pinned umem's callback: a rate-limited warning, nothing else (K-40)."""
+    umem = attach.importer_priv
+    assert isinstance(umem, IbUmemDmabuf)
+    attach.dmabuf.kernel.log(
+        f"{umem.ibdev.name}: Invalidate callback should not be called when memory is pinned"
+    )
+
+
+def ib_umem_dmabuf_revoke_locked(umem: IbUmemDmabuf) -> None:
+    """``ib_umem_dmabuf_revoke_locked``: unmap, unpin if pinned, mark revoked (K-46, K-90).
+
+    Caller holds the resv; idempotent.
+    """
+    umem.dmabuf.resv.assert_held("ib_umem_dmabuf_revoke_locked")
+    if umem.revoked:
+        return
+    ib_umem_dmabuf_unmap_pages(umem)
+    if umem.pinned:
+        assert umem.attach is not None
+        dma_buf_unpin(umem.attach)
+        umem.pinned = False
+    umem.revoked = True
+
+
+def ib_umem_dmabuf_revoke(umem: IbUmemDmabuf) -> None:
+    """``ib_umem_dmabuf_revoke``: :func:`ib_umem_dmabuf_revoke_locked` under the resv (K-46)."""
+    resv = umem.dmabuf.resv
+    with resv:
+        ib_umem_dmabuf_revoke_locked(umem)
+
+
+def ib_umem_dmabuf_release(umem: IbUmemDmabuf) -> None:
+    """``ib_umem_dmabuf_release``: revoke, detach, put (K-47)."""
+    ib_umem_dmabuf_revoke(umem)
+    dma_buf_detach(umem.dmabuf, umem.attach)
+    umem.attach = None
+    dma_buf_put(umem.dmabuf)
+
+
+def _revoke_cb(attach: DmaBufAttachment) -> None:
+    umem = attach.importer_priv
+    assert isinstance(umem, IbUmemDmabuf)
+    ib_umem_dmabuf_revoke_locked(umem)
+
+
+def ib_umem_dmabuf_attach_pinned_ops(kernel: Kernel) -> DmaBufAttachOps:
+    """``ib_umem_dmabuf_attach_pinned_ops``: allow_peer2peer, warn-only callback (≤6.16); no
+    callback at all in 7.1, so the import is not revocable (K-90)."""
+    cb: Callable[[DmaBufAttachment], None] | None = (
+        ib_umem_dmabuf_unsupported_move_notify if kernel.profile.umem_pinned_warn_callback else None
+    )
+    return DmaBufAttachOps(allow_peer2peer=True, move_notify=cb)
+
+
+def ib_umem_dmabuf_attach_pinned_revocable_ops(kernel: Kernel) -> DmaBufAttachOps:
+    """(7.1) ``ib_umem_dmabuf_attach_pinned_revocable_ops``: an invalidation revokes (K-90)."""
+    if not kernel.profile.umem_revocable_pinned_ops:
+        raise NotInProfile("revocable pinned umem ops exist from preset 7.1 on")
+    return DmaBufAttachOps(allow_peer2peer=True, move_notify=_revoke_cb)
+
+
+def ib_umem_dmabuf_get_pinned(
+    kernel: Kernel,
+    ibdev: Device,
+    offset: int,
+    size: int,
+    fd: int,
+    access: int,
+    *,
+    files: FdTable | None = None,
+    revocable: bool = False,
+) -> IbUmemDmabuf:
+    """``ib_umem_dmabuf_get_pinned``: import, pin and map in one go (K-45, K-93).
+
+    Caller: a pinned-only RDMA driver (EFA), without the resv held. Attach with
+    allow_peer2peer; under the resv ``dma_buf_pin``, ``pinned = 1``, ``map_pages``. Any
+    failure releases everything with exactly one unpin (the pre-February-2026 error path that
+    unpinned twice is reproduced with the profile switch ``umem_pinned_double_unpin``). On a
+    static exporter the pin is a no-op but ``pinned`` is still set. ``revocable`` selects the
+    7.1 revocable pinned ops (``ib_umem_dmabuf_get_pinned_revocable_and_lock``).
+    """
+    ops = (
+        ib_umem_dmabuf_attach_pinned_revocable_ops(kernel)
+        if revocable
+        else ib_umem_dmabuf_attach_pinned_ops(kernel)
+    )
+    umem = ib_umem_dmabuf_get(
+        kernel,
+        ibdev,
+        offset,
+        size,
+        fd,
+        access,
+        ops,
+        files=files,
+        _require_callback=kernel.profile.umem_pinned_warn_callback,
+    )
+    attach = umem.attach
+    assert attach is not None
+    resv = umem.dmabuf.resv
+    resv.lock()
+    try:
+        dma_buf_pin(attach)
+    except KernelError:
+        resv.unlock()
+        ib_umem_dmabuf_release(umem)
+        raise
+    umem.pinned = True
+    try:
+        ib_umem_dmabuf_map_pages(umem)
+    except KernelError:
+        if kernel.profile.umem_pinned_double_unpin:
+            dma_buf_unpin(attach)  # the pre-fix branch; the release path unpins again
+        resv.unlock()
+        ib_umem_dmabuf_release(umem)
+        raise
+    resv.unlock()
+    return umem
