@@ -1,0 +1,587 @@
+"""amdgpu-like exporter and importer (drivers/gpu/drm/amd/amdgpu/amdgpu_dma_buf.c,
+amdgpu_object.c; ``kernel-semantics.md`` §7.1, K-38, K-48..K-51, K-63, K-76..K-80).
+
+**Pin policy -- migrate on pin, VRAM only when everyone can do P2P.** A general-purpose GPU
+must stay free to move buffers, so its dma-buf pin chooses where to pin:
+
+* presets 5.16-6.14: always GTT -- pinning an exported VRAM buffer migrates it to system
+  memory (the performance camp's complaint);
+* 6.16: VRAM when ``CONFIG_DMABUF_MOVE_NOTIFY`` is on and every attachment present at pin time
+  has peer2peer, else GTT (commit f5e7fabd1f5c);
+* 7.1: VRAM when every attachment has peer2peer (the MN condition is gone).
+
+Attach never fails for P2P reasons: an importer the PCI topology cannot reach (negative
+P2PDMA distance) just loses ``peer2peer``. A move of an exported BO out of a non-SYSTEM
+placement notifies importers first.
+
+VRAM pins need CPU-visible VRAM (``CPU_ACCESS_REQUIRED``); pinlab models VRAM as one range
+without the visible/invisible split, so the BAR size does not yet bound VRAM pins.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from pinlab.drivers.base import DeviceBuffer, ExporterDriver, RegionUsage, register_exporter
+from pinlab.kernel.device import Device
+from pinlab.kernel.dma_buf import (
+    DmaBuf,
+    DmaBufAttachment,
+    DmaBufAttachOps,
+    DmaBufExportInfo,
+    DmaBufOps,
+    DmaDataDirection,
+    Module,
+    SgTable,
+    dma_buf_detach,
+    dma_buf_dynamic_attach,
+    dma_buf_export,
+    dma_buf_map_attachment,
+    dma_buf_notify_move,
+    dma_buf_pin,
+    dma_buf_put,
+    dma_buf_unmap_attachment,
+    dma_buf_unpin,
+    get_dma_buf,
+)
+from pinlab.kernel.dmem import DmemRegion
+from pinlab.kernel.errno import Errno, KernelError, err
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.p2pdma import pci_p2pdma_distance
+from pinlab.kernel.pci import PciDev, find_parent_pci_dev
+from pinlab.kernel.profile import VramPinRule
+from pinlab.kernel.ttm import (
+    TtmBoType,
+    TtmBufferObject,
+    TtmDevice,
+    TtmDeviceFuncs,
+    TtmMemType,
+    TtmPlace,
+    TtmPlacement,
+    TtmPlFlag,
+    TtmResource,
+    ttm_bo_clear,
+    ttm_bo_init_reserved,
+    ttm_bo_pin,
+    ttm_bo_release,
+    ttm_bo_unpin,
+    ttm_bo_validate,
+)
+
+GiB = 1 << 30
+
+
+class AmdgpuDomain(enum.IntFlag):
+    """``AMDGPU_GEM_DOMAIN_*``."""
+
+    NONE = 0
+    CPU = 0x1
+    GTT = 0x2
+    VRAM = 0x4
+
+
+class AmdgpuCreate(enum.IntFlag):
+    """``AMDGPU_GEM_CREATE_*`` flags pinlab uses."""
+
+    NONE = 0
+    CPU_ACCESS_REQUIRED = 1 << 0
+    VRAM_CLEARED = 1 << 3
+    VRAM_CONTIGUOUS = 1 << 5
+    GFX12_DCC = 1 << 16
+
+
+_DOMAIN_OF_MEM = {
+    TtmMemType.VRAM: AmdgpuDomain.VRAM,
+    TtmMemType.TT: AmdgpuDomain.GTT,
+    TtmMemType.SYSTEM: AmdgpuDomain.CPU,
+}
+_LOCATION = {TtmMemType.VRAM: "vram", TtmMemType.TT: "gtt", TtmMemType.SYSTEM: "system"}
+
+
+def parse_domain(domain: str | AmdgpuDomain) -> AmdgpuDomain:
+    """``"vram"``, ``"gtt"``, ``"system"``/``"cpu"`` or ``"vram|gtt"`` to a domain mask."""
+    if isinstance(domain, AmdgpuDomain):
+        return domain
+    mask = AmdgpuDomain.NONE
+    for part in domain.lower().split("|"):
+        name = {"system": "CPU", "cpu": "CPU", "gtt": "GTT", "tt": "GTT", "vram": "VRAM"}.get(
+            part.strip()
+        )
+        if name is None:
+            raise ValueError(f"unknown amdgpu domain {part!r} (expected vram, gtt or system)")
+        mask |= AmdgpuDomain[name]
+    return mask
+
+
+class AmdgpuBo(DeviceBuffer):
+    """``struct amdgpu_bo``: a TTM BO plus its domains and creation flags."""
+
+    __slots__ = (
+        "adev",
+        "allowed_domains",
+        "flags",
+        "import_sgt",
+        "name",
+        "preferred_domains",
+        "refs",
+        "size",
+        "tbo",
+        "userptr",
+    )
+
+    def __init__(
+        self,
+        adev: AmdgpuDevice,
+        tbo: TtmBufferObject,
+        domain: AmdgpuDomain,
+        flags: AmdgpuCreate,
+    ) -> None:
+        self.adev = adev
+        self.tbo = tbo
+        self.name = tbo.name
+        self.size = tbo.size
+        self.preferred_domains = domain
+        # amdgpu_bo_create: a VRAM-only BO may still fall back to GTT when evicted
+        self.allowed_domains = domain | AmdgpuDomain.GTT if domain == AmdgpuDomain.VRAM else domain
+        self.flags = flags
+        self.userptr = False
+        self.refs = 1  # the GEM object's kref: the creator's handle
+        self.import_sgt: SgTable | None = None
+        tbo.driver_priv = self
+
+    @property
+    def location(self) -> str | None:
+        mem = self.tbo.mem_type
+        return None if mem is None else _LOCATION[mem]
+
+    @property
+    def pinned(self) -> bool:
+        return self.tbo.pin_count > 0
+
+    @property
+    def epoch(self) -> int:
+        return self.tbo.epoch
+
+    @property
+    def is_import(self) -> bool:
+        return self.tbo.import_attach is not None
+
+    def __repr__(self) -> str:
+        return f"<amdgpu_bo {self.name} {self.size:#x} in {self.location} pin={self.tbo.pin_count}>"
+
+
+class AmdgpuTtmFuncs(TtmDeviceFuncs):
+    """amdgpu's TTM callbacks: eviction targets (TtmDeviceFuncs defaults, K-63) and
+    ``amdgpu_bo_move_notify`` (K-38, K-80)."""
+
+    def __init__(self, adev: AmdgpuDevice) -> None:
+        self.adev = adev
+
+    def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
+        abo = bo.driver_priv
+        if isinstance(abo, AmdgpuBo) and abo.import_sgt is not None:
+            # an import losing its backing: unpopulate, i.e. unmap the attachment (K-80)
+            attach = bo.import_attach
+            assert isinstance(attach, DmaBufAttachment)
+            dma_buf_unmap_attachment(attach, abo.import_sgt, DmaDataDirection.BIDIRECTIONAL)
+            abo.import_sgt = None
+        dmabuf = bo.dma_buf
+        if (
+            isinstance(dmabuf, DmaBuf)
+            and bo.import_attach is None
+            and bo.resource is not None
+            and bo.resource.mem_type is not TtmMemType.SYSTEM
+        ):
+            self.adev.move_notifies += 1
+            dma_buf_notify_move(dmabuf)
+
+
+@register_exporter("amdgpu")
+class AmdgpuDevice(ExporterDriver):
+    """One amdgpu-like GPU: VRAM, a GTT window and system memory under TTM."""
+
+    driver_name = "amdgpu"
+    pin_policy = (
+        "migrate on pin: GTT (<=6.15); VRAM only if every attachment is P2P "
+        "(6.16: and MOVE_NOTIFY on; 7.1)"
+    )
+    dynamic = True
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        pdev: PciDev,
+        *,
+        vram_size: int = 16 * GiB,
+        gtt_size: int = 16 * GiB,
+        system_size: int = 64 * GiB,
+        gfx_version: tuple[int, int] = (11, 0),
+        xgmi_peers: tuple[PciDev, ...] = (),
+        name: str = "",
+    ) -> None:
+        self.kernel = kernel
+        self.pdev = pdev
+        self.dev: Device = pdev
+        self.name = name or f"amdgpu-{pdev.name}"
+        self.gfx_version = gfx_version
+        self.xgmi_peers = set(xgmi_peers)
+        self.runtime_pm_active = True
+        self.runtime_pm_refs = 0
+        self.bdev = TtmDevice(kernel, self.name, AmdgpuTtmFuncs(self))
+        region = DmemRegion(f"drm/{pdev.name}/vram0", vram_size) if kernel.profile.dmem else None
+        self.vram_region = region
+        self.bdev.add_manager(TtmMemType.VRAM, vram_size, name=f"{self.name}:vram", region=region)
+        self.bdev.add_manager(TtmMemType.TT, gtt_size, name=f"{self.name}:gtt")
+        self.bdev.add_manager(TtmMemType.SYSTEM, system_size, name=f"{self.name}:system")
+        self.module = Module("amdgpu")
+        self.vram_pin_size = 0
+        self.gart_pin_size = 0
+        self.move_notifies = 0
+        self.ops = DmaBufOps(
+            attach=self._attach,
+            detach=self._detach,
+            pin=self._pin,
+            unpin=self._unpin,
+            map_dma_buf=self._map,
+            unmap_dma_buf=self._unmap,
+            release=self._release,
+        )
+        self.import_ops = DmaBufAttachOps(
+            allow_peer2peer=True, move_notify=self._import_move_notify
+        )
+        # fault injection: a failing DMA mapping of GTT pages for this importer (K-78)
+        self.dma_map_fault: Callable[[Device], bool] | None = None
+
+    # -- BOs -------------------------------------------------------------------------------
+    def placement_from_domain(
+        self, domain: AmdgpuDomain, flags: AmdgpuCreate = AmdgpuCreate.NONE
+    ) -> TtmPlacement:
+        """``amdgpu_bo_placement_from_domain``: VRAM before GTT before CPU."""
+        places: list[TtmPlace] = []
+        if domain & AmdgpuDomain.VRAM:
+            contig = (
+                TtmPlFlag.CONTIGUOUS if flags & AmdgpuCreate.VRAM_CONTIGUOUS else TtmPlFlag.NONE
+            )
+            places.append(TtmPlace(TtmMemType.VRAM, contig))
+        if domain & AmdgpuDomain.GTT:
+            places.append(TtmPlace(TtmMemType.TT))
+        if domain & AmdgpuDomain.CPU:
+            places.append(TtmPlace(TtmMemType.SYSTEM))
+        return tuple(places)
+
+    def amdgpu_bo_create(
+        self,
+        size: int,
+        domain: AmdgpuDomain,
+        flags: AmdgpuCreate = AmdgpuCreate.NONE,
+        *,
+        bo_type: TtmBoType = TtmBoType.DEVICE,
+        name: str = "",
+        resv: object = None,
+    ) -> AmdgpuBo:
+        """``amdgpu_bo_create``: a BO validated into ``domain`` (``-ENOMEM`` when nothing fits).
+
+        ``VRAM_CLEARED`` BOs that land in VRAM get a clear job (a KERNEL fence, K-64).
+        """
+        from pinlab.kernel.resv import DmaResv
+
+        shared = resv if isinstance(resv, DmaResv) else None
+        if shared is not None:
+            shared.lock()
+        try:
+            tbo = ttm_bo_init_reserved(
+                self.bdev,
+                size,
+                self.placement_from_domain(domain, flags),
+                bo_type,
+                resv=shared,
+                name=name,
+            )
+            abo = AmdgpuBo(self, tbo, domain, flags)
+            if flags & AmdgpuCreate.VRAM_CLEARED and tbo.mem_type is TtmMemType.VRAM:
+                ttm_bo_clear(tbo)
+        finally:
+            if shared is not None:
+                shared.unlock()
+        if shared is None:
+            tbo.resv.unlock()
+        return abo
+
+    def create_buffer(self, size: int, domain: str = "vram", *, name: str = "") -> AmdgpuBo:
+        return self.amdgpu_bo_create(
+            size, parse_domain(domain), AmdgpuCreate.VRAM_CLEARED, name=name
+        )
+
+    def amdgpu_bo_pin(self, abo: AmdgpuBo, domain: AmdgpuDomain) -> None:
+        """``amdgpu_bo_pin`` (K-50, K-79). Caller holds the resv.
+
+        userptr → ``-EPERM``; an import pins only in GTT (else ``-EINVAL``) and forwards
+        ``dma_buf_pin`` on the first pin; an already pinned BO outside ``domain`` →
+        ``-EINVAL``, otherwise one more pin without moving; else validate (``-ENOMEM``
+        possible) and pin.
+        """
+        tbo = abo.tbo
+        if abo.userptr:
+            raise err(Errno.EPERM, "amdgpu_bo_pin", "userptr BO")
+        if abo.preferred_domains & domain:
+            domain &= abo.preferred_domains
+        if abo.is_import:
+            if not domain & AmdgpuDomain.GTT:
+                raise err(Errno.EINVAL, "amdgpu_bo_pin", "imported BO can only be pinned in GTT")
+            domain = AmdgpuDomain.GTT
+        if tbo.pin_count:
+            mem = tbo.mem_type
+            if mem is None or not _DOMAIN_OF_MEM[mem] & domain:
+                raise err(
+                    Errno.EINVAL, "amdgpu_bo_pin", f"pinned in {mem} but {domain!r} requested"
+                )
+            ttm_bo_pin(tbo)
+            return
+        if abo.is_import:
+            attach = tbo.import_attach
+            assert isinstance(attach, DmaBufAttachment)
+            dma_buf_pin(attach)
+        try:
+            ttm_bo_validate(tbo, self.placement_from_domain(domain, abo.flags))
+        except KernelError:
+            if abo.is_import:
+                attach = tbo.import_attach
+                assert isinstance(attach, DmaBufAttachment)
+                dma_buf_unpin(attach)
+            raise
+        ttm_bo_pin(tbo)
+        if tbo.mem_type is TtmMemType.VRAM:
+            self.vram_pin_size += tbo.size
+        elif tbo.mem_type is TtmMemType.TT:
+            self.gart_pin_size += tbo.size
+
+    def amdgpu_bo_unpin(self, abo: AmdgpuBo) -> None:
+        """``amdgpu_bo_unpin``: one count down; on the last, forward ``dma_buf_unpin`` for an
+        import and drop the pin statistics (K-79)."""
+        tbo = abo.tbo
+        was_pinned = tbo.pin_count > 0
+        ttm_bo_unpin(tbo)  # WARNs on underflow (K-59)
+        if tbo.pin_count or not was_pinned:
+            return
+        if abo.is_import:
+            attach = tbo.import_attach
+            assert isinstance(attach, DmaBufAttachment)
+            dma_buf_unpin(attach)
+        if tbo.mem_type is TtmMemType.VRAM:
+            self.vram_pin_size -= tbo.size
+        elif tbo.mem_type is TtmMemType.TT:
+            self.gart_pin_size -= tbo.size
+
+    def free_buffer(self, buf: DeviceBuffer) -> None:
+        """GEM close of the creator's handle; the BO lives on while a dma-buf holds it."""
+        assert isinstance(buf, AmdgpuBo)
+        self._put(buf)
+
+    def _put(self, abo: AmdgpuBo) -> None:
+        """``drm_gem_object_put``: the last reference destroys the BO."""
+        abo.refs -= 1
+        if abo.refs == 0 and not abo.tbo.deleted:
+            self._destroy(abo)
+
+    def _destroy(self, abo: AmdgpuBo) -> None:
+        if abo.tbo.pin_count:
+            self.amdgpu_bo_unpin_all(abo)
+        ttm_bo_release(abo.tbo)
+
+    def amdgpu_bo_unpin_all(self, abo: AmdgpuBo) -> None:
+        with abo.tbo.resv:
+            while abo.tbo.pin_count:
+                self.amdgpu_bo_unpin(abo)
+
+    # -- export ----------------------------------------------------------------------------
+    def export(self, buf: DeviceBuffer) -> DmaBuf:
+        """``amdgpu_gem_prime_export``: share the BO's resv with the dma-buf."""
+        assert isinstance(buf, AmdgpuBo)
+        if buf.userptr:
+            raise err(Errno.EPERM, "amdgpu_gem_prime_export", "userptr BO")
+        if isinstance(buf.tbo.dma_buf, DmaBuf) and not buf.tbo.dma_buf.released:
+            return get_dma_buf(buf.tbo.dma_buf)
+        dmabuf = dma_buf_export(
+            self.kernel,
+            DmaBufExportInfo(
+                ops=self.ops,
+                size=buf.size,
+                priv=buf,
+                exp_name="amdgpu",
+                resv=buf.tbo.resv,
+                owner=self.module,
+            ),
+        )
+        buf.tbo.dma_buf = dmabuf
+        buf.refs += 1  # the dma-buf holds a GEM reference
+        return dmabuf
+
+    def buffer_of(self, dmabuf: DmaBuf) -> AmdgpuBo:
+        abo = dmabuf.priv
+        assert isinstance(abo, AmdgpuBo)
+        return abo
+
+    def backing_epoch(self, dmabuf: DmaBuf) -> int:
+        return self.buffer_of(dmabuf).tbo.epoch
+
+    def _xgmi_reachable(self, dev: Device) -> bool:
+        pdev = find_parent_pci_dev(dev)
+        return pdev is not None and pdev in self.xgmi_peers
+
+    def _attach(self, dmabuf: DmaBuf, attach: DmaBufAttachment) -> None:
+        """``amdgpu_dma_buf_attach`` (K-48): clear peer2peer for GFX12 DCC BOs, for importers
+        the P2PDMA distance rejects (unless XGMI-reachable) and (7.1) while runtime PM is
+        suspended. Never fails for P2P reasons."""
+        abo = self.buffer_of(dmabuf)
+        if self.gfx_version >= (12, 0) and abo.flags & AmdgpuCreate.GFX12_DCC:
+            attach.peer2peer = False
+        if not self._xgmi_reachable(attach.dev) and pci_p2pdma_distance(self.pdev, attach.dev) < 0:
+            attach.peer2peer = False
+        if self.kernel.profile.amdgpu_p2p_requires_runtime_pm:
+            if not self.runtime_pm_active:
+                attach.peer2peer = False
+            self.runtime_pm_refs += 1
+
+    def _detach(self, dmabuf: DmaBuf, attach: DmaBufAttachment) -> None:
+        if self.kernel.profile.amdgpu_p2p_requires_runtime_pm:
+            self.runtime_pm_refs -= 1
+
+    def pin_domains(self, dmabuf: DmaBuf) -> AmdgpuDomain:
+        """Where ``amdgpu_dma_buf_pin`` may pin under this profile (K-49)."""
+        abo = self.buffer_of(dmabuf)
+        profile = self.kernel.profile
+        rule = profile.amdgpu_vram_pin
+        if rule is VramPinRule.NEVER:
+            return AmdgpuDomain.GTT
+        domains = abo.allowed_domains
+        if rule is VramPinRule.IF_P2P_AND_MN and not profile.move_notify:
+            domains &= ~AmdgpuDomain.VRAM
+        if any(not a.peer2peer for a in dmabuf.attachments):
+            domains &= ~AmdgpuDomain.VRAM
+        return domains
+
+    def _pin(self, attach: DmaBufAttachment) -> None:
+        """``amdgpu_dma_buf_pin`` (K-49): choose the domains, then ``amdgpu_bo_pin``."""
+        dmabuf = attach.dmabuf
+        abo = self.buffer_of(dmabuf)
+        domains = self.pin_domains(dmabuf)
+        if domains & AmdgpuDomain.VRAM:
+            abo.flags |= AmdgpuCreate.CPU_ACCESS_REQUIRED
+        if not domains:
+            self.kernel.warn("amdgpu_dma_buf_pin", "!domains")
+            raise err(Errno.EINVAL, "amdgpu_dma_buf_pin", "no domain left to pin in")
+        self.amdgpu_bo_pin(abo, domains)
+
+    def _unpin(self, attach: DmaBufAttachment) -> None:
+        self.amdgpu_bo_unpin(self.buffer_of(attach.dmabuf))
+
+    def _map(self, attach: DmaBufAttachment, direction: DmaDataDirection) -> SgTable | None:
+        """``amdgpu_dma_buf_map`` (K-51, K-78): an unpinned BO is validated into GTT, or
+        GTT|VRAM for a P2P attachment of a VRAM-preferring BO; then a page sg_table for GTT,
+        a page-less P2P table for VRAM, ``-EINVAL`` for anything else."""
+        dmabuf = attach.dmabuf
+        abo = self.buffer_of(dmabuf)
+        tbo = abo.tbo
+        if not tbo.pin_count:
+            domains = AmdgpuDomain.GTT
+            if abo.preferred_domains & AmdgpuDomain.VRAM and attach.peer2peer:
+                abo.flags |= AmdgpuCreate.CPU_ACCESS_REQUIRED
+                domains |= AmdgpuDomain.VRAM
+            ttm_bo_validate(tbo, self.placement_from_domain(domains, abo.flags))
+        res = tbo.resource
+        mem = tbo.mem_type
+        if res is None or mem is None:
+            raise err(Errno.EINVAL, "amdgpu_dma_buf_map", "BO has no backing")
+        if mem is TtmMemType.TT:
+            if self.dma_map_fault is not None and self.dma_map_fault(attach.dev):
+                raise err(Errno.EBUSY, "amdgpu_dma_buf_map", "dma_map_sgtable failed")
+            return SgTable(res.allocation.segments, False, "gtt", tbo.epoch, False)
+        if mem is TtmMemType.VRAM:
+            if self._xgmi_reachable(attach.dev):
+                self.kernel.warn("amdgpu_dma_buf_map", "VRAM sgt for an XGMI importer")
+                raise err(Errno.EINVAL, "amdgpu_dma_buf_map", "XGMI importer")
+            return SgTable(res.allocation.segments, True, "vram", tbo.epoch, True)
+        raise err(Errno.EINVAL, "amdgpu_dma_buf_map", f"cannot map a BO in {mem}")
+
+    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
+        """``amdgpu_dma_buf_unmap``: free the table (nothing to model)."""
+
+    def _release(self, dmabuf: DmaBuf) -> None:
+        """``drm_gem_dmabuf_release``: the export's reference on the BO is dropped."""
+        abo = self.buffer_of(dmabuf)
+        abo.tbo.dma_buf = None
+        self._put(abo)
+
+    # -- import ----------------------------------------------------------------------------
+    def prime_import(self, dmabuf: DmaBuf) -> AmdgpuBo:
+        """``amdgpu_gem_prime_import``: our own export comes back as the same BO; anything
+        else becomes an sg BO sharing the dma-buf's resv, attached dynamically with
+        allow_peer2peer (K-79)."""
+        priv = dmabuf.priv
+        if dmabuf.ops is self.ops and isinstance(priv, AmdgpuBo):
+            get_dma_buf(dmabuf)
+            return priv
+        tbo = TtmBufferObject(self.bdev, dmabuf.size, TtmBoType.SG, resv=dmabuf.resv)
+        abo = AmdgpuBo(self, tbo, AmdgpuDomain.GTT, AmdgpuCreate.NONE)
+        get_dma_buf(dmabuf)
+        try:
+            tbo.import_attach = dma_buf_dynamic_attach(dmabuf, self.dev, self.import_ops, abo)
+        except KernelError:
+            dma_buf_put(dmabuf)
+            raise
+        return abo
+
+    def import_bind(self, abo: AmdgpuBo) -> SgTable:
+        """Make an import usable: validate into GTT and map the attachment
+        (``amdgpu_ttm_backend_bind`` of an sg BO). Caller holds the resv."""
+        attach = abo.tbo.import_attach
+        assert isinstance(attach, DmaBufAttachment)
+        ttm_bo_validate(abo.tbo, (TtmPlace(TtmMemType.TT),))
+        if abo.import_sgt is None:
+            abo.import_sgt = dma_buf_map_attachment(attach, DmaDataDirection.BIDIRECTIONAL)
+        return abo.import_sgt
+
+    def _import_move_notify(self, attach: DmaBufAttachment) -> None:
+        """``amdgpu_dma_buf_move_notify`` (K-80): gut the import BO (empty placement); it is
+        re-mapped at next use."""
+        abo = attach.importer_priv
+        assert isinstance(abo, AmdgpuBo)
+        if abo.tbo.resource is not None or abo.import_sgt is not None:
+            if abo.import_sgt is not None and abo.tbo.resource is None:
+                dma_buf_unmap_attachment(attach, abo.import_sgt, DmaDataDirection.BIDIRECTIONAL)
+                abo.import_sgt = None
+            ttm_bo_validate(abo.tbo, ())
+
+    def release_import(self, abo: AmdgpuBo) -> None:
+        """Close an imported BO: unmap, unpin what we pinned, detach, put."""
+        attach = abo.tbo.import_attach
+        assert isinstance(attach, DmaBufAttachment)
+        dmabuf = attach.dmabuf
+        with dmabuf.resv:
+            while abo.tbo.pin_count:
+                self.amdgpu_bo_unpin(abo)
+            if abo.import_sgt is not None:
+                dma_buf_unmap_attachment(attach, abo.import_sgt, DmaDataDirection.BIDIRECTIONAL)
+                abo.import_sgt = None
+        ttm_bo_release(abo.tbo)
+        dma_buf_detach(dmabuf, attach)
+        dma_buf_put(dmabuf)
+
+    # -- reporting -------------------------------------------------------------------------
+    def regions(self) -> list[RegionUsage]:
+        out = []
+        for mem, label in _LOCATION.items():
+            man = self.bdev.manager(mem)
+            if man is None:
+                continue
+            out.append(
+                RegionUsage(
+                    label,
+                    man.size,
+                    man.used,
+                    man.pinned_bytes,
+                    man.allocator.largest_free,
+                )
+            )
+        return out

@@ -1,0 +1,61 @@
+"""AMD APU exporter: amdgpu on an integrated GPU (``seed-brief.md`` pillar 1; ``cost-model.md``
+§9.4; ``kernel-semantics.md`` §7.1).
+
+**Pin policy -- pin means migrate to system memory (GTT), in every profile.** An APU's "VRAM"
+is a carve-out of system DRAM reserved at boot (2 GiB by default here) that the display engine
+scans out of and the GPU's own allocations compete for. The settlement's first pillar lets such
+a general-purpose GPU keep "pin means migrate to system memory" so that no importer can lock up
+the carve-out the desktop needs: a dma-buf pin always lands in GTT, whatever the profile, the
+MOVE_NOTIFY option or the importers' P2P abilities -- where a discrete amdgpu (≥6.16) would pin
+in VRAM.
+
+Everything else -- attach (peer2peer cleared for unreachable importers, never fails), map (an
+unpinned P2P mapping may stay in the carve-out), move notification, the GEM import side -- is
+amdgpu's, inherited from :class:`~pinlab.drivers.amdgpu.AmdgpuDevice`; the only override is
+:meth:`AmdgpuApuDevice.pin_domains`. A pin of a BO already pinned in VRAM (by the driver
+itself, e.g. a scanout) therefore still fails with ``-EINVAL`` (K-50).
+"""
+
+from __future__ import annotations
+
+from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuDomain
+from pinlab.drivers.base import register_exporter
+from pinlab.kernel.dma_buf import DmaBuf
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pci import PciDev
+
+GiB = 1 << 30
+
+
+@register_exporter("apu")
+class AmdgpuApuDevice(AmdgpuDevice):
+    """An amdgpu APU: ``vram_size`` is the carve-out of system DRAM."""
+
+    driver_name = "apu"
+    pin_policy = "migrate on pin, always: GTT in every profile (keeps the carve-out free)"
+    dynamic = True
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        pdev: PciDev,
+        *,
+        vram_size: int = 2 * GiB,
+        gtt_size: int = 16 * GiB,
+        system_size: int = 32 * GiB,
+        gfx_version: tuple[int, int] = (11, 0),
+        name: str = "",
+    ) -> None:
+        super().__init__(
+            kernel,
+            pdev,
+            vram_size=vram_size,
+            gtt_size=gtt_size,
+            system_size=system_size,
+            gfx_version=gfx_version,
+            name=name or f"apu-{pdev.name}",
+        )
+
+    def pin_domains(self, dmabuf: DmaBuf) -> AmdgpuDomain:
+        """Where ``amdgpu_dma_buf_pin`` may pin: GTT, regardless of profile and importers."""
+        return AmdgpuDomain.GTT

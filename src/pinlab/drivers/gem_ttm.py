@@ -1,0 +1,355 @@
+"""GEM objects backed by TTM: what the TTM-based exporter models (xe, i915, nvidia-compute)
+share (drivers/gpu/drm/drm_gem_ttm_helper.c, drm_prime.c).
+
+The driver-independent half of a TTM exporter is the same everywhere and lives here:
+
+* :class:`TtmGemBuffer` -- a GEM object: a TTM BO, the memory types its creator allowed
+  (its *placements*, in preference order) and the GEM refcount (the creator's handle plus one
+  reference per live dma-buf, ``drm_gem_prime_export``);
+* :class:`GemTtmFuncs` -- the TTM callbacks with the exporter side of ``move_notify``: an
+  exported, non-imported BO that changes backing tells its dynamic importers first
+  (``dma_buf_move_notify``, ``dma_buf_invalidate_mappings`` in 7.1). Each driver chooses
+  whether a move out of SYSTEM counts (amdgpu-like: no; xe-like: yes) or whether it notifies
+  at all (static exporters never do);
+* :class:`TtmGemExporter` -- create, export (one dma-buf per BO, sharing the BO's resv),
+  release, GEM close, ``regions()`` and the backing epoch. Each driver supplies its
+  ``dma_buf_ops`` (``self.ops``) -- the pin policy is the driver's, not this module's.
+
+amdgpu.py predates this module and keeps its own copy of the same mechanics; the models built
+on it (``apu``) subclass :class:`~pinlab.drivers.amdgpu.AmdgpuDevice` instead.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pinlab.drivers.base import DeviceBuffer, ExporterDriver, RegionUsage
+from pinlab.kernel.device import Device
+from pinlab.kernel.dma_buf import (
+    DmaBuf,
+    DmaBufExportInfo,
+    DmaBufOps,
+    Module,
+    dma_buf_export,
+    dma_buf_notify_move,
+    get_dma_buf,
+)
+from pinlab.kernel.dmem import DmemRegion
+from pinlab.kernel.errno import Errno, err
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pci import PciDev
+from pinlab.kernel.ttm import (
+    TtmBoType,
+    TtmBufferObject,
+    TtmDevice,
+    TtmDeviceFuncs,
+    TtmMemType,
+    TtmPlace,
+    TtmPlacement,
+    TtmResource,
+    ttm_bo_clear,
+    ttm_bo_init_reserved,
+    ttm_bo_release,
+    ttm_bo_unpin,
+)
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+TTM_LOCATION: dict[TtmMemType, str] = {
+    TtmMemType.VRAM: "vram",
+    TtmMemType.TT: "gtt",
+    TtmMemType.SYSTEM: "system",
+}
+"""``DeviceBuffer.location`` of each TTM memory type (device memory is always ``"vram"``)."""
+
+
+def parse_ttm_domain(
+    domain: str, aliases: Mapping[str, TtmMemType], driver: str
+) -> tuple[TtmMemType, ...]:
+    """A domain string (``"vram"``, ``"vram|system"`` ...) to TTM memory types, in the
+    preference order every modelled driver uses: device memory, then TT, then SYSTEM.
+
+    ``aliases`` maps the names a driver accepts to memory types. Raises ``ValueError`` naming
+    the driver and the accepted names for anything else, or for an empty domain.
+    """
+    found: set[TtmMemType] = set()
+    for part in domain.lower().split("|"):
+        name = part.strip()
+        mem = aliases.get(name)
+        if mem is None:
+            raise ValueError(
+                f"unknown {driver} domain {name!r} (expected one of {', '.join(aliases)}, "
+                "or several joined with '|')"
+            )
+        found.add(mem)
+    return tuple(sorted(found, reverse=True))
+
+
+def ttm_regions(bdev: TtmDevice) -> list[RegionUsage]:
+    """:class:`RegionUsage` of every memory type of ``bdev`` (device memory first)."""
+    out = []
+    for mem in (TtmMemType.VRAM, TtmMemType.TT, TtmMemType.SYSTEM):
+        man = bdev.manager(mem)
+        if man is None:
+            continue
+        out.append(
+            RegionUsage(
+                TTM_LOCATION[mem], man.size, man.used, man.pinned_bytes, man.allocator.largest_free
+            )
+        )
+    return out
+
+
+class TtmGemBuffer(DeviceBuffer):
+    """A GEM object backed by a TTM BO.
+
+    ``placements`` are the memory types its creator allowed, in preference order (what
+    ``xe_bo_can_migrate`` and ``i915_gem_object_can_migrate`` consult); ``refs`` is the GEM
+    kref: 1 for the creator's handle plus 1 per dma-buf exported from it.
+    """
+
+    __slots__ = ("name", "owner", "placements", "refs", "size", "tbo")
+
+    def __init__(
+        self, owner: TtmGemExporter[Any], tbo: TtmBufferObject, placements: TtmPlacement
+    ) -> None:
+        self.owner = owner
+        self.tbo = tbo
+        self.name = tbo.name
+        self.size = tbo.size
+        self.placements = placements
+        self.refs = 1
+        tbo.driver_priv = self
+
+    @property
+    def mem_type(self) -> TtmMemType | None:
+        return self.tbo.mem_type
+
+    @property
+    def location(self) -> str | None:
+        mem = self.tbo.mem_type
+        return None if mem is None else TTM_LOCATION[mem]
+
+    @property
+    def pinned(self) -> bool:
+        return self.tbo.pin_count > 0
+
+    @property
+    def epoch(self) -> int:
+        return self.tbo.epoch
+
+    def can_migrate(self, mem: TtmMemType) -> bool:
+        """Whether the creator allowed ``mem`` (``xe_bo_can_migrate``,
+        ``i915_gem_object_can_migrate``). Imports (sg BOs) never migrate."""
+        if self.tbo.type is TtmBoType.SG:
+            return False
+        return any(place.mem_type is mem for place in self.placements)
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        return f"<{kind} {self.name} {self.size:#x} in {self.location} pin={self.tbo.pin_count}>"
+
+
+BufT = TypeVar("BufT", bound=TtmGemBuffer)
+
+
+class GemTtmFuncs(TtmDeviceFuncs):
+    """TTM callbacks of a GEM exporter: TtmDeviceFuncs' eviction targets plus the exporter's
+    move notification (K-36, K-38 for amdgpu-like; ``xe_bo_move_notify`` for xe-like).
+
+    ``notify``: a static exporter (no importer can be told) passes False.
+    ``notify_from_system``: whether a move whose old placement is SYSTEM is announced too
+    (xe: yes; amdgpu and the nvidia-compute model: no, SYSTEM pages were never mapped for a
+    peer).
+    """
+
+    def __init__(
+        self,
+        exporter: TtmGemExporter[Any],
+        *,
+        notify: bool = True,
+        notify_from_system: bool = False,
+        evict_to: Callable[[TtmBufferObject], TtmPlacement] | None = None,
+    ) -> None:
+        self.exporter = exporter
+        self.notify = notify
+        self.notify_from_system = notify_from_system
+        self._evict_to = evict_to
+
+    def evict_flags(self, bo: TtmBufferObject) -> TtmPlacement:
+        if self._evict_to is not None and bo.type is not TtmBoType.SG:
+            return self._evict_to(bo)
+        return super().evict_flags(bo)
+
+    def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
+        dmabuf = bo.dma_buf
+        if (
+            self.notify
+            and isinstance(dmabuf, DmaBuf)
+            and bo.import_attach is None
+            and bo.resource is not None
+            and (self.notify_from_system or bo.resource.mem_type is not TtmMemType.SYSTEM)
+        ):
+            self.exporter.move_notifies += 1
+            dma_buf_notify_move(dmabuf)
+
+
+class TtmGemExporter(ExporterDriver, Generic[BufT]):
+    """The common half of a TTM-based dma-buf exporter.
+
+    Subclasses set :attr:`exp_name`, :attr:`domain_aliases`, ``self.ops`` (their
+    ``dma_buf_ops``, as bound methods) and implement :meth:`_new_buffer`. ``dma_map_fault``
+    is a fault-injection hook: when it returns True for an importer device, DMA-mapping a
+    page-backed sg_table for that device fails (the exporter decides the errno, e.g. xe's
+    ``-EBUSY``, K-81).
+    """
+
+    exp_name: ClassVar[str]
+    domain_aliases: ClassVar[Mapping[str, TtmMemType]]
+    clear_on_alloc: ClassVar[bool] = True
+    """New device-memory BOs get a clear job (a KERNEL fence, K-64), as amdgpu's
+    VRAM_CLEARED, xe's and i915's LMEM clears do."""
+
+    ops: DmaBufOps
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        pdev: PciDev,
+        name: str,
+        managers: Sequence[tuple[TtmMemType, int]],
+        funcs: GemTtmFuncs | None = None,
+        *,
+        dmem: bool = False,
+    ) -> None:
+        self.kernel = kernel
+        self.pdev = pdev
+        self.dev: Device = pdev
+        self.name = name
+        self.module = Module(self.exp_name)
+        self.move_notifies = 0
+        self.dma_map_fault: Callable[[Device], bool] | None = None
+        self.bdev = TtmDevice(kernel, name, funcs if funcs is not None else GemTtmFuncs(self))
+        self.vram_region: DmemRegion | None = None
+        for mem, size in managers:
+            if size <= 0:
+                continue
+            region = None
+            if mem is TtmMemType.VRAM and dmem and kernel.profile.dmem:
+                region = DmemRegion(f"drm/{pdev.name}/vram0", size)
+                self.vram_region = region
+            self.bdev.add_manager(mem, size, name=f"{name}:{TTM_LOCATION[mem]}", region=region)
+
+    # -- buffers ---------------------------------------------------------------------------
+    @abstractmethod
+    def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> BufT:
+        """Wrap a freshly created BO in the driver's buffer type."""
+
+    def parse_domain(self, domain: str) -> tuple[TtmMemType, ...]:
+        """The memory types a ``create_buffer`` domain string names (``ValueError`` if it
+        names one this device does not have)."""
+        mems = parse_ttm_domain(domain, self.domain_aliases, self.driver_name)
+        missing = [m for m in mems if self.bdev.manager(m) is None]
+        if missing:
+            names = ", ".join(TTM_LOCATION[m] for m in missing)
+            raise ValueError(f"{self.name} has no {names} memory (domain {domain!r})")
+        return mems
+
+    def bo_create(self, size: int, mems: Sequence[TtmMemType], *, name: str = "") -> BufT:
+        """GEM create: a BO validated into the first of ``mems`` with room (TTM may evict
+        unpinned BOs; ``-ENOMEM`` when nothing fits, K-62). A BO landing in device memory
+        gets a clear job when :attr:`clear_on_alloc`."""
+        if not mems:
+            raise ValueError(f"{self.name}: a buffer needs at least one placement")
+        placements = tuple(TtmPlace(m) for m in mems)
+        tbo = ttm_bo_init_reserved(self.bdev, size, placements, TtmBoType.DEVICE, name=name)
+        try:
+            buf = self._new_buffer(tbo, placements)
+            if self.clear_on_alloc and tbo.mem_type is TtmMemType.VRAM:
+                ttm_bo_clear(tbo)
+        finally:
+            tbo.resv.unlock()
+        return buf
+
+    def create_buffer(self, size: int, domain: str = "vram", *, name: str = "") -> BufT:
+        return self.bo_create(size, self.parse_domain(domain), name=name)
+
+    def free_buffer(self, buf: DeviceBuffer) -> None:
+        """GEM close of the creator's handle; the BO lives on while a dma-buf holds it."""
+        self._put(self._own(buf))
+
+    def _own(self, buf: DeviceBuffer) -> BufT:
+        if not isinstance(buf, TtmGemBuffer) or buf.owner is not self:
+            raise ValueError(f"{buf!r} is not a buffer of {self.name}")
+        return buf  # type: ignore[return-value]
+
+    def _put(self, buf: BufT) -> None:
+        """``drm_gem_object_put``: the last reference destroys the BO."""
+        buf.refs -= 1
+        if buf.refs == 0 and not buf.tbo.deleted:
+            self._destroy(buf)
+
+    def _destroy(self, buf: BufT) -> None:
+        """Free the BO. A pin still held here is a leak the kernel WARNs about in
+        ``ttm_bo_release`` (K-87); the model balances it first, like amdgpu's unpin-all."""
+        tbo = buf.tbo
+        if tbo.pin_count:
+            with tbo.resv:
+                while tbo.pin_count:
+                    self._unpin_bo(buf)
+        ttm_bo_release(tbo)
+
+    def _unpin_bo(self, buf: BufT) -> None:
+        """Drop one pin of ``buf``; drivers with per-pin accounting override. Resv held."""
+        ttm_bo_unpin(buf.tbo)
+
+    # -- export ----------------------------------------------------------------------------
+    def export(self, buf: DeviceBuffer) -> DmaBuf:
+        """``drm_gem_prime_export``: one dma-buf per BO (a second export of a live one returns
+        it with one more reference), sharing the BO's resv; the dma-buf holds a GEM ref."""
+        bo = self._own(buf)
+        if bo.tbo.deleted:
+            raise err(Errno.EINVAL, "drm_gem_prime_export", f"{bo.name} was freed")
+        dmabuf = bo.tbo.dma_buf
+        if isinstance(dmabuf, DmaBuf) and not dmabuf.released:
+            return get_dma_buf(dmabuf)
+        dmabuf = dma_buf_export(
+            self.kernel,
+            DmaBufExportInfo(
+                ops=self.ops,
+                size=bo.size,
+                priv=bo,
+                exp_name=self.exp_name,
+                resv=bo.tbo.resv,
+                owner=self.module,
+            ),
+        )
+        bo.tbo.dma_buf = dmabuf
+        bo.refs += 1
+        return dmabuf
+
+    def _release(self, dmabuf: DmaBuf) -> None:
+        """``drm_gem_dmabuf_release``: the export's GEM reference is dropped."""
+        bo = self.buffer_of(dmabuf)
+        bo.tbo.dma_buf = None
+        self._put(bo)
+
+    def buffer_of(self, dmabuf: DmaBuf) -> BufT:
+        bo = dmabuf.priv
+        if not isinstance(bo, TtmGemBuffer) or bo.owner is not self:
+            raise ValueError(f"{dmabuf!r} was not exported by {self.name}")
+        return bo  # type: ignore[return-value]
+
+    def backing_epoch(self, dmabuf: DmaBuf) -> int:
+        return self.buffer_of(dmabuf).tbo.epoch
+
+    def dma_map_fails(self, dev: Device) -> bool:
+        """Whether the fault-injection hook makes a DMA mapping for ``dev`` fail."""
+        return self.dma_map_fault is not None and self.dma_map_fault(dev)
+
+    # -- reporting -------------------------------------------------------------------------
+    def regions(self) -> list[RegionUsage]:
+        return ttm_regions(self.bdev)

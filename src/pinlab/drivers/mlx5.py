@@ -1,0 +1,166 @@
+"""mlx5-like importer: on-demand-paging dma-buf MRs (drivers/infiniband/hw/mlx5/mr.c, odp.c;
+``kernel-semantics.md`` §6, §10.2; K-41, K-42, K-92).
+
+**Pin policy -- survives moves.** With ``IB_ACCESS_ON_DEMAND`` the MR imports the buffer
+dynamically (``ib_umem_dmabuf_get``) and pins nothing. When the exporter moves the buffer it
+calls ``move_notify``; the driver zaps the MR's translations (MTTs) and unmaps. The NIC's next
+access faults: under the resv the fault handler re-maps (waiting for the move's KERNEL fence)
+and rewrites the MTTs. Granularity is the whole MR: one invalidation unmaps all of it, one
+fault maps all of it back.
+
+pinlab's convention for registrations *without* ``IB_ACCESS_ON_DEMAND``: they take the pinned
+path (``ib_umem_dmabuf_get_pinned``), as mlx5's data-direct pinned mode and the pinned-only RDMA
+drivers do. A NIC without ODP support (``odp=False``) refuses ON_DEMAND registrations with
+``-EOPNOTSUPP``, like a kernel built without ``CONFIG_INFINIBAND_ON_DEMAND_PAGING``.
+
+``ignore_move_notify=True`` builds a deliberately *broken* importer that keeps using its old
+mapping after a notification: the stale-DMA detector's negative control.
+"""
+
+from __future__ import annotations
+
+from pinlab.drivers.dma_check import StaleDmaDetector
+from pinlab.drivers.rdma import MemoryRegion, RdmaDevice, register_importer
+from pinlab.kernel.device import Device
+from pinlab.kernel.dma_buf import PAGE_SIZE, DmaBufAttachment, DmaBufAttachOps
+from pinlab.kernel.errno import Errno, KernelError, err
+from pinlab.kernel.file import FdTable
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.umem import (
+    IB_ACCESS_ON_DEMAND,
+    IbUmemDmabuf,
+    ib_umem_dmabuf_get,
+    ib_umem_dmabuf_map_pages,
+    ib_umem_dmabuf_release,
+    ib_umem_dmabuf_unmap_pages,
+    ib_umem_num_pages,
+)
+
+
+@register_importer("mlx5")
+class Mlx5Device(RdmaDevice):
+    """An mlx5-like NIC; ``odp`` says whether it supports on-demand paging."""
+
+    driver_name = "mlx5"
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        pdev: Device,
+        *,
+        name: str = "",
+        detector: StaleDmaDetector | None = None,
+        odp: bool = True,
+        ignore_move_notify: bool = False,
+    ) -> None:
+        super().__init__(kernel, pdev, name=name, detector=detector)
+        self.odp = odp
+        self.ignore_move_notify = ignore_move_notify
+        self.attach_ops = DmaBufAttachOps(
+            allow_peer2peer=True, move_notify=self.mlx5_ib_dmabuf_invalidate_cb
+        )
+        self.invalidations = 0
+        self.faults = 0
+
+    # -- registration ----------------------------------------------------------------------
+    def reg_dmabuf_mr(
+        self,
+        fd: int,
+        offset: int,
+        length: int,
+        access: int,
+        *,
+        files: FdTable | None = None,
+        pid: int | None = None,
+    ) -> MemoryRegion:
+        """``mlx5_ib_reg_user_mr_dmabuf``: ODP import plus the first fault-in of the whole MR
+        (``mlx5_ib_init_dmabuf_mr``), or the pinned path without ``IB_ACCESS_ON_DEMAND``."""
+        if not access & IB_ACCESS_ON_DEMAND:
+            return self._reg_pinned(fd, offset, length, access, files, pid)
+        if not self.odp:
+            raise err(
+                Errno.EOPNOTSUPP, "mlx5_ib_reg_user_mr_dmabuf", f"{self.name} has no ODP support"
+            )
+        umem = ib_umem_dmabuf_get(
+            self.kernel, self.dev, offset, length, fd, access, self.attach_ops, files=files
+        )
+        mr = MemoryRegion(self, umem, access, odp=True, pid=pid)
+        umem.private = mr  # mlx5r_store_odp_mkey: the fault handler can find it
+        try:
+            self.pagefault_dmabuf_mr(mr)
+        except KernelError:
+            umem.private = None
+            ib_umem_dmabuf_release(umem)
+            raise
+        mr.faults = 0  # the initial fault-in is registration, not a fault
+        self.mrs[mr.lkey] = mr
+        return mr
+
+    def dereg_mr(self, mr: MemoryRegion) -> None:
+        """``mlx5_ib_dereg_mr``: for ODP dma-buf MRs ``mlx5_revoke_mr`` clears the umem's
+        private pointer under the resv first, so a late invalidation is ignored (K-92)."""
+        self._lookup(mr)
+        del self.mrs[mr.lkey]
+        mr.deregistered = True
+        umem = mr.umem
+        if mr.odp:
+            with umem.dmabuf.resv:
+                umem.private = None
+                mr.mtt_valid = False
+        ib_umem_dmabuf_release(umem)
+
+    # -- ODP -------------------------------------------------------------------------------
+    def mlx5_ib_dmabuf_invalidate_cb(self, attach: DmaBufAttachment) -> None:
+        """The ``move_notify`` callback (K-41): with an sg_table present, zap every MTT and
+        unmap; with none (or a deregistered MR, K-92) do nothing."""
+        attach.dmabuf.resv.assert_held("mlx5_ib_dmabuf_invalidate_cb")
+        umem = attach.importer_priv
+        assert isinstance(umem, IbUmemDmabuf)
+        mr = umem.private
+        if not isinstance(mr, MemoryRegion) or umem.sgt is None:
+            return
+        if self.ignore_move_notify:
+            return  # the broken importer: keeps DMAing through the old mapping
+        mr.mtt_valid = False  # mlx5r_umr_update_mr_pas(MLX5_IB_UPD_XLT_ZAP)
+        mr.invalidations += 1
+        self.invalidations += 1
+        ib_umem_dmabuf_unmap_pages(umem)
+
+    def pagefault_dmabuf_mr(self, mr: MemoryRegion) -> int:
+        """``pagefault_dmabuf_mr`` (K-42): under the resv re-map the whole MR (waiting for
+        KERNEL fences; 0 → ``-ETIMEDOUT``), check the fixed PAGE_SIZE (else unmap,
+        ``-EINVAL``), re-enable the MTTs; return the MR's page count."""
+        umem = mr.umem
+        resv = umem.dmabuf.resv
+        with resv:
+            ib_umem_dmabuf_map_pages(umem)
+            sgt = umem.sgt
+            assert sgt is not None
+            if any(addr % PAGE_SIZE or length % PAGE_SIZE for addr, length in sgt.segments):
+                ib_umem_dmabuf_unmap_pages(umem)
+                raise err(Errno.EINVAL, "pagefault_dmabuf_mr", "page size does not fit")
+            mr.mtt_valid = True
+        mr.faults += 1
+        self.faults += 1
+        return ib_umem_num_pages(umem.offset, umem.length)
+
+    def _fault_in(self, mr: MemoryRegion) -> int:
+        if not mr.odp:
+            return super()._fault_in(mr)
+        pages = self.pagefault_dmabuf_mr(mr)
+        if self.on_fault is not None:
+            self.on_fault(mr, pages)
+        return pages
+
+    def advise_mr(self, mr: MemoryRegion) -> int:
+        """``mlx5_ib_advise_mr_prefetch``: fault the MR in ahead of use; pages mapped."""
+        self._lookup(mr)
+        if not mr.odp:
+            raise err(Errno.EOPNOTSUPP, "mlx5_ib_advise_mr", "prefetch needs an ODP MR")
+        if mr.mtt_valid:
+            return 0
+        pages = self.pagefault_dmabuf_mr(mr)
+        mr.faults -= 1
+        self.faults -= 1
+        mr.prefetches += 1
+        return pages

@@ -1,0 +1,200 @@
+"""RDMA importers: what a NIC does with a dma-buf memory region (MR).
+
+:class:`RdmaDevice` is the part every RDMA driver model shares: an ``ib_device`` (a
+:class:`~pinlab.kernel.device.Device` below the NIC's PCI function), its MR table, and device
+accesses (NIC DMA) that go through the MR's *current* mapping and are checked by the stale-DMA
+detector. Drivers (:mod:`pinlab.drivers.efa`, :mod:`pinlab.drivers.mlx5`) decide how a
+registration imports the buffer: pinned, or on demand.
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
+from pinlab.kernel.device import Device
+from pinlab.kernel.dma_buf import DmaBuf
+from pinlab.kernel.errno import Errno, err
+from pinlab.kernel.fence import DmaFence
+from pinlab.kernel.file import FdTable
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.umem import IbUmemDmabuf, ib_umem_dmabuf_get_pinned, ib_umem_num_pages
+
+_keys = itertools.count(0x100)
+
+
+@dataclass(eq=False, slots=True)
+class MemoryRegion:
+    """``struct ib_mr`` of a dma-buf MR, with the counters reports need."""
+
+    nic: RdmaDevice
+    umem: IbUmemDmabuf
+    access: int
+    odp: bool
+    pid: int | None = None
+    lkey: int = field(default_factory=lambda: next(_keys))
+    mtt_valid: bool = False  # the NIC's translations (MTTs) point at the current mapping
+    faults: int = 0
+    prefetches: int = 0
+    invalidations: int = 0
+    deregistered: bool = False
+    revoked: bool = False  # a revocable pinned import lost its mapping (7.1)
+
+    @property
+    def rkey(self) -> int:
+        return self.lkey
+
+    @property
+    def length(self) -> int:
+        return self.umem.length
+
+    @property
+    def dmabuf(self) -> DmaBuf:
+        return self.umem.dmabuf
+
+    @property
+    def pages(self) -> int:
+        return ib_umem_num_pages(self.umem.offset, self.umem.length)
+
+    def __repr__(self) -> str:
+        kind = "odp" if self.odp else "pinned"
+        return f"<mr {self.nic.name} lkey={self.lkey:#x} {kind} {self.length:#x}>"
+
+
+@dataclass(frozen=True, slots=True)
+class DmaResult:
+    """What one NIC access through an MR did.
+
+    ``wait`` are KERNEL fences the access had to wait for (a fault re-mapped onto memory a copy
+    engine is still filling); ``p2p`` whether the bytes moved peer-to-peer; ``memory`` where
+    they were; ``incident`` a stale or unfenced access, if any.
+    """
+
+    nbytes: int
+    faulted: bool
+    pages_faulted: int
+    p2p: bool
+    memory: str
+    wait: tuple[DmaFence, ...] = ()
+    incident: DmaIncident | None = None
+
+
+class RdmaDevice(ABC):
+    """An RDMA NIC's ``ib_device`` as an importer of dma-bufs."""
+
+    driver_name: str = "rdma"
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        pdev: Device,
+        *,
+        name: str = "",
+        detector: StaleDmaDetector | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.pdev = pdev
+        self.name = name or f"{self.driver_name}_0"
+        self.dev = Device(self.name, pdev)
+        self.detector = detector if detector is not None else StaleDmaDetector()
+        self.mrs: dict[int, MemoryRegion] = {}
+        self.on_fault: Callable[[MemoryRegion, int], None] | None = None
+
+    @abstractmethod
+    def reg_dmabuf_mr(
+        self,
+        fd: int,
+        offset: int,
+        length: int,
+        access: int,
+        *,
+        files: FdTable | None = None,
+        pid: int | None = None,
+    ) -> MemoryRegion:
+        """``ib_reg_user_mr_dmabuf`` as this driver implements it. Raises ``KernelError``."""
+
+    @abstractmethod
+    def dereg_mr(self, mr: MemoryRegion) -> None:
+        """``ib_dereg_mr``: release the umem (unmap, unpin, detach, put)."""
+
+    def advise_mr(self, mr: MemoryRegion) -> int:
+        """``ibv_advise_mr`` prefetch; only ODP MRs support it (``-EOPNOTSUPP`` otherwise)."""
+        raise err(Errno.EOPNOTSUPP, "ib_advise_mr", f"{self.driver_name} has no advise_mr")
+
+    def _reg_pinned(
+        self,
+        fd: int,
+        offset: int,
+        length: int,
+        access: int,
+        files: FdTable | None,
+        pid: int | None,
+    ) -> MemoryRegion:
+        """A pinned dma-buf MR: ``ib_umem_dmabuf_get_pinned`` and a valid translation."""
+        umem = ib_umem_dmabuf_get_pinned(
+            self.kernel, self.dev, offset, length, fd, access, files=files
+        )
+        mr = MemoryRegion(self, umem, access, odp=False, pid=pid, mtt_valid=True)
+        umem.private = mr
+        self.mrs[mr.lkey] = mr
+        return mr
+
+    def _lookup(self, mr: MemoryRegion) -> MemoryRegion:
+        if mr.deregistered or self.mrs.get(mr.lkey) is not mr:
+            raise err(Errno.EINVAL, "ib_uverbs", f"{mr!r} is not registered on {self.name}")
+        return mr
+
+    def _fault_in(self, mr: MemoryRegion) -> int:
+        """Resolve a missing translation; only ODP drivers can."""
+        raise err(Errno.EFAULT, "nic_dma", f"{mr!r}: translation missing on a pinned MR")
+
+    def dma(self, mr: MemoryRegion, nbytes: int | None = None) -> DmaResult:
+        """One NIC access to ``nbytes`` of the MR: fault if the translation is missing (ODP),
+        then DMA through the current mapping, checked by the stale-DMA detector."""
+        self._lookup(mr)
+        nbytes = mr.length if nbytes is None else nbytes
+        faulted = False
+        pages = 0
+        if mr.revoked:
+            raise err(Errno.EFAULT, "nic_dma", f"{mr!r} was revoked; re-register it")
+        if not mr.mtt_valid:
+            pages = self._fault_in(mr)
+            faulted = True
+        # a fault handler waited (in map_pages) for the KERNEL fences it found; the simulator
+        # makes the access wait for them (``wait``) before bytes move
+        wait = tuple(self.kernel.take_waits()) if faulted else ()
+        sgt = mr.umem.sgt
+        incident = self.detector.check(self.name, mr.dmabuf, sgt, mr.pid, waited=faulted)
+        return DmaResult(
+            nbytes,
+            faulted,
+            pages,
+            bool(sgt and sgt.p2p),
+            sgt.memory if sgt is not None else "none",
+            wait,
+            incident,
+        )
+
+    def __repr__(self) -> str:
+        return f"<{self.driver_name} {self.name}>"
+
+
+IMPORTERS: dict[str, type] = {}
+"""Importer models selectable by name: ``efa``, ``mlx5``, ``display``, ``gpu-import``."""
+
+
+_T = TypeVar("_T", bound=type)
+
+
+def register_importer(name: str) -> Callable[[_T], _T]:
+    """Class decorator: make an importer selectable by ``name``."""
+
+    def deco(cls: _T) -> _T:
+        IMPORTERS[name] = cls
+        return cls
+
+    return deco

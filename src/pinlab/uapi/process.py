@@ -1,0 +1,316 @@
+"""A userspace process and the calls a workload makes.
+
+Each method is one syscall or library call, run with ``kernel.current`` set to the process,
+so the kernel sees the right task (fd table, rlimits, cgroup). Kernel errors surface as
+:class:`~pinlab.kernel.errno.KernelError`, exactly as the call's ``-errno``. Fences the kernel
+handed to the fence waiter during a call are collected in :attr:`Process.waits`; whoever
+drives time (the simulator) waits for them before the process's next step.
+
+:meth:`Process.exit` (and :meth:`Process.kill`) release everything in kernel order (design
+principle 5): MRs deregistered (unmap, unpin, detach, put), scanouts cleared, GPU imports
+closed, fds closed, GEM handles closed. Nothing leaks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pinlab.drivers.amdgpu import AmdgpuBo
+from pinlab.drivers.base import DeviceBuffer, ExporterDriver
+from pinlab.drivers.display import Scanout
+from pinlab.drivers.gpu_import import GpuAccess, GpuImporter
+from pinlab.drivers.rdma import DmaResult, MemoryRegion, RdmaDevice
+from pinlab.kernel.dma_buf import DmaBuf, dma_buf_fd
+from pinlab.kernel.errno import Errno, KernelError, err
+from pinlab.kernel.fence import DmaFence
+from pinlab.kernel.file import O_CLOEXEC, O_RDWR
+from pinlab.kernel.kernel import (
+    CAP_SYS_RESOURCE,
+    RLIM_INFINITY,
+    RLIMIT_MEMLOCK,
+    Rlimit,
+    Task,
+    UserStruct,
+)
+
+if TYPE_CHECKING:
+    from pinlab.uapi.system import System
+
+_handles = itertools.count(1)
+
+
+@dataclass(eq=False, slots=True)
+class GemHandle:
+    """A GEM handle: this process's reference to a device buffer."""
+
+    handle: int
+    driver: ExporterDriver
+    buffer: DeviceBuffer
+    importer: GpuImporter | None = None  # set for prime imports into a GPU
+    closed: bool = False
+
+
+@dataclass(slots=True)
+class ProcessStats:
+    """What happened to one process, for reports."""
+
+    denials: dict[str, int] = field(default_factory=dict)  # "-ENOMEM" -> count
+
+    def deny(self, e: KernelError) -> None:
+        key = str(e.errno)
+        self.denials[key] = self.denials.get(key, 0) + 1
+
+
+class Process(Task):
+    """A userspace process on a :class:`~pinlab.uapi.system.System`."""
+
+    def __init__(
+        self,
+        system: System,
+        pid: int,
+        comm: str,
+        *,
+        uid: int,
+        caps: frozenset[int],
+        memlock: Rlimit | None,
+        user: UserStruct,
+        cgroup: object | None,
+    ) -> None:
+        super().__init__(pid, comm, uid=uid, caps=caps, memlock=memlock, user=user, cgroup=cgroup)
+        self.system = system
+        self.alive = True
+        self.exit_code: int | None = None
+        self.handles: dict[int, GemHandle] = {}
+        self.mrs: dict[int, MemoryRegion] = {}
+        self.scanouts: list[Scanout] = []
+        self.waits: list[DmaFence] = []
+        self.stats = ProcessStats()
+
+    # -- plumbing --------------------------------------------------------------------------
+    @contextmanager
+    def _syscall(self, name: str) -> Iterator[None]:
+        """Run a call as this task; count denials; collect fence waits."""
+        if not self.alive:
+            raise err(Errno.ESRCH, name, f"process {self.pid} has exited")
+        kernel = self.system.kernel
+        previous = kernel.current
+        kernel.current = self
+        try:
+            yield
+        except KernelError as e:
+            self.stats.deny(e)
+            raise
+        finally:
+            self.waits.extend(kernel.take_waits())
+            kernel.current = previous
+
+    def take_waits(self) -> list[DmaFence]:
+        """Fences this process must wait for before its next step (then forgotten)."""
+        waits, self.waits = self.waits, []
+        return [f for f in waits if not f.signaled]
+
+    def _handle(self, handle: int) -> GemHandle:
+        gem = self.handles.get(handle)
+        if gem is None or gem.closed:
+            raise err(Errno.ENOENT, "drm_gem_object_lookup", f"no GEM handle {handle}")
+        return gem
+
+    # -- GEM / PRIME ---------------------------------------------------------------------------
+    def gem_create(self, device: str, size: int, domain: str = "vram", *, name: str = "") -> int:
+        """``DRM_IOCTL_*_GEM_CREATE`` on ``device``: a buffer in ``domain``; returns a handle."""
+        with self._syscall("gem_create"):
+            if size <= 0:
+                raise err(Errno.EINVAL, "gem_create", f"size must be positive, got {size}")
+            driver = self.system.exporter(device)
+            buf = driver.create_buffer(size, domain, name=name or f"{self.comm}-{next(_handles)}")
+            handle = next(_handles)
+            self.handles[handle] = GemHandle(handle, driver, buf)
+            return handle
+
+    def prime_handle_to_fd(self, handle: int, flags: int = O_CLOEXEC | O_RDWR) -> int:
+        """``DRM_IOCTL_PRIME_HANDLE_TO_FD``: export the buffer as a dma-buf fd."""
+        with self._syscall("prime_handle_to_fd"):
+            gem = self._handle(handle)
+            dmabuf = gem.driver.export(gem.buffer)
+            return dma_buf_fd(dmabuf, flags, self.files)
+
+    def prime_fd_to_handle(self, device: str, fd: int) -> int:
+        """``DRM_IOCTL_PRIME_FD_TO_HANDLE`` on an importing GPU: a handle for ``fd``'s buffer."""
+        with self._syscall("prime_fd_to_handle"):
+            importer = self.system.gpu_importer(device)
+            abo = importer.import_fd(fd, files=self.files)
+            handle = next(_handles)
+            self.handles[handle] = GemHandle(handle, importer.adev, abo, importer)
+            return handle
+
+    def gpu_access(self, handle: int) -> GpuAccess:
+        """A GPU job on an imported buffer (maps it again after a move_notify)."""
+        with self._syscall("gpu_access"):
+            gem = self._handle(handle)
+            if gem.importer is None or not isinstance(gem.buffer, AmdgpuBo):
+                raise err(Errno.EINVAL, "gpu_access", f"handle {handle} is not a prime import")
+            result = gem.importer.access(gem.buffer)
+            self.waits.extend(result.wait)
+            return result
+
+    def gem_close(self, handle: int) -> None:
+        """``DRM_IOCTL_GEM_CLOSE``: drop the handle (the buffer lives on while exported)."""
+        with self._syscall("gem_close"):
+            gem = self._handle(handle)
+            self._close_handle(gem)
+
+    def _close_handle(self, gem: GemHandle) -> None:
+        if gem.importer is not None:
+            assert isinstance(gem.buffer, AmdgpuBo)
+            gem.importer.release(gem.buffer)
+        else:
+            gem.driver.free_buffer(gem.buffer)
+        gem.closed = True
+        del self.handles[gem.handle]
+
+    def buffer(self, handle: int) -> DeviceBuffer:
+        """The buffer behind a handle (for inspection)."""
+        return self._handle(handle).buffer
+
+    # -- fds -------------------------------------------------------------------------------
+    def close(self, fd: int) -> None:
+        """``close(2)``: ``-EBADF`` for a descriptor that is not open."""
+        with self._syscall("close"):
+            if not self.files.close(fd):
+                raise err(Errno.EBADF, "close", f"fd {fd} is not open")
+
+    def dup(self, fd: int) -> int:
+        """``dup(2)``: a new descriptor for the same open file."""
+        with self._syscall("dup"):
+            file = self.files.lookup(fd)
+            if file is None:
+                raise err(Errno.EBADF, "dup", f"fd {fd} is not open")
+            return self.files.install(file.get())
+
+    def send_fd(self, fd: int, to: Process) -> int:
+        """Pass ``fd`` to another process (``SCM_RIGHTS``); returns its number there."""
+        with self._syscall("sendmsg"):
+            file = self.files.lookup(fd)
+            if file is None:
+                raise err(Errno.EBADF, "sendmsg", f"fd {fd} is not open")
+            if not to.alive:
+                raise err(Errno.EPIPE, "sendmsg", f"process {to.pid} has exited")
+            return to.files.install(file.get(), O_CLOEXEC)
+
+    def dmabuf(self, fd: int) -> DmaBuf:
+        """The dma-buf behind ``fd`` (for inspection; takes no reference)."""
+        file = self.files.lookup(fd)
+        if file is None or not isinstance(file.private_data, DmaBuf):
+            raise err(Errno.EBADF, "dmabuf", f"fd {fd} is not a dma-buf")
+        return file.private_data
+
+    # -- RDMA ------------------------------------------------------------------------------
+    def ibv_reg_dmabuf_mr(
+        self, nic: str, fd: int, offset: int, length: int, access: int
+    ) -> MemoryRegion:
+        """``ibv_reg_dmabuf_mr``: register ``[offset, offset + length)`` of ``fd`` on ``nic``
+        (``IB_ACCESS_ON_DEMAND`` selects the ODP path where the NIC has one)."""
+        with self._syscall("ibv_reg_dmabuf_mr"):
+            device = self.system.nic(nic)
+            mr = device.reg_dmabuf_mr(fd, offset, length, access, files=self.files, pid=self.pid)
+            self.mrs[mr.lkey] = mr
+            return mr
+
+    def ibv_dereg_mr(self, mr: MemoryRegion) -> None:
+        """``ibv_dereg_mr``: ``-EINVAL`` for an MR this process does not own."""
+        with self._syscall("ibv_dereg_mr"):
+            if self.mrs.get(mr.lkey) is not mr:
+                raise err(Errno.EINVAL, "ibv_dereg_mr", f"{mr!r} is not this process's")
+            del self.mrs[mr.lkey]
+            mr.nic.dereg_mr(mr)
+
+    def ibv_advise_mr(self, mr: MemoryRegion) -> int:
+        """``ibv_advise_mr(IBV_ADVISE_MR_ADVICE_PREFETCH)``: fault the MR in; pages mapped."""
+        with self._syscall("ibv_advise_mr"):
+            return mr.nic.advise_mr(mr)
+
+    def nic_dma(self, mr: MemoryRegion, nbytes: int | None = None) -> DmaResult:
+        """The NIC moves ``nbytes`` through ``mr`` on this process's behalf (a work request)."""
+        with self._syscall("ibv_post_send"):
+            if self.mrs.get(mr.lkey) is not mr:
+                raise err(Errno.EINVAL, "ibv_post_send", f"{mr!r} is not this process's")
+            result = mr.nic.dma(mr, nbytes)
+            self.waits.extend(result.wait)
+            return result
+
+    # -- display ---------------------------------------------------------------------------
+    def set_scanout(self, display: str, fd: int) -> Scanout:
+        """Put ``fd``'s buffer on ``display`` (``drmModeAddFB2`` + page flip)."""
+        with self._syscall("drm_mode_addfb2"):
+            scanout = self.system.display(display).set_scanout(fd, files=self.files, pid=self.pid)
+            self.scanouts.append(scanout)
+            return scanout
+
+    def clear_scanout(self, scanout: Scanout) -> None:
+        """Take a framebuffer off screen (``drmModeRmFB``)."""
+        with self._syscall("drm_mode_rmfb"):
+            if scanout not in self.scanouts:
+                raise err(Errno.ENOENT, "drm_mode_rmfb", "not this process's framebuffer")
+            self.scanouts.remove(scanout)
+            scanout.display.clear_scanout(scanout)
+
+    # -- rlimits ---------------------------------------------------------------------------
+    def getrlimit(self, resource: int = RLIMIT_MEMLOCK) -> Rlimit:
+        return self.rlimits[resource]
+
+    def setrlimit(self, resource: int, soft: int, hard: int | None = None) -> None:
+        """``setrlimit(2)``: ``-EINVAL`` if soft > hard; ``-EPERM`` raising the hard limit
+        without ``CAP_SYS_RESOURCE``."""
+        with self._syscall("setrlimit"):
+            if resource not in self.rlimits:
+                raise err(Errno.EINVAL, "setrlimit", f"unknown resource {resource}")
+            hard = soft if hard is None else hard
+            if soft < 0 or hard < 0 or soft > RLIM_INFINITY or hard > RLIM_INFINITY:
+                raise err(Errno.EINVAL, "setrlimit", "limits must be 0 .. RLIM_INFINITY")
+            if soft > hard:
+                raise err(Errno.EINVAL, "setrlimit", f"soft {soft} > hard {hard}")
+            if hard > self.rlimits[resource].max and not self.capable(CAP_SYS_RESOURCE):
+                raise err(Errno.EPERM, "setrlimit", "raising the hard limit needs CAP_SYS_RESOURCE")
+            self.rlimits[resource] = Rlimit(soft, hard)
+
+    # -- exit ------------------------------------------------------------------------------
+    def exit(self, code: int = 0) -> None:
+        """``exit(2)``: release everything in kernel order, then the task is gone.
+
+        MRs first (each dereg unmaps, unpins, detaches and puts), then scanouts and GPU
+        imports, then the fd table (``exit_files``), then the GEM handles (``drm_release``).
+        """
+        if not self.alive:
+            return
+        kernel = self.system.kernel
+        previous = kernel.current
+        kernel.current = self
+        try:
+            for mr in list(self.mrs.values()):
+                del self.mrs[mr.lkey]
+                mr.nic.dereg_mr(mr)
+            for scanout in list(self.scanouts):
+                self.scanouts.remove(scanout)
+                scanout.display.clear_scanout(scanout)
+            for gem in [g for g in self.handles.values() if g.importer is not None]:
+                self._close_handle(gem)
+            self.files.close_all()
+            for gem in list(self.handles.values()):
+                self._close_handle(gem)
+            kernel.take_waits()
+        finally:
+            kernel.current = previous
+        self.alive = False
+        self.exit_code = code
+
+    def kill(self, signal: int = 9) -> None:
+        """``kill -9``: the same teardown as :meth:`exit`, exit code 128 + signal."""
+        self.exit(128 + signal)
+
+    @property
+    def devices(self) -> dict[str, RdmaDevice]:
+        return self.system.nics

@@ -1,0 +1,122 @@
+"""A booted machine as userspace sees it: the kernel, the device drivers by name, the
+processes, and the stale-DMA detector every device access goes through."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypeVar
+
+from pinlab.drivers.base import ExporterDriver
+from pinlab.drivers.display import DisplayEngine
+from pinlab.drivers.dma_check import StaleDmaDetector
+from pinlab.drivers.gpu_import import GpuImporter
+from pinlab.drivers.rdma import RdmaDevice
+from pinlab.kernel.errno import Errno, err
+from pinlab.kernel.kernel import CAP_IPC_LOCK, Kernel, Rlimit
+
+if TYPE_CHECKING:
+    from pinlab.uapi.process import Process
+
+_T = TypeVar("_T")
+
+
+class System:
+    """One machine: ``kernel``, exporters, NICs, displays and GPU importers by device name.
+
+    ``clock`` stamps stale-DMA incidents (the simulator passes ``env.now``).
+    """
+
+    def __init__(self, kernel: Kernel, *, clock: Callable[[], float] | None = None) -> None:
+        self.kernel = kernel
+        self.detector = StaleDmaDetector(clock)
+        self.exporters: dict[str, ExporterDriver] = {}
+        self.nics: dict[str, RdmaDevice] = {}
+        self.displays: dict[str, DisplayEngine] = {}
+        self.gpu_importers: dict[str, GpuImporter] = {}
+        self.processes: dict[int, Process] = {}
+        self._next_pid = 1000
+
+    # -- devices ---------------------------------------------------------------------------
+    def add_exporter(self, name: str, driver: ExporterDriver) -> ExporterDriver:
+        self._unique(name)
+        self.exporters[name] = driver
+        return driver
+
+    def add_nic(self, name: str, nic: RdmaDevice) -> RdmaDevice:
+        self._unique(name)
+        nic.detector = self.detector
+        self.nics[name] = nic
+        return nic
+
+    def add_display(self, name: str, display: DisplayEngine) -> DisplayEngine:
+        self._unique(name)
+        display.detector = self.detector
+        self.displays[name] = display
+        return display
+
+    def add_gpu_importer(self, name: str, importer: GpuImporter) -> GpuImporter:
+        self._unique(name)
+        importer.detector = self.detector
+        self.gpu_importers[name] = importer
+        return importer
+
+    def _unique(self, name: str) -> None:
+        taken = self.exporters.keys() | self.nics.keys() | self.displays.keys()
+        if name in taken or name in self.gpu_importers:
+            raise ValueError(f"device name {name!r} is already used on this system")
+
+    def exporter(self, name: str) -> ExporterDriver:
+        return self._get(self.exporters, name, "exporting device")
+
+    def nic(self, name: str) -> RdmaDevice:
+        return self._get(self.nics, name, "RDMA device")
+
+    def display(self, name: str) -> DisplayEngine:
+        return self._get(self.displays, name, "display")
+
+    def gpu_importer(self, name: str) -> GpuImporter:
+        return self._get(self.gpu_importers, name, "importing GPU")
+
+    @staticmethod
+    def _get(table: dict[str, _T], name: str, what: str) -> _T:
+        try:
+            return table[name]
+        except KeyError:
+            raise err(Errno.ENODEV, "open", f"no {what} named {name!r}") from None
+
+    # -- processes -------------------------------------------------------------------------
+    def spawn(
+        self,
+        comm: str,
+        *,
+        uid: int = 1000,
+        cap_ipc_lock: bool = False,
+        memlock: int | tuple[int, int] | None = None,
+        cgroup: object | None = None,
+    ) -> Process:
+        """Start a process. ``memlock`` is RLIMIT_MEMLOCK in bytes (soft = hard) or a
+        (soft, hard) pair; the default is Linux's 8 MiB."""
+        from pinlab.uapi.process import Process
+
+        pid = self._next_pid
+        self._next_pid += 1
+        caps = frozenset({CAP_IPC_LOCK}) if cap_ipc_lock else frozenset()
+        limit = None
+        if memlock is not None:
+            soft, hard = (memlock, memlock) if isinstance(memlock, int) else memlock
+            limit = Rlimit(soft, hard)
+        proc = Process(
+            self,
+            pid,
+            comm,
+            uid=uid,
+            caps=caps,
+            memlock=limit,
+            user=self.kernel.get_user(uid),
+            cgroup=cgroup,
+        )
+        self.processes[pid] = proc
+        return proc
+
+    def live_processes(self) -> Iterator[Process]:
+        return (p for p in self.processes.values() if p.alive)

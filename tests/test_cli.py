@@ -1,0 +1,66 @@
+"""The user-facing entry points: ``pinlab demo``, ``pinlab profiles``, ``pinlab bufinfo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pinlab.cli import main
+
+
+def test_demo_walkthrough_runs_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    """The walkthrough shows move_notify, the refused move (-EINVAL), the pinned -ENOMEM and
+    bufinfo, and tears down to zero (K-36, K-37, K-61, K-62, K-67)."""
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "move_notify -> mlx5_0" in out
+    assert "-EINVAL" in out
+    assert "-ENOMEM" in out
+    assert "Dma-buf Objects:" in out
+    assert "Attached Devices:" in out
+    assert "leaks none" in out
+
+
+@pytest.mark.parametrize("profile", ["5.16", "6.12", "7.1"])
+def test_demo_under_other_profiles(profile: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under the caching presets amdgpu pins in GTT (K-49): the pinned import migrates."""
+    assert main(["demo", "--profile", profile]) == 0
+    out = capsys.readouterr().out
+    if profile in ("5.16", "6.12"):
+        assert "migrated to system memory" in out
+    else:
+        assert "P2P in place" in out
+
+
+def test_profiles_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profiles"]) == 0
+    out = capsys.readouterr().out
+    for name in ("5.16", "6.12", "6.14", "6.16", "7.1"):
+        assert name in out
+
+
+def test_bufinfo_missing_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope"
+    assert main(["bufinfo", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and "no such file" in err
+    assert "Traceback" not in err
+
+
+def test_bufinfo_malformed_file_names_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bufinfo"
+    bad.write_text("\nDma-buf Objects:\nthis is not a header\n")
+    assert main(["bufinfo", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "line" in err
+    assert "Traceback" not in err
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    assert "usage" in capsys.readouterr().out
