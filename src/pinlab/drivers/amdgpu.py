@@ -229,7 +229,7 @@ class AmdgpuDevice(ExporterDriver):
         self.runtime_pm_active = True
         self.runtime_pm_refs = 0
         self.bdev = TtmDevice(kernel, self.name, AmdgpuTtmFuncs(self))
-        region = DmemRegion(f"drm/{pdev.name}/vram0", vram_size) if kernel.profile.dmem else None
+        region = DmemRegion(f"drm/{pdev.name}/vram", vram_size) if kernel.profile.dmem else None
         self.vram_region = region
         self.bdev.add_manager(TtmMemType.VRAM, vram_size, name=f"{self.name}:vram", region=region)
         self.bdev.add_manager(TtmMemType.TT, gtt_size, name=f"{self.name}:gtt")
@@ -413,6 +413,7 @@ class AmdgpuDevice(ExporterDriver):
                 owner=self.module,
             ),
         )
+        self.publish_location(dmabuf, buf)
         buf.tbo.dma_buf = dmabuf
         buf.refs += 1  # the dma-buf holds a GEM reference
         return dmabuf

@@ -16,6 +16,7 @@ from typing import ClassVar
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import DmaBuf, SgTable
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pin_hooks import BufferLocation
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,17 @@ class ExporterDriver(ABC):
     @abstractmethod
     def buffer_of(self, dmabuf: DmaBuf) -> DeviceBuffer:
         """The buffer behind one of this driver's dma-bufs."""
+
+    def publish_location(self, dmabuf: DmaBuf, buf: DeviceBuffer) -> None:
+        """Let policies see where ``buf``'s bytes are (``DmaBuf.locate``, pin_hooks.py)."""
+        region = getattr(self, "vram_region", None)
+        device = getattr(self, "name", self.driver_name)
+
+        def locate() -> BufferLocation:
+            memory = buf.location or "none"
+            return BufferLocation(device, memory, region if memory == "vram" else None)
+
+        dmabuf.locate = locate
 
     def mapping_current(self, dmabuf: DmaBuf, sgt: SgTable) -> bool:
         """Whether ``sgt`` still points at the buffer's bytes (stale-DMA detection).

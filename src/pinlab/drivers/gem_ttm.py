@@ -327,6 +327,7 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
                 owner=self.module,
             ),
         )
+        self.publish_location(dmabuf, bo)
         bo.tbo.dma_buf = dmabuf
         bo.refs += 1
         return dmabuf

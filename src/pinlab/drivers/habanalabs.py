@@ -191,6 +191,7 @@ class HabanalabsDevice(ExporterDriver):
                 ops=self.ops, size=buf.size, priv=buf, exp_name="habanalabs", owner=self.module
             ),
         )
+        self.publish_location(dmabuf, buf)
         buf.exporting_cnt += 1
         return dmabuf
 

@@ -40,6 +40,7 @@ from pinlab.kernel.file import (
     open_fmode,
 )
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pin_hooks import BufferLocation, PinHook
 from pinlab.kernel.profile import CoreFamily
 from pinlab.kernel.resv import DmaResv, DmaResvUsage, dma_resv_usage_rw
 
@@ -177,6 +178,7 @@ class DmaBuf:
         "file",
         "ino",
         "kernel",
+        "locate",
         "move_notify_count",
         "name",
         "ops",
@@ -217,6 +219,8 @@ class DmaBuf:
         )
         self.move_notify_count = 0
         self.released = False
+        # model-only: the exporter says where the bytes are (policies read it, pin_hooks.py)
+        self.locate: Callable[[], BufferLocation] | None = None
 
     @property
     def refcount(self) -> int:
@@ -244,6 +248,7 @@ class DmaBufAttachment:
         "importer_priv",
         "mappings",
         "peer2peer",
+        "pin_tokens",
         "priv",
         "sgt",
     )
@@ -266,6 +271,7 @@ class DmaBufAttachment:
         self.dir = DmaDataDirection.NONE
         self.core_pins = 0
         self.importer_pins = 0
+        self.pin_tokens: list[list[tuple[PinHook, object]]] = []  # one entry per dma_buf_pin
         self.mappings = 0
 
     def __repr__(self) -> str:
@@ -564,9 +570,23 @@ def dma_buf_pin(attach: DmaBufAttachment) -> None:
     if not dma_buf_attachment_is_dynamic(attach):
         dmabuf.kernel.warn("dma_buf_pin", "!attach->importer_ops")
     dmabuf.resv.assert_held("dma_buf_pin")
+    kernel = dmabuf.kernel
     if dmabuf.ops.pin is not None:
         dmabuf.ops.pin(attach)
         attach.importer_pins += 1
+    if kernel.pin_hooks:
+        charged: list[tuple[PinHook, object]] = []
+        try:
+            for hook in kernel.pin_hooks:
+                charged.append((hook, hook.pin(attach, kernel.current)))
+        except KernelError:
+            for hook, token in reversed(charged):
+                hook.unpin(attach, token)
+            if dmabuf.ops.unpin is not None:
+                dmabuf.ops.unpin(attach)
+                attach.importer_pins -= 1
+            raise
+        attach.pin_tokens.append(charged)
 
 
 def dma_buf_unpin(attach: DmaBufAttachment) -> None:
@@ -575,6 +595,9 @@ def dma_buf_unpin(attach: DmaBufAttachment) -> None:
     if not dma_buf_attachment_is_dynamic(attach):
         dmabuf.kernel.warn("dma_buf_unpin", "!attach->importer_ops")
     dmabuf.resv.assert_held("dma_buf_unpin")
+    if attach.pin_tokens:
+        for hook, token in reversed(attach.pin_tokens.pop()):
+            hook.unpin(attach, token)
     if dmabuf.ops.unpin is not None:
         dmabuf.ops.unpin(attach)
         if attach.importer_pins:

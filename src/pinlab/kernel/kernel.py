@@ -21,6 +21,7 @@ from pinlab.kernel.warn import WarnLog
 if TYPE_CHECKING:
     from pinlab.kernel.dma_buf import DmaBuf
     from pinlab.kernel.dmem import DmemController
+    from pinlab.kernel.pin_hooks import PinHook
 
 
 class FenceWaiter(Protocol):
@@ -182,6 +183,8 @@ class Kernel:
         leaks: pins, mappings or references left behind that a real kernel would leak.
         waiter: how fence waits end (:class:`FenceWaiter`); :class:`DeferredWaiter` by default.
         current: the task on whose behalf the kernel is running, or None (kernel context).
+        pin_hooks: policies that see every ``dma_buf_pin`` (:mod:`pinlab.kernel.pin_hooks`);
+            empty upstream.
         dmem: the cgroup dmem controller TTM charges (plugged in by ``pinlab.policy``); used
             only when the profile has dmem (6.14+).
     """
@@ -194,6 +197,7 @@ class Kernel:
         "dmem",
         "dmesg",
         "leaks",
+        "pin_hooks",
         "profile",
         "users",
         "waiter",
@@ -211,6 +215,7 @@ class Kernel:
         self.current: Task | None = None
         self.dmem: DmemController | None = None
         self.users: dict[int, UserStruct] = {}
+        self.pin_hooks: list[PinHook] = []  # empty upstream; filled by opt-in policies
         self._buffers: dict[int, DmaBuf] = {}
         self._next_context = 1
         self._next_ino = 1

@@ -255,6 +255,7 @@ class TtmDevice:
         "moves",
         "name",
         "propagate_enospc",
+        "revoke_pinned",
     )
 
     def __init__(
@@ -277,6 +278,9 @@ class TtmDevice:
                 f"TTM_ALLOCATION_PROPAGATE_ENOSPC does not exist in kernel {kernel.profile.name}"
             )
         self.propagate_enospc = propagate_enospc
+        # opt-in policy (pinlab.policy "revocable-pins"): may revoke a pinned victim's pins;
+        # True when it did. None upstream: pinned BOs are never evicted (K-60).
+        self.revoke_pinned: Callable[[TtmBufferObject], bool] | None = None
         self.moves = 0
         self.moved_bytes = 0
         self.gutted = 0
@@ -603,7 +607,42 @@ def ttm_bo_evict_alloc(
         if hit_low and not try_low:
             try_low = True
             continue
+        res = _revoke_and_evict(man, place, evictor, ctx)
+        if res is not None:
+            return res
         raise err(Errno.EBUSY, "ttm_bo_evict_alloc", f"nothing evictable in {man.name}")
+
+
+def _revoke_and_evict(
+    man: TtmResourceManager, place: TtmPlace, evictor: TtmBufferObject, ctx: TtmOperationCtx
+) -> TtmResource | None:
+    """The opt-in revoke pass (no upstream equivalent): ask the device's ``revoke_pinned``
+    policy to revoke pinned victims, least recently pinned first; a victim whose pin count
+    drops to 0 is evicted like any other."""
+    revoke = man.bdev.revoke_pinned
+    if revoke is None:
+        return None
+    for victim in list(man.pinned.values()):
+        if victim is evictor or victim.resource is None or victim.resource.manager is not man:
+            continue
+        locked_here = False
+        if not victim.resv.held_by_caller():
+            if not victim.resv.trylock():
+                continue
+            locked_here = True
+        try:
+            if not revoke(victim) or victim.pin_count:
+                continue
+            ttm_bo_evict(victim, ctx)
+        finally:
+            if locked_here:
+                victim.resv.unlock()
+        try:
+            return ttm_resource_alloc(evictor, place)
+        except KernelError as e:
+            if e.errno not in (Errno.ENOSPC, Errno.EAGAIN):
+                raise
+    return None
 
 
 def ttm_bo_evict(bo: TtmBufferObject, ctx: TtmOperationCtx) -> None:
