@@ -10,9 +10,12 @@ never imports policy.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pinlab.kernel.errno import Errno, KernelError
+
+if TYPE_CHECKING:
+    from pinlab.kernel.kernel import Kernel
 
 
 class DmemRegion:
@@ -30,6 +33,22 @@ class DmemRegion:
         return f"<dmem region {self.name}>"
 
 
+def dmem_cgroup_register_region(kernel: Kernel, size: int, name: str) -> DmemRegion | None:
+    """``dmem_cgroup_register_region``: a driver registers one memory region.
+
+    Returns None -- no accounting -- when the kernel has no dmem controller (before 6.14) or
+    the size is 0 (P-30). Registered regions are listed on ``kernel.dmem_regions``, in order,
+    for the controller to show (``dmem.capacity``).
+    """
+    if not kernel.profile.dmem or size <= 0:
+        return None
+    region = DmemRegion(name, size)
+    kernel.dmem_regions.append(region)
+    if kernel.dmem is not None and hasattr(kernel.dmem, "register_region"):
+        kernel.dmem.register_region(region)
+    return region
+
+
 class DmemChargeError(KernelError):
     """``dmem_cgroup_try_charge`` failed: ``-EAGAIN`` with the pool whose limit refused."""
 
@@ -44,7 +63,8 @@ class DmemController(Protocol):
     """What TTM needs from the dmem controller (implemented in ``pinlab.policy``)."""
 
     def try_charge(self, region: DmemRegion, size: int, task: object) -> object:
-        """Charge ``size`` bytes to ``task``'s cgroup and its ancestors; return the pool.
+        """Charge ``size`` bytes to ``task``'s cgroup and its ancestors; return the pool
+        (None means "not accounted", and TTM then uncharges nothing).
 
         Raises :class:`DmemChargeError` (``-EAGAIN`` + limit pool) when a limit refuses, or a
         ``KernelError`` (``-ENODEV``) for an unregistered region.

@@ -25,6 +25,7 @@ class Errno(enum.IntEnum):
     ESRCH = 3
     EINTR = 4
     EIO = 5
+    ENXIO = 6
     EBADF = 9
     EAGAIN = 11
     ENOMEM = 12

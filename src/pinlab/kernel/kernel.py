@@ -20,7 +20,7 @@ from pinlab.kernel.warn import WarnLog
 
 if TYPE_CHECKING:
     from pinlab.kernel.dma_buf import DmaBuf
-    from pinlab.kernel.dmem import DmemController
+    from pinlab.kernel.dmem import DmemController, DmemRegion
     from pinlab.kernel.pin_hooks import PinHook
 
 
@@ -195,6 +195,7 @@ class Kernel:
         "_next_ino",
         "current",
         "dmem",
+        "dmem_regions",
         "dmesg",
         "leaks",
         "pin_hooks",
@@ -214,6 +215,7 @@ class Kernel:
         self.waiter: FenceWaiter = DeferredWaiter(self)
         self.current: Task | None = None
         self.dmem: DmemController | None = None
+        self.dmem_regions: list[DmemRegion] = []  # dmem_cgroup_register_region, in order
         self.users: dict[int, UserStruct] = {}
         self.pin_hooks: list[PinHook] = []  # empty upstream; filled by opt-in policies
         self._buffers: dict[int, DmaBuf] = {}

@@ -625,18 +625,18 @@ def _revoke_and_evict(
     for victim in list(man.pinned.values()):
         if victim is evictor or victim.resource is None or victim.resource.manager is not man:
             continue
-        locked_here = False
-        if not victim.resv.held_by_caller():
-            if not victim.resv.trylock():
-                continue
-            locked_here = True
+        if not victim.resv.trylock():  # as in the LRU walk: held by anyone, caller included
+            continue
         try:
             if not revoke(victim) or victim.pin_count:
                 continue
             ttm_bo_evict(victim, ctx)
+        except KernelError as e:
+            if e.errno in (Errno.ENOSPC, Errno.EBUSY):  # as ttm_bo_evict_cb: skip the victim
+                continue
+            raise
         finally:
-            if locked_here:
-                victim.resv.unlock()
+            victim.resv.unlock()
         try:
             return ttm_resource_alloc(evictor, place)
         except KernelError as e:
