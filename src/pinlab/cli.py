@@ -4,7 +4,11 @@ Subcommands:
 
 * ``pinlab demo [--profile P]`` -- the dma-buf pin/move walkthrough;
 * ``pinlab profiles`` -- the kernel profiles and the switches where they differ;
-* ``pinlab bufinfo FILE`` -- parse a real (or pinlab-written) debugfs ``dma_buf/bufinfo``.
+* ``pinlab bufinfo FILE`` -- parse a real (or pinlab-written) debugfs ``dma_buf/bufinfo``;
+* ``pinlab matrix [--profile P] [--move-notify] [--json]`` -- every exporter × importer pair:
+  where import + pin + map puts the memory, whether the path is P2P, which K- items decide;
+* ``pinlab policy show FILE`` / ``pinlab policy check FILE`` -- an administrator policy file
+  (cgroup tree with dmem limits, users' RLIMIT_MEMLOCK, proposals on): rendered / validated.
 
 User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
 was expected and what was found, and exit with status 2 -- never a traceback.
@@ -78,6 +82,85 @@ def _cmd_bufinfo(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
+    import json
+
+    from pinlab.report.matrix import (
+        build_matrix,
+        build_matrix_pair,
+        matrix_profile,
+        render_matrix,
+    )
+
+    try:
+        profile = matrix_profile(args.profile, bool(args.move_notify))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    alt = None
+    if args.move_notify is None:  # neither flag: both settings where the option exists
+        matrix, alt = build_matrix_pair(args.profile)
+    else:
+        matrix = build_matrix(profile)
+    if args.json:
+        data = matrix.to_json()
+        if alt is not None:
+            data["with_move_notify"] = alt.to_json()
+        print(json.dumps(data, indent=2))
+        return 0
+    if not console.is_terminal:  # piped or captured: full rows instead of 80-column wrapping
+        console = Console(width=max(console.width, 160))
+    render_matrix(matrix, console, alt)
+    return 0
+
+
+def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.policy.config import PolicyError, load_policy, preview_policy
+    from pinlab.policy.render import render_policy
+
+    try:
+        config = load_policy(args.file)
+        applied = preview_policy(config, args.file)
+    except PolicyError as e:
+        raise UserError(str(e)) from None
+    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
+        console = Console(width=max(console.width, 140))
+    if config.description:
+        console.print(f"[bold]{args.file}[/bold]: {config.description}", highlight=False)
+    notes = {
+        "/" + "/".join(p for p in key.split("/") if p): spec.description
+        for key, spec in config.cgroups.items()
+        if spec.description
+    }
+    console.print(
+        render_policy(
+            applied.tree,
+            applied.dmem,
+            config.proposals.enabled(),
+            usage=False,
+            users=config.users,
+            title=f"cgroup tree of {args.file}",
+            notes=notes,
+        )
+    )
+    return 0
+
+
+def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.policy.config import PolicyError, load_policy, preview_policy
+
+    try:
+        config = load_policy(args.file)
+        preview_policy(config, args.file)
+    except PolicyError as e:
+        raise UserError(str(e)) from None
+    on = ", ".join(config.proposals.enabled()) or "none"
+    print(
+        f"{args.file}: ok -- {len(config.cgroup_paths())} cgroups, {len(config.users)} users, "
+        f"proposals: {on}"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinlab",
@@ -101,6 +184,50 @@ def build_parser() -> argparse.ArgumentParser:
     bufinfo = sub.add_parser("bufinfo", help="parse a debugfs dma_buf/bufinfo dump")
     bufinfo.add_argument("file", help="path to a bufinfo dump")
     bufinfo.set_defaults(func=_cmd_bufinfo)
+
+    matrix = sub.add_parser(
+        "matrix", help="every exporter x importer: where the memory ends up, P2P, K- items"
+    )
+    matrix.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        help=f"kernel profile: {', '.join(PRESETS)} (default {DEFAULT_PROFILE})",
+    )
+    mn = matrix.add_mutually_exclusive_group()
+    mn.add_argument(
+        "--move-notify",
+        dest="move_notify",
+        action="store_const",
+        const=True,
+        default=None,
+        help="only CONFIG_DMABUF_MOVE_NOTIFY=y (always on in 7.1)",
+    )
+    mn.add_argument(
+        "--no-move-notify",
+        dest="move_notify",
+        action="store_const",
+        const=False,
+        help="only the Kconfig default, CONFIG_DMABUF_MOVE_NOTIFY=n",
+    )
+    matrix.add_argument("--json", action="store_true", help="machine-readable output")
+    matrix.set_defaults(func=_cmd_matrix)
+
+    policy = sub.add_parser("policy", help="administrator policy files (cgroups, rlimits)")
+    policy_sub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    show = policy_sub.add_parser(
+        "show", help="the cgroup tree with its dmem limits, the users and the proposals on"
+    )
+    show.add_argument("file", help="a policy file (TOML), e.g. examples/policy/desktop.toml")
+    show.set_defaults(func=_cmd_policy_show)
+    check = policy_sub.add_parser("check", help="validate a policy file")
+    check.add_argument("file", help="a policy file (TOML)")
+    check.set_defaults(func=_cmd_policy_check)
+
+    def _policy_help(args: argparse.Namespace, console: Console) -> int:
+        policy.print_help()
+        return 0
+
+    policy.set_defaults(func=_policy_help)
     return parser
 
 
@@ -114,7 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.func(args, console)
     except UserError as e:
-        Console(stderr=True).print(f"pinlab: error: {e}", markup=False, highlight=False)
+        # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
+        Console(stderr=True, soft_wrap=True).print(
+            f"pinlab: error: {e}", markup=False, highlight=False
+        )
         return 2
     return result
 

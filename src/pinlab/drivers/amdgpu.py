@@ -45,7 +45,7 @@ from pinlab.kernel.dma_buf import (
     dma_buf_unpin,
     get_dma_buf,
 )
-from pinlab.kernel.dmem import DmemRegion
+from pinlab.kernel.dmem import dmem_cgroup_register_region
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
@@ -229,7 +229,7 @@ class AmdgpuDevice(ExporterDriver):
         self.runtime_pm_active = True
         self.runtime_pm_refs = 0
         self.bdev = TtmDevice(kernel, self.name, AmdgpuTtmFuncs(self))
-        region = DmemRegion(f"drm/{pdev.name}/vram", vram_size) if kernel.profile.dmem else None
+        region = dmem_cgroup_register_region(kernel, vram_size, f"drm/{pdev.name}/vram")
         self.vram_region = region
         self.bdev.add_manager(TtmMemType.VRAM, vram_size, name=f"{self.name}:vram", region=region)
         self.bdev.add_manager(TtmMemType.TT, gtt_size, name=f"{self.name}:gtt")

@@ -6,6 +6,13 @@
 all at registration. The exporter decides where the pin lands (habanalabs: HBM in place;
 amdgpu ≤6.15: migrated to GTT). The NIC never faults; a mapping that moved under it would be
 corruption, which the stale-DMA detector would report (and a correct exporter never causes).
+
+``revocable=True`` (preset 7.1 only) registers *pinned but revocable* MRs, as the March 2026
+RDMA follow-up allows (``ib_umem_dmabuf_get_pinned_revocable_and_lock`` +
+``ib_umem_dmabuf_set_revoke_locked``, first used by irdma; ``kernel-semantics.md`` §1.4, K-90):
+an exporter's ``dma_buf_invalidate_mappings`` makes the driver stop the hardware (the MR reports
+``revoked``, its translation is gone) before the core unmaps and unpins. The MR is dead for good;
+userspace must re-register.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from pinlab.drivers.dma_check import StaleDmaDetector
 from pinlab.drivers.rdma import MemoryRegion, RdmaDevice, register_importer
 from pinlab.kernel.device import Device
+from pinlab.kernel.dma_buf import DmaBufAttachment, DmaBufAttachOps
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
@@ -20,7 +28,10 @@ from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_REMOTE_READ,
     IB_ACCESS_REMOTE_WRITE,
+    IbUmemDmabuf,
+    ib_umem_dmabuf_get_pinned,
     ib_umem_dmabuf_release,
+    ib_umem_dmabuf_revoke_locked,
 )
 
 
@@ -38,9 +49,15 @@ class EfaDevice(RdmaDevice):
         name: str = "",
         detector: StaleDmaDetector | None = None,
         rdma_write: bool = True,
+        revocable: bool = False,
     ) -> None:
         super().__init__(kernel, pdev, name=name, detector=detector)
         self.rdma_write = rdma_write
+        if revocable and not kernel.profile.umem_revocable_pinned_ops:
+            raise ValueError(
+                f"revocable pinned EFA MRs need kernel profile 7.1, not {kernel.profile.name}"
+            )
+        self.revocable = revocable
 
     @property
     def supported_access(self) -> int:
@@ -65,7 +82,35 @@ class EfaDevice(RdmaDevice):
                 "efa_reg_user_mr_dmabuf",
                 f"unsupported access flags {access & ~self.supported_access:#x}",
             )
-        return self._reg_pinned(fd, offset, length, access, files, pid)
+        if not self.revocable:
+            return self._reg_pinned(fd, offset, length, access, files, pid)
+        umem = ib_umem_dmabuf_get_pinned(
+            self.kernel, self.dev, offset, length, fd, access, files=files, revocable=True
+        )
+        mr = MemoryRegion(self, umem, access, odp=False, pid=pid, mtt_valid=True)
+        umem.private = mr
+        # ib_umem_dmabuf_set_revoke_locked: install the driver's revoke callback under the resv
+        # (the model's ib_umem_dmabuf_get_pinned has no _and_lock variant; nothing runs between)
+        assert umem.attach is not None
+        with umem.dmabuf.resv:
+            umem.attach.importer_ops = DmaBufAttachOps(
+                allow_peer2peer=True, move_notify=self._revoke_locked
+            )
+        self.mrs[mr.lkey] = mr
+        return mr
+
+    def _revoke_locked(self, attach: DmaBufAttachment) -> None:
+        """The revocable ops' ``invalidate_mappings``: the driver's revoke callback first (the
+        hardware stops using the MR: its translation is dropped and it reports ``revoked``),
+        then the core's ``ib_umem_dmabuf_revoke_locked`` (unmap, unpin, ``revoked = 1``)."""
+        umem = attach.importer_priv
+        assert isinstance(umem, IbUmemDmabuf)
+        mr = umem.private
+        if isinstance(mr, MemoryRegion) and not umem.revoked:
+            mr.revoked = True
+            mr.mtt_valid = False
+            mr.invalidations += 1
+        ib_umem_dmabuf_revoke_locked(umem)
 
     def dereg_mr(self, mr: MemoryRegion) -> None:
         """``efa_dereg_mr``: ``ib_umem_release`` -- revoke (unmap, unpin), detach, put."""

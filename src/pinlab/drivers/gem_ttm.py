@@ -36,7 +36,7 @@ from pinlab.kernel.dma_buf import (
     dma_buf_notify_move,
     get_dma_buf,
 )
-from pinlab.kernel.dmem import DmemRegion
+from pinlab.kernel.dmem import DmemRegion, dmem_cgroup_register_region
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
@@ -238,8 +238,8 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
             if size <= 0:
                 continue
             region = None
-            if mem is TtmMemType.VRAM and dmem and kernel.profile.dmem:
-                region = DmemRegion(f"drm/{pdev.name}/vram0", size)
+            if mem is TtmMemType.VRAM and dmem:
+                region = dmem_cgroup_register_region(kernel, size, f"drm/{pdev.name}/vram0")
                 self.vram_region = region
             self.bdev.add_manager(mem, size, name=f"{name}:{TTM_LOCATION[mem]}", region=region)
 

@@ -92,7 +92,10 @@ class Mlx5Device(RdmaDevice):
             umem.private = None
             ib_umem_dmabuf_release(umem)
             raise
-        mr.faults = 0  # the initial fault-in is registration, not a fault
+        # the initial fault-in is registration, not a fault: take it back from both counters
+        # (pinlab fix: only the MR's counter was reset, the device's kept counting it)
+        mr.faults = 0
+        self.faults -= 1
         self.mrs[mr.lkey] = mr
         return mr
 
@@ -102,12 +105,20 @@ class Mlx5Device(RdmaDevice):
         self._lookup(mr)
         del self.mrs[mr.lkey]
         mr.deregistered = True
+        self.mlx5_revoke_mr(mr)
+        ib_umem_dmabuf_release(mr.umem)
+
+    def mlx5_revoke_mr(self, mr: MemoryRegion) -> None:
+        """``mlx5_revoke_mr``, the first half of deregistration (K-92): for a non-pinned
+        dma-buf MR, under the dma-buf's resv, clear the umem's private pointer (so a later
+        ``move_notify`` finds no MR and is ignored) and disable the mkey. Split out of
+        :meth:`dereg_mr` so tests can reach the window between revoke and release."""
+        if not mr.odp:
+            return
         umem = mr.umem
-        if mr.odp:
-            with umem.dmabuf.resv:
-                umem.private = None
-                mr.mtt_valid = False
-        ib_umem_dmabuf_release(umem)
+        with umem.dmabuf.resv:
+            umem.private = None
+            mr.mtt_valid = False
 
     # -- ODP -------------------------------------------------------------------------------
     def mlx5_ib_dmabuf_invalidate_cb(self, attach: DmaBufAttachment) -> None:

@@ -81,6 +81,7 @@ class DmaResult:
     memory: str
     wait: tuple[DmaFence, ...] = ()
     incident: DmaIncident | None = None
+    write: bool = False
 
 
 class RdmaDevice(ABC):
@@ -152,10 +153,18 @@ class RdmaDevice(ABC):
         """Resolve a missing translation; only ODP drivers can."""
         raise err(Errno.EFAULT, "nic_dma", f"{mr!r}: translation missing on a pinned MR")
 
-    def dma(self, mr: MemoryRegion, nbytes: int | None = None) -> DmaResult:
+    def dma(self, mr: MemoryRegion, nbytes: int | None = None, *, write: bool = False) -> DmaResult:
         """One NIC access to ``nbytes`` of the MR: fault if the translation is missing (ODP),
-        then DMA through the current mapping, checked by the stale-DMA detector."""
+        then DMA through the current mapping, checked by the stale-DMA detector.
+
+        ``write`` is a NIC write into the MR (an incoming RDMA write or receive); an MR
+        registered without write access refuses it, as the NIC completes such a work request
+        with a protection error (``IBV_WC_LOC_PROT_ERR`` / remote access error), modelled as
+        ``-EPERM``. (pinlab addition: reads and writes were not told apart before.)
+        """
         self._lookup(mr)
+        if write and not mr.umem.writable:
+            raise err(Errno.EPERM, "nic_dma", f"{mr!r} was registered without write access")
         nbytes = mr.length if nbytes is None else nbytes
         faulted = False
         pages = 0
@@ -177,6 +186,7 @@ class RdmaDevice(ABC):
             sgt.memory if sgt is not None else "none",
             wait,
             incident,
+            write,
         )
 
     def __repr__(self) -> str:

@@ -8,7 +8,9 @@ drives time (the simulator) waits for them before the process's next step.
 
 :meth:`Process.exit` (and :meth:`Process.kill`) release everything in kernel order (design
 principle 5): MRs deregistered (unmap, unpin, detach, put), scanouts cleared, GPU imports
-closed, fds closed, GEM handles closed. Nothing leaks.
+closed, fds closed, GEM handles closed; then host-memory MRs (``ib_umem_release``), the
+io_uring ring and every mlock go (``exit_mmap``), so ``locked_vm``, ``pinned_vm`` and the
+user's ``locked_vm`` return what the process charged. Nothing leaks.
 """
 
 from __future__ import annotations
@@ -36,11 +38,14 @@ from pinlab.kernel.kernel import (
     Task,
     UserStruct,
 )
+from pinlab.kernel.umem import IB_ACCESS_ON_DEMAND
+from pinlab.policy import rlimit
 
 if TYPE_CHECKING:
     from pinlab.uapi.system import System
 
 _handles = itertools.count(1)
+_host_keys = itertools.count(0x10000)
 
 
 @dataclass(eq=False, slots=True)
@@ -52,6 +57,37 @@ class GemHandle:
     buffer: DeviceBuffer
     importer: GpuImporter | None = None  # set for prime imports into a GPU
     closed: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class HostMemoryRegion:
+    """An MR over this process's own (host) memory: ``ibv_reg_mr``. ``umem`` is the pinned
+    :class:`~pinlab.policy.rlimit.IbUmem` (charged to ``pinned_vm``) or, for
+    ``IB_ACCESS_ON_DEMAND`` on an ODP-capable NIC, an uncharged
+    :class:`~pinlab.policy.rlimit.IbUmemOdp`."""
+
+    lkey: int
+    nic: str | None
+    umem: rlimit.IbUmem | rlimit.IbUmemOdp
+    access: int
+    pid: int
+
+    @property
+    def odp(self) -> bool:
+        return isinstance(self.umem, rlimit.IbUmemOdp)
+
+    @property
+    def length(self) -> int:
+        return self.umem.length
+
+    @property
+    def pages(self) -> int:
+        """Pages charged to ``pinned_vm`` (0 for ODP)."""
+        return self.umem.npages if isinstance(self.umem, rlimit.IbUmem) else 0
+
+    def __repr__(self) -> str:
+        kind = "odp" if self.odp else "pinned"
+        return f"<host mr lkey={self.lkey:#x} {kind} {self.length:#x}>"
 
 
 @dataclass(slots=True)
@@ -89,6 +125,9 @@ class Process(Task):
         self.scanouts: list[Scanout] = []
         self.waits: list[DmaFence] = []
         self.stats = ProcessStats()
+        self.vm_locked = rlimit.VmLocked()  # VM_LOCKED pages (mlock)
+        self.host_mrs: dict[int, HostMemoryRegion] = {}
+        self.io_ring: rlimit.IoRingCtx | None = None
 
     # -- plumbing --------------------------------------------------------------------------
     @contextmanager
@@ -107,6 +146,7 @@ class Process(Task):
         finally:
             self.waits.extend(kernel.take_waits())
             kernel.current = previous
+            self.system.reap()
 
     def take_waits(self) -> list[DmaFence]:
         """Fences this process must wait for before its next step (then forgotten)."""
@@ -220,25 +260,69 @@ class Process(Task):
             self.mrs[mr.lkey] = mr
             return mr
 
-    def ibv_dereg_mr(self, mr: MemoryRegion) -> None:
-        """``ibv_dereg_mr``: ``-EINVAL`` for an MR this process does not own."""
+    def ibv_reg_mr(
+        self, length: int, access: int, offset: int = 0, *, nic: str | None = None
+    ) -> HostMemoryRegion:
+        """``ibv_reg_mr``: register ``[offset, offset + length)`` of this process's memory.
+
+        The pinned path is ``ib_umem_get`` (``pinned_vm`` against RLIMIT_MEMLOCK: ``-EPERM``
+        at a zero limit without ``CAP_IPC_LOCK``, ``-ENOMEM`` over it, ``-EINVAL`` for a zero
+        length). ``IB_ACCESS_ON_DEMAND`` on a NIC with ODP (``nic`` names an mlx5-like device
+        with ``odp``) registers an ODP umem that charges nothing; anywhere else it reaches
+        ``ib_umem_get`` and fails with ``-EOPNOTSUPP``. ``nic=None`` is a generic verbs device.
+        """
+        with self._syscall("ibv_reg_mr"):
+            umem: rlimit.IbUmem | rlimit.IbUmemOdp
+            device = self.system.nic(nic) if nic is not None else None
+            if access & IB_ACCESS_ON_DEMAND and getattr(device, "odp", False):
+                umem = rlimit.ib_umem_odp_get(self, offset, length, access)
+            else:
+                umem = rlimit.ib_umem_get(self, offset, length, access)
+            mr = HostMemoryRegion(next(_host_keys), nic, umem, access, self.pid)
+            self.host_mrs[mr.lkey] = mr
+            return mr
+
+    def _release_host_mr(self, mr: HostMemoryRegion) -> None:
+        del self.host_mrs[mr.lkey]
+        if isinstance(mr.umem, rlimit.IbUmem):
+            rlimit.ib_umem_release(mr.umem, kernel=self.system.kernel)
+        else:
+            rlimit.ib_umem_odp_release(mr.umem)
+
+    def ibv_dereg_mr(self, mr: MemoryRegion | HostMemoryRegion) -> None:
+        """``ibv_dereg_mr``: ``-EINVAL`` for an MR this process does not own. A host-memory
+        MR returns exactly the pages it charged, to this process's mm (``ib_umem_release``)."""
         with self._syscall("ibv_dereg_mr"):
+            if isinstance(mr, HostMemoryRegion):
+                if self.host_mrs.get(mr.lkey) is not mr:
+                    raise err(Errno.EINVAL, "ibv_dereg_mr", f"{mr!r} is not this process's")
+                self._release_host_mr(mr)
+                return
             if self.mrs.get(mr.lkey) is not mr:
                 raise err(Errno.EINVAL, "ibv_dereg_mr", f"{mr!r} is not this process's")
             del self.mrs[mr.lkey]
             mr.nic.dereg_mr(mr)
 
     def ibv_advise_mr(self, mr: MemoryRegion) -> int:
-        """``ibv_advise_mr(IBV_ADVISE_MR_ADVICE_PREFETCH)``: fault the MR in; pages mapped."""
+        """``ibv_advise_mr(IBV_ADVISE_MR_ADVICE_PREFETCH)``: fault the MR in; pages mapped.
+
+        ``-EINVAL`` for an MR this process does not own (pinlab fix: any process could
+        prefetch any MR), ``-EOPNOTSUPP`` for a pinned MR or a NIC without ODP.
+        """
         with self._syscall("ibv_advise_mr"):
+            if self.mrs.get(mr.lkey) is not mr:
+                raise err(Errno.EINVAL, "ibv_advise_mr", f"{mr!r} is not this process's")
             return mr.nic.advise_mr(mr)
 
-    def nic_dma(self, mr: MemoryRegion, nbytes: int | None = None) -> DmaResult:
-        """The NIC moves ``nbytes`` through ``mr`` on this process's behalf (a work request)."""
+    def nic_dma(
+        self, mr: MemoryRegion, nbytes: int | None = None, *, write: bool = False
+    ) -> DmaResult:
+        """The NIC moves ``nbytes`` through ``mr`` on this process's behalf (a work request);
+        ``write`` = the NIC writes into the MR (needs write access, else ``-EPERM``)."""
         with self._syscall("ibv_post_send"):
             if self.mrs.get(mr.lkey) is not mr:
                 raise err(Errno.EINVAL, "ibv_post_send", f"{mr!r} is not this process's")
-            result = mr.nic.dma(mr, nbytes)
+            result = mr.nic.dma(mr, nbytes, write=write)
             self.waits.extend(result.wait)
             return result
 
@@ -257,6 +341,50 @@ class Process(Task):
                 raise err(Errno.ENOENT, "drm_mode_rmfb", "not this process's framebuffer")
             self.scanouts.remove(scanout)
             scanout.display.clear_scanout(scanout)
+
+    # -- locked and pinned host memory ----------------------------------------------------
+    def mlock(self, length: int, offset: int = 0) -> None:
+        """``mlock(offset, length)``: lock the pages ``[offset, offset + length)`` touches
+        (counted from ``offset``'s page boundary) into ``mm->locked_vm``. ``-EPERM`` when
+        RLIMIT_MEMLOCK is 0 without ``CAP_IPC_LOCK``; ``-ENOMEM`` when the newly locked pages
+        would take ``locked_vm`` past the limit (``CAP_IPC_LOCK`` bypasses, still counted);
+        re-locking locked pages costs nothing (P-7)."""
+        with self._syscall("mlock"):
+            rlimit.do_mlock(self, self.vm_locked, offset, length, kernel=self.system.kernel)
+
+    def munlock(self, length: int, offset: int = 0) -> None:
+        """``munlock(offset, length)``: unlock those pages; ``locked_vm`` drops by the pages
+        that were locked."""
+        with self._syscall("munlock"):
+            rlimit.do_munlock(self, self.vm_locked, offset, length, kernel=self.system.kernel)
+
+    def munlockall(self) -> None:
+        """``munlockall()``: every locked page leaves ``locked_vm``."""
+        with self._syscall("munlockall"):
+            rlimit.munlock_all(self, self.vm_locked, kernel=self.system.kernel)
+
+    def io_uring_register_buffers(
+        self, length: int, offset: int = 0, *, count: int = 1, hpage_size: int = 0
+    ) -> list[rlimit.IoMappedUbuf]:
+        """``io_uring_setup`` (once) + ``IORING_REGISTER_BUFFERS`` of ``count`` adjacent
+        buffers of ``length`` bytes from ``offset``: charged to the uid's shared
+        ``user->locked_vm`` (``-ENOMEM`` over the limit; skipped with ``CAP_IPC_LOCK``) and,
+        unlimited, to ``pinned_vm`` (P-8, P-9). ``hpage_size`` backs them with huge pages,
+        each charged once at its full size (P-14). ``-EBUSY`` if buffers are registered."""
+        with self._syscall("io_uring_register"):
+            if self.io_ring is None:
+                self.io_ring = rlimit.io_uring_setup(self)
+            iovecs = [(offset + i * length, length) for i in range(count)]
+            return rlimit.io_sqe_buffers_register(
+                self.io_ring, self, iovecs, hpage_size=hpage_size, kernel=self.system.kernel
+            )
+
+    def io_uring_unregister_buffers(self) -> None:
+        """``IORING_UNREGISTER_BUFFERS``: ``-ENXIO`` without registered buffers."""
+        with self._syscall("io_uring_register"):
+            if self.io_ring is None:
+                raise err(Errno.ENXIO, "io_sqe_buffers_unregister", "no io_uring instance")
+            rlimit.io_sqe_buffers_unregister(self.io_ring, kernel=self.system.kernel)
 
     # -- rlimits ---------------------------------------------------------------------------
     def getrlimit(self, resource: int = RLIMIT_MEMLOCK) -> Rlimit:
@@ -283,6 +411,12 @@ class Process(Task):
 
         MRs first (each dereg unmaps, unpins, detaches and puts), then scanouts and GPU
         imports, then the fd table (``exit_files``), then the GEM handles (``drm_release``).
+
+        A driver that refuses to free memory that is still exported (habanalabs, K-82) keeps
+        it alive past the exit: the dma-buf holds the device file (``get_file`` /
+        ``hl_ctx_get`` at export), so the memory is freed when the last dma-buf from it is
+        released (:meth:`System.reap`). (pinlab fix: the exit used to stop half-way with the
+        driver's ``-EINVAL`` and leak the device memory.)
         """
         if not self.alive:
             return
@@ -300,12 +434,23 @@ class Process(Task):
                 self._close_handle(gem)
             self.files.close_all()
             for gem in list(self.handles.values()):
-                self._close_handle(gem)
+                try:
+                    self._close_handle(gem)
+                except KernelError:
+                    # still exported: the exporter's dma-buf keeps the device file open
+                    del self.handles[gem.handle]
+                    self.system.orphans.append(gem)
+            for host_mr in list(self.host_mrs.values()):
+                self._release_host_mr(host_mr)
+            if self.io_ring is not None:
+                rlimit.io_ring_ctx_free(self.io_ring, kernel=kernel)
+            rlimit.munlock_all(self, self.vm_locked, kernel=kernel)  # exit_mmap
             kernel.take_waits()
         finally:
             kernel.current = previous
         self.alive = False
         self.exit_code = code
+        self.system.reap()
 
     def kill(self, signal: int = 9) -> None:
         """``kill -9``: the same teardown as :meth:`exit`, exit code 128 + signal."""

@@ -3,7 +3,7 @@ processes, and the stale-DMA detector every device access goes through."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from pinlab.drivers.base import ExporterDriver
@@ -15,7 +15,7 @@ from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import CAP_IPC_LOCK, Kernel, Rlimit
 
 if TYPE_CHECKING:
-    from pinlab.uapi.process import Process
+    from pinlab.uapi.process import GemHandle, Process
 
 _T = TypeVar("_T")
 
@@ -34,6 +34,9 @@ class System:
         self.displays: dict[str, DisplayEngine] = {}
         self.gpu_importers: dict[str, GpuImporter] = {}
         self.processes: dict[int, Process] = {}
+        # GEM handles of exited processes whose memory the driver refused to free while it
+        # was still exported (habanalabs, K-82); freed by reap() once no dma-buf is left
+        self.orphans: list[GemHandle] = []
         self._next_pid = 1000
 
     # -- devices ---------------------------------------------------------------------------
@@ -91,16 +94,18 @@ class System:
         *,
         uid: int = 1000,
         cap_ipc_lock: bool = False,
+        caps: Iterable[int] = (),
         memlock: int | tuple[int, int] | None = None,
         cgroup: object | None = None,
     ) -> Process:
         """Start a process. ``memlock`` is RLIMIT_MEMLOCK in bytes (soft = hard) or a
-        (soft, hard) pair; the default is Linux's 8 MiB."""
+        (soft, hard) pair; the default is Linux's 8 MiB. ``caps`` adds capabilities
+        (e.g. ``CAP_SYS_RESOURCE``) to ``CAP_IPC_LOCK`` from ``cap_ipc_lock``."""
         from pinlab.uapi.process import Process
 
         pid = self._next_pid
         self._next_pid += 1
-        caps = frozenset({CAP_IPC_LOCK}) if cap_ipc_lock else frozenset()
+        caps = frozenset(caps) | (frozenset({CAP_IPC_LOCK}) if cap_ipc_lock else frozenset())
         limit = None
         if memlock is not None:
             soft, hard = (memlock, memlock) if isinstance(memlock, int) else memlock
@@ -120,3 +125,21 @@ class System:
 
     def live_processes(self) -> Iterator[Process]:
         return (p for p in self.processes.values() if p.alive)
+
+    def reap(self) -> int:
+        """Free the memory of exited processes that the driver had to keep while it was
+        exported (:attr:`orphans`), once no live dma-buf refers to it any more (the device
+        file's last reference, ``hl_ctx_put``). Runs after every call and exit; returns how
+        many handles were freed."""
+        if not self.orphans:
+            return 0
+        exported = {id(d.priv) for d in self.kernel.dma_bufs()}
+        freed = 0
+        for gem in list(self.orphans):
+            if id(gem.buffer) in exported:
+                continue
+            self.orphans.remove(gem)
+            gem.driver.free_buffer(gem.buffer)
+            gem.closed = True
+            freed += 1
+        return freed

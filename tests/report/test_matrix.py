@@ -1,0 +1,186 @@
+"""``pinlab matrix``: every exporter × importer imported, pinned and mapped through the uapi.
+
+The amdgpu/EFA cell follows the kernel history (K-49: GTT up to 6.15, VRAM from 6.16 with
+MOVE_NOTIFY and in 7.1); habanalabs refuses what cannot do P2P (K-52, K-75); every cell runs
+clean (no incident, no leak)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pinlab.cli import main
+from pinlab.kernel.profile import PRESETS, get_profile
+from pinlab.report.matrix import (
+    EXPORTERS,
+    IMPORTERS,
+    build_matrix,
+    decided_by,
+    error_stage,
+    matrix_profile,
+    run_cell,
+)
+
+
+@pytest.mark.parametrize(
+    ("profile", "mn", "outcome", "memory", "p2p"),
+    [
+        ("5.16", False, "migrated to GTT", "gtt", False),
+        ("6.12", False, "migrated to GTT", "gtt", False),
+        ("6.12", True, "migrated to GTT", "gtt", False),
+        ("6.14", False, "migrated to GTT", "gtt", False),
+        ("6.16", False, "migrated to GTT", "gtt", False),
+        ("6.16", True, "device memory in place", "vram", True),
+        ("7.1", False, "device memory in place", "vram", True),
+    ],
+)
+def test_k49_amdgpu_efa_cell_follows_the_kernel_history(
+    profile: str, mn: bool, outcome: str, memory: str, p2p: bool
+) -> None:
+    """K-49 (§10.1): amdgpu pinned exported buffers into GTT until 6.15; 6.16 pins into VRAM
+    when MOVE_NOTIFY is on and every importer can do P2P; 7.1 drops the MN condition."""
+    cell = run_cell("amdgpu", "efa", matrix_profile(profile, mn))
+    assert (cell.outcome, cell.memory, cell.p2p, cell.pinned) == (outcome, memory, p2p, True)
+    assert "K-49" in cell.items and "K-45" in cell.items
+    assert cell.incidents == 0 and not cell.refused
+
+
+@pytest.mark.parametrize("profile", list(PRESETS))
+def test_k52_k97_habanalabs_display_is_refused_at_map(profile: str) -> None:
+    """K-52: the display is a static importer, so it never has peer2peer and habanalabs
+    refuses its map with ``-EPERM``. Both sides are static, so no preset maps at attach time
+    (K-13/K-14 need differing dynamicness): the refusal is at map in every preset (K-97)."""
+    cell = build_matrix(get_profile(profile)).cell("habanalabs", "display")
+    assert cell.outcome == "refused -EPERM at map"
+    assert (cell.errno, cell.stage, cell.p2p) == ("-EPERM", "map", None)
+    assert "hl_map_dmabuf" in str(cell.error) and "K-52" in cell.items
+
+
+@pytest.mark.parametrize(
+    ("profile", "stage"),
+    [("5.16", "attach"), ("6.12", "attach"), ("6.14", "attach"), ("6.16", "map"), ("7.1", "map")],
+)
+def test_k75_unreachable_dynamic_importer_of_habanalabs_is_refused_at_attach_or_map(
+    profile: str, stage: str
+) -> None:
+    """K-75: without a P2P path (here CONFIG_PCI_P2PDMA=n, so every distance is -1) a dynamic
+    importer of habanalabs is refused with ``-EPERM`` inside ``dma_buf_dynamic_attach`` in
+    ≤6.15 (the attach-time map) and at the first map in ≥6.16 -- the matrix names the stage."""
+    prof = get_profile(profile, pci_p2pdma=False)
+    for importer in ("efa", "mlx5-odp", "gpu-import"):
+        cell = run_cell("habanalabs", importer, prof)
+        assert cell.outcome == f"refused -EPERM at {stage}", importer
+        assert "K-75" in cell.items
+
+
+def test_every_cell_runs_clean_under_every_profile() -> None:
+    """Every profile (and 6.16 with MOVE_NOTIFY): each cell either succeeds with a mapping in
+    the buffer's memory and no incident, is refused with a kernel errno, or does not exist
+    (xe in 5.16). mlx5 without ODP refuses ON_DEMAND everywhere (§6)."""
+    for profile in [*PRESETS, "6.16+MN"]:
+        prof = matrix_profile(profile.removesuffix("+MN"), profile.endswith("+MN"))
+        matrix = build_matrix(prof)
+        assert len(matrix.cells) == len(EXPORTERS) * len(IMPORTERS)
+        for cell in matrix.cells:
+            assert cell.incidents == 0, cell
+            if cell.importer == "mlx5-no-odp" and cell.memory is not None:
+                assert cell.outcome == "refused -EOPNOTSUPP at registration"
+                assert cell.items == ("§6",)
+            elif cell.memory is None:
+                assert cell.exporter == "xe" and profile == "5.16"
+                assert cell.outcome == "n/a in 5.16"
+            elif not cell.refused:
+                assert cell.items and cell.p2p == (cell.memory == "vram")
+
+
+def test_pin_in_place_migrate_on_pin_and_odp_side_by_side() -> None:
+    """The settlement's first pillar in one row each (6.16 with MOVE_NOTIFY): habanalabs and
+    nvidia-compute pin in place, the APU and i915 always migrate, amdgpu keeps VRAM for P2P
+    pinners; an ODP import leaves amdgpu's buffer unpinned in VRAM."""
+    matrix = build_matrix(matrix_profile("6.16", True))
+    efa = {e: matrix.cell(e, "efa").outcome for e in EXPORTERS}
+    assert efa == {
+        "amdgpu": "device memory in place",
+        "apu": "migrated to GTT",
+        "habanalabs": "device memory in place",
+        "nvidia-compute": "device memory in place",
+        "xe": "migrated to GTT",
+        "i915": "migrated to system memory",
+    }
+    odp = matrix.cell("amdgpu", "mlx5-odp")
+    assert (odp.memory, odp.p2p, odp.pinned) == ("vram", True, False)
+    assert matrix.cell("amdgpu", "display").outcome == "migrated to GTT"
+    assert matrix.cell("xe", "efa").items == ("K-45", "K-26", "K-53")
+    assert decided_by("xe", "efa", get_profile("7.1")) == ("K-45", "K-26", "K-69", "K-53", "§7.3")
+
+
+def test_error_stage_without_a_core_step_is_registration() -> None:
+    try:
+        raise ValueError("x")
+    except ValueError as e:
+        assert error_stage(e) == "registration"
+
+
+def test_unknown_names_are_value_errors() -> None:
+    with pytest.raises(ValueError, match="unknown importer"):
+        run_cell("amdgpu", "nope", get_profile("6.16"))
+    with pytest.raises(ValueError, match="unknown exporter"):
+        run_cell("nope", "efa", get_profile("6.16"))
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def test_cli_matrix_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "--profile", "6.12"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel 6.12 (CONFIG_DMABUF_MOVE_NOTIFY=n; cells that change with =y show both)" in out
+    row = next(line for line in out.splitlines() if "amdgpu" in line and "efa" in line)
+    assert "migrated to GTT" in row and "K-49" in row
+    assert "MN=y" not in row  # <= 6.15 amdgpu pins in GTT whatever MOVE_NOTIFY says
+    assert "refused -EPERM at map" in out and "refused -EOPNOTSUPP at registration" in out
+    for exporter in EXPORTERS:
+        assert exporter in out
+
+
+def test_cli_matrix_6_16_hints_at_move_notify(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "--profile", "6.16"]) == 0
+    assert "--move-notify" in capsys.readouterr().out
+    assert main(["matrix", "--profile", "6.16", "--move-notify"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "amdgpu" in line and "efa" in line)
+    assert "device memory in place" in row and "rerun with --move-notify" not in out
+
+
+def test_cli_matrix_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "--profile", "7.1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["profile"] == "7.1" and data["move_notify"] is True
+    assert len(data["cells"]) == len(EXPORTERS) * len(IMPORTERS)
+    cell = next(c for c in data["cells"] if (c["exporter"], c["importer"]) == ("amdgpu", "efa"))
+    assert cell["memory"] == "vram" and cell["p2p"] is True and "K-49" in cell["items"]
+
+
+def test_cli_matrix_invalid_profile_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["matrix", "--profile", "9.9"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "unknown kernel profile '9.9'" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_cli_matrix_6_16_shows_the_vram_pin_with_move_notify(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Done-when of the driver issue: the amdgpu/EFA row differs between 6.12 and 6.16 as the
+    kernel history says (K-49): 6.16 pins in VRAM once MOVE_NOTIFY is on."""
+    assert main(["matrix", "--profile", "6.16"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "amdgpu" in line and "efa" in line)
+    assert "migrated to GTT | MN=y: device memory in place" in row
+    assert main(["matrix", "--profile", "6.16", "--no-move-notify"]) == 0
+    out = capsys.readouterr().out
+    assert "MN=y" not in out
