@@ -158,3 +158,17 @@ def test_deterministic() -> None:
         return [done[i] for i in range(30)]
 
     assert once() == once()
+
+
+def test_a_path_crossing_a_link_twice_consumes_twice_its_rate() -> None:
+    """cost-model §1 item 5: a staged byte crosses host DRAM twice, so a 10 GB/s DRAM link
+    carries a staged transfer at most at 5 GB/s."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("dram", 10 * GB)
+    net.add_link("nic", 12 * GB)
+    ev = net.transfer(5 * GB, ["dram", "nic", "dram"])
+    assert net.rate_of(ev) == pytest.approx(5 * GB)
+    env.run()
+    assert env.now == pytest.approx(1.0)
+    assert net.links["dram"].bytes_carried == pytest.approx(10 * GB)

@@ -8,9 +8,11 @@ engine's speed). Rates change only when a transfer starts or ends, so the networ
 them exactly then -- never per byte, never per tick -- and schedules one SimPy timeout for the
 next completion. Stale timeouts are recognised by a generation number and ignored.
 
-The water-filling is vectorised with numpy over a links x transfers incidence matrix: each round
-finds the tightest link (residual capacity / unfrozen users) or transfer cap, freezes the
-transfers it limits, and subtracts their rate; at most ``min(links, transfers)`` rounds.
+The water-filling is vectorised with numpy over a links x transfers *use-count* matrix (a path
+may cross a link more than once: a staged transfer crosses host DRAM twice, ``cost-model.md`` §1
+item 5, and then consumes twice its rate there): each round finds the tightest link (residual
+capacity / unfrozen uses) or transfer cap, freezes the transfers it limits, and subtracts what
+they consume; at most ``min(links, transfers)`` rounds.
 
 Accounting is exact per link: ``bytes_carried`` integrates rate over time, so utilisation is
 ``bytes_carried / (capacity * elapsed)``.
@@ -160,17 +162,17 @@ class FlowNetwork:
         used_links = sorted({link.index for t in flows for link in t.links})
         col = {idx: i for i, idx in enumerate(used_links)}
         m = len(used_links)
-        a = np.zeros((m, n), dtype=bool)
+        a = np.zeros((m, n), dtype=float)  # uses of link i by transfer j
         for j, t in enumerate(flows):
             for link in t.links:
-                a[col[link.index], j] = True
+                a[col[link.index], j] += 1.0
         by_index = {link.index: link for link in self.links.values()}
         residual = np.array([by_index[i].capacity for i in used_links], dtype=float)
         caps = np.array([t.cap for t in flows], dtype=float)
         rate = np.zeros(n, dtype=float)
         frozen = np.zeros(n, dtype=bool)
         while not frozen.all():
-            users = (a & ~frozen).sum(axis=1)
+            users = a[:, ~frozen].sum(axis=1)
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(users > 0, residual / users, np.inf)
             link_min = share.min() if m else np.inf
@@ -186,7 +188,7 @@ class FlowNetwork:
             if m:
                 tight = (users > 0) & (share <= inc * (1 + 1e-12) + 1e-300)
                 if tight.any():
-                    newly |= a[tight].any(axis=0)
+                    newly |= (a[tight] > 0).any(axis=0)
             newly |= cap_left <= inc * (1 + 1e-12)
             newly &= active
             if not newly.any():  # numerical safety: freeze the tightest transfer

@@ -1,0 +1,86 @@
+"""``pinlab.platform``: the hardware pinlab simulates, and what it costs.
+
+* :mod:`~pinlab.platform.units` -- explicit unit strings (``"32GiB"``, ``"25GB/s"``,
+  ``"1.75us"``) and pydantic types for them;
+* :mod:`~pinlab.platform.cost` -- :class:`CostModel`, every parameter of ``cost-model.md``
+  §2–§8 with unit, sweep range and source;
+* :mod:`~pinlab.platform.topology` -- :class:`PlatformSpec` (a declarative node) and
+  :func:`build`, which makes a :class:`Machine`: the kernel's PCI tree, the drivers in a
+  :class:`~pinlab.uapi.system.System`, and the link graph with :meth:`Machine.path`;
+* :mod:`~pinlab.platform.cluster` -- N-node clusters (one kernel per node);
+* :mod:`~pinlab.platform.presets` -- ``dl1``, ``p4d``, ``workstation``, ``apu-laptop``,
+  ``cluster`` (``cost-model.md`` §9) and TOML platform files.
+"""
+
+from pinlab.platform.cluster import Cluster, ClusterSpec, FabricSpec, build_cluster
+from pinlab.platform.cost import CostModel, P2pPathClass, ParamInfo, parameters
+from pinlab.platform.errors import ConfigError, format_validation_error
+from pinlab.platform.presets import (
+    PRESETS,
+    AnySpec,
+    apu_laptop,
+    cluster,
+    dl1,
+    dump_platform,
+    load_platform,
+    p4d,
+    platform_from_dict,
+    resolve_platform,
+    workstation,
+)
+from pinlab.platform.topology import (
+    CpuSpec,
+    DeviceSpec,
+    DisplaySpec,
+    DramSpec,
+    HostBridgeSpec,
+    InterSocketSpec,
+    Link,
+    LinkSpec,
+    LinkUse,
+    Machine,
+    NicSpec,
+    PlatformSpec,
+    SwitchSpec,
+    WhitelistEntrySpec,
+    build,
+)
+
+__all__ = [
+    "PRESETS",
+    "AnySpec",
+    "Cluster",
+    "ClusterSpec",
+    "ConfigError",
+    "CostModel",
+    "CpuSpec",
+    "DeviceSpec",
+    "DisplaySpec",
+    "DramSpec",
+    "FabricSpec",
+    "HostBridgeSpec",
+    "InterSocketSpec",
+    "Link",
+    "LinkSpec",
+    "LinkUse",
+    "Machine",
+    "NicSpec",
+    "P2pPathClass",
+    "ParamInfo",
+    "PlatformSpec",
+    "SwitchSpec",
+    "WhitelistEntrySpec",
+    "apu_laptop",
+    "build",
+    "build_cluster",
+    "cluster",
+    "dl1",
+    "dump_platform",
+    "format_validation_error",
+    "load_platform",
+    "p4d",
+    "parameters",
+    "platform_from_dict",
+    "resolve_platform",
+    "workstation",
+]

@@ -1,0 +1,1197 @@
+"""``CostModel``: every number of ``cost-model.md`` §2–§8, with its unit, sweep range and source.
+
+The model is a frozen pydantic tree whose leaves are the doc's rows. Keys follow the doc's
+dotted names (``pcie.efficiency``, ``p2p.factor.root_complex``, ``odp.fault``), spelled as
+valid Python (``pcie.gen3.raw`` → ``cost.pcie.gen3.raw``). Each leaf's ``Field`` carries the
+doc row as metadata: ``description``, and ``json_schema_extra`` with ``unit`` (a unit string
+:mod:`pinlab.platform.units` parses, used to show the value as the doc does), ``section``
+(``"§2.1"``), ``source``, ``sweep`` (``[low, high]`` in that unit, absent for fixed facts),
+``choices`` (discrete sweep values) and ``marker`` (``derived``/``assumption``/``unverified``).
+:func:`parameters` lists them all (``pinlab params``; docs).
+
+Values are stored in base units: bytes, bytes/s, seconds, seconds per byte, plain floats.
+
+Keys pinlab adds (marked ``[pinlab]`` in their source): ``pcie.rate_model`` (which of the two
+§2.1 ways to turn a PCIe generation into a rate), ``pcie.large_buffer_min`` (the "≥ 10 GiB" of
+the ``pcie.large_buffer_factor`` row), ``stage.mode`` (the two modes of §1 item 5) and
+``pin.gpu_cost_per_byte`` (the "+ linear" of ``pin.gpu_cost``). Rows with no single number are
+not keys: ``restore.h2d.genN`` and ``swap.model`` are the methods :meth:`CostModel.restore_h2d`
+and :meth:`CostModel.swap_time`; ``uvm.oversubscription_spread`` is a remark; the two
+``pin.bar1_bytes`` rows are a device fact (``DeviceSpec.bar`` in :mod:`pinlab.platform.topology`;
+the consumer default is ``pin.bar1_consumer``); ``p2p.host_bridge_whitelist`` and
+``cpu.vendor``/``cpu.family`` (§3.2) are platform facts (``PlatformSpec.cpu``,
+``PlatformSpec.p2pdma_whitelist``).
+
+:meth:`CostModel.with_overrides` applies ``{"pcie.efficiency": "0.75", "odp.fault": "2ms"}``
+(the CLI's ``--set``) with one-line errors naming the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pinlab.platform.errors import ConfigError, config_error
+from pinlab.platform.units import (
+    STRICT_UNITS,
+    Duration,
+    Factor,
+    Fraction,
+    LineRate,
+    Rate,
+    SignedDuration,
+    Size,
+    TimePerByte,
+    parse_line_rate,
+    parse_rate,
+    parse_size,
+    parse_time,
+    parse_time_per_byte,
+)
+
+__all__ = [
+    "CostModel",
+    "P2pPathClass",
+    "ParamInfo",
+    "PcieGen",
+    "parameters",
+]
+
+P2pPathClass = Literal["local", "switch", "root_complex", "cross_socket"]
+"""How a P2P transfer travels (``cost-model.md`` §3.1); ``local`` is a device and itself."""
+
+PcieGen = Literal[3, 4, 5]
+"""PCIe generations with rates in ``cost-model.md`` §2.1."""
+
+_NVBW42 = "`NVIDIA/nvbandwidth` #42"
+_GEARSHIFFT = "`mpicbg-scicomp/gearshifft` PR #82"
+_MOONCAKE855 = "`kvcache-ai/Mooncake` PR #855"
+_MOONCAKE3210 = "`kvcache-ai/Mooncake` PR #3210"
+_NPRDMA = "NP-RDMA, arXiv 2310.11062"
+
+
+def _p(
+    default: Any,
+    *,
+    unit: str,
+    section: str,
+    source: str,
+    desc: str,
+    sweep: tuple[Any, Any] | None = None,
+    choices: tuple[Any, ...] | None = None,
+    marker: str | None = None,
+) -> Any:
+    """A cost-model row as a pydantic ``Field`` (default written in the doc's units)."""
+    extra: dict[str, Any] = {"unit": unit, "section": section, "source": source}
+    if sweep is not None:
+        extra["sweep"] = list(sweep)
+    if choices is not None:
+        extra["choices"] = list(choices)
+    if marker is not None:
+        extra["marker"] = marker
+    return Field(default=default, description=desc, json_schema_extra=extra)
+
+
+def _group(cls: type[BaseModel], desc: str) -> Any:
+    return Field(default_factory=cls, description=desc)
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+# -- §2 PCIe -----------------------------------------------------------------------------------
+
+
+class PcieGen3(_Group):
+    """PCIe Gen3 x16 per direction (``cost-model.md`` §2.1)."""
+
+    raw: Rate = _p(
+        "15.75GB/s",
+        unit="GB/s",
+        section="§2.1",
+        desc="raw link rate per direction, x16 (8 GT/s, 128b/130b)",
+        source="https://hpc-notes.pages.dev/reference/pcie",
+    )
+    eff: Rate = _p(
+        "12GB/s",
+        unit="GB/s",
+        section="§2.1",
+        sweep=("11.8GB/s", "12.9GB/s"),
+        desc="effective (measured) rate per direction, x16",
+        source=f"Tesla P100-PCIe bandwidthTest H2D 12.15, D2H 12.89 GB/s ({_GEARSHIFFT}); "
+        "typical 12.1 (Microway)",
+    )
+
+
+class PcieGen4(_Group):
+    """PCIe Gen4 x16 per direction (``cost-model.md`` §2.1)."""
+
+    raw: Rate = _p(
+        "31.5GB/s",
+        unit="GB/s",
+        section="§2.1",
+        desc="raw link rate per direction, x16 (16 GT/s, 128b/130b)",
+        source="https://hpc-notes.pages.dev/reference/pcie",
+    )
+    eff: Rate = _p(
+        "25GB/s",
+        unit="GB/s",
+        section="§2.1",
+        sweep=("24GB/s", "26.2GB/s"),
+        desc="effective (measured) rate per direction, x16",
+        source=f"A100 host_to_device_memcpy_sm 25.13 GB/s ({_NVBW42}); DGX-A100 ≈ 24 GB/s "
+        "(`openucx/ucx` #6206); BaM Gen4 peak 25 GB/s (`ZaidQureshi/bam` #54)",
+    )
+
+
+class PcieGen5(_Group):
+    """PCIe Gen5 x16 per direction (``cost-model.md`` §2.1); H2D and D2H are asymmetric."""
+
+    raw: Rate = _p(
+        "63GB/s",
+        unit="GB/s",
+        section="§2.1",
+        desc="raw link rate per direction, x16 (32 GT/s, 128b/130b)",
+        source="https://hpc-notes.pages.dev/reference/pcie",
+    )
+    eff: Rate = _p(
+        "50GB/s",
+        unit="GB/s",
+        section="§2.1",
+        sweep=("35GB/s", "53GB/s"),
+        desc="effective rate per direction, x16 (D2H; H2D is pcie.gen5.h2d)",
+        source="H100 device_to_host_memcpy_sm ≈ 52.8 GB/s (`NVIDIA/nvbandwidth` #24)",
+    )
+    h2d: Rate = _p(
+        "50GB/s",
+        unit="GB/s",
+        section="§2.1",
+        sweep=("35GB/s", "50GB/s"),
+        desc="effective host-to-device rate, x16",
+        source="same H100: host_to_device_memcpy_sm ≈ 35.2 GB/s (`NVIDIA/nvbandwidth` #24); "
+        "HGX H100 GPU→GPU through host ≈ 36–38 GB/s (`NVIDIA/nccl` #1264)",
+    )
+
+
+class Pcie(_Group):
+    """PCIe link rates and effects (``cost-model.md`` §2.1, §2.2)."""
+
+    gen3: PcieGen3 = _group(PcieGen3, "PCIe Gen3 rates (§2.1)")
+    gen4: PcieGen4 = _group(PcieGen4, "PCIe Gen4 rates (§2.1)")
+    gen5: PcieGen5 = _group(PcieGen5, "PCIe Gen5 rates (§2.1)")
+    efficiency: Fraction = _p(
+        0.80,
+        unit="fraction",
+        section="§2.1",
+        sweep=(0.75, 0.85),
+        marker="derived",
+        desc="effective rate as a fraction of raw (used when pcie.rate_model = 'raw_x_efficiency')",
+        source="Gen3 12.1/15.75 = 0.77, Gen4 26.2/31.5 = 0.83 (Microway); A100 25.13/31.5 = "
+        f"0.80 ({_NVBW42}); H100 52.8/63 = 0.84 (`NVIDIA/nvbandwidth` #24)",
+    )
+    rate_model: Literal["measured", "raw_x_efficiency"] = _p(
+        "measured",
+        unit="choice",
+        section="§2.1",
+        choices=("measured", "raw_x_efficiency"),
+        desc="how a link's rate is derived: 'measured' = pcie.genN.eff (Gen5 H2D: "
+        "pcie.gen5.h2d), 'raw_x_efficiency' = pcie.genN.raw × pcie.efficiency; both × width/16. "
+        "Overriding pcie.efficiency alone selects 'raw_x_efficiency'",
+        source="[pinlab] the two §2.1 derivations of one rate",
+    )
+    bidir_h2d_factor: Fraction = _p(
+        0.5,
+        unit="fraction",
+        section="§2.2",
+        sweep=(0.45, 1.0),
+        desc="multiplier on H2D while D2H is busy",
+        source="both directions loaded: H2D fell to ≈ 11 GB/s while D2H stayed ≈ 25 GB/s "
+        "(`NVIDIA/nvbandwidth` #53)",
+    )
+    large_buffer_factor: Fraction = _p(
+        1.0,
+        unit="fraction",
+        section="§2.2",
+        sweep=(0.65, 1.0),
+        marker="derived",
+        desc="multiplier for single copies ≥ pcie.large_buffer_min (1.0 = off)",
+        source=f"A100 H2D 25.13 → 18.05 GB/s at 10 GiB (0.72), 16.50 at 20 GiB (0.66) ({_NVBW42})",
+    )
+    large_buffer_min: Size = _p(
+        "10GiB",
+        unit="GiB",
+        section="§2.2",
+        desc="size from which pcie.large_buffer_factor applies",
+        source=f"[pinlab] the '≥ 10 GiB' of the pcie.large_buffer_factor row ({_NVBW42})",
+    )
+
+
+class C2cGh200(_Group):
+    """NVLink-C2C on GH200 (``cost-model.md`` §2.1)."""
+
+    h2d: Rate = _p(
+        "346GB/s",
+        unit="GB/s",
+        section="§2.1",
+        sweep=("342GB/s", "346GB/s"),
+        desc="host-to-device rate over NVLink-C2C (presets with a coherent CPU link)",
+        source="H2D copy engine ≈ 346, SM ≈ 342 GB/s (`NVIDIA/nvbandwidth` #23)",
+    )
+
+
+class C2c(_Group):
+    """Coherent CPU–GPU links (``cost-model.md`` §2.1)."""
+
+    gh200: C2cGh200 = _group(C2cGh200, "GH200 NVLink-C2C (§2.1)")
+
+
+class Numa(_Group):
+    """Remote-socket host memory (``cost-model.md`` §2.2)."""
+
+    remote_h2d_factor: Fraction = _p(
+        0.31,
+        unit="fraction",
+        section="§2.2",
+        sweep=(0.2, 1.0),
+        marker="derived",
+        desc="multiplier on H2D when the host memory is on the remote socket",
+        source=f"P100 pinned H2D 12.15 → 3.78 GB/s with memory on the other socket ({_GEARSHIFFT})",
+    )
+    remote_d2h_factor: Fraction = _p(
+        0.20,
+        unit="fraction",
+        section="§2.2",
+        sweep=(0.2, 1.0),
+        marker="derived",
+        desc="multiplier on D2H when the host memory is on the remote socket",
+        source=f"same source: 12.89 → 2.54 GB/s ({_GEARSHIFFT})",
+    )
+
+
+class Cpu(_Group):
+    """CPU loads and stores to a device BAR (``cost-model.md`` §2.2)."""
+
+    bar_write: Rate = _p(
+        "9.8GB/s",
+        unit="GB/s",
+        section="§2.2",
+        sweep=("6.8GB/s", "20GB/s"),
+        desc="CPU stores into a write-combining BAR mapping",
+        source="gdrcopy copybw 9.5–9.8 GB/s, 6.8 remote socket (`NVIDIA/gdrcopy` README.md); "
+        "≈ 20 of 32 GB/s on A100 Gen4 (`NVIDIA/gdrcopy` #288, #221)",
+    )
+    bar_read: Rate = _p(
+        "0.7GB/s",
+        unit="GB/s",
+        section="§2.2",
+        sweep=("1.5MB/s", "0.8GB/s"),
+        desc="CPU loads from an uncached BAR mapping",
+        source="gdrcopy copybw 0.67–0.79 GB/s (K40m), 1.5 MB/s in one run "
+        "(`NVIDIA/gdrcopy` README.md)",
+    )
+    bar_write_floor: Duration = _p(
+        "0.1us",
+        unit="us",
+        section="§2.2",
+        sweep=("0.05us", "0.2us"),
+        marker="derived",
+        desc="per CPU→BAR copy (small-copy floor)",
+        source="gdrcopy latency test on P100-PCIe (`NVIDIA/gdrcopy` README.md)",
+    )
+    bar_read_floor: Duration = _p(
+        "1us",
+        unit="us",
+        section="§2.2",
+        sweep=("0.5us", "3us"),
+        marker="derived",
+        desc="per CPU←BAR copy (small-copy floor)",
+        source="same source, reads (`NVIDIA/gdrcopy` README.md)",
+    )
+
+
+# -- §3 P2P --------------------------------------------------------------------------------------
+
+
+class P2pFactor(_Group):
+    """Multipliers on the PCIe effective rate by P2P path class (``cost-model.md`` §3.1)."""
+
+    switch: Fraction = _p(
+        1.0,
+        unit="fraction",
+        section="§3.1",
+        desc="path only through PCIe switches",
+        source="best case by construction",
+    )
+    root_complex: Fraction = _p(
+        0.8,
+        unit="fraction",
+        section="§3.1",
+        sweep=(0.45, 0.85),
+        marker="derived",
+        desc="path through one socket's root complex",
+        source="6× RTX A6000 d2d read 26.34 vs 21.8–22.7 GB/s ≈ 0.83 (`NVIDIA/nvbandwidth` #50); "
+        "Xeon E5-2650v4 NVMe→GPU ≈ 0.75 (NVIDIA forum); 6-GPU PCIe box ≈ 0.45 (`NVIDIA/nccl` #814)",
+    )
+    cross_socket: Fraction = _p(
+        0.3,
+        unit="fraction",
+        section="§3.1",
+        sweep=(0.2, 0.5),
+        marker="derived",
+        desc="path across the inter-socket link",
+        source="remote-socket copies 0.31 / 0.20 (§2.2); A30 + ConnectX-6 in SYS locality ≈ 0.48 "
+        "(`linux-rdma/perftest` #241)",
+    )
+
+    def of(self, path_class: P2pPathClass) -> float:
+        """The factor for ``path_class`` (``local`` counts as ``switch``: nothing is crossed)."""
+        if path_class == "local":
+            return self.switch
+        value: float = getattr(self, path_class)
+        return value
+
+
+class P2p(_Group):
+    """Peer-to-peer paths (``cost-model.md`` §3)."""
+
+    factor: P2pFactor = _group(P2pFactor, "P2P factor by path class (§3.1)")
+    nic_read_factor: Fraction = _p(
+        1.0,
+        unit="fraction",
+        section="§3.1",
+        sweep=(0.8, 1.0),
+        marker="assumption",
+        desc="multiplier when the NIC reads device memory",
+        source="qualitative only: NCCL_NET_GDR_READ default (`NVIDIA/nccl` #1295); HCA reads of "
+        "GPU memory vary with PCIe distance (`open-mpi/ompi` #10303)",
+    )
+
+
+# -- §4 NIC -------------------------------------------------------------------------------------
+
+
+class Nic(_Group):
+    """NIC line rates and per-message latency (``cost-model.md`` §4)."""
+
+    line_rate: LineRate = _p(
+        "100Gbps",
+        unit="Gbps",
+        section="§4",
+        choices=("100Gbps", "200Gbps", "400Gbps"),
+        desc="line rate of a NIC whose platform entry gives none",
+        source="EDR ConnectX-5 and each EFA interface are 100 Gbps (AWS); 200G ConnectX-6 "
+        "(`linux-rdma/perftest` #241); 400G (`kvcache-ai/Mooncake` #1459)",
+    )
+    efficiency: Fraction = _p(
+        0.95,
+        unit="fraction",
+        section="§4",
+        sweep=(0.90, 0.97),
+        marker="derived",
+        desc="fraction of line rate, pipelined streaming",
+        source="ib_send_bw plateau between AMD GPUs over ConnectX-5 EDR (`linux-rdma/perftest` "
+        "PR #98)",
+    )
+    single_msg_efficiency: Fraction = _p(
+        0.90,
+        unit="fraction",
+        section="§4",
+        sweep=(0.85, 0.95),
+        marker="derived",
+        desc="fraction of line rate, one unpipelined message",
+        source="slope of large-message ib_send_lat in the same PR (`linux-rdma/perftest` PR #98)",
+    )
+    alpha: Duration = _p(
+        "1.75us",
+        unit="us",
+        section="§4",
+        sweep=("1us", "3us"),
+        marker="derived",
+        desc="per-message latency (GPUDirect)",
+        source="α of an α–β fit to `linux-rdma/perftest` PR #98; < 2 µs on ConnectX-3/Connect-IB "
+        "(NVIDIA 'Benchmarking GPUDirect RDMA on Modern Server Platforms')",
+    )
+    alpha_host_delta: SignedDuration = _p(
+        "0us",
+        unit="us",
+        section="§4",
+        sweep=("-0.5us", "0.5us"),
+        marker="assumption",
+        desc="added per message for host-memory vs GDR endpoints",
+        source="no source separates the two; sweep it",
+    )
+
+
+class Efa(_Group):
+    """EFA-specific numbers (``cost-model.md`` §4)."""
+
+    effective_fraction: Fraction = _p(
+        0.85,
+        unit="fraction",
+        section="§4",
+        sweep=(0.8, 0.95),
+        marker="derived",
+        desc="fraction of aggregate EFA bandwidth in collectives",
+        source="p4d ≈ 340 of 400 Gbps in all-reduce (`stas00/ml-engineering` network/README.md)",
+    )
+
+
+# -- §5 staging ----------------------------------------------------------------------------------
+
+
+class Stage(_Group):
+    """Host staging through bounce buffers (``cost-model.md`` §5, §1 item 5)."""
+
+    copy_launch: Duration = _p(
+        "6us",
+        unit="us",
+        section="§5",
+        sweep=("5us", "7us"),
+        desc="per copy submission",
+        source="cudaMemcpyAsync overhead 5–7 µs (DualPath, arXiv 2602.21548); cudaMemcpy 6–7 µs "
+        "(`NVIDIA/gdrcopy` README.md)",
+    )
+    chunk: Size = _p(
+        "512KiB",
+        unit="KiB",
+        section="§5",
+        sweep=("8KiB", "4MiB"),
+        desc="bounce-buffer chunk (pipeline fragment)",
+        source="UCX_RNDV_FRAG_SIZE default 512 KB; try 256 KB and 1 MB (`openucx/ucx` #6327)",
+    )
+    pipeline_eff: Fraction = _p(
+        0.70,
+        unit="fraction",
+        section="§5",
+        sweep=(0.6, 0.95),
+        marker="derived",
+        desc="fraction of the bottleneck stage (aggregate mode)",
+        source="2× DGX-A100 host-staged peak ≈ 0.70 of 24 GB/s (`openucx/ucx` #6206)",
+    )
+    dram_crossings: int = _p(
+        2,
+        unit="count",
+        section="§5",
+        desc="host-DRAM crossings per staged byte per host (a DMA write and a DMA read)",
+        source="one DMA write into the bounce buffer, one DMA read out of it",
+    )
+    bounce_pinned: bool = _p(
+        True,
+        unit="bool",
+        section="§5",
+        choices=(True, False),
+        desc="bounce buffers are pinned host memory",
+        source="pageable 8 KB bounce pipeline collapsed throughput (`openucx/ucx` #6206)",
+    )
+    mode: Literal["aggregate", "pipeline"] = _p(
+        "aggregate",
+        unit="choice",
+        section="§1",
+        choices=("aggregate", "pipeline"),
+        desc="staging model: 'aggregate' (pipeline_eff × bottleneck) or 'pipeline' (explicit "
+        "chunk algebra; set pipeline_eff to 1)",
+        source="[pinlab] the two modes of cost-model.md §1 item 5",
+    )
+
+
+class Dram(_Group):
+    """Host DRAM (``cost-model.md`` §5)."""
+
+    efficiency: Fraction = _p(
+        0.84,
+        unit="fraction",
+        section="§5",
+        sweep=(0.70, 0.90),
+        marker="derived",
+        desc="typical / theoretical DRAM bandwidth",
+        source="171.5 / 204.8 GB/s (DDR4-3200 × 8, Microway)",
+    )
+
+
+class Policy(_Group):
+    """Hybrid data-placement policy threshold (``cost-model.md`` §5 notes)."""
+
+    hybrid_threshold: Size | None = _p(
+        None,
+        unit="KiB",
+        section="§5",
+        sweep=("8KiB", "4MiB"),
+        marker="assumption",
+        desc="messages up to this size go P2P, larger ones are staged (None: pure policies)",
+        source="MVAPICH2-GDR sends small messages over GDR and stages large ones",
+    )
+
+
+# -- §6 registration and pinning --------------------------------------------------------------
+
+
+class RegHost(_Group):
+    """Host-memory registration (``cost-model.md`` §6.1)."""
+
+    fixed: Duration = _p(
+        "16us",
+        unit="us",
+        section="§6.1",
+        sweep=("10us", "100us"),
+        desc="per registration",
+        source="UCX MEM_REG_OVERHEAD (`openucx/ucx` src/uct/ib/base/ib_md.c)",
+    )
+    per_byte: TimePerByte = _p(
+        "0.06ns/B",
+        unit="ns/B",
+        section="§6.1",
+        sweep=("0.023ns/B", "0.1ns/B"),
+        desc="per byte (≈ 64 ms/GiB); 0.098 ns/B sequential or 0.023 ns/B parallel calibrations",
+        source="UCX MEM_REG_GROWTH (`openucx/ucx` ib_md.c); range from the rows below",
+    )
+    rcache_lookup: Duration = _p(
+        "90ns",
+        unit="ns",
+        section="§6.1",
+        desc="per registration-cache hit",
+        source="UCX RCACHE_OVERHEAD (`openucx/ucx` ib_md.c)",
+    )
+    seq_rate: TimePerByte = _p(
+        "98ms/GB",
+        unit="ms/GB",
+        section="§6.1",
+        sweep=("78ms/GB", "100ms/GB"),
+        marker="derived",
+        desc="sequential registration of pre-allocated memory",
+        source=f"Mooncake 500 GB of DRAM ({_MOONCAKE855}); fi_mr_reg 256 GB > 20 s ≈ 78 ms/GB "
+        "(`ofiwg/libfabric` #4738)",
+    )
+    parallel_rate: TimePerByte = _p(
+        "23ms/GB",
+        unit="ms/GB",
+        section="§6.1",
+        sweep=("20ms/GB", "30ms/GB"),
+        marker="derived",
+        desc="parallel registration",
+        source=f"same PR ({_MOONCAKE855})",
+    )
+
+
+class RegDev(_Group):
+    """Device-memory (dma-buf MR) registration (``cost-model.md`` §6.2)."""
+
+    fixed: Duration = _p(
+        "70ms",
+        unit="ms",
+        section="§6.2",
+        desc="a small buffer registered first",
+        source=f"EFA on p5.48xlarge, GPU memory, serial registration ({_MOONCAKE3210})",
+    )
+    per_registered: TimePerByte = _p(
+        "260ms/GiB",
+        unit="ms/GiB",
+        section="§6.2",
+        desc="per GiB of device memory already registered on the same domain (order matters)",
+        source=f"{_MOONCAKE3210}: linear in previously registered bytes; 2505 ms after 9.17 GiB",
+    )
+    per_own_byte: TimePerByte = _p(
+        "3.4ms/MB",
+        unit="ms/MB",
+        section="§6.2",
+        marker="derived",
+        desc="per MB of the buffer itself (low confidence)",
+        source=f"{_MOONCAKE3210}: a 391 MB buffer registered first took 1382 ms; (1382 − 70)/391",
+    )
+
+
+class Reg(_Group):
+    """Registration costs (``cost-model.md`` §6.1, §6.2)."""
+
+    host: RegHost = _group(RegHost, "host-memory registration (§6.1)")
+    dev: RegDev = _group(RegDev, "device-memory (dma-buf MR) registration (§6.2)")
+    host_mmap_flat: Duration = _p(
+        "600ms",
+        unit="ms",
+        section="§6.2",
+        desc="a 391 MB host mmap buffer, independent of registration order",
+        source=f"{_MOONCAKE3210} (host buffers do not show the growth)",
+    )
+    multi_nic_factor: Factor = _p(
+        7.0,
+        unit="factor",
+        section="§6.2",
+        sweep=(1, 7),
+        desc="× time when registering each buffer on all 32 NICs instead of the GPU's rail",
+        source="`kvcache-ai/Mooncake` #3217 (p5.48xlarge)",
+    )
+    dmabuf_vs_peermem: Factor = _p(
+        1.0,
+        unit="factor",
+        section="§6.2",
+        desc="dma-buf vs peer-memory registration time ratio",
+        source="no difference per an NCCL maintainer (`NVIDIA/nccl` #908); UCX, libfabric try "
+        "dma-buf first (`openucx/ucx` PR #11002; `ofiwg/libfabric` PR #11804)",
+    )
+
+
+class DeregHost(_Group):
+    """Host-memory deregistration (``cost-model.md`` §6.1)."""
+
+    seq_rate: TimePerByte = _p(
+        "23.5ms/GB",
+        unit="ms/GB",
+        section="§6.1",
+        marker="derived",
+        desc="sequential unregistration",
+        source=f"{_MOONCAKE855}",
+    )
+    parallel_rate: TimePerByte = _p(
+        "2.9ms/GB",
+        unit="ms/GB",
+        section="§6.1",
+        marker="derived",
+        desc="parallel unregistration",
+        source=f"{_MOONCAKE855}",
+    )
+
+
+class Dereg(_Group):
+    """Deregistration costs (``cost-model.md`` §6.1)."""
+
+    host: DeregHost = _group(DeregHost, "host-memory deregistration (§6.1)")
+
+
+class AllocHost(_Group):
+    """Host allocation (``cost-model.md`` §6.1)."""
+
+    rate: TimePerByte = _p(
+        "7.4ms/GB",
+        unit="ms/GB",
+        section="§6.1",
+        marker="derived",
+        desc="allocation of the region",
+        source=f"{_MOONCAKE855} (3.6–3.8 s per 500 GB)",
+    )
+
+
+class Alloc(_Group):
+    """Allocation costs (``cost-model.md`` §6.1)."""
+
+    host: AllocHost = _group(AllocHost, "host allocation (§6.1)")
+
+
+class Pin(_Group):
+    """Pinning device memory and its capacity (``cost-model.md`` §6.3)."""
+
+    gpu_cost: Duration = _p(
+        "10us",
+        unit="us",
+        section="§6.3",
+        sweep=("10us", "1ms"),
+        desc="fixed cost of pinning device memory (the '10 µs' of '10 µs + linear')",
+        source="gdr_pin_buffer (`NVIDIA/gdrcopy` README.md)",
+    )
+    gpu_cost_per_byte: TimePerByte = _p(
+        "0s/B",
+        unit="ns/B",
+        section="§6.3",
+        marker="assumption",
+        desc="linear part of pin.gpu_cost; the doc gives no slope, only 10 µs – 1 ms by size",
+        source="[pinlab] the '+ linear' of the pin.gpu_cost row (`NVIDIA/gdrcopy` README.md)",
+    )
+    bar1_consumer: Size = _p(
+        "256MiB",
+        unit="MiB",
+        section="§6.3",
+        sweep=("128MiB", "256MiB"),
+        desc="BAR window of a consumer part (a datacenter part's BAR = its device memory)",
+        source="T4 BAR1 256 MB (`Mellanox/nv_peer_memory` #101); RTX A4000 ~220 MB "
+        "(`NVIDIA/gdrcopy` #301); RTX 3080 (`openucx/ucx` #8049)",
+    )
+    alignment: Size = _p(
+        "64KiB",
+        unit="KiB",
+        section="§6.3",
+        desc="BAR pin alignment",
+        source="`enfiskutensykkel/ssd-gpu-dma` #26",
+    )
+    max_per_device: Size | None = _p(
+        None,
+        unit="GiB",
+        section="§6.3",
+        desc="cap on RDMA-pinned device memory per device (None: unlimited, as upstream)",
+        source="AMD dmabuf_pin_max_mb proposal (`ROCm/amdgpu` PR #212); upstream has no cap",
+    )
+
+
+# -- §7 ODP ---------------------------------------------------------------------------------------
+
+
+class Odp(_Group):
+    """Hardware ODP fault costs (``cost-model.md`` §7)."""
+
+    fault: Duration = _p(
+        "1ms",
+        unit="ms",
+        section="§7",
+        sweep=("0.05ms", "3ms"),
+        marker="assumption",
+        desc="per NIC page fault (hardware ODP)",
+        source="no primary measurement of common-case mlx5 fault latency",
+    )
+    fault_implied: tuple[Duration, Duration] = _p(
+        ("1.75ms", "2.85ms"),
+        unit="ms",
+        section="§7",
+        marker="derived",
+        desc="implied fault cost range (low, high); reference only",
+        source=f"NP-RDMA minor fault 3.5–5.7 µs × '500× faster than ODP' ({_NPRDMA})",
+    )
+    tail_multiplier: Factor = _p(
+        1000,
+        unit="factor",
+        section="§7",
+        sweep=(1000, 10000),
+        desc="× odp.fault for a fault with packet loss and retransmission",
+        source="Fukuoka, Sato, Taura, 'Pitfalls of InfiniBand with On-Demand Paging' (ISPASS 2021)",
+    )
+    tail_prob: Fraction = _p(
+        0.0,
+        unit="probability",
+        section="§7",
+        sweep=(0.0, 0.01),
+        marker="assumption",
+        desc="probability per fault of the tail cost",
+        source="[assumption]",
+    )
+    fault_granularity: Size = _p(
+        "4KiB",
+        unit="KiB",
+        section="§7",
+        choices=("4KiB", "64KiB"),
+        desc="bytes per NIC fault without prefetch",
+        source="out-of-order NIC DMA splits work into 4 KB / 64 KB chunks "
+        "(`meta-pytorch/monarch` PR #4923)",
+    )
+    prefetch: bool = _p(
+        False,
+        unit="bool",
+        section="§7",
+        choices=(False, True),
+        desc="ibv_advise_mr prefetch before first use",
+        source="`meta-pytorch/monarch` PR #4923; `linux-rdma/rdma-core` PR #830, #1605",
+    )
+    rdma_prefetch_max: Size = _p(
+        "4MiB",
+        unit="MiB",
+        section="§7",
+        desc="prefetched after an RDMA responder fault of unknown length",
+        source="kernel MAX_PREFETCH_LEN (mlx5 odp.c)",
+    )
+    implicit_chunk: Size = _p(
+        "1GiB",
+        unit="GiB",
+        section="§7",
+        desc="per implicit-ODP child MR",
+        source="MLX5_IMR_MTT_SIZE (mlx5 odp.c)",
+    )
+    hmm_busy_timeout: Duration = _p(
+        "1000ms",
+        unit="ms",
+        section="§7",
+        desc="before a busy fault gives up",
+        source="HMM_RANGE_DEFAULT_TIMEOUT (umem_odp.c)",
+    )
+    mtt_update_per_page: Duration = _p(
+        "0ns",
+        unit="ns",
+        section="§7",
+        sweep=("0ns", "100ns"),
+        marker="assumption",
+        desc="per page rewritten by a UMR (dma-buf ODP MRs rewrite every MTT on re-fault)",
+        source="[assumption] no source",
+    )
+
+
+class SwOdp(_Group):
+    """Software ODP scheme (``cost-model.md`` §7)."""
+
+    no_fault: Duration = _p(
+        "0.1us",
+        unit="us",
+        section="§7",
+        sweep=("0.1us", "2us"),
+        desc="added per access when no fault occurs",
+        source=_NPRDMA,
+    )
+    minor_fault: Duration = _p(
+        "5us",
+        unit="us",
+        section="§7",
+        sweep=("3.5us", "5.7us"),
+        desc="minor fault",
+        source=_NPRDMA,
+    )
+    major_fault: Duration = _p("60us", unit="us", section="§7", desc="major fault", source=_NPRDMA)
+
+
+class Uvm(_Group):
+    """GPU UVM, for comparison (``cost-model.md`` §7)."""
+
+    far_fault: Duration = _p(
+        "45us",
+        unit="us",
+        section="§7",
+        sweep=("20us", "60us"),
+        marker="derived",
+        desc="per GPU UVM far fault",
+        source="UVMSmart page_fault_latency 66,645 cycles at ≈ 1.48 GHz "
+        "(`DebashisGanguly/gpgpu-sim_UVMSmart` README.md)",
+    )
+
+
+# -- §8 eviction ----------------------------------------------------------------------------------
+
+
+class EvictD2h(_Group):
+    """VRAM → host copy-engine rates (``cost-model.md`` §8)."""
+
+    gen3: Rate = _p(
+        "12.9GB/s",
+        unit="GB/s",
+        section="§8",
+        sweep=("11.8GB/s", "12.9GB/s"),
+        desc="PCIe Gen3 x16",
+        source=f"P100 D2H 12.89 GB/s ({_GEARSHIFFT})",
+    )
+    gen4: Rate = _p(
+        "24GB/s",
+        unit="GB/s",
+        section="§8",
+        sweep=("24GB/s", "25GB/s"),
+        desc="PCIe Gen4 x16",
+        source=f"DGX-A100 ≈ 24 GB/s (`openucx/ucx` #6206); A100 ≈ 25 GB/s ({_NVBW42})",
+    )
+    gen5: Rate = _p(
+        "52.8GB/s",
+        unit="GB/s",
+        section="§8",
+        sweep=("50GB/s", "53GB/s"),
+        desc="PCIe Gen5 x16",
+        source="H100 (`NVIDIA/nvbandwidth` #24)",
+    )
+
+
+class Evict(_Group):
+    """Eviction and migration (``cost-model.md`` §8)."""
+
+    d2h: EvictD2h = _group(EvictD2h, "eviction copy rate by PCIe generation (§8)")
+    moveback_throttle: bool = _p(
+        True,
+        unit="bool",
+        section="§8",
+        choices=(True, False),
+        desc="moves back to VRAM are rate-limited (the rate itself is an open assumption)",
+        source="amdgpu throttles moves back to VRAM (`GpuZelenograd/memtest_vulkan` #10)",
+    )
+
+
+class Hbm(_Group):
+    """On-device memory (``cost-model.md`` §8)."""
+
+    copy_efficiency: Fraction = _p(
+        0.85,
+        unit="fraction",
+        section="§8",
+        sweep=(0.75, 0.87),
+        marker="derived",
+        desc="fraction of spec HBM bandwidth for on-device copies",
+        source="A100 40 GB memcpy 1355/1555 ≈ 0.87 (`PTsolvers/gpu-workshop-JuliaCon23` #7); "
+        "GTX 1080 Ti ≈ 0.74 (NVIDIA forum)",
+    )
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+
+class CostModel(_Group):
+    """Every parameter of ``cost-model.md`` §2–§8 (frozen; see the module docstring).
+
+    ``CostModel()`` holds the doc's defaults. Derived quantities follow ``cost-model.md`` §1:
+    :meth:`pcie_rate` (link rates), :meth:`nic_rate`, :meth:`evict_d2h`, :meth:`restore_h2d`,
+    :meth:`swap_time`, :meth:`dram_rate`, :meth:`p2p_factor`.
+    """
+
+    pcie: Pcie = _group(Pcie, "PCIe links (§2)")
+    c2c: C2c = _group(C2c, "coherent CPU links (§2.1)")
+    numa: Numa = _group(Numa, "remote-socket host memory (§2.2)")
+    cpu: Cpu = _group(Cpu, "CPU access to BARs (§2.2)")
+    p2p: P2p = _group(P2p, "peer-to-peer paths (§3)")
+    nic: Nic = _group(Nic, "NIC rates and latency (§4)")
+    efa: Efa = _group(Efa, "EFA (§4)")
+    stage: Stage = _group(Stage, "host staging (§5)")
+    dram: Dram = _group(Dram, "host DRAM (§5)")
+    policy: Policy = _group(Policy, "hybrid policy (§5)")
+    reg: Reg = _group(Reg, "registration (§6.1, §6.2)")
+    dereg: Dereg = _group(Dereg, "deregistration (§6.1)")
+    alloc: Alloc = _group(Alloc, "allocation (§6.1)")
+    pin: Pin = _group(Pin, "pinning (§6.3)")
+    odp: Odp = _group(Odp, "hardware ODP (§7)")
+    swodp: SwOdp = _group(SwOdp, "software ODP (§7)")
+    uvm: Uvm = _group(Uvm, "GPU UVM (§7)")
+    evict: Evict = _group(Evict, "eviction (§8)")
+    hbm: Hbm = _group(Hbm, "device memory (§8)")
+
+    # -- derived quantities (cost-model.md §1) ----------------------------------------------
+
+    def _gen(self, gen: int) -> PcieGen3 | PcieGen4 | PcieGen5:
+        if gen == 3:
+            return self.pcie.gen3
+        if gen == 4:
+            return self.pcie.gen4
+        if gen == 5:
+            return self.pcie.gen5
+        raise ValueError(f"PCIe generation must be 3, 4 or 5 (cost-model.md §2.1), not {gen!r}")
+
+    def pcie_rate(self, gen: int, width: int = 16, direction: str = "up") -> float:
+        """Effective PCIe rate in bytes/s, one direction (``cost-model.md`` §2.1).
+
+        ``direction`` is ``"up"`` (device → host, D2H) or ``"down"`` (H2D). With
+        ``pcie.rate_model = "measured"``: ``pcie.genN.eff`` (Gen5 H2D: ``pcie.gen5.h2d``);
+        with ``"raw_x_efficiency"``: ``pcie.genN.raw × pcie.efficiency``. Both scale by
+        ``width / 16``. Gen3 x16 → 12 GB/s; Gen4 x16 → 25 GB/s.
+        """
+        if direction not in ("up", "down"):
+            raise ValueError(f"direction must be 'up' or 'down', not {direction!r}")
+        g = self._gen(gen)
+        if self.pcie.rate_model == "raw_x_efficiency":
+            rate = g.raw * self.pcie.efficiency
+        elif direction == "down" and isinstance(g, PcieGen5):
+            rate = g.h2d
+        else:
+            rate = g.eff
+        return rate * width / 16
+
+    def nic_rate(self, line_rate: float | None = None, *, single_message: bool = False) -> float:
+        """A NIC's achievable rate in bytes/s: line rate × ``nic.efficiency`` (streaming) or
+        × ``nic.single_msg_efficiency`` (one unpipelined message) (``cost-model.md`` §1 item 2,
+        §4). ``line_rate`` defaults to ``nic.line_rate``."""
+        line = self.nic.line_rate if line_rate is None else line_rate
+        eff = self.nic.single_msg_efficiency if single_message else self.nic.efficiency
+        return line * eff
+
+    def evict_d2h(self, gen: int) -> float:
+        """VRAM → host copy rate for a PCIe generation, bytes/s (``evict.d2h.genN``, §8)."""
+        self._gen(gen)
+        rate: float = getattr(self.evict.d2h, f"gen{gen}")
+        return rate
+
+    def restore_h2d(self, gen: int) -> float:
+        """Host → VRAM copy rate: ``restore.h2d.genN`` = ``pcie.genN.eff`` (Gen5:
+        ``pcie.gen5.h2d``), x16 (``cost-model.md`` §8)."""
+        return self.pcie_rate(gen, 16, "down")
+
+    def swap_time(self, working_set: int, gen: int) -> float:
+        """``swap.model``: 2 × working set / PCIe rate, seconds (``cost-model.md`` §8)."""
+        return 2 * working_set / self.pcie_rate(gen, 16, "up")
+
+    def dram_rate(self, theoretical: float) -> float:
+        """Usable DRAM bandwidth: theoretical × ``dram.efficiency`` (``cost-model.md`` §5)."""
+        return theoretical * self.dram.efficiency
+
+    def p2p_factor(self, path_class: P2pPathClass) -> float:
+        """``p2p.factor.<path_class>`` (``cost-model.md`` §3.1)."""
+        return self.p2p.factor.of(path_class)
+
+    # -- overrides ---------------------------------------------------------------------------
+
+    def with_overrides(self, overrides: Mapping[str, object], source: str = "") -> CostModel:
+        """A copy with dotted keys replaced: ``{"pcie.efficiency": "0.75", "odp.fault": "2ms"}``.
+
+        Values are validated like a file's (units required for rates and times). Overriding
+        ``pcie.efficiency`` without ``pcie.rate_model`` selects ``raw_x_efficiency``, since
+        otherwise the override would change nothing. Raises :class:`ConfigError` whose message
+        names ``source`` (default ``"cost model"``) and the key: an unknown key (with the
+        nearest valid one), or ``expected ..., found ...``.
+        """
+        source = source or "cost model"
+        if not overrides:
+            return self
+        data = self.model_dump()
+        changes = dict(overrides)
+        if "pcie.efficiency" in changes and "pcie.rate_model" not in changes:
+            changes["pcie.rate_model"] = "raw_x_efficiency"
+        keys = set(parameter_keys())
+        groups = _group_keys()
+        for key, value in changes.items():
+            if key not in keys and not (key in groups and isinstance(value, Mapping)):
+                near = difflib.get_close_matches(key, sorted(keys), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise ConfigError(
+                    source, key, f"expected a cost-model parameter{hint}, found {key!r}"
+                )
+            *path, leaf = key.split(".")
+            node = data
+            for part in path:
+                node = node[part]
+            if isinstance(value, Mapping):
+                node[leaf] = {**node[leaf], **value}
+            else:
+                node[leaf] = value
+        try:
+            return CostModel.model_validate(data, context=STRICT_UNITS)
+        except ValidationError as e:
+            raise config_error(e, source) from None
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any], source: str = "") -> CostModel:
+        """Validate a nested mapping (a file's ``[cost]`` table) with one-line errors."""
+        try:
+            return cls.model_validate(dict(data), context=STRICT_UNITS)
+        except ValidationError as e:
+            raise config_error(e, source or "cost model") from None
+
+
+# -- parameter listing ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ParamInfo:
+    """One cost-model row: its key, value (base units), how the doc shows it, and provenance."""
+
+    key: str
+    value: Any
+    default: Any
+    unit: str
+    section: str
+    description: str
+    source: str
+    sweep: tuple[Any, ...] | None
+    choices: tuple[Any, ...] | None
+    marker: str | None
+
+    @property
+    def text(self) -> str:
+        """The value in the doc's unit: ``"12 GB/s"``, ``"1.75 µs"``, ``"0.8"``."""
+        return _in_unit(self.value, self.unit)
+
+    @property
+    def default_text(self) -> str:
+        """The default in the doc's unit."""
+        return _in_unit(self.default, self.unit)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the value differs from the doc's default."""
+        return bool(self.value != self.default)
+
+
+_SCALE_PARSERS = (
+    ("rate", parse_rate),
+    ("time_per_byte", parse_time_per_byte),
+    ("time", parse_time),
+    ("size", parse_size),
+)
+
+
+def _unit_scale(unit: str) -> float | None:
+    if unit == "Gbps":
+        return parse_line_rate("1Gbps")
+    for _, parse in _SCALE_PARSERS:
+        try:
+            return float(parse("1" + unit))
+        except ValueError:
+            continue
+    return None
+
+
+def _in_unit(value: Any, unit: str) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, tuple):
+        return "–".join(_in_unit(v, unit) for v in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return value
+    scale = _unit_scale(unit)
+    if scale is None:
+        return _short(float(value))
+    shown = "µs" if unit == "us" else unit
+    return f"{_short(float(value) / scale)} {shown}"
+
+
+def _short(x: float) -> str:
+    if x == 0:
+        return "0"
+    text = f"{x:.6g}"
+    if "e" in text:
+        return text
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _walk(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            yield from _walk(ann, key + ".")
+        else:
+            yield key, field
+
+
+def parameter_keys() -> list[str]:
+    """Every leaf key, dotted, in document order (``pcie.gen3.raw`` ... ``hbm.copy_efficiency``)."""
+    return [key for key, _ in _walk(CostModel)]
+
+
+def _group_keys() -> set[str]:
+    out: set[str] = set()
+    for key in parameter_keys():
+        parts = key.split(".")
+        for i in range(1, len(parts)):
+            out.add(".".join(parts[:i]))
+    return out
+
+
+def _get(model: BaseModel, key: str) -> Any:
+    node: Any = model
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+_DEFAULT: CostModel | None = None
+
+
+def parameters(cost: CostModel | None = None) -> list[ParamInfo]:
+    """All cost-model rows with their values in ``cost`` (default: the doc's defaults).
+
+    For ``pinlab params`` and the docs: each :class:`ParamInfo` has the key, the value (base
+    units), the doc's unit, section, description, source, sweep range or choices and marker.
+    """
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = CostModel()
+    base = _DEFAULT
+    cost = base if cost is None else cost
+    out: list[ParamInfo] = []
+    for key, field in _walk(CostModel):
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        sweep = extra.get("sweep")
+        choices = extra.get("choices")
+        out.append(
+            ParamInfo(
+                key=key,
+                value=_get(cost, key),
+                default=_get(base, key),
+                unit=str(extra.get("unit", "")),
+                section=str(extra.get("section", "")),
+                description=field.description or "",
+                source=str(extra.get("source", "")),
+                sweep=tuple(sweep) if isinstance(sweep, list) else None,
+                choices=tuple(choices) if isinstance(choices, list) else None,
+                marker=str(extra["marker"]) if "marker" in extra else None,
+            )
+        )
+    return out

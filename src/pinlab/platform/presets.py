@@ -1,0 +1,465 @@
+"""Platform presets (``cost-model.md`` §9) and platform files.
+
+Each preset is a function returning a :class:`~pinlab.platform.topology.PlatformSpec` (or, for
+``cluster``, a :class:`~pinlab.platform.cluster.ClusterSpec`); keyword parameters are the knobs
+a sweep turns (``dl1(efa_behind_switch=True)``, ``cluster(nodes=16)``). :data:`PRESETS` maps
+their names to them. Values the doc marks [assumption] are modelling choices -- sweep them; the
+extra ones pinlab had to make are listed in each preset's docstring.
+
+A platform file (what ``pinlab run --platform FILE`` accepts) is TOML, either a full description
+(the fields of :class:`PlatformSpec`; ``kind = "cluster"`` for a :class:`ClusterSpec`), as
+:func:`dump_platform` writes it, or a preset with parameters::
+
+    preset = "dl1"
+    [params]
+    efa_behind_switch = true
+
+:func:`load_platform` reads either, with one-line errors naming the file and field;
+:func:`resolve_platform` takes a preset name or a path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import ConfigDict, ValidationError, validate_call
+
+from pinlab.platform.cluster import ClusterSpec, FabricSpec
+from pinlab.platform.errors import ConfigError, config_error
+from pinlab.platform.topology import (
+    CpuSpec,
+    DeviceSpec,
+    DisplaySpec,
+    DramSpec,
+    HostBridgeSpec,
+    NicSpec,
+    PlatformSpec,
+    SwitchSpec,
+)
+from pinlab.platform.units import STRICT_UNITS, GiB, MiB, Rate, Size, parse_rate
+
+__all__ = [
+    "PRESETS",
+    "AnySpec",
+    "apu_laptop",
+    "cluster",
+    "dl1",
+    "dump_platform",
+    "load_platform",
+    "p4d",
+    "platform_from_dict",
+    "resolve_platform",
+    "workstation",
+]
+
+AnySpec = PlatformSpec | ClusterSpec
+
+# PCI IDs used by the presets (vendor IDs are the PCI-SIG assignments; device IDs [assumption])
+_INTEL = 0x8086
+_AMD = 0x1022
+_AMD_GPU = 0x1002
+_HABANA = 0x1DA3
+_AMAZON = 0x1D0F
+_NVIDIA = 0x10DE
+_MELLANOX = 0x15B3
+
+_SKYLAKE_E_ROOT = 0x2030
+"""Skylake-E / Cascade Lake root port ID, on the P2PDMA whitelist (``cost-model.md`` §9.1)."""
+
+_DDR4_2933_X6 = "140.8GB/s"
+"""DDR4-2933 × 6 channels per socket (Cascade Lake), ``cost-model.md`` §5 table."""
+
+_100G = parse_rate("100Gbps")
+
+_CALL = ConfigDict(arbitrary_types_allowed=False)
+
+
+@validate_call(config=_CALL)
+def dl1(
+    *,
+    efa_behind_switch: bool = False,
+    hbm: Size = 32 * GiB,
+    sockets: Literal[1, 2] = 2,
+    host_bridge_device: int = _SKYLAKE_E_ROOT,
+    kernel: str | None = "5.16",
+) -> PlatformSpec:
+    """AWS dl1.24xlarge-like node (``cost-model.md`` §9.1).
+
+    * 8 Habana Gaudi accelerators ``gaudi0``–``gaudi7`` (habanalabs exporter), ``hbm`` each
+      (32 GiB; "32 GB HBM2", §9.1), HBM ~1 TB/s [unverified];
+    * pairs of Gaudis behind one PCIe switch (``sw0``–``sw3``) whose Gen3 x16 link to its root
+      port they share: ``pcie:swN`` = ``pcie.gen3.eff`` = 12 GB/s per pair (§9.1, §2.1);
+    * 4 × 100 Gbps EFA (``efa0``–``efa3``, pinned dma-buf MRs, no ODP) on their own root
+      ports, so Gaudi ↔ EFA P2P crosses the root complex (§9.1); with ``efa_behind_switch``
+      EFA *i* sits behind switch *i* instead (bus-address P2P, distance 4, §9.1 variant);
+    * Intel Xeon host bridges with ``host_bridge_device`` (Skylake-E 0x2030, whitelisted;
+      §9.1, ``kernel-semantics.md`` §8.3) -- pass an unlisted ID to see P2P refused;
+    * 768 GiB host memory (§9.1).
+
+    pinlab's assumptions beyond the doc: ``sockets`` = 2 (96 vCPU = 2 × 24-core Cascade Lake
+    Xeon), each socket holding two Gaudi pairs and two EFAs, one host bridge per socket,
+    DDR4-2933 × 6 channels (140.8 GB/s, §5 table) per socket; Gaudi and EFA links Gen3 x16.
+    With 2 sockets, Gaudi ↔ EFA on the other socket is a ``cross_socket`` path.
+    """
+    per_socket = 4 // sockets
+    host_bridges = [
+        HostBridgeSpec(name=f"rc{s}", socket=s, vendor=_INTEL, device=host_bridge_device)
+        for s in range(sockets)
+    ]
+    switches = [
+        SwitchSpec(name=f"sw{i}", parent=f"rc{i // (per_socket)}", gen=3, width=16)
+        for i in range(4)
+    ]
+    devices = [
+        DeviceSpec(
+            name=f"gaudi{i}",
+            driver="habanalabs",
+            parent=f"sw{i // 2}",
+            memory=hbm,
+            memory_bandwidth=parse_rate("1TB/s"),
+            gen=3,
+            width=16,
+            vendor=_HABANA,
+            device=0x1000,
+        )
+        for i in range(8)
+    ]
+    nics = [
+        NicSpec(
+            name=f"efa{i}",
+            driver="efa",
+            parent=f"sw{i}" if efa_behind_switch else f"rc{i // per_socket}",
+            line_rate=_100G,
+            gen=3,
+            width=16,
+            vendor=_AMAZON,
+            device=0xEFA0,
+        )
+        for i in range(4)
+    ]
+    return PlatformSpec(
+        name="dl1" + ("-efa-switch" if efa_behind_switch else ""),
+        description="AWS dl1.24xlarge-like: 8 Gaudi, Gaudi pairs share a Gen3 x16 link, "
+        "4 × 100 Gbps EFA (cost-model.md §9.1)",
+        kernel=kernel,
+        cpu=CpuSpec(vendor="intel", family=6, model="Intel Xeon (Cascade Lake)", sockets=sockets),
+        dram=DramSpec(size=768 * GiB // sockets, bandwidth=parse_rate(_DDR4_2933_X6)),
+        host_bridges=tuple(host_bridges),
+        switches=tuple(switches),
+        devices=tuple(devices),
+        nics=tuple(nics),
+    )
+
+
+@validate_call(config=_CALL)
+def p4d(
+    *,
+    gpu_memory: Size = 40 * GiB,
+    sockets: Literal[1, 2] = 2,
+    host_bridge_device: int = _SKYLAKE_E_ROOT,
+    kernel: str | None = "5.16",
+) -> PlatformSpec:
+    """AWS p4d.24xlarge-like node (``cost-model.md`` §9.2).
+
+    * 8 × A100 40 GB (``gpu0``–``gpu7``, nvidia-compute exporter: pin in place, BAR1 = HBM
+      size), 1555 GB/s HBM (§9.2);
+    * PCIe Gen4 x16 host link per GPU, ≈ 25 GB/s (§9.2, §2.1);
+    * GPUs and EFA NICs paired behind PCIe switches (§9.2 [assumption]): 4 switches, each with
+      2 GPUs and 1 × 100 Gbps EFA (4 × 100 Gbps = 400 Gbps, §9.2);
+    * Intel Cascade Lake host bridges (whitelisted Skylake-E-class ID, §9.2);
+    * 1152 GiB host memory [unverified] (§9.2).
+
+    pinlab's assumptions beyond the doc: 2 sockets, 2 switches per socket, DDR4-2933 × 6
+    channels per socket (§5 table), switch uplinks Gen4 x16 (two GPUs share one), EFA links
+    Gen4 x16. NVLink (600 GB/s GPU–GPU) is not modelled: dma-buf P2P with NICs never uses it.
+    """
+    per_socket = 4 // sockets
+    return PlatformSpec(
+        name="p4d",
+        description="AWS p4d.24xlarge-like: 8 × A100 40 GB, GPU pairs and an EFA behind each "
+        "PCIe switch (cost-model.md §9.2)",
+        kernel=kernel,
+        cpu=CpuSpec(vendor="intel", family=6, model="Intel Xeon (Cascade Lake)", sockets=sockets),
+        dram=DramSpec(size=1152 * GiB // sockets, bandwidth=parse_rate(_DDR4_2933_X6)),
+        host_bridges=tuple(
+            HostBridgeSpec(name=f"rc{s}", socket=s, vendor=_INTEL, device=host_bridge_device)
+            for s in range(sockets)
+        ),
+        switches=tuple(
+            SwitchSpec(name=f"sw{i}", parent=f"rc{i // per_socket}", gen=4, width=16)
+            for i in range(4)
+        ),
+        devices=tuple(
+            DeviceSpec(
+                name=f"gpu{i}",
+                driver="nvidia-compute",
+                parent=f"sw{i // 2}",
+                memory=gpu_memory,
+                memory_bandwidth=parse_rate("1555GB/s"),
+                gen=4,
+                width=16,
+                vendor=_NVIDIA,
+                device=0x20B0,
+            )
+            for i in range(8)
+        ),
+        nics=tuple(
+            NicSpec(
+                name=f"efa{i}",
+                driver="efa",
+                parent=f"sw{i}",
+                line_rate=_100G,
+                gen=4,
+                width=16,
+                vendor=_AMAZON,
+                device=0xEFA0,
+            )
+            for i in range(4)
+        ),
+    )
+
+
+_CPU_DESKTOP: dict[str, tuple[CpuSpec, int, int]] = {
+    # (cpu, host bridge vendor, host bridge device) -- device IDs [assumption]
+    "amd": (CpuSpec(vendor="amd", family=0x19, model="AMD Ryzen (Zen 4)"), _AMD, 0x14D8),
+    "intel": (CpuSpec(vendor="intel", family=6, model="Intel Core (client)"), _INTEL, 0xA700),
+}
+
+
+@validate_call(config=_CALL)
+def workstation(
+    *,
+    cpu: Literal["amd", "intel"] = "amd",
+    vram: Size = 16 * GiB,
+    bar: Size = 256 * MiB,
+    resizable_bar: bool = False,
+    host_memory: Size = 64 * GiB,
+    nic: bool = True,
+    kernel: str | None = "6.16",
+) -> PlatformSpec:
+    """A desktop with one discrete GPU (``cost-model.md`` §9.3).
+
+    * ``gpu0``: amdgpu-like exporter, ``vram`` (16 GiB, sweep 8–24 GiB), PCIe Gen4 x16
+      (≈ 25 GB/s), driving ``display0`` (static importer); CPU-visible BAR ``bar`` (256 MiB =
+      ``pin.bar1_consumer``), or all of VRAM with ``resizable_bar`` (§9.3, §6.3);
+    * ``mlx5_0``: 100 Gbps mlx5-like NIC with ODP on CPU lanes (its own root port, §9.3);
+      ``nic=False`` leaves it out;
+    * ``cpu``: ``"amd"`` (Zen: host-bridge P2P allowed) or ``"intel"`` (client host bridge not
+      on the whitelist: P2P refused → migrate-to-host) (§9.3);
+    * root-complex P2P factor 0.45 (``p2p.factor.root_complex`` override, §9.3);
+    * dual-channel DDR5-5600: 89.6 GB/s theoretical (§9.3).
+
+    pinlab's assumptions beyond the doc: ``host_memory`` 64 GiB; host bridge IDs AMD
+    0x1022:0x14d8 / Intel 0x8086:0xa700; GTT = half of host memory (TTM's default page
+    limit), SYSTEM = host memory.
+    """
+    cpu_spec, hb_vendor, hb_device = _CPU_DESKTOP[cpu]
+    return PlatformSpec(
+        name="workstation" if cpu == "amd" else "workstation-intel",
+        description="desktop: one amdgpu-like dGPU with a display, an ODP-capable NIC "
+        "(cost-model.md §9.3)",
+        kernel=kernel,
+        cpu=cpu_spec,
+        dram=DramSpec(size=host_memory, bandwidth=parse_rate("89.6GB/s")),
+        host_bridges=(HostBridgeSpec(name="rc0", socket=0, vendor=hb_vendor, device=hb_device),),
+        devices=(
+            DeviceSpec(
+                name="gpu0",
+                driver="amdgpu",
+                parent="rc0",
+                memory=vram,
+                bar=vram if resizable_bar else bar,
+                gtt=host_memory // 2,
+                system=host_memory,
+                gen=4,
+                width=16,
+                vendor=_AMD_GPU,
+                device=0x744C,
+            ),
+        ),
+        nics=(
+            (
+                NicSpec(
+                    name="mlx5_0",
+                    driver="mlx5",
+                    parent="rc0",
+                    line_rate=_100G,
+                    odp=True,
+                    gen=4,
+                    width=16,
+                    vendor=_MELLANOX,
+                    device=0x101B,
+                ),
+            )
+            if nic
+            else ()
+        ),
+        displays=(DisplaySpec(name="display0", device="gpu0"),),
+        cost_overrides={"p2p.factor.root_complex": 0.45},
+    )
+
+
+@validate_call(config=_CALL)
+def apu_laptop(
+    *,
+    carve_out: Size = 2 * GiB,
+    host_memory: Size = 32 * GiB,
+    cpu: Literal["amd", "intel"] = "amd",
+    kernel: str | None = "6.16",
+) -> PlatformSpec:
+    """An APU laptop (``cost-model.md`` §9.4).
+
+    * ``apu0``: integrated GPU, APU exporter (pins always migrate to GTT), a root-complex
+      integrated endpoint whose "VRAM" is a ``carve_out`` of system DRAM (2 GiB, sweep
+      512 MiB–8 GiB), so its memory link is ``dram:0`` and a VRAM ↔ GTT migration crosses DRAM
+      twice (at most DRAM / 2, §9.4);
+    * ``display0`` on it (static importer); no RDMA NIC (§9.4);
+    * shared dual-channel DDR5-4800: 76.8 GB/s theoretical (§9.4).
+
+    pinlab's assumptions beyond the doc: ``host_memory`` 32 GiB; AMD Zen 4 host bridge
+    0x1022:0x14e8 (``cpu="intel"``: an unlisted Intel client bridge); GTT = half of host memory;
+    the camera/video engines (§9.4) are not modelled separately (they are static importers
+    like the display).
+    """
+    cpu_spec, hb_vendor, hb_device = _CPU_DESKTOP[cpu]
+    if cpu == "amd":
+        hb_device = 0x14E8
+    return PlatformSpec(
+        name="apu-laptop" if cpu == "amd" else "apu-laptop-intel",
+        description="APU laptop: an integrated GPU with a DRAM carve-out and a display "
+        "(cost-model.md §9.4)",
+        kernel=kernel,
+        cpu=cpu_spec,
+        dram=DramSpec(size=host_memory, bandwidth=parse_rate("76.8GB/s")),
+        host_bridges=(HostBridgeSpec(name="rc0", socket=0, vendor=hb_vendor, device=hb_device),),
+        devices=(
+            DeviceSpec(
+                name="apu0",
+                driver="apu",
+                parent="rc0",
+                rciep=True,
+                carve_out=True,
+                memory=carve_out,
+                gtt=host_memory // 2,
+                system=host_memory,
+                vendor=_AMD_GPU,
+                device=0x15BF,
+            ),
+        ),
+        displays=(DisplaySpec(name="display0", device="apu0"),),
+    )
+
+
+@validate_call(config=ConfigDict(arbitrary_types_allowed=True))
+def cluster(
+    *,
+    nodes: int = 16,
+    node: PlatformSpec | None = None,
+    efa_behind_switch: bool = False,
+    core_bandwidth: Rate | None = None,
+) -> ClusterSpec:
+    """``nodes`` DL1-like nodes (default 16: the debate's 128-accelerator cluster, seed-brief).
+
+    ``node`` defaults to :func:`dl1` (``efa_behind_switch`` passed on). The fabric is
+    non-blocking unless ``core_bandwidth`` is given; one kernel per node, one profile for all
+    (:mod:`pinlab.platform.cluster`).
+    """
+    spec = node if node is not None else dl1(efa_behind_switch=efa_behind_switch)
+    return ClusterSpec(
+        name=f"cluster{nodes}-{spec.name}",
+        description=f"{nodes} × {spec.name} joined by a "
+        + ("non-blocking fabric" if core_bandwidth is None else "shared fabric core"),
+        nodes=nodes,
+        node=spec,
+        fabric=FabricSpec(core_bandwidth=core_bandwidth),
+    )
+
+
+PRESETS: dict[str, Callable[..., AnySpec]] = {
+    "dl1": dl1,
+    "p4d": p4d,
+    "workstation": workstation,
+    "apu-laptop": apu_laptop,
+    "cluster": cluster,
+}
+"""Preset platforms by name (``pinlab run --platform NAME``)."""
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def _preset(name: object, params: object, source: str) -> AnySpec:
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ConfigError(source, "preset", f"expected one of {', '.join(PRESETS)}, found {name!r}")
+    if not isinstance(params, Mapping):
+        raise ConfigError(source, "params", f"expected a table of parameters, found {params!r}")
+    func = PRESETS[name]
+    allowed = list(inspect.signature(func).parameters)
+    for key in params:
+        if key not in allowed:
+            raise ConfigError(
+                source,
+                f"params.{key}",
+                f"expected a parameter of preset {name!r} ({', '.join(allowed)}), found {key!r}",
+            )
+    try:
+        return func(**params)
+    except ValidationError as e:
+        raise config_error(e, source, "params") from None
+
+
+def platform_from_dict(data: Mapping[str, Any], source: str = "platform") -> AnySpec:
+    """Validate a parsed platform file (see the module docstring) with one-line errors."""
+    if "preset" in data:
+        extra = set(data) - {"preset", "params"}
+        if extra:
+            key = sorted(extra)[0]
+            raise ConfigError(
+                source, key, f"expected only 'preset' and 'params' in a preset file, found {key!r}"
+            )
+        return _preset(data["preset"], data.get("params", {}), source)
+    kind = data.get("kind", "node")
+    try:
+        if kind == "cluster":
+            return ClusterSpec.model_validate(dict(data), context=STRICT_UNITS)
+        if kind != "node":
+            raise ConfigError(source, "kind", f"expected 'node' or 'cluster', found {kind!r}")
+        return PlatformSpec.model_validate(dict(data), context=STRICT_UNITS)
+    except ValidationError as e:
+        raise config_error(e, source) from None
+
+
+def load_platform(path: str | Path) -> AnySpec:
+    """Read a TOML platform file; :class:`ConfigError` (one line, file and field) on error."""
+    p = Path(path)
+    source = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(
+            source, "", f"expected a readable file, found {e.strerror or e}"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(source, "", f"expected valid TOML, found a syntax error: {e}") from None
+    return platform_from_dict(data, source)
+
+
+def dump_platform(spec: AnySpec) -> str:
+    """``spec`` as a TOML platform file (every field, exact unit strings); loads back equal."""
+    return tomli_w.dumps(spec.model_dump(mode="json", exclude_none=True))
+
+
+def resolve_platform(name_or_path: str | Path, **params: Any) -> AnySpec:
+    """A preset by name (with ``params``), or a platform file by path."""
+    if isinstance(name_or_path, str) and name_or_path in PRESETS:
+        return _preset(name_or_path, params, f"preset {name_or_path}")
+    if params:
+        raise ConfigError(str(name_or_path), "params", "expected no parameters for a file")
+    return load_platform(name_or_path)

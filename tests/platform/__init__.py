@@ -1,0 +1,1 @@
+"""Tests of ``pinlab.platform``: units, the cost model, topologies, presets and files."""

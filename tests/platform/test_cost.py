@@ -1,0 +1,142 @@
+"""The cost model holds ``cost-model.md`` §2–§8 with units, sweeps and sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from pinlab.platform.cost import CostModel, parameter_keys, parameters
+from pinlab.platform.errors import ConfigError
+from pinlab.platform.units import GiB, KiB, MiB
+
+
+@pytest.fixture(scope="module")
+def cost() -> CostModel:
+    return CostModel()
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("pcie.gen3.raw", 15.75e9),  # §2.1
+        ("pcie.gen3.eff", 12e9),  # §2.1
+        ("pcie.gen4.eff", 25e9),  # §2.1
+        ("pcie.gen5.h2d", 50e9),  # §2.1
+        ("pcie.efficiency", 0.80),  # §2.1
+        ("pcie.bidir_h2d_factor", 0.5),  # §2.2
+        ("numa.remote_h2d_factor", 0.31),  # §2.2
+        ("cpu.bar_write", 9.8e9),  # §2.2
+        ("p2p.factor.switch", 1.0),  # §3.1
+        ("p2p.factor.root_complex", 0.8),  # §3.1
+        ("p2p.factor.cross_socket", 0.3),  # §3.1
+        ("nic.line_rate", 12.5e9),  # §4: 100 Gbps
+        ("nic.efficiency", 0.95),  # §4
+        ("nic.alpha", 1.75e-6),  # §4
+        ("stage.copy_launch", 6e-6),  # §5
+        ("stage.chunk", 512 * KiB),  # §5
+        ("stage.pipeline_eff", 0.70),  # §5
+        ("dram.efficiency", 0.84),  # §5
+        ("reg.host.fixed", 16e-6),  # §6.1
+        ("reg.host.per_byte", 0.06e-9),  # §6.1
+        ("reg.dev.fixed", 70e-3),  # §6.2
+        ("reg.dev.per_registered", 0.260 / GiB),  # §6.2
+        ("pin.bar1_consumer", 256 * MiB),  # §6.3
+        ("pin.alignment", 64 * KiB),  # §6.3
+        ("odp.fault", 1e-3),  # §7
+        ("odp.tail_multiplier", 1000.0),  # §7
+        ("odp.rdma_prefetch_max", 4 * MiB),  # §7
+        ("odp.implicit_chunk", 1 * GiB),  # §7
+        ("swodp.minor_fault", 5e-6),  # §7
+        ("evict.d2h.gen3", 12.9e9),  # §8
+        ("evict.d2h.gen5", 52.8e9),  # §8
+        ("hbm.copy_efficiency", 0.85),  # §8
+    ],
+)
+def test_defaults_equal_the_doc(cost: CostModel, key: str, expected: float) -> None:
+    info = {p.key: p for p in parameters(cost)}[key]
+    assert info.value == pytest.approx(expected, rel=1e-12)
+    assert info.source and info.section.startswith("§")
+
+
+def test_every_row_has_unit_section_and_source() -> None:
+    params = parameters()
+    assert len(params) == len(parameter_keys()) >= 70
+    for p in params:
+        assert p.unit, p.key
+        assert p.section.startswith("§"), p.key
+        assert p.source, p.key
+        assert p.description, p.key
+    shown = {p.key: p.text for p in params}
+    assert shown["pcie.gen3.eff"] == "12 GB/s"
+    assert shown["nic.line_rate"] == "100 Gbps"
+    assert shown["nic.alpha"] == "1.75 µs"
+    assert shown["reg.host.seq_rate"] == "98 ms/GB"
+    assert shown["stage.chunk"] == "512 KiB"
+    sweeps = {p.key: p.sweep for p in params}
+    assert sweeps["pcie.efficiency"] == (0.75, 0.85)
+    assert sweeps["odp.fault"] == ("0.05ms", "3ms")
+    assert sweeps["pcie.gen3.raw"] is None  # a fixed fact
+
+
+def test_derived_rates(cost: CostModel) -> None:
+    """§2.1 link rates by gen × width; §8 restore = pcie eff; §4 NIC rate."""
+    assert cost.pcie_rate(3, 16) == 12e9
+    assert cost.pcie_rate(4, 8) == 12.5e9
+    assert cost.pcie_rate(5, 16, "up") == 50e9
+    assert cost.restore_h2d(4) == 25e9
+    assert cost.evict_d2h(4) == 24e9
+    assert cost.nic_rate() == pytest.approx(12.5e9 * 0.95)
+    assert cost.nic_rate(single_message=True) == pytest.approx(12.5e9 * 0.90)
+    assert cost.swap_time(25 * 10**9, 4) == pytest.approx(2.0)
+    assert cost.dram_rate(100e9) == pytest.approx(84e9)
+    with pytest.raises(ValueError, match="3, 4 or 5"):
+        cost.pcie_rate(2)
+
+
+def test_overrides(cost: CostModel) -> None:
+    c2 = cost.with_overrides({"pcie.efficiency": "0.75", "odp.fault": "2ms"})
+    assert c2.pcie.efficiency == 0.75
+    assert c2.odp.fault == 2e-3
+    # overriding the efficiency switches the rate model, so it changes something
+    assert c2.pcie.rate_model == "raw_x_efficiency"
+    assert c2.pcie_rate(3) == pytest.approx(15.75e9 * 0.75)
+    # the original is untouched (frozen)
+    assert cost.odp.fault == 1e-3
+    assert cost.with_overrides({}) is cost
+    c3 = cost.with_overrides({"p2p.factor": {"root_complex": 0.45}, "nic.line_rate": "200Gbps"})
+    assert c3.p2p.factor.root_complex == 0.45
+    assert c3.nic.line_rate == 25e9
+    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
+        cost.odp.fault = 2.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"pcie.eficiency": "0.7"},
+            "--set: pcie.eficiency: expected a cost-model parameter (did you mean "
+            "'pcie.efficiency'?), found 'pcie.eficiency'",
+        ),
+        (
+            {"odp.fault": "2"},
+            '--set: odp.fault: expected a time like "1.75us", "6ms" or "2s", found \'2\' '
+            "(a unit is required)",
+        ),
+        ({"pcie.efficiency": "1.5"}, "--set: pcie.efficiency: expected a fraction"),
+        ({"nic.line_rate": "fast"}, "--set: nic.line_rate: expected a rate like"),
+        ({"odp.fault": 1}, "write the unit explicitly"),
+    ],
+)
+def test_override_errors_name_the_key(
+    cost: CostModel, overrides: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as exc:
+        cost.with_overrides(overrides, source="--set")
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_dump_round_trip(cost: CostModel) -> None:
+    c2 = cost.with_overrides({"reg.host.per_byte": "0.098ns/B", "odp.fault": "250us"})
+    assert CostModel.load(c2.model_dump(mode="json")) == c2
+    assert CostModel.model_validate(c2.model_dump()) == c2

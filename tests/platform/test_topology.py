@@ -1,0 +1,366 @@
+"""Presets build into machines whose PCI tree, drivers and link graph match ``cost-model.md``
+§9; P2P path classes come from the kernel's P2PDMA rules (K-55, K-56, K-57, K-83)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pinlab.drivers.amdgpu import AmdgpuDevice
+from pinlab.drivers.efa import EfaDevice
+from pinlab.drivers.habanalabs import HabanalabsDevice
+from pinlab.drivers.mlx5 import Mlx5Device
+from pinlab.drivers.nvidia_compute import NvidiaComputeDevice
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pdma_map_type
+from pinlab.kernel.profile import get_profile
+from pinlab.platform import (
+    ConfigError,
+    CostModel,
+    LinkUse,
+    Machine,
+    PlatformSpec,
+    apu_laptop,
+    build,
+    build_cluster,
+    cluster,
+    dl1,
+    p4d,
+    workstation,
+)
+from pinlab.platform.units import GiB, MiB
+
+PROFILES = ["5.16", "6.12", "6.16", "7.1"]
+
+
+def region(machine: Machine, device: str, name: str) -> int:
+    return next(r.size for r in machine.exporters[device].regions() if r.name == name)
+
+
+# -- every preset builds under every profile -------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_dl1_builds(profile: str) -> None:
+    m = build(dl1(), profile)
+    assert m.kernel.profile.name == profile
+    assert len(m.exporters) == 8
+    assert all(isinstance(d, HabanalabsDevice) for d in m.exporters.values())
+    assert len(m.nics) == 4
+    assert all(isinstance(n, EfaDevice) for n in m.nics.values())
+    assert region(m, "gaudi5", "vram") == 32 * GiB
+    assert m.spec.host_memory == 768 * GiB
+    assert m.pci.p2pdma_enabled is True
+    assert m.system.displays == {} and m.system.gpu_importers == {}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_p4d_builds(profile: str) -> None:
+    m = build(p4d(), profile)
+    assert len(m.exporters) == 8 and len(m.nics) == 4
+    gpu = m.exporters["gpu3"]
+    assert isinstance(gpu, NvidiaComputeDevice)
+    assert region(m, "gpu3", "vram") == 40 * GiB
+    assert gpu.bar1_size == 40 * GiB  # BAR1 = HBM size (§9.2, §6.3)
+    assert m.links["pcie:gpu3"].capacity["up"] == 25e9  # Gen4 x16 (§9.2)
+    assert m.links["mem:gpu3"].capacity["rw"] == pytest.approx(1555e9 * 0.85)
+    assert m.spec.host_memory == 1152 * GiB
+    assert m.p2p_path_class("gpu0", "efa0") == "switch"  # paired behind one switch
+    assert m.p2p_path_class("gpu2", "efa0") == "root_complex"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_workstation_builds(profile: str) -> None:
+    m = build(workstation(), profile)
+    gpu = m.exporters["gpu0"]
+    assert isinstance(gpu, AmdgpuDevice)
+    assert region(m, "gpu0", "vram") == 16 * GiB
+    assert m.spec.device("gpu0").bar_size == 256 * MiB  # §9.3, pin.bar1_consumer
+    nic = m.nics["mlx5_0"]
+    assert isinstance(nic, Mlx5Device) and nic.odp
+    assert set(m.system.displays) == {"display0"}
+    assert set(m.system.gpu_importers) == {"gpu0:import"}
+    assert m.links["pcie:gpu0"].capacity["down"] == 25e9
+    assert m.links["dram:0"].capacity["rw"] == pytest.approx(89.6e9 * 0.84)
+    # the platform's cost override (§9.3)
+    assert m.cost.p2p.factor.root_complex == 0.45
+    assert workstation(resizable_bar=True).device("gpu0").bar_size == 16 * GiB
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_apu_laptop_builds(profile: str) -> None:
+    m = build(apu_laptop(), profile)
+    assert region(m, "apu0", "vram") == 2 * GiB
+    assert set(m.system.displays) == {"display0"}
+    assert m.nics == {}
+    assert m.links["dram:0"].capacity["rw"] == pytest.approx(76.8e9 * 0.84)
+    # the iGPU is a root-complex integrated endpoint: no PCIe link of its own
+    assert "pcie:apu0" not in m.links
+    assert build(apu_laptop(carve_out=512 * MiB)).spec.device("apu0").memory == 512 * MiB
+
+
+def _xe_platform() -> PlatformSpec:
+    return PlatformSpec.model_validate(
+        {
+            "name": "xe-box",
+            "dram": {"size": "32GiB", "bandwidth": "89.6GB/s"},
+            "host_bridges": [{"name": "rc0", "vendor": "0x8086", "device": "0xa700"}],
+            "devices": [{"name": "gpu0", "driver": "xe", "parent": "rc0", "memory": "16GiB"}],
+        }
+    )
+
+
+def test_xe_exists_only_from_6_12() -> None:
+    """xe entered mainline in ≈6.8: absent from the 5.16 profile, present from 6.12."""
+    with pytest.raises(ConfigError) as exc:
+        build(_xe_platform(), "5.16")
+    assert str(exc.value).startswith("platform xe-box: devices[0] (gpu0): ")
+    assert "xe driver does not exist in kernel 5.16" in str(exc.value)
+    for profile in ("6.12", "6.16", "7.1"):
+        m = build(_xe_platform(), profile)
+        assert region(m, "gpu0", "vram") == 16 * GiB
+
+
+# -- links and paths ------------------------------------------------------------------------------
+
+
+def test_dl1_gaudi_pair_host_link_is_12_GBps() -> None:
+    """§9.1: pairs of Gaudis share one PCIe Gen3 x16 link → ≈ 12 GB/s per pair."""
+    m = build(dl1())
+    for sw in ("sw0", "sw1", "sw2", "sw3"):
+        link = m.links[f"pcie:{sw}"]
+        assert link.capacity == {"up": 12e9, "down": 12e9}
+        assert (link.gen, link.width) == (3, 16)
+    assert m.links["net:efa0"].capacity["tx"] == pytest.approx(12.5e9 * 0.95)
+    assert m.links["dram:0"].capacity["rw"] == pytest.approx(140.8e9 * 0.84)
+    # both Gaudis of a pair share the switch uplink toward the host
+    up0 = m.path("gaudi0", "host:0")
+    up1 = m.path("gaudi1", "host:0")
+    assert LinkUse("pcie:sw0", "up") in up0 and LinkUse("pcie:sw0", "up") in up1
+    assert m.bottleneck(up0) == 12e9
+
+
+def test_dl1_paths() -> None:
+    m = build(dl1())
+    assert m.path("gaudi0", "host:0") == [
+        LinkUse("mem:gaudi0", "rw"),
+        LinkUse("pcie:gaudi0", "up"),
+        LinkUse("pcie:sw0", "up"),
+        LinkUse("dram:0", "rw"),
+    ]
+    assert m.path("host:0", "efa0") == [LinkUse("dram:0", "rw"), LinkUse("pcie:efa0", "down")]
+    # P2P below one switch stays below it
+    assert m.path("gaudi0", "gaudi1") == [
+        LinkUse("mem:gaudi0", "rw"),
+        LinkUse("pcie:gaudi0", "up"),
+        LinkUse("pcie:gaudi1", "down"),
+        LinkUse("mem:gaudi1", "rw"),
+    ]
+    # Gaudi -> EFA on the same socket: up to the root complex and down
+    assert m.path("gaudi0", "efa0") == [
+        LinkUse("mem:gaudi0", "rw"),
+        LinkUse("pcie:gaudi0", "up"),
+        LinkUse("pcie:sw0", "up"),
+        LinkUse("pcie:efa0", "down"),
+    ]
+    # ... and across the inter-socket link to the other socket
+    assert LinkUse("upi:0-1", "0->1") in m.path("gaudi0", "efa2")
+    assert LinkUse("upi:0-1", "1->0") in m.path("efa2", "gaudi0")
+    assert m.path("gaudi6", "host:0")[-2:] == [LinkUse("upi:0-1", "1->0"), LinkUse("dram:0", "rw")]
+    assert m.socket_of("gaudi6") == 1 and m.host_of("efa1") == "host:0"
+
+
+def test_staged_transfer_crosses_dram_twice() -> None:
+    """cost-model §1 item 5: D2H into a bounce buffer, then the NIC reads it: DRAM / 2."""
+    m = build(dl1())
+    staged = m.path("gaudi0", "host:0") + m.path("host:0", "efa0")
+    assert staged.count(LinkUse("dram:0", "rw")) == 2
+    small_dram = build(dl1(), cost=None, overrides={"dram.efficiency": "0.05"})
+    staged2 = small_dram.path("gaudi0", "host:0") + small_dram.path("host:0", "efa0")
+    assert small_dram.bottleneck(staged2) == pytest.approx(140.8e9 * 0.05 / 2)
+
+
+def test_apu_migration_is_dram_to_dram() -> None:
+    """§9.4: VRAM ↔ GTT on an APU is a DRAM-to-DRAM copy, at most DRAM / 2."""
+    m = build(apu_laptop())
+    path = m.path("apu0", "host:0")
+    assert path == [LinkUse("dram:0", "rw"), LinkUse("dram:0", "rw")]
+    assert m.bottleneck(path) == pytest.approx(76.8e9 * 0.84 / 2)
+
+
+def test_display_and_importer_endpoints() -> None:
+    m = build(workstation())
+    assert m.path("host:0", "display0") == [LinkUse("dram:0", "rw"), LinkUse("pcie:gpu0", "down")]
+    assert m.path("gpu0", "display0") == []  # scanout from VRAM stays on the GPU
+    assert m.path("gpu0", "mlx5_0") == [LinkUse("pcie:gpu0", "up"), LinkUse("pcie:mlx5_0", "down")]
+    with pytest.raises(KeyError):
+        m.path("gpu0", "gpu9")
+    with pytest.raises(KeyError):
+        m.path("gpu0", "host:1")
+
+
+def test_directed_capacities_name_each_direction() -> None:
+    caps = build(dl1()).directed_capacities()
+    assert caps["pcie:sw0/up"] == 12e9
+    assert caps["upi:0-1/0->1"] == 41.6e9
+    assert caps["dram:1/rw"] == pytest.approx(140.8e9 * 0.84)
+
+
+def test_link_overrides() -> None:
+    spec = dl1()
+    data = spec.model_dump()
+    data["switches"][0]["link"] = {"up": "10GB/s", "latency": "500ns"}
+    m = build(PlatformSpec.model_validate(data))
+    assert m.links["pcie:sw0"].capacity == {"up": 10e9, "down": 12e9}
+    assert m.latency(m.path("gaudi0", "host:0")) == pytest.approx(5e-7)
+
+
+# -- P2P path classes (kernel P2PDMA) ------------------------------------------------------------
+
+
+def test_dl1_gaudi_efa_crosses_whitelisted_root_complex() -> None:
+    """§9.1: Gaudi ↔ EFA goes through the root complex, allowed because the Skylake-E host
+    bridge is whitelisted (K-83); the same pair is THRU_HOST_BRIDGE in the kernel model."""
+    m = build(dl1(), "5.16")
+    assert m.p2p_path_class("gaudi0", "efa0") == "root_complex"
+    assert m.p2p_factor("gaudi0", "efa0") == 0.8
+    provider = m.pdevs["gaudi0"]
+    client = m.nics["efa0"].dev
+    assert pci_p2pdma_distance(provider, client) == 6  # 3 hops up + the EFA's root port chain
+    assert pci_p2pdma_map_type(provider, client) is PciP2pdmaMapType.THRU_HOST_BRIDGE
+    # the other socket's host bridge is listed too, without the same-bridge flag
+    assert m.p2p_path_class("gaudi0", "efa3") == "cross_socket"
+    assert m.p2p_factor("gaudi0", "efa3") == 0.3
+    # Gaudi ↔ Gaudi below one switch: bus-address P2P at distance 4 (K-56)
+    assert m.p2p_path_class("gaudi0", "gaudi1") == "switch"
+    assert pci_p2pdma_distance(provider, m.pdevs["gaudi1"]) == 4
+
+
+def test_dl1_with_unlisted_host_bridge_refuses_p2p() -> None:
+    """K-83: an Intel host bridge not on the whitelist: P2PDMA distance -1 (K-55)."""
+    m = build(dl1(host_bridge_device=0x09A2))
+    assert m.p2p_path_class("gaudi0", "efa0") is None
+    assert m.p2p_factor("gaudi0", "efa0") is None
+    assert m.p2p_capacity("gaudi0", "efa0") is None
+    # below one switch no host bridge is involved
+    assert m.p2p_path_class("gaudi0", "gaudi1") == "switch"
+
+
+def test_dl1_efa_behind_switch_is_bus_address_p2p() -> None:
+    """§9.1 variant: one EFA behind each Gaudi-pair switch (distance 4, K-56)."""
+    m = build(dl1(efa_behind_switch=True))
+    assert m.p2p_path_class("gaudi0", "efa0") == "switch"
+    assert pci_p2pdma_distance(m.pdevs["gaudi0"], m.nics["efa0"].dev) == 4
+    assert m.path("gaudi0", "efa0") == [
+        LinkUse("mem:gaudi0", "rw"),
+        LinkUse("pcie:gaudi0", "up"),
+        LinkUse("pcie:efa0", "down"),
+    ]
+    assert m.p2p_path_class("gaudi2", "efa0") == "root_complex"
+
+
+def test_acs_redirect_forces_the_root_complex() -> None:
+    """K-57: ACS redirect on the switch's downstream ports routes peer traffic up to the host
+    bridge (still allowed: whitelisted), and the path goes through the switch uplink."""
+    data = dl1(efa_behind_switch=True).model_dump()
+    data["switches"][0]["acs_redirect"] = True
+    m = build(PlatformSpec.model_validate(data))
+    assert m.p2p_path_class("gaudi0", "efa0") == "root_complex"
+    assert LinkUse("pcie:sw0", "up") in m.path("gaudi0", "efa0")
+    assert LinkUse("pcie:sw0", "down") in m.path("gaudi0", "efa0")
+
+
+def test_p2p_capacity_dl1() -> None:
+    """§1 item 3: min(NIC, PCIe × P2P factor); NIC reads × p2p.nic_read_factor."""
+    m = build(dl1(), overrides={"p2p.nic_read_factor": "0.9"})
+    assert m.p2p_capacity("gaudi0", "efa0") == pytest.approx(12e9 * 0.8)
+    assert m.p2p_capacity("gaudi0", "efa0", nic_reads=True) == pytest.approx(12e9 * 0.8 * 0.9)
+    # behind one switch (factor 1.0) the NIC's streaming rate, 100 Gbps × 0.95 = 11.875 GB/s,
+    # is below the Gen3 x16 link's 12 GB/s
+    m2 = build(dl1(efa_behind_switch=True))
+    assert m2.p2p_capacity("gaudi0", "efa0") == pytest.approx(11.875e9)
+    assert m2.p2p_capacity("gaudi0", "efa0", nic_reads=True) == pytest.approx(11.875e9)
+
+
+def test_workstation_p2p_amd_allowed_intel_refused() -> None:
+    """§9.3 / K-83: on an AMD Zen host, host-bridge P2P is allowed (cpu_supports_p2pdma); on
+    an Intel client host bridge (not whitelisted) it is refused → migrate-to-host."""
+    amd = build(workstation(cpu="amd"))
+    assert amd.p2p_path_class("gpu0", "mlx5_0") == "root_complex"
+    assert amd.p2p_factor("gpu0", "mlx5_0") == 0.45
+    assert amd.p2p_path_class("gpu0", "display0") == "local"
+    intel = build(workstation(cpu="intel"))
+    assert intel.p2p_path_class("gpu0", "mlx5_0") is None
+
+
+def test_p2pdma_switch_follows_the_kernel_profile() -> None:
+    """K-55: without CONFIG_PCI_P2PDMA every distance is -1."""
+    kernel = Kernel(get_profile("6.16", pci_p2pdma=False))
+    m = build(dl1(efa_behind_switch=True), kernel)
+    assert m.kernel is kernel
+    assert m.pci.p2pdma_enabled is False
+    assert m.p2p_path_class("gaudi0", "efa0") is None
+
+
+def test_build_cost_precedence() -> None:
+    """Platform cost overrides beat the base cost; ``overrides`` (the user's) beat both."""
+    base = CostModel().with_overrides({"p2p.factor.root_complex": "0.7"})
+    assert build(workstation(), cost=base).cost.p2p.factor.root_complex == 0.45
+    m = build(workstation(), cost=base, overrides={"p2p.factor.root_complex": "0.6"})
+    assert m.cost.p2p.factor.root_complex == 0.6
+    assert build(dl1(), cost=base).cost.p2p.factor.root_complex == 0.7
+
+
+# -- cluster --------------------------------------------------------------------------------------
+
+
+def test_cluster_16_has_128_accelerators() -> None:
+    """The debate's 128-chip cluster: 16 DL1-like nodes, one kernel per node."""
+    spec = cluster(nodes=16)
+    assert spec.accelerators == 128
+    assert spec.device_memory == 128 * 32 * GiB
+    start = time.perf_counter()
+    c = build_cluster(spec, "6.16")
+    assert c.built == 0  # lazy
+    machines = dict(c.machines())
+    elapsed = time.perf_counter() - start
+    assert len(machines) == 16 and c.built == 16
+    assert sum(len(m.exporters) for m in machines.values()) == 128
+    kernels = {id(m.kernel) for m in machines.values()}
+    assert len(kernels) == 16
+    assert {m.kernel.profile.name for m in machines.values()} == {"6.16"}
+    assert elapsed < 5  # generous; the real cost is a few ms (benchmarks are elsewhere)
+
+
+def test_cluster_paths() -> None:
+    c = build_cluster(cluster(nodes=4), "5.16")
+    assert c.names == ("node0", "node1", "node2", "node3")
+    path = c.path("node0", "efa1", "node3", "efa2")
+    assert path == [LinkUse("node0/net:efa1", "tx"), LinkUse("node3/net:efa2", "rx")]
+    assert c.link("node3/net:efa2").capacity["rx"] == pytest.approx(11.875e9)
+    local = c.path("node1", "gaudi0", "node1", "efa0")
+    assert local[0] == LinkUse("node1/mem:gaudi0", "rw")
+    assert c.built == 3
+    shared = build_cluster(cluster(nodes=2, core_bandwidth=100e9))
+    assert LinkUse("fabric:core", "xfer") in shared.path("node0", "efa0", "node1", "efa0")
+    assert shared.profile.name == "5.16"  # the DL1 preset's suggested kernel
+    with pytest.raises(TypeError):
+        build_cluster(cluster(nodes=2), Kernel("6.16"))  # type: ignore[arg-type]
+
+
+def test_driver_options_reach_the_drivers() -> None:
+    """NIC and device options pass through; a driver's refusal is a one-line ConfigError."""
+    data = dl1().model_dump()
+    data["nics"][0]["driver_options"] = {"revocable": True}
+    spec = PlatformSpec.model_validate(data)
+    assert build(spec, "7.1").nics["efa0"] is not None
+    with pytest.raises(ConfigError, match=r"^platform dl1: nics\[0\] \(efa0\): revocable"):
+        build(spec, "6.16")
+    data["nics"][0]["driver_options"] = {"colour": "red"}
+    with pytest.raises(ConfigError, match=r"nics\[0\] \(efa0\): .*colour"):
+        build(PlatformSpec.model_validate(data))
+    data = p4d().model_dump()
+    data["devices"][0]["driver_options"] = {"strict_p2p": True}
+    gpu = build(PlatformSpec.model_validate(data)).exporters["gpu0"]
+    assert isinstance(gpu, NvidiaComputeDevice) and gpu.strict_p2p
