@@ -55,12 +55,13 @@ class KernelError(Exception):
     log line would print the return value, followed by the function and the reason when known.
     """
 
-    __slots__ = ("errno", "function", "reason")
+    __slots__ = ("errno", "function", "policy", "reason")
 
     def __init__(self, errno: Errno, function: str = "", reason: str = "") -> None:
         self.errno = Errno(errno)
         self.function = function
         self.reason = reason
+        self.policy: str | None = None  # the opt-in policy that refused, when one did
         super().__init__(self.__str__())
 
     @property

@@ -47,6 +47,7 @@ class PinHookPolicy:
         return self.kernel is not None
 
     def _deny(self, e: KernelError) -> KernelError:
+        e.policy = self.name  # lets reports count denials by policy
         key = str(e.errno)
         self.denials[key] = self.denials.get(key, 0) + 1
         return e

@@ -1,0 +1,402 @@
+"""The simulation: a built platform on one SimPy clock, with bandwidth, copy engines,
+workloads as processes, fault injection and metrics.
+
+:class:`Simulation` builds every node of the platform (one :class:`~pinlab.platform.Machine` per
+node, each with its own kernel, all on one profile), turns every directed link into a
+:class:`~pinlab.sim.flows.Link` of one :class:`~pinlab.sim.flows.FlowNetwork` (node links are
+qualified ``"<node>/<link>/<direction>"``; a single-node platform uses the node name
+``"node"``), and attaches a :class:`~pinlab.sim.copy_engine.CopyEngine` to every TTM device, so
+migrations and evictions take time and their fences signal when the bytes have moved.
+
+Workloads are SimPy generator functions ``workload(ctx, **params)``; :class:`Ctx` is what they
+see: their process (``ctx.proc``, a :class:`pinlab.uapi.Process`), syscalls that wait for the
+fences the kernel collected (``yield from ctx.call(...)``), NIC transfers and copies over the
+flow network (``yield from ctx.nic_send(...)``), and their statistics. Time enters the model
+only here: the kernel never sleeps, the simulator waits on its fences.
+
+Determinism: one seeded ``random.Random`` per tenant (derived from the run seed and the tenant
+name), SimPy's FIFO event order, and no wall-clock reads -- the same scenario and seed give the
+same results, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import simpy
+
+from pinlab.drivers.base import ExporterDriver
+from pinlab.drivers.rdma import MemoryRegion
+from pinlab.kernel.errno import KernelError
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.profile import KernelProfile, get_profile
+from pinlab.kernel.ttm import CopyJob, TtmDevice
+from pinlab.platform.cluster import Cluster, ClusterSpec, build_cluster
+from pinlab.platform.topology import LinkUse, Machine, PlatformSpec, build
+from pinlab.sim.copy_engine import CopyEngine, CopyRates
+from pinlab.sim.fences import wait_all
+from pinlab.sim.flows import FlowNetwork, Link
+from pinlab.sim.metrics import Recorder, TenantStats
+from pinlab.uapi.process import Process
+
+T = TypeVar("T")
+Workload = Callable[..., Generator[simpy.Event, Any, Any]]
+
+SINGLE_NODE = "node"
+
+
+def _seed(run_seed: int, name: str) -> int:
+    digest = hashlib.sha256(f"{run_seed}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+@dataclass(slots=True)
+class Tenant:
+    """One workload instance: its process, statistics and SimPy process."""
+
+    name: str
+    node: str
+    proc: Process
+    stats: TenantStats
+    ctx: Ctx
+    process: simpy.Process | None = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class NodeState:
+    """One node of the simulation."""
+
+    name: str
+    machine: Machine
+    engines: dict[str, CopyEngine] = field(default_factory=dict)
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.machine.kernel
+
+
+class Simulation:
+    """One run of one platform under one kernel profile."""
+
+    def __init__(
+        self,
+        platform: PlatformSpec | ClusterSpec,
+        profile: KernelProfile | str | None = None,
+        *,
+        cost_overrides: dict[str, object] | None = None,
+        seed: int = 0,
+        sample_interval: float = 0.01,
+    ) -> None:
+        self.env = simpy.Environment()
+        self.seed = seed
+        self.net = FlowNetwork(self.env)
+        self.recorder = Recorder()
+        self.sample_interval = sample_interval
+        self.tenants: dict[str, Tenant] = {}
+        self.nodes: dict[str, NodeState] = {}
+        clock = self._now
+        if isinstance(platform, ClusterSpec):
+            prof = profile if isinstance(profile, KernelProfile) else None
+            name = profile if isinstance(profile, str) else None
+            cluster = build_cluster(
+                platform, prof or name, overrides=cost_overrides, clock=clock, lazy=False
+            )
+            self.cluster: Cluster | None = cluster
+            for node_name, machine in cluster.machines():
+                self.nodes[node_name] = NodeState(node_name, machine)
+            for key, cap in cluster.directed_capacities().items():
+                self.net.add_link(key, cap)
+        else:
+            self.cluster = None
+            kernel = Kernel(get_profile(profile) if isinstance(profile, str) else profile)
+            machine = build(platform, kernel, overrides=cost_overrides, clock=clock)
+            self.nodes[SINGLE_NODE] = NodeState(SINGLE_NODE, machine)
+            for key, cap in machine.directed_capacities().items():
+                self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
+        for node in self.nodes.values():
+            self._attach_copy_engines(node)
+        self._sampled_bytes: dict[str, float] = {}
+        self.env.process(self._sampler())
+
+    # -- construction ----------------------------------------------------------------------
+    def _now(self) -> float:
+        return float(self.env.now)
+
+    def key(self, node: str, use: LinkUse) -> str:
+        """The flow-network name of a node link use."""
+        if self.cluster is not None and "/" in use.link:
+            return f"{use.link}/{use.direction}"  # already qualified by the cluster
+        return f"{node}/{use.link}/{use.direction}"
+
+    def links(self, node: str, uses: list[LinkUse] | tuple[LinkUse, ...]) -> list[Link]:
+        return [self.net.links[self.key(node, u)] for u in uses]
+
+    def _attach_copy_engines(self, node: NodeState) -> None:
+        machine = node.machine
+        cost = machine.cost
+        for name, driver in machine.exporters.items():
+            bdev = getattr(driver, "bdev", None)
+            if not isinstance(bdev, TtmDevice):
+                continue  # static exporters (habanalabs) never move memory
+            spec = machine.spec.device(name)
+            host = machine.host_of(name)
+            to_host = self.links(node.name, machine.path(name, host))
+            from_host = self.links(node.name, machine.path(host, name))
+            local = (
+                spec.memory_bandwidth * cost.hbm.copy_efficiency
+                if spec.memory_bandwidth
+                else cost.evict_d2h(spec.gen) * 10
+            )
+            rates = CopyRates(
+                d2h=cost.evict_d2h(spec.gen), h2d=cost.restore_h2d(spec.gen), local=local
+            )
+            node.engines[name] = CopyEngine(
+                self.env,
+                self.net,
+                bdev,
+                rates,
+                to_host=to_host,
+                from_host=from_host,
+                on_job=self._copy_hook(node.name, name),
+            )
+
+    def _copy_hook(self, node: str, device: str) -> Callable[[CopyJob, float, float], None]:
+        def hook(job: CopyJob, start: float, end: float) -> None:
+            self._copy_done(node, device, job.kind, job.nbytes, start, end)
+
+        return hook
+
+    def _copy_done(
+        self, node: str, device: str, kind: str, nbytes: int, start: float, end: float
+    ) -> None:
+        rec = self.recorder
+        rec.count(f"device/{node}/{device}/copies_{kind}")
+        if kind == "move":
+            rec.count(f"device/{node}/{device}/bytes_migrated", nbytes)
+        rec.event(start, f"copy-{kind}", f"{node}/{device} {nbytes} B for {end - start:.6f} s")
+
+    # -- tenants ---------------------------------------------------------------------------
+    def node(self, name: str | None = None) -> NodeState:
+        if name is None:
+            name = next(iter(self.nodes))
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise KeyError(f"no node named {name!r} (have {', '.join(self.nodes)})") from None
+
+    def spawn(
+        self,
+        name: str,
+        workload: Workload,
+        *,
+        node: str | None = None,
+        start: float = 0.0,
+        process_args: dict[str, Any] | None = None,
+        **params: Any,
+    ) -> Tenant:
+        """Start ``workload(ctx, **params)`` as tenant ``name`` at ``start`` seconds."""
+        if name in self.tenants:
+            raise ValueError(f"tenant {name!r} already exists")
+        state = self.node(node)
+        proc = state.machine.system.spawn(name, **(process_args or {}))
+        stats = self.recorder.tenant(name)
+        ctx = Ctx(self, state, proc, stats, random.Random(_seed(self.seed, name)))
+        tenant = Tenant(name, state.name, proc, stats, ctx)
+        self.tenants[name] = tenant
+        tenant.process = self.env.process(self._run_tenant(tenant, workload, start, params))
+        return tenant
+
+    def _run_tenant(
+        self, tenant: Tenant, workload: Workload, start: float, params: dict[str, Any]
+    ) -> Generator[simpy.Event, Any, None]:
+        if start > 0:
+            yield self.env.timeout(start)
+        tenant.stats.started = self.env.now
+        try:
+            yield from workload(tenant.ctx, **params)
+        except simpy.Interrupt:
+            pass
+        except KernelError as e:
+            tenant.error = e  # a denial the workload did not handle ends it
+        tenant.stats.finished = self.env.now
+
+    # -- faults ----------------------------------------------------------------------------
+    def at(self, time: float, action: Callable[[], None], label: str = "") -> None:
+        """Run ``action`` at simulated ``time`` (fault injection)."""
+
+        def fire() -> Generator[simpy.Event, Any, None]:
+            yield self.env.timeout(time)
+            self.recorder.event(self.env.now, "fault", label or action.__name__)
+            action()
+
+        self.env.process(fire())
+
+    def kill(self, tenant: str) -> None:
+        """``kill -9`` a tenant's process: its SimPy process stops, the kernel tears down."""
+        t = self.tenants[tenant]
+        if t.process is not None and t.process.is_alive:
+            t.process.interrupt("killed")
+        t.proc.kill()
+
+    # -- sampling --------------------------------------------------------------------------
+    def _sampler(self) -> Generator[simpy.Event, Any, None]:
+        while True:
+            self.sample()
+            yield self.env.timeout(self.sample_interval)
+
+    def sample(self) -> None:
+        """Record every device region's used/pinned/free bytes and fragmentation, every
+        link's utilisation since the last sample, and stale-DMA incidents so far."""
+        now = self.env.now
+        rec = self.recorder
+        for node in self.nodes.values():
+            for dev, driver in node.machine.exporters.items():
+                for region in driver.regions():
+                    base = f"device/{node.name}/{dev}/{region.name}"
+                    rec.sample(f"{base}/used", now, region.used)
+                    rec.sample(f"{base}/pinned", now, region.pinned)
+                    rec.sample(f"{base}/free", now, region.free)
+                    rec.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
+            rec.sample(f"stale_dma/{node.name}", now, len(node.machine.system.detector.incidents))
+        dt = self.sample_interval
+        for key, link in self.net.links.items():
+            self.net._advance()
+            carried = link.bytes_carried
+            before = self._sampled_bytes.get(key, 0.0)
+            if carried != before or key in self._sampled_bytes:
+                rec.sample(
+                    f"link/{key}/utilisation",
+                    now,
+                    round((carried - before) / (link.capacity * dt), 6),
+                )
+            self._sampled_bytes[key] = carried
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, until: float) -> Recorder:
+        """Run to simulated time ``until`` and return the recorder."""
+        self.env.run(until=until)
+        self.sample()
+        return self.recorder
+
+    def stale_incidents(self) -> int:
+        return sum(len(n.machine.system.detector.incidents) for n in self.nodes.values())
+
+
+class Ctx:
+    """What a workload sees: its process, syscalls that wait in simulated time, transfers."""
+
+    def __init__(
+        self,
+        sim: Simulation,
+        node: NodeState,
+        proc: Process,
+        stats: TenantStats,
+        rng: random.Random,
+    ) -> None:
+        self.sim = sim
+        self.env = sim.env
+        self.node = node
+        self.machine = node.machine
+        self.cost = node.machine.cost
+        self.proc = proc
+        self.stats = stats
+        self.rng = rng
+
+    @property
+    def now(self) -> float:
+        return float(self.env.now)
+
+    def sleep(self, seconds: float) -> simpy.Timeout:
+        return self.env.timeout(max(seconds, 0.0))
+
+    def call(
+        self, fn: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> Generator[simpy.Event, Any, T]:
+        """Run a syscall; count a denial (by errno and, where a policy refused, by policy)
+        and re-raise it; then wait for the fences the kernel collected (stall time)."""
+        try:
+            result = fn(*args, **kwargs)
+        except KernelError as e:
+            self.stats.denials[str(e.errno)] += 1
+            if e.policy:
+                self.stats.denials_by_policy[e.policy] += 1
+            self.sim.recorder.event(self.now, "denial", f"{self.proc.comm}: {e}")
+            yield from self._wait(self.proc.take_waits())
+            raise
+        yield from self._wait(self.proc.take_waits())
+        return result
+
+    def _wait(self, fences: list[Any]) -> Generator[simpy.Event, Any, None]:
+        if fences:
+            t0 = self.env.now
+            yield wait_all(self.env, fences)
+            self.stats.stall_time += self.env.now - t0
+
+    def transfer(
+        self,
+        nbytes: float,
+        uses: list[LinkUse] | tuple[LinkUse, ...],
+        *,
+        cap: float | None = None,
+        latency: float = 0.0,
+        label: str = "",
+        record: bool = True,
+    ) -> Generator[simpy.Event, Any, float]:
+        """Move ``nbytes`` over a path of this node's links; returns the elapsed time."""
+        t0 = self.env.now
+        if latency > 0:
+            yield self.env.timeout(latency)
+        yield self.sim.net.transfer(
+            nbytes, self.sim.links(self.node.name, uses), cap=cap, label=label
+        )
+        elapsed = self.env.now - t0
+        if record:
+            self.stats.record_transfer(nbytes, elapsed)
+        return elapsed
+
+    def nic_send(
+        self,
+        mr: MemoryRegion,
+        nbytes: float | None = None,
+        *,
+        write: bool = False,
+        extra: list[Link] | None = None,
+    ) -> Generator[simpy.Event, Any, float]:
+        """The NIC moves ``nbytes`` through ``mr`` to the wire (or, ``write``, from the wire
+        into it): an ODP fault first if the translation is gone (``odp.fault`` plus the
+        re-map's fence waits), then a flow over the path between the MR's memory -- device
+        memory peer-to-peer, or host memory after a migration -- and the NIC's port."""
+        nbytes = mr.length if nbytes is None else nbytes
+        t0 = self.env.now
+        faults_before = mr.faults
+        result = yield from self.call(self.proc.nic_dma, mr, int(nbytes), write=write)
+        if mr.faults > faults_before:
+            n = mr.faults - faults_before
+            self.stats.odp_faults += n
+            yield self.env.timeout(n * self.cost.odp.fault)
+        nic = mr.nic.name
+        machine = self.machine
+        loc = mr.dmabuf.locate() if mr.dmabuf.locate is not None else None
+        if result.p2p and loc is not None:
+            src = loc.device
+            cap = machine.p2p_capacity(src, nic, nic_reads=not write) or self.cost.nic_rate()
+        else:
+            src = machine.host_of(nic)
+            cap = self.cost.nic_rate()
+        path = machine.path(nic, src) if write else machine.path(src, nic)
+        port = LinkUse(machine.nic_port(nic), "rx" if write else "tx")
+        uses = [port, *path] if write else [*path, port]
+        links = self.sim.links(self.node.name, uses) + (extra or [])
+        yield self.env.timeout(self.cost.nic.alpha)
+        yield self.sim.net.transfer(nbytes, links, cap=cap, label=f"{self.proc.comm}:{nic}")
+        elapsed = self.env.now - t0
+        self.stats.record_transfer(nbytes, elapsed)
+        return elapsed
+
+    def exporter(self, device: str) -> ExporterDriver:
+        return self.machine.system.exporter(device)
