@@ -168,8 +168,8 @@ def test_k45_map_pages_timeout_is_etimedout_and_releases(profile: str, mn: bool)
 
 @pytest.mark.parametrize(("profile", "mn"), [p for p in PROFILES_MN if p[0] != "7.1"])
 def test_k40_pinned_umem_callback_only_logs(profile: str, mn: bool) -> None:
-    """K-40: a notification reaching a pinned umem (an exporter bug: pinned BOs never move)
-    only logs "Invalidate callback should not be called when memory is pinned"; the mapping,
+    """K-40, P-54: a notification reaching a pinned umem (an exporter bug: pinned BOs never
+    move) only logs "Invalidate callback should not be called when memory is pinned"; the mapping,
     the pin and the MR stay as they were, and the NIC's next access is not stale."""
     m, gpu, efa = amd_setup(profile, mn)
     bo, dmabuf, fd = exported(m, gpu)

@@ -138,7 +138,8 @@ def test_k41_k39_move_notify_zaps_and_the_next_access_faults_and_waits(
     """K-41: the exporter's move calls mlx5's callback with an sg_table present: MTTs zapped
     and the umem unmapped (the MR stays registered). K-39, K-42: the next NIC access faults,
     re-maps the whole MR at the new location and must wait for the move's KERNEL fence (it is
-    in the access's ``wait``); nothing is stale."""
+    in the access's ``wait``); nothing is stale. P-53: the notification unmapped the entire MR
+    and the fault re-maps every page of it (``pages_faulted == mr.pages``)."""
     m, gpu, nic = setup(profile, mn)
     bo, _dmabuf, fd = exported(m, gpu)
     mr = reg(nic, m, fd)
