@@ -1,0 +1,47 @@
+"""``pinlab.inspect``: read the real host and describe it as a pinlab platform.
+
+* :mod:`~pinlab.inspect.host` -- readers of RLIMIT_MEMLOCK, capabilities, the cgroup v2 mount
+  and the caller's cgroup, the dmem files, debugfs ``dma_buf/bufinfo``, the PCI tree, the CPU,
+  memory and kernel release; each returns a record with a ``status`` (``ok``, ``missing``,
+  ``unreadable: <reason>``, ``not applicable``) and never raises for a missing source;
+* :mod:`~pinlab.inspect.platform` -- :func:`to_platform` / :func:`plan_platform` map the PCI
+  tree, CPU and memory to a :class:`~pinlab.platform.topology.PlatformSpec`;
+  :func:`platform_text` and :func:`write_platform` write the file ``pinlab run --platform``
+  accepts;
+* :mod:`~pinlab.inspect.summary` -- the ``pinlab inspect`` summary (rich or JSON) and the
+  load-and-build check of the written file.
+
+A user-facing layer, beside ``report``: it may import ``platform``, ``policy`` and ``kernel``;
+nothing below imports it.
+"""
+
+from pinlab.inspect.host import HostReport, inspect_host
+from pinlab.inspect.platform import (
+    PlatformPlan,
+    plan_platform,
+    platform_text,
+    to_platform,
+    write_platform,
+)
+from pinlab.inspect.summary import (
+    PlatformCheck,
+    check_platform,
+    plan_host,
+    render_summary,
+    summary_json,
+)
+
+__all__ = [
+    "HostReport",
+    "PlatformCheck",
+    "PlatformPlan",
+    "check_platform",
+    "inspect_host",
+    "plan_host",
+    "plan_platform",
+    "platform_text",
+    "render_summary",
+    "summary_json",
+    "to_platform",
+    "write_platform",
+]

@@ -1,0 +1,579 @@
+"""Map the real host's PCI tree, CPU and memory to a pinlab platform file.
+
+:func:`plan_platform` turns what :mod:`pinlab.inspect.host` read into a
+:class:`~pinlab.platform.topology.PlatformSpec` plus the mapping it used (pinlab name ↔ PCI
+address) and the assumptions it had to make; :func:`to_platform` returns just the spec;
+:func:`platform_text` writes it with :func:`~pinlab.platform.presets.dump_platform` behind a
+comment header, so :func:`~pinlab.platform.presets.load_platform` (``pinlab run --platform``)
+reads it back equal; :func:`write_platform` writes atomically (temp + rename).
+
+The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
+
+* **Host bridges**: one per root bus (``pci<domain>:<bus>`` in sysfs), named ``rc0``, ``rc1``
+  ... in address order. vendor/device are those of the root bus's 00.0 function --
+  ``pci_host_bridge_dev()``, what ``host_bridge_whitelist`` matches -- or 0/0 when the root bus
+  has no 00.0 function (the kernel then finds no bridge device and the whitelist fails; a 0/0
+  entry fails it the same way). The socket is the 00.0 function's NUMA node's package.
+* **Switches**: every PCIe switch upstream port (port type from config space, else inferred
+  from the tree), ``sw0``, ``sw1`` ...; parent = the nearest switch above it, else its host
+  bridge. Root ports and downstream ports are implicit in pinlab (one per child).
+  ``acs_redirect`` is set when one of its downstream ports has ACS request/completion
+  redirect or egress control on (read from config space; false when not readable).
+* **Devices** (exporters): display/3D controllers (0x03xx) and processing accelerators
+  (0x1200) of a vendor pinlab models, named ``gpu<N>`` / ``accel<N>``. Driver: the bound
+  driver when it is one pinlab models, else from the vendor -- AMD 0x1002 → ``amdgpu``, or
+  ``apu`` when integrated (on the root bus, or a PCIe RCiEP); Intel 0x8086 display → ``xe``
+  when bound to xe, else ``i915``; NVIDIA 0x10de → ``nvidia-compute``; Habana 0x1da3 →
+  ``habanalabs``. An AMD iGPU behind an internal root port cannot be told from a dGPU in
+  sysfs and is mapped to ``amdgpu`` (edit ``driver = "apu"``). Memory: the ``vram*``
+  regions of ``dmem.capacity`` for its PCI address, else amdgpu's ``mem_info_vram_total``,
+  else the largest memory BAR, else :data:`DEFAULT_DEVICE_MEMORY`; ``bar`` = the largest BAR
+  when smaller than that. TTM drivers get GTT = half of host memory (TTM's default page
+  limit) and SYSTEM = host memory, as the presets do. A device with DRM connectors gets a
+  display engine (``display<N>``) when its driver is a DRM one (amdgpu, apu, i915, xe).
+* **NICs** (RDMA importers): Mellanox 0x15b3 network/InfiniBand functions → ``mlx5`` (ODP
+  on: every mlx5-driven part supports it; ConnectX-3 / ``mlx4_core`` is skipped), Amazon
+  0x1d0f EFA (0xefa0-0xefaf, or bound to ``efa``) → ``efa``; named after their
+  ``infiniband/`` device when there is one; line rate from the IB port rate or the netdev
+  speed. SR-IOV virtual functions are skipped (their physical function is mapped).
+* **Links**: gen/width = the lower of the function's and its parent port's ``max_link_*``
+  (gen clamped to pinlab's 3-5, width to 1-16).
+* **CPU**: vendor (intel / amd / other), family, model, sockets; **DRAM**: ``MemTotal``
+  split evenly over the sockets; bandwidth :data:`DEFAULT_DRAM_BANDWIDTH` -- sysfs does not
+  show it.
+* **Kernel**: ``kernel`` = the newest pinlab kernel profile not newer than the running
+  release (6.18 → ``6.16``); none for a release older than every profile.
+
+Fallbacks, never placeholders for hardware: a host without GPUs, accelerators or RDMA NICs
+(a CI VM) gets a platform with its host bridges, CPU and DRAM and **zero devices** --
+:class:`PlatformSpec` allows that. A valid spec needs at least one host bridge; if no PCI
+tree could be read, the file has one ``rc0`` with IDs 0/0 and the summary and the file's
+header say so (every x86 or PCIe host has a root complex; its IDs are what is unknown).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pinlab.inspect.host import (
+    OK,
+    CpuInfo,
+    DmemInfo,
+    MemInfo,
+    PciFunction,
+    PciInfo,
+    SystemInfo,
+)
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
+from pinlab.platform.presets import dump_platform
+from pinlab.platform.topology import (
+    CpuSpec,
+    DeviceSpec,
+    DisplaySpec,
+    DramSpec,
+    HostBridgeSpec,
+    NicSpec,
+    PlatformSpec,
+    SwitchSpec,
+)
+from pinlab.platform.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
+
+__all__ = [
+    "DEFAULT_DEVICE_MEMORY",
+    "DEFAULT_DRAM_BANDWIDTH",
+    "DEFAULT_HOST_MEMORY",
+    "MappedItem",
+    "PlatformPlan",
+    "plan_platform",
+    "platform_text",
+    "suggest_kernel",
+    "to_platform",
+    "write_platform",
+]
+
+DEFAULT_DRAM_BANDWIDTH = parse_rate("89.6GB/s")
+"""[assumption] Per-socket DRAM bandwidth written to the file: dual-channel DDR5-5600, the
+workstation preset's (``cost-model.md`` §9.3). Not visible in sysfs; edit ``dram.bandwidth``
+(``cost-model.md`` §5 lists server configurations)."""
+
+DEFAULT_DEVICE_MEMORY = 16 * GiB
+"""[assumption] Device memory when neither dmem, amdgpu's ``mem_info_vram_total`` nor a memory
+BAR gives a size (the xe/i915 driver models' default)."""
+
+DEFAULT_HOST_MEMORY = 16 * GiB
+"""[assumption] Host DRAM when ``/proc/meminfo`` could not be read."""
+
+VENDOR_AMD_GPU = 0x1002
+VENDOR_INTEL = 0x8086
+VENDOR_NVIDIA = 0x10DE
+VENDOR_HABANA = 0x1DA3
+VENDOR_MELLANOX = 0x15B3
+VENDOR_AMAZON = 0x1D0F
+_MLX4_DEVICES = frozenset({0x1003, 0x1004, 0x1007})
+"""ConnectX-3 / -3 Pro (PF and VF): driven by mlx4, which pinlab does not model."""
+
+_BOUND_EXPORTERS = {
+    "amdgpu": "amdgpu",
+    "i915": "i915",
+    "xe": "xe",
+    "habanalabs": "habanalabs",
+    "nvidia": "nvidia-compute",
+}
+_DRM_DRIVERS = frozenset({"amdgpu", "apu", "i915", "xe"})
+_TTM_DRIVERS = frozenset({"amdgpu", "apu", "xe", "nvidia-compute"})
+_CPU_VENDORS: dict[str, Literal["intel", "amd", "other"]] = {"intel": "intel", "amd": "amd"}
+_GT_S_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+@dataclass(frozen=True, slots=True)
+class MappedItem:
+    """One element of the platform and where it came from."""
+
+    name: str
+    kind: str
+    address: str
+    what: str
+
+    def to_json(self) -> dict[str, str]:
+        """As plain JSON."""
+        return {"name": self.name, "kind": self.kind, "address": self.address, "what": self.what}
+
+
+@dataclass(frozen=True)
+class PlatformPlan:
+    """The spec :func:`plan_platform` made, what each part maps to, what was left out and the
+    assumptions made (each a sentence for the summary and the file header)."""
+
+    spec: PlatformSpec
+    mapped: tuple[MappedItem, ...] = ()
+    skipped: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def suggest_kernel(system: SystemInfo | None) -> str | None:
+    """The newest pinlab kernel profile whose version is not above the running release."""
+    if system is None or system.version is None:
+        return None
+    fitting = [p for p in KERNEL_PRESETS.values() if p.version <= system.version]
+    return max(fitting, key=lambda p: p.version).name if fitting else None
+
+
+def _gen(speed: float | None) -> int | None:
+    if speed is None:
+        return None
+    return _GT_S_TO_GEN.get(round(speed, 1))
+
+
+def _link(fn: PciFunction, parent: PciFunction | None, notes: list[str]) -> dict[str, Any]:
+    """gen/width for a DeviceSpec/NicSpec/SwitchSpec: the lower of both ends' maxima."""
+    gens = [g for g in (_gen(fn.link_speed), _gen(parent.link_speed if parent else None)) if g]
+    widths = [w for w in (fn.link_width, parent.link_width if parent else None) if w]
+    out: dict[str, Any] = {}
+    if gens:
+        gen = min(gens)
+        clamped = min(max(gen, 3), 5)
+        if clamped != gen:
+            notes.append(f"{fn.address}: a Gen{gen} link is modelled as Gen{clamped}")
+        out["gen"] = clamped
+    if widths:
+        width = min(widths)
+        allowed = max(w for w in (1, 2, 4, 8, 16) if w <= max(width, 1))
+        if allowed != width:
+            notes.append(f"{fn.address}: a x{width} link is modelled as x{allowed}")
+        out["width"] = allowed
+    if not gens or not widths:
+        notes.append(f"{fn.address}: link speed/width not in sysfs; pinlab defaults used")
+    return out
+
+
+def _safe_name(text: str, fallback: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", text)
+    return name if re.match(r"^[A-Za-z]", name) else fallback
+
+
+def _exporter(fn: PciFunction) -> tuple[str | None, str]:
+    """(pinlab exporter driver or None, reason). Only display/3D controllers and processing
+    accelerators qualify (an NVSwitch bound to ``nvidia`` is a bridge-class function)."""
+    if not (fn.is_display or fn.is_accelerator):
+        return None, ""
+    integrated = fn.parent is None or fn.port_type == "rciep"
+    if fn.driver in _BOUND_EXPORTERS:
+        drv = _BOUND_EXPORTERS[fn.driver]
+        if drv == "amdgpu" and integrated:
+            return "apu", "bound to amdgpu, integrated (on the root bus)"
+        return drv, f"bound to {fn.driver}"
+    if fn.vendor == VENDOR_AMD_GPU:
+        if integrated:
+            return "apu", "AMD GPU on the root bus (integrated)"
+        return "amdgpu", "AMD GPU"
+    if fn.vendor == VENDOR_INTEL and fn.is_display:
+        return "i915", "Intel GPU (not bound to xe)"
+    if fn.vendor == VENDOR_NVIDIA:
+        return "nvidia-compute", "NVIDIA GPU"
+    if fn.vendor == VENDOR_HABANA:
+        return "habanalabs", "Habana accelerator"
+    return None, f"no pinlab exporter models this vendor's {fn.kind}s"
+
+
+def _rdma(fn: PciFunction) -> tuple[str | None, str]:
+    """(pinlab NIC driver or None, reason)."""
+    if fn.driver == "efa" or (
+        fn.vendor == VENDOR_AMAZON and fn.is_network and fn.device & 0xFFF0 == 0xEFA0
+    ):
+        return "efa", "Amazon EFA"
+    if fn.vendor == VENDOR_MELLANOX and fn.is_network:
+        if fn.driver == "mlx4_core" or fn.device in _MLX4_DEVICES:
+            return None, "ConnectX-3 (mlx4): pinlab models mlx5 only"
+        return "mlx5", "Mellanox/NVIDIA ConnectX (mlx5)"
+    if fn.is_network:
+        return None, "not an RDMA NIC pinlab models (mlx5, efa)"
+    return None, ""
+
+
+def _device_memory(
+    fn: PciFunction, dmem_vram: dict[str, int], notes: list[str]
+) -> tuple[int, int | None, str]:
+    """(memory, bar, where the size came from)."""
+    bar = fn.largest_bar
+    if fn.address in dmem_vram:
+        memory, source = dmem_vram[fn.address], "dmem.capacity"
+    elif fn.vram_total:
+        memory, source = fn.vram_total, "mem_info_vram_total"
+    elif bar:
+        memory, source = bar, "largest BAR"
+    else:
+        memory, source = DEFAULT_DEVICE_MEMORY, "default"
+        notes.append(
+            f"{fn.address}: memory size unknown (no dmem region, no BAR): "
+            f"{fmt_size(DEFAULT_DEVICE_MEMORY)} assumed"
+        )
+    return memory, (bar if bar and bar < memory else None), source
+
+
+def plan_platform(
+    pci: PciInfo,
+    cpu: CpuInfo,
+    memory: MemInfo,
+    *,
+    dmem: DmemInfo | None = None,
+    system: SystemInfo | None = None,
+    name: str | None = None,
+) -> PlatformPlan:
+    """The platform the host's PCI tree, CPU and memory describe (module docstring)."""
+    notes: list[str] = []
+    mapped: list[MappedItem] = []
+    skipped: list[str] = []
+    fns = {f.address: f for f in pci.functions} if pci.status == OK else {}
+
+    # CPU and DRAM
+    if cpu.status == OK:
+        sockets = min(max(cpu.sockets, 1), 8)
+        if sockets != cpu.sockets:
+            notes.append(f"{cpu.sockets} sockets modelled as {sockets} (pinlab's maximum)")
+        cpu_spec = CpuSpec(
+            vendor=_CPU_VENDORS.get(cpu.vendor, "other"),
+            family=cpu.family,
+            model=cpu.model,
+            sockets=sockets,
+        )
+    else:
+        sockets = 1
+        cpu_spec = CpuSpec(vendor="other", family=0, model="unknown", sockets=1)
+        notes.append(
+            "CPU unknown (/proc/cpuinfo not read): vendor 'other', so cpu_supports_p2pdma() "
+            "is false in the model"
+        )
+    if memory.status == OK and memory.total:
+        host_total = memory.total
+    else:
+        host_total = DEFAULT_HOST_MEMORY
+        notes.append(
+            f"host memory unknown (/proc/meminfo not read): {fmt_size(host_total)} assumed"
+        )
+    notes.append(
+        f"dram.bandwidth {exact_rate(DEFAULT_DRAM_BANDWIDTH)} per socket is an assumption "
+        "(sysfs does not show DRAM bandwidth): edit it for this host"
+    )
+    dram = DramSpec(size=host_total // sockets, bandwidth=DEFAULT_DRAM_BANDWIDTH)
+
+    def socket_of(node: int) -> int:
+        return min(cpu.node_socket.get(node, 0), sockets - 1) if node >= 0 else 0
+
+    # host bridges
+    root_buses = sorted({f.root_bus for f in fns.values()}, key=_bus_key)
+    bridge_of: dict[str, str] = {}
+    host_bridges: list[HostBridgeSpec] = []
+    for i, bus in enumerate(root_buses):
+        hb_name = f"rc{i}"
+        bridge_of[bus] = hb_name
+        first = fns.get(f"{bus}:00.0")
+        on_bus = [f for f in fns.values() if f.root_bus == bus]
+        node = next((f.numa_node for f in [first, *on_bus] if f and f.numa_node >= 0), -1)
+        host_bridges.append(
+            HostBridgeSpec(
+                name=hb_name,
+                socket=socket_of(node),
+                vendor=first.vendor if first else 0,
+                device=first.device if first else 0,
+            )
+        )
+        what = (
+            f"host bridge function {first.address} ({first.vendor:04x}:{first.device:04x})"
+            if first
+            else "no 00.0 function on the root bus: IDs 0000:0000 (not whitelisted)"
+        )
+        mapped.append(MappedItem(hb_name, "host bridge", f"pci{bus}", what))
+    if not host_bridges:
+        host_bridges.append(HostBridgeSpec(name="rc0", socket=0, vendor=0, device=0))
+        mapped.append(MappedItem("rc0", "host bridge", "-", "assumed: no PCI tree was read"))
+        notes.append(
+            "no PCI tree was read: a platform needs a host bridge, so the file has one 'rc0' "
+            "with unknown IDs 0000:0000 (P2PDMA's whitelist will not match it)"
+        )
+
+    # switches (PCIe switch upstream ports)
+    switch_of: dict[str, str] = {}
+    ups = [f for f in fns.values() if f.is_bridge and f.port_type == "upstream"]
+    for i, fn in enumerate(ups):
+        switch_of[fn.address] = f"sw{i}"
+
+    def pinlab_parent(fn: PciFunction) -> str:
+        addr = fn.parent
+        while addr is not None and addr in fns:
+            if addr in switch_of:
+                return switch_of[addr]
+            addr = fns[addr].parent
+        return bridge_of[fn.root_bus]
+
+    switches: list[SwitchSpec] = []
+    for fn in ups:
+        downstream = [f for f in fns.values() if f.parent == fn.address and f.is_bridge]
+        acs = [f.acs_redirect for f in downstream]
+        redirect = any(a for a in acs if a)
+        if downstream and any(a is None for a in acs):
+            notes.append(
+                f"{fn.address}: ACS of the switch's downstream ports not readable "
+                "(config space needs root): acs_redirect = false assumed"
+            )
+        parent_fn = fns.get(fn.parent) if fn.parent else None
+        switches.append(
+            SwitchSpec(
+                name=switch_of[fn.address],
+                parent=pinlab_parent(fn),
+                acs_redirect=redirect,
+                vendor=fn.vendor,
+                device=fn.device,
+                **_link(fn, parent_fn, notes),
+            )
+        )
+        mapped.append(
+            MappedItem(
+                switch_of[fn.address],
+                "switch",
+                fn.address,
+                f"upstream port {fn.vendor:04x}:{fn.device:04x}, {len(downstream)} downstream "
+                f"ports{', ACS redirect' if redirect else ''} "
+                f"(port type from {fn.port_type_source})",
+            )
+        )
+
+    # devices, NICs, displays
+    dmem_vram = dmem.vram_by_pci_address() if dmem is not None and dmem.status == OK else {}
+    devices: list[DeviceSpec] = []
+    nics: list[NicSpec] = []
+    displays: list[DisplaySpec] = []
+    used: set[str] = {*bridge_of.values(), *switch_of.values()}
+    counters = {"gpu": 0, "accel": 0}
+    for fn in fns.values():
+        if fn.is_bridge:
+            continue
+        parent_fn = fns.get(fn.parent) if fn.parent else None
+        drv, why = _exporter(fn)
+        nic, nic_why = _rdma(fn) if drv is None else (None, "")
+        if (drv or nic) and fn.virtfn:
+            skipped.append(f"{fn.address} {fn.kind}: an SR-IOV virtual function (its PF is mapped)")
+            continue
+        if drv is not None:
+            prefix = "accel" if fn.is_accelerator else "gpu"
+            dev_name = f"{prefix}{counters[prefix]}"
+            counters[prefix] += 1
+            used.add(dev_name)
+            mem, bar, source = _device_memory(fn, dmem_vram, notes)
+            rciep = fn.parent is None
+            devices.append(
+                DeviceSpec(
+                    name=dev_name,
+                    driver=drv,
+                    parent=pinlab_parent(fn),
+                    memory=mem,
+                    bar=bar,
+                    gtt=host_total // 2 if drv in _TTM_DRIVERS else None,
+                    system=host_total if drv in _TTM_DRIVERS or drv == "i915" else None,
+                    rciep=rciep,
+                    vendor=fn.vendor,
+                    device=fn.device,
+                    **({} if rciep else _link(fn, parent_fn, notes)),
+                )
+            )
+            mapped.append(
+                MappedItem(
+                    dev_name,
+                    f"device ({drv})",
+                    fn.address,
+                    f"{fn.kind} {fn.vendor:04x}:{fn.device:04x}, {why}; "
+                    f"memory {fmt_size(mem)} from {source}",
+                )
+            )
+            if drv in _DRM_DRIVERS and fn.drm_connectors:
+                disp = f"display{len(displays)}"
+                used.add(disp)
+                displays.append(DisplaySpec(name=disp, device=dev_name))
+                mapped.append(
+                    MappedItem(
+                        disp,
+                        "display",
+                        fn.address,
+                        f"display engine of {dev_name} ({len(fn.drm_connectors)} connectors)",
+                    )
+                )
+            continue
+        if nic is not None:
+            base = fn.ib_devices[0] if len(fn.ib_devices) == 1 else f"{nic}_{len(nics)}"
+            nic_name = _safe_name(base, f"{nic}_{len(nics)}")
+            if nic_name in used:
+                nic_name = f"{nic}_{len(nics)}_{fn.address.replace(':', '_')}"
+            used.add(nic_name)
+            rate = None
+            if fn.ib_rate_gbps:
+                rate = parse_line_rate(f"{fn.ib_rate_gbps:g}Gbps")
+            elif fn.net_speed_mbps:
+                rate = parse_line_rate(f"{fn.net_speed_mbps}Mbps")
+            nics.append(
+                NicSpec(
+                    name=nic_name,
+                    driver=nic,  # type: ignore[arg-type]  # "efa" | "mlx5"
+                    parent=pinlab_parent(fn),
+                    line_rate=rate,
+                    odp=nic == "mlx5",
+                    vendor=fn.vendor,
+                    device=fn.device,
+                    **_link(fn, parent_fn, notes),
+                )
+            )
+            rate_text = "line rate unknown (default)" if rate is None else "line rate from sysfs"
+            mapped.append(
+                MappedItem(
+                    nic_name,
+                    f"NIC ({nic})",
+                    fn.address,
+                    f"{fn.kind} {fn.vendor:04x}:{fn.device:04x}, {nic_why}; {rate_text}",
+                )
+            )
+            continue
+        reason = why or nic_why
+        if reason:
+            skipped.append(f"{fn.address} {fn.kind} {fn.vendor:04x}:{fn.device:04x}: {reason}")
+
+    if not devices and not nics:
+        notes.append(
+            "no GPU, accelerator or RDMA NIC that pinlab models: the platform has host bridges, "
+            "CPU and DRAM only (zero devices is a valid platform; scenarios that need a device "
+            "must name a preset instead)"
+        )
+    kernel = suggest_kernel(system)
+    if system is not None and system.status == OK and kernel is None:
+        notes.append(f"kernel {system.release} is older than every pinlab profile: none suggested")
+    has_xe = any(d.driver == "xe" for d in devices)
+    if kernel is not None and has_xe and not KERNEL_PRESETS[kernel].xe_available:
+        notes.append(f"xe needs a kernel profile with xe (6.12 or later), not {kernel}")
+    host = system.hostname if system is not None and system.hostname else ""
+    spec_name = name or _safe_name(f"host-{host}" if host else "host", "host")
+    release = system.release if system is not None and system.release else "unknown"
+    description = (
+        f"read from host {host or '?'} (Linux {release}) by pinlab inspect: "
+        f"host bridges {len(host_bridges)}, switches {len(switches)}, devices {len(devices)}, "
+        f"RDMA NICs {len(nics)}; dram.bandwidth assumed"
+    )
+    spec = PlatformSpec(
+        name=spec_name,
+        description=description,
+        kernel=kernel,
+        cpu=cpu_spec,
+        dram=dram,
+        host_bridges=tuple(host_bridges),
+        switches=tuple(switches),
+        devices=tuple(devices),
+        nics=tuple(nics),
+        displays=tuple(displays),
+    )
+    return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes))
+
+
+def _bus_key(bus: str) -> tuple[int, ...]:
+    return tuple(int(x, 16) for x in bus.split(":"))
+
+
+def to_platform(
+    pci: PciInfo,
+    cpu: CpuInfo,
+    memory: MemInfo,
+    *,
+    dmem: DmemInfo | None = None,
+    system: SystemInfo | None = None,
+    name: str | None = None,
+) -> PlatformSpec:
+    """The :class:`PlatformSpec` of :func:`plan_platform`."""
+    return plan_platform(pci, cpu, memory, dmem=dmem, system=system, name=name).spec
+
+
+def _comment(lines: Sequence[str]) -> str:
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+
+
+def platform_text(plan: PlatformPlan, *, source: str = "") -> str:
+    """The platform file: a comment header (mapping, skipped functions, assumptions) and
+    :func:`dump_platform`'s TOML, which :func:`load_platform` reads back equal."""
+    header = [
+        "pinlab platform file written by `pinlab inspect`"
+        + (f" from {source}" if source else "")
+        + ".",
+        "Use it with: pinlab run --platform <this file>",
+        "",
+        "Mapping (pinlab name = PCI address: what):",
+        *(f"  {m.name} = {m.address}: {m.kind}, {m.what}" for m in plan.mapped),
+    ]
+    if plan.skipped:
+        header += ["", "Not mapped:", *(f"  {s}" for s in plan.skipped)]
+    if plan.notes:
+        header += ["", "Assumptions and fallbacks:", *(f"  - {n}" for n in plan.notes)]
+    return _comment(header) + "\n" + dump_platform(plan.spec)
+
+
+def write_platform(text: str, path: str | os.PathLike[str]) -> Path:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, flushed
+    and renamed over the target. Raises ``OSError`` (the directory is missing or not
+    writable); the temporary file is removed on failure."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
