@@ -99,6 +99,10 @@ class Simulation:
         self.sample_interval = sample_interval
         self.tenants: dict[str, Tenant] = {}
         self.nodes: dict[str, NodeState] = {}
+        # pinlab addition (scenarios): state that workloads of one run share, e.g. the
+        # collectives of pinlab.sim.workloads.allreduce or the devices a fault unplugged.
+        # Keyed by the owner's name; never read by the engine itself.
+        self.shared: dict[str, Any] = {}
         clock = self._now
         if isinstance(platform, ClusterSpec):
             prof = profile if isinstance(profile, KernelProfile) else None
@@ -129,8 +133,10 @@ class Simulation:
 
     def key(self, node: str, use: LinkUse) -> str:
         """The flow-network name of a node link use."""
-        if self.cluster is not None and "/" in use.link:
-            return f"{use.link}/{use.direction}"  # already qualified by the cluster
+        if self.cluster is not None and ("/" in use.link or use.link in self.cluster.fabric):
+            # already qualified by the cluster, or a fabric link (pinlab fix: ``fabric:core``
+            # was qualified with the node name and not found)
+            return f"{use.link}/{use.direction}"
         return f"{node}/{use.link}/{use.direction}"
 
     def links(self, node: str, uses: list[LinkUse] | tuple[LinkUse, ...]) -> list[Link]:
@@ -222,7 +228,11 @@ class Simulation:
         except simpy.Interrupt:
             pass
         except KernelError as e:
-            tenant.error = e  # a denial the workload did not handle ends it
+            # a denial the workload did not handle ends it; the program exits with status 1,
+            # which releases what it held (pinlab fix: the process used to stay alive with its
+            # buffers and pins, as no real program that died of an error does)
+            tenant.error = e
+            tenant.proc.exit(1)
         tenant.stats.finished = self.env.now
 
     # -- faults ----------------------------------------------------------------------------
@@ -230,7 +240,9 @@ class Simulation:
         """Run ``action`` at simulated ``time`` (fault injection)."""
 
         def fire() -> Generator[simpy.Event, Any, None]:
-            yield self.env.timeout(time)
+            # ``time`` is absolute (pinlab fix: it was a delay from the call, which differs
+            # once the simulation has run)
+            yield self.env.timeout(max(time - self.env.now, 0.0))
             self.recorder.event(self.env.now, "fault", label or action.__name__)
             action()
 
@@ -306,6 +318,10 @@ class Ctx:
         self.proc = proc
         self.stats = stats
         self.rng = rng
+        # pinlab addition (scenarios): scalar results a workload reports beyond TenantStats
+        # (``data_start``, ``frames``, ``missed_frames`` ...); the scenario runner turns them
+        # into metrics. Values are numbers, keys are metric-name fragments.
+        self.notes: dict[str, float] = {}
 
     @property
     def now(self) -> float:
@@ -320,16 +336,43 @@ class Ctx:
         """Run a syscall; count a denial (by errno and, where a policy refused, by policy)
         and re-raise it; then wait for the fences the kernel collected (stall time)."""
         try:
-            result = fn(*args, **kwargs)
+            result = self.call_nowait(fn, *args, **kwargs)
+        except KernelError:
+            yield from self.wait_pending()
+            raise
+        yield from self.wait_pending()
+        return result
+
+    def call_nowait(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a syscall with :meth:`call`'s denial accounting but without waiting: the
+        fences it collected stay in ``proc.waits`` until :meth:`wait_pending` (pinlab
+        addition, so that one tenant can start several migrations and wait for them
+        together, as parallel registrations on several devices do).
+
+        A denial is attributed to ``dmem.max`` when the dmem controller refused a charge
+        during the call (its ``limit_hits`` grew) and no pin policy claimed it: TTM turns the
+        controller's ``-EAGAIN`` into the ``-ENOMEM`` userspace sees, so the errno alone
+        cannot say that an administrator's limit was the cause (pinlab fix for the scenarios'
+        per-policy denial counts).
+        """
+        dmem = self.machine.kernel.dmem
+        hits_before = getattr(dmem, "limit_hits", None)
+        try:
+            return fn(*args, **kwargs)
         except KernelError as e:
             self.stats.denials[str(e.errno)] += 1
-            if e.policy:
-                self.stats.denials_by_policy[e.policy] += 1
+            policy = e.policy
+            hits_after = getattr(dmem, "limit_hits", hits_before)
+            if policy is None and hits_before is not None and hits_after > hits_before:
+                policy = "dmem.max"
+            if policy:
+                self.stats.denials_by_policy[policy] += 1
             self.sim.recorder.event(self.now, "denial", f"{self.proc.comm}: {e}")
-            yield from self._wait(self.proc.take_waits())
             raise
+
+    def wait_pending(self) -> Generator[simpy.Event, Any, None]:
+        """Wait for every fence this tenant's calls collected so far (stall time)."""
         yield from self._wait(self.proc.take_waits())
-        return result
 
     def _wait(self, fences: list[Any]) -> Generator[simpy.Event, Any, None]:
         if fences:

@@ -127,6 +127,39 @@ class FlowNetwork:
         self._reschedule()
         return done
 
+    def transfer_many(
+        self, specs: Sequence[tuple[float, Sequence[Link | str], float | None, str]]
+    ) -> list[simpy.Event]:
+        """Start several transfers at once -- ``(nbytes, links, cap, label)`` each, with
+        :meth:`transfer`'s rules -- recomputing the rates once rather than once per transfer
+        (pinlab addition for collectives, where every rank starts a flow at the same instant:
+        the same rates as starting them one by one, since rates only matter once time moves).
+        """
+        events: list[simpy.Event] = []
+        started: list[Transfer] = []
+        self._advance()
+        for nbytes, links, cap, label in specs:
+            done = self.env.event()
+            path = tuple(self.links[x] if isinstance(x, str) else x for x in links)
+            limit = float("inf") if cap is None else float(cap)
+            if nbytes < 0:
+                raise ValueError(f"transfer {label!r}: negative size {nbytes}")
+            if not path and limit == float("inf"):
+                raise ValueError(f"transfer {label!r}: no link and no rate cap")
+            if limit <= 0:
+                raise ValueError(f"transfer {label!r}: rate cap must be positive, got {cap}")
+            events.append(done)
+            if nbytes == 0:
+                done.succeed(0.0)
+                continue
+            started.append(
+                Transfer(float(nbytes), path, limit, done, label, float(nbytes), 0.0, self.env.now)
+            )
+        if started:
+            self.active.extend(started)
+            self._reschedule()
+        return events
+
     def rate_of(self, event: simpy.Event) -> float:
         """The current rate of the transfer behind ``event`` (0 when finished)."""
         for t in self.active:

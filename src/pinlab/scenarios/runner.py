@@ -1,0 +1,461 @@
+"""Load scenarios, run their variants, judge their claims.
+
+The API ``pinlab run`` codes against:
+
+* :data:`BUILTIN` -- the six debate scenarios in order; :func:`list_scenarios` gives each
+  name with its claim;
+* :func:`load_scenario` -- a built-in name or a TOML file (format: :mod:`pinlab.scenarios.schema`),
+  with ``--set key=value`` overrides; every variant is validated up front, every problem is one
+  :class:`~pinlab.platform.errors.ConfigError` line;
+* :class:`ScenarioConfig` -- ``.name``, ``.claim``, ``.variants``, ``.to_toml(variant)``,
+  ``.with_profile(p)``, ``.with_seed(n)``;
+* :func:`run_variant` -- one variant → :class:`~pinlab.scenarios.result.RunResult`;
+* :func:`run_scenario` -- all (or some) variants and the :class:`~pinlab.scenarios.result.Verdict`
+  of :func:`pinlab.scenarios.claims.judge`.
+
+What a run does: build the platform (preset, patches) and one kernel per node with the
+variant's profile and switches; the simulator (:class:`~pinlab.sim.engine.Simulation`) with
+the cost overrides and the seed; on every node a cgroup tree with the dmem controller and the
+administrator's policy when the scenario has one (``apply_policy``); the tenants, each a
+process of its policy user (uid, RLIMIT_MEMLOCK, capabilities, cgroup); the faults; then the
+clock runs for ``duration`` and the metrics are collected (:func:`collect_metrics`). Finally
+every process exits, and what a real kernel would leak is reported (``global.leaks``,
+``global.leaked_bytes``).
+
+Nothing here reads a clock: a run is a function of the configuration and the seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
+from pinlab.kernel.ttm import TtmDevice
+from pinlab.platform.errors import ConfigError
+from pinlab.platform.presets import AnySpec
+from pinlab.policy.cgroup import CgroupTree
+from pinlab.policy.config import AppliedPolicy, PolicyError, apply_policy
+from pinlab.policy.dmem import DmemCgroupController
+from pinlab.scenarios.metrics import collect_metrics
+from pinlab.scenarios.result import RunResult, Verdict
+from pinlab.scenarios.schema import (
+    ResolvedScenario,
+    apply_changes,
+    apply_set,
+    flatten_cost,
+    normalise_path,
+    parse_path,
+    parse_set,
+    policy_document,
+    validate_document,
+    validate_policy,
+)
+from pinlab.sim.engine import Simulation
+from pinlab.sim.faults import inject
+from pinlab.sim.workloads import WORKLOADS
+
+__all__ = [
+    "BUILTIN",
+    "ScenarioConfig",
+    "builtin_path",
+    "list_scenarios",
+    "load_scenario",
+    "run_scenario",
+    "run_variant",
+]
+
+BUILTIN: tuple[str, ...] = (
+    "efa-gaudi",
+    "desktop-pin-hog",
+    "cluster-128",
+    "odp-vs-pin",
+    "apu-display",
+    "settlement",
+)
+"""The debate's scenarios, in the order ``pinlab run`` shows them."""
+
+BASE_VARIANT = "base"
+"""The only variant of a scenario file without ``[variants]``."""
+
+
+def builtin_path(name: str) -> Path:
+    """The file of built-in scenario ``name``."""
+    ref = resources.files("pinlab.scenarios") / "builtin" / f"{name}.toml"
+    return Path(str(ref))
+
+
+class ScenarioConfig(BaseModel):
+    """A loaded, validated scenario: the document, its variants and the ``--set`` overrides.
+
+    ``resolve(variant)`` gives the fully resolved configuration of a variant
+    (:class:`~pinlab.scenarios.schema.ResolvedScenario`); ``to_toml`` its file form.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    source: str
+    base_dir: str | None = None
+    document: dict[str, Any]
+    variant_docs: dict[str, dict[str, Any]]
+    sets: tuple[tuple[tuple[str, ...], Any, str], ...] = ()
+    profile_override: str | None = None
+    seed_override: int | None = None
+    _resolved: dict[str, ResolvedScenario] = PrivateAttr(default_factory=dict)
+    _specs: dict[str, AnySpec] = PrivateAttr(default_factory=dict)
+
+    # -- what the CLI shows ------------------------------------------------------------------
+    @property
+    def meta(self) -> dict[str, Any]:
+        scenario = self.document.get("scenario", {})
+        return scenario if isinstance(scenario, dict) else {}
+
+    @property
+    def name(self) -> str:
+        return str(self.resolve(self.variants[0]).scenario.name)
+
+    @property
+    def claim(self) -> str:
+        return str(self.resolve(self.variants[0]).scenario.claim)
+
+    @property
+    def camp(self) -> str:
+        return str(self.resolve(self.variants[0]).scenario.camp)
+
+    @property
+    def claim_check(self) -> str:
+        return str(self.resolve(self.variants[0]).scenario.claim_check)
+
+    @property
+    def variants(self) -> list[str]:
+        """Variant names in file order (``["base"]`` without ``[variants]``)."""
+        return list(self.variant_docs) or [BASE_VARIANT]
+
+    # -- resolution --------------------------------------------------------------------------
+    def _check_variant(self, variant: str | None) -> str:
+        name = variant if variant is not None else self.variants[0]
+        if name not in self.variants:
+            raise ConfigError(
+                self.source,
+                "variants",
+                f"expected a variant of {self.meta.get('name', self.source)} "
+                f"({', '.join(self.variants)}), found {name!r}",
+            )
+        return name
+
+    def variant_document(self, variant: str | None = None) -> dict[str, Any]:
+        """The raw document of ``variant``: base, then the variant's changes, then ``--set``,
+        then the profile/seed overrides."""
+        name = self._check_variant(variant)
+        doc = copy.deepcopy(self.document)
+        if name in self.variant_docs:
+            doc = apply_changes(doc, self.variant_docs[name], f"{self.source}: variants.{name}")
+        for path, value, text in self.sets:
+            apply_set(doc, list(path), value, f"--set {text}")
+        if self.profile_override is not None:
+            doc.setdefault("kernel", {})["profile"] = self.profile_override
+        if self.seed_override is not None:
+            doc.setdefault("scenario", {})["seed"] = self.seed_override
+        doc["variant"] = name
+        return doc
+
+    def resolve(self, variant: str | None = None) -> ResolvedScenario:
+        """The validated configuration of ``variant`` (default: the first)."""
+        name = self._check_variant(variant)
+        cached = self._resolved.get(name)
+        if cached is None:
+            doc = self.variant_document(name)
+            base = Path(self.base_dir) if self.base_dir else None
+            try:
+                cached, spec = validate_document(doc, self.source, base)
+            except ConfigError as e:
+                raise self._blame(e, name) from None
+            self._resolved[name] = cached
+            self._specs[name] = spec
+        return cached
+
+    def platform_spec(self, variant: str | None = None) -> AnySpec:
+        name = self._check_variant(variant)
+        self.resolve(name)
+        return self._specs[name]
+
+    def _blame(self, e: ConfigError, variant: str) -> ConfigError:
+        """Name the ``--set`` (or the variant) whose value the error is about."""
+        where = _canonical(e.where)
+        if not where:
+            return e
+        for path, _value, text in self.sets:
+            key = ".".join(normalise_path(list(path)))
+            if where == key or where.startswith(key + ".") or key.startswith(where + "."):
+                return ConfigError(f"--set {text}", e.where, e.message)
+        if variant in self.variant_docs and e.source == self.source:
+            for raw in self.variant_docs[variant]:
+                try:
+                    key = ".".join(normalise_path(parse_path(raw)))
+                except ValueError:
+                    continue
+                if where == key or where.startswith(key + ".") or key.startswith(where + "."):
+                    return ConfigError(f"{self.source}: variants.{variant}", e.where, e.message)
+        return e
+
+    def to_toml(self, variant: str | None = None) -> str:
+        """``config.toml``: the fully resolved configuration of ``variant``."""
+        return tomli_w.dumps(self.resolve(variant).document())
+
+    def with_profile(self, profile: str) -> ScenarioConfig:
+        """A copy whose variants all run under kernel ``profile``."""
+        get_profile(profile)  # ValueError for an unknown profile
+        out = self.model_copy(update={"profile_override": profile})
+        out._resolved = {}
+        out._specs = {}
+        return out
+
+    def with_seed(self, seed: int) -> ScenarioConfig:
+        """A copy with run seed ``seed``."""
+        out = self.model_copy(update={"seed_override": int(seed)})
+        out._resolved = {}
+        out._specs = {}
+        return out
+
+
+def _read(path: Path, source: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            source,
+            "",
+            "expected a scenario file or a built-in name "
+            f"({', '.join(BUILTIN)}), found no such file",
+        ) from None
+    except OSError as e:
+        raise ConfigError(
+            source, "", f"expected a readable file, found {e.strerror or e}"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        where = ""
+        if "(at line" in msg:
+            head, _, tail = msg.rpartition("(at line")
+            where = "line " + tail.rstrip(")").strip()
+            msg = head.strip()
+        raise ConfigError(source, where, f"expected valid TOML, found {msg}") from None
+
+
+def load_scenario(name_or_path: str | Path, *, sets: Sequence[str] = ()) -> ScenarioConfig:
+    """A built-in scenario by name, or a scenario file; ``sets`` are ``key=value``
+    overrides (dotted paths into the document). Every variant is validated now;
+    :class:`ConfigError` (one line) on the first problem."""
+    if isinstance(name_or_path, str) and name_or_path in BUILTIN:
+        path = builtin_path(name_or_path)
+        source = f"{name_or_path}.toml"
+    else:
+        path = Path(name_or_path)
+        source = str(name_or_path)
+    data = _read(path, source)
+    variants = data.pop("variants", {}) or {}
+    if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
+        raise ConfigError(
+            source, "variants", "expected tables [variants.<name>], found something else"
+        )
+    parsed: list[tuple[tuple[str, ...], Any, str]] = []
+    for expr in sets:
+        p, value = parse_set(expr)
+        if p[0] == "variants":
+            if len(p) < 2 or p[1] not in variants:
+                raise ConfigError(
+                    f"--set {expr}",
+                    "variants",
+                    f"expected a variant ({', '.join(variants) or 'none'}), "
+                    f"found {p[1] if len(p) > 1 else 'nothing'!r}",
+                )
+            if len(p) == 2:
+                raise ConfigError(f"--set {expr}", "variants", "expected a key inside the variant")
+            # a dotted key added to the variant's table, applied after the variant's own
+            variants[p[1]] = {**variants[p[1]], _join(p[2:]): value}
+            continue
+        parsed.append((tuple(p), value, expr))
+    cfg = ScenarioConfig(
+        source=source,
+        base_dir=str(path.parent),
+        document=data,
+        variant_docs={str(k): dict(v) for k, v in variants.items()},
+        sets=tuple(parsed),
+    )
+    for variant in cfg.variants:
+        cfg.resolve(variant)
+    return cfg
+
+
+def _canonical(where: str) -> str:
+    """A field path without quotes or list indices: ``cost."odp.fault"`` → ``cost.odp.fault``."""
+    import re
+
+    return re.sub(r"\[\d+\]", "", where.replace('"', "").replace("'", "")).strip(".")
+
+
+def _join(path: Sequence[str]) -> str:
+    import json
+
+    return ".".join(
+        p if p.replace("-", "").replace("_", "").isalnum() else json.dumps(p) for p in path
+    )
+
+
+def list_scenarios() -> list[tuple[str, str]]:
+    """``(name, claim)`` of every built-in scenario, in :data:`BUILTIN` order."""
+    out = []
+    for name in BUILTIN:
+        data = _read(builtin_path(name), f"{name}.toml")
+        out.append((name, str(data.get("scenario", {}).get("claim", ""))))
+    return out
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+def _sample_interval(cfg: ResolvedScenario) -> float:
+    if cfg.scenario.sample_interval is not None:
+        return float(cfg.scenario.sample_interval)
+    return min(1.0, max(0.001, cfg.scenario.duration / 200))
+
+
+def _pci_names(sim: Simulation) -> dict[str, str]:
+    machine = next(iter(sim.nodes.values())).machine
+    return {name: pdev.name for name, pdev in machine.pdevs.items()}
+
+
+def _apply_policy(
+    sim: Simulation, cfg: ResolvedScenario, source: str, base_dir: Path | None
+) -> dict[str, AppliedPolicy]:
+    """The policy on every node: a cgroup tree, the dmem controller (6.14+), the rules."""
+    assert cfg.policy is not None
+    applied: dict[str, AppliedPolicy] = {}
+    for name, node in sim.nodes.items():
+        kernel = node.kernel
+        tree = CgroupTree()
+        dmem = DmemCgroupController(tree).install(kernel) if kernel.profile.dmem else None
+        regions = {r.name: r.size for r in kernel.dmem_regions} if dmem is not None else {}
+        pci = {n: p.name for n, p in node.machine.pdevs.items()}
+        doc = policy_document(cfg.policy, pci, regions, base_dir)
+        if dmem is None:
+            doc.pop("regions", None)
+        config = validate_policy(doc, source)
+        ttm = [
+            bdev
+            for d in node.machine.exporters.values()
+            if isinstance(bdev := getattr(d, "bdev", None), TtmDevice)
+        ]
+        try:
+            applied[name] = apply_policy(
+                config, kernel, tree, dmem, ttm_devices=ttm, source=f"{source}: policy"
+            )
+        except PolicyError as e:
+            raise ConfigError("", "", str(e)) from None
+    return applied
+
+
+def build_simulation(
+    cfg: ResolvedScenario, spec: AnySpec, source: str = "", base_dir: Path | None = None
+) -> tuple[Simulation, dict[str, AppliedPolicy]]:
+    """The simulation of a resolved variant with its policy, tenants and faults in place."""
+    profile = get_profile(cfg.kernel.profile or DEFAULT_PROFILE, **cfg.kernel.switches())
+    sim = Simulation(
+        spec,
+        profile,
+        cost_overrides=flatten_cost(cfg.cost) or None,
+        seed=cfg.scenario.seed,
+        sample_interval=_sample_interval(cfg),
+    )
+    policies = _apply_policy(sim, cfg, source, base_dir) if cfg.policy is not None else {}
+    for t in cfg.active_tenants():
+        nodes = list(sim.nodes) if t.node == "*" else [t.node] if t.node else [None]
+        workload = WORKLOADS[t.workload]
+        for node in nodes:
+            name = t.name if t.node != "*" else f"{t.name}@{node}"
+            node_name = node or next(iter(sim.nodes))
+            args: dict[str, Any] = {}
+            applied = policies.get(node_name)
+            if t.user is not None and applied is not None:
+                args = applied.spawn_args(t.user)
+            tenant = sim.spawn(
+                name,
+                workload.fn,
+                node=node,
+                start=t.start,
+                process_args=args,
+                **t.params,
+            )
+            if applied is not None and "cgroup" in args:
+                applied.tree.attach(tenant.proc, args["cgroup"])
+    for f in cfg.active_faults():
+        inject(sim, f.at, f.kind, f.target, f.node)
+    return sim, policies
+
+
+def run_variant(
+    cfg: ScenarioConfig,
+    variant: str,
+    *,
+    profile: str | None = None,
+    seed: int | None = None,
+) -> RunResult:
+    """Run one variant of ``cfg`` (optionally under another kernel ``profile`` or ``seed``)."""
+    if profile is not None:
+        cfg = cfg.with_profile(profile)
+    if seed is not None:
+        cfg = cfg.with_seed(seed)
+    resolved = cfg.resolve(variant)
+    spec = cfg.platform_spec(variant)
+    base_dir = Path(cfg.base_dir) if cfg.base_dir else None
+    sim, policies = build_simulation(resolved, spec, cfg.source, base_dir)
+    duration = float(resolved.scenario.duration)
+    sim.run(duration)
+    metrics = collect_metrics(sim, duration, policies)
+    profile_name = resolved.kernel.profile or DEFAULT_PROFILE
+    return RunResult(
+        scenario=resolved.scenario.name,
+        variant=resolved.variant,
+        profile=profile_name,
+        seed=resolved.scenario.seed,
+        duration=duration,
+        config=resolved.document(),
+        metrics=metrics,
+        recorder=sim.recorder,
+        stale_incidents=sim.stale_incidents(),
+    )
+
+
+def run_scenario(
+    cfg: ScenarioConfig,
+    *,
+    variants: Sequence[str] | None = None,
+    profile: str | None = None,
+    seed: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[RunResult], Verdict]:
+    """Run ``variants`` (default: all, in file order) and judge the scenario's claim."""
+    from pinlab.scenarios.claims import judge
+
+    if profile is not None:
+        cfg = cfg.with_profile(profile)
+    if seed is not None:
+        cfg = cfg.with_seed(seed)
+    names = list(variants) if variants is not None else cfg.variants
+    for name in names:
+        cfg._check_variant(name)
+    results = []
+    for name in names:
+        if progress is not None:
+            progress(name)
+        results.append(run_variant(cfg, name))
+    return results, judge(cfg, results)

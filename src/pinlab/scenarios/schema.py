@@ -1,0 +1,679 @@
+"""Scenario files: TOML, validated into typed configuration with one-line errors.
+
+A scenario states one claim of the 2021 debate in one sentence, describes a machine, a kernel,
+an administrator's policy and the tenants that run on it, and lists *variants* -- the same
+scenario with a few settings changed -- whose outcomes decide the claim::
+
+    [scenario]
+    name = "desktop-pin-hog"
+    claim = "Without limits a pin-hog starves the compositor; each policy contains it."
+    camp = "stability"            # stability | performance | mechanism | ai | settlement
+    duration = "100s"             # simulated time of each variant
+    seed = 1                      # the same seed gives byte-identical summary.json
+    claim_check = "desktop-pin-hog"   # the judge in pinlab.scenarios.claims
+    sample_interval = "500ms"     # optional: time-series resolution (default duration/200)
+
+    [platform]
+    preset = "workstation"        # dl1 | p4d | workstation | apu-laptop | cluster
+    params = { resizable_bar = true }     # the preset's keyword parameters
+    # or: file = "my-platform.toml" (relative to the scenario file)
+    [platform.devices.gpu0]       # field overrides of a preset's device (DeviceSpec)
+    driver = "amdgpu"
+    [platform.nics.mlx5_0]        # ... of a NIC (NicSpec)
+    odp = false
+    [[platform.add_nics]]         # NICs, devices, switches, displays added to the node
+    name = "efa0"                 #   (add_switches, add_devices, add_nics, add_displays)
+    driver = "efa"
+    parent = "rc0"
+
+    [kernel]
+    profile = "6.16"              # 5.16 | 6.12 | 6.14 | 6.16 | 7.1 (default: the platform's)
+    move_notify = true            # configuration switches: move_notify, pci_p2pdma,
+                                  # dmabuf_debug, dma_api_debug, umem_pinned_double_unpin
+    [cost]                        # cost-model overrides, dotted keys or nested tables
+    "odp.fault" = "2ms"
+
+    [policy]                      # an administrator policy (pinlab.policy.config format),
+    [policy.users.mallory]        # or: file = "desktop.toml"
+    uid = 1002
+    cgroup = "user.slice/mallory"
+    [policy.cgroups."user.slice/mallory"]
+    "dmem.max" = "drm/{gpu0}/vram 4GiB"   # {gpu0} becomes gpu0's PCI address; [regions]
+                                          # may be omitted: the machine's regions are declared
+
+    [[tenants]]
+    name = "hog"
+    workload = "pin-hog"          # pinlab.sim.workloads.WORKLOADS
+    user = "mallory"              # a policy user: uid, RLIMIT_MEMLOCK, capabilities, cgroup
+    start = "1s"
+    node = "node03"               # clusters only; "*" runs one tenant per node, "<name>@<node>"
+    params = { chunk = "1GiB" }   # the workload's parameters (units as strings)
+
+    [[faults]]
+    at = "30s"
+    kind = "nic-reset"            # kill (target: tenant) | hot-unplug (device) | nic-reset (NIC)
+    target = "mlx5_0"
+
+    [variants.memlock]            # dotted keys: paths into the document above, applied on
+    "policy.proposals.memlock-dmabuf-pins" = {}   # top of it; tables merge, values replace
+    "tenants.hog.params.chunk" = "512MiB"         # tenants (and faults) by name or index
+
+A path segment may be quoted (``policy.cgroups."user.slice/a"."dmem.max"``). ``--set
+key=value`` (the CLI) uses the same paths; the value is read as a TOML value if it parses
+(``3``, ``true``, ``{}``, ``"x"``) and as a string otherwise (``2ms``, ``512MiB``). Sets apply to
+every variant, after the variant's own changes. ``enabled = false`` removes a tenant or fault
+in a variant.
+
+Every problem is one line -- the file (or ``--set ...``), the field path, what was expected and
+what was found -- raised as :class:`~pinlab.platform.errors.ConfigError`; TOML syntax errors
+name the line and column.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tomli_w
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from pinlab.kernel.profile import CONFIG_SWITCHES, DEFAULT_PROFILE, get_profile
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
+from pinlab.platform.cluster import ClusterSpec
+from pinlab.platform.cost import CostModel
+from pinlab.platform.errors import ConfigError, config_error
+from pinlab.platform.presets import AnySpec, load_platform, platform_from_dict
+from pinlab.platform.topology import (
+    PlatformSpec,
+)
+from pinlab.platform.units import STRICT_UNITS, Duration
+from pinlab.policy.config import PolicyConfig, PolicyError, parse_policy
+from pinlab.sim.workloads import WORKLOADS
+
+__all__ = [
+    "CAMPS",
+    "FaultSpec",
+    "KernelConfig",
+    "PlatformConfig",
+    "ResolvedScenario",
+    "ScenarioMeta",
+    "TenantSpec",
+    "apply_set",
+    "build_platform",
+    "deep_merge",
+    "flatten_cost",
+    "parse_path",
+    "parse_set",
+    "parse_value",
+    "policy_document",
+    "validate_document",
+]
+
+CAMPS = ("stability", "performance", "mechanism", "ai", "settlement")
+"""The debate's camps (``seed-brief.md``) plus the settlement."""
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
+_TENANT = re.compile(r"^[A-Za-z][A-Za-z0-9_+-]*$")
+
+
+def _name(value: object) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValueError(
+            "expected a name of letters, digits, '_', '.', '+' or '-' starting with a letter, "
+            f"found {value!r}"
+        )
+    return value
+
+
+def _tenant_name(value: object) -> str:
+    if not isinstance(value, str) or not _TENANT.match(value):
+        raise ValueError(
+            "expected a tenant name of letters, digits, '_', '+' or '-' starting with a letter "
+            f"(no '.' or '@': they build metric names), found {value!r}"
+        )
+    return value
+
+
+def _profile(value: object) -> object:
+    """Profiles may be written 6.12 (a TOML float, as ``--set kernel.profile=6.12`` gives)."""
+    if isinstance(value, float):
+        value = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value is not None and value not in KERNEL_PRESETS:
+        raise ValueError(
+            f"expected a kernel profile ({', '.join(KERNEL_PRESETS)}), found {value!r}"
+        )
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_name)]
+TenantName = Annotated[str, BeforeValidator(_tenant_name)]
+ProfileName = Annotated[str | None, BeforeValidator(_profile)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ScenarioMeta(_Model):
+    """``[scenario]``: what is claimed and how long each variant runs."""
+
+    name: Name
+    claim: str = Field(min_length=1, description="the claim, in one sentence")
+    camp: Literal["stability", "performance", "mechanism", "ai", "settlement"]
+    duration: Duration = Field(description="simulated time of each variant")
+    seed: int = 0
+    claim_check: str = Field(description="the judge in pinlab.scenarios.claims")
+    sample_interval: Duration | None = Field(
+        default=None, description="time-series resolution (default duration / 200)"
+    )
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _positive(self) -> ScenarioMeta:
+        if self.duration <= 0:
+            raise ValueError(f"expected a duration above 0, found {self.duration!r} s")
+        if self.sample_interval is not None and self.sample_interval <= 0:
+            raise ValueError(f"expected a sample_interval above 0, found {self.sample_interval}")
+        return self
+
+
+class PlatformConfig(_Model):
+    """``[platform]``: a preset with parameters (or a platform file) and patches."""
+
+    preset: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    file: str | None = None
+    devices: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    nics: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    add_switches: list[dict[str, Any]] = Field(default_factory=list)
+    add_devices: list[dict[str, Any]] = Field(default_factory=list)
+    add_nics: list[dict[str, Any]] = Field(default_factory=list)
+    add_displays: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PlatformConfig:
+        if (self.preset is None) == (self.file is None):
+            raise ValueError(
+                "expected exactly one of 'preset' and 'file', found "
+                + ("both" if self.preset is not None else "neither")
+            )
+        if self.file is not None and self.params:
+            raise ValueError("expected no 'params' with 'file', found some")
+        return self
+
+
+class KernelConfig(_Model):
+    """``[kernel]``: the profile and its configuration switches (``kernel-semantics.md`` §1.5)."""
+
+    profile: ProfileName = None
+    move_notify: bool | None = None
+    dmabuf_debug: bool | None = None
+    dma_api_debug: bool | None = None
+    pci_p2pdma: bool | None = None
+    umem_pinned_double_unpin: bool | None = None
+
+    def switches(self) -> dict[str, bool]:
+        return {k: v for k in CONFIG_SWITCHES if (v := getattr(self, k)) is not None}
+
+
+class TenantSpec(_Model):
+    """``[[tenants]]``: one workload process (one per node with ``node = "*"``)."""
+
+    name: TenantName
+    workload: str
+    node: str | None = Field(default=None, description="cluster node, or '*' for every node")
+    user: str | None = Field(default=None, description="a user of [policy.users]")
+    start: Duration = Field(default="0s", description="when the workload starts")  # type: ignore[assignment]
+    enabled: bool = True
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class FaultSpec(_Model):
+    """``[[faults]]``: a fault injected at ``at``."""
+
+    name: str | None = None
+    at: Duration
+    kind: Literal["kill", "hot-unplug", "nic-reset"]
+    target: str
+    node: str | None = None
+    enabled: bool = True
+
+
+class ResolvedScenario(_Model):
+    """One variant, fully resolved: what ``config.toml`` holds."""
+
+    scenario: ScenarioMeta
+    variant: str = "base"
+    platform: PlatformConfig
+    kernel: KernelConfig = Field(default_factory=KernelConfig)
+    cost: dict[str, Any] = Field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+    tenants: list[TenantSpec] = Field(default_factory=list)
+    faults: list[FaultSpec] = Field(default_factory=list)
+
+    def active_tenants(self) -> list[TenantSpec]:
+        return [t for t in self.tenants if t.enabled]
+
+    def active_faults(self) -> list[FaultSpec]:
+        return [f for f in self.faults if f.enabled]
+
+    def document(self) -> dict[str, Any]:
+        """The TOML-serialisable document (units as exact strings, no nulls)."""
+        data: dict[str, Any] = _drop_none(self.model_dump(mode="json", exclude_none=True))
+        for tenant, spec in zip(data.get("tenants", []), self.tenants, strict=True):
+            model = WORKLOADS[spec.workload].params.model_validate(spec.params)
+            tenant["params"] = _drop_none(model.model_dump(mode="json", exclude_none=True))
+        return data
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+# -- paths and values -----------------------------------------------------------------------------
+
+_SEGMENT = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([^.\'"\s]+))\s*(\.|$)')
+
+
+def parse_path(text: str) -> list[str]:
+    """``a.b."c.d".e`` → ``["a", "b", "c.d", "e"]`` (TOML key syntax; ``ValueError``)."""
+    out: list[str] = []
+    pos = 0
+    text = text.strip()
+    if not text:
+        raise ValueError("expected a dotted key path, found an empty one")
+    while pos < len(text):
+        m = _SEGMENT.match(text, pos)
+        if m is None:
+            raise ValueError(f'expected a dotted key path like a.b."c", found {text!r}')
+        dq, sq, bare, sep = m.groups()
+        out.append(json.loads(f'"{dq}"') if dq is not None else sq if sq is not None else bare)
+        pos = m.end()
+        if sep == "" and pos < len(text):
+            raise ValueError(f"expected a dotted key path, found {text!r}")
+    return out
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: a TOML value if it parses, else the text as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text.strip()
+
+
+def parse_set(expr: str) -> tuple[list[str], Any]:
+    """``"a.b=value"`` → (path, value); :class:`ConfigError` naming the ``--set``."""
+    key, sep, value = expr.partition("=")
+    if not sep:
+        raise ConfigError(f"--set {expr}", "", "expected key=value, found no '='")
+    try:
+        path = parse_path(key)
+    except ValueError as e:
+        raise ConfigError(f"--set {expr}", key.strip(), str(e)) from None
+    return path, parse_value(value)
+
+
+def _quote(seg: str) -> str:
+    return seg if re.fullmatch(r"[A-Za-z0-9_-]+", seg) else json.dumps(seg)
+
+
+def _where(path: Sequence[str | int]) -> str:
+    return ".".join(_quote(str(p)) for p in path)
+
+
+def _select(items: list[Any], seg: str, where: list[str | int], source: str) -> int:
+    """The index of the list element ``seg`` names: an index or a ``name``."""
+    if seg.isdigit():
+        i = int(seg)
+        if i < len(items):
+            return i
+        raise ConfigError(
+            source, _where(where), f"expected an index below {len(items)}, found {seg}"
+        )
+    names = [x.get("name") for x in items if isinstance(x, dict)]
+    for i, x in enumerate(items):
+        if isinstance(x, dict) and x.get("name") == seg:
+            return i
+    have = ", ".join(str(n) for n in names if n) or "none"
+    raise ConfigError(source, _where(where), f"expected an entry name ({have}), found {seg!r}")
+
+
+def normalise_path(path: Sequence[str]) -> list[str]:
+    """Shorthands: ``duration``, ``seed``, ``sample_interval`` ... (fields of ``[scenario]``)
+    stand for ``scenario.<field>``."""
+    out = list(path)
+    if out and out[0] in ScenarioMeta.model_fields and out[0] not in ResolvedScenario.model_fields:
+        out.insert(0, "scenario")
+    return out
+
+
+def apply_set(doc: dict[str, Any], path: Sequence[str], value: Any, source: str) -> None:
+    """Set ``value`` at ``path`` in ``doc`` (in place): tables are created, lists of tables
+    are indexed by position or ``name``, a table value is merged into an existing table.
+    ``path`` may use the shorthands of :func:`normalise_path`."""
+    path = normalise_path(path)
+    node: Any = doc
+    where: list[str | int] = []
+    for i, seg in enumerate(path):
+        last = i == len(path) - 1
+        if isinstance(node, list):
+            j = _select(node, seg, where, source)
+            where.append(seg)
+            if last:
+                node[j] = deep_merge(node[j], value) if isinstance(value, dict) else value
+                return
+            node = node[j]
+            continue
+        if not isinstance(node, dict):
+            raise ConfigError(
+                source, _where(where), f"expected a table to set {seg!r} in, found {node!r}"
+            )
+        where.append(seg)
+        if last:
+            old = node.get(seg)
+            if isinstance(old, dict) and isinstance(value, dict):
+                node[seg] = deep_merge(old, value)
+            else:
+                node[seg] = copy.deepcopy(value)
+            return
+        child = node.get(seg)
+        if child is None:
+            child = node[seg] = {}
+        node = child
+
+
+def deep_merge(base: Any, over: Any) -> Any:
+    """``over`` on top of ``base``: tables merge recursively, anything else replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = deep_merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
+
+
+def apply_changes(doc: dict[str, Any], changes: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """A variant's table on top of ``doc``: a key with dots (``"a.b.c"``) is a path; a plain
+    key with a table value merges; anything else replaces."""
+    out = copy.deepcopy(doc)
+    for key, value in changes.items():
+        try:
+            path = parse_path(key)
+        except ValueError as e:
+            raise ConfigError(source, key, str(e)) from None
+        apply_set(out, path, value, source)
+    return out
+
+
+def flatten_cost(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted cost keys from nested tables: ``{"odp": {"fault": "2ms"}, "nic.alpha": "2us"}``
+    → ``{"odp.fault": "2ms", "nic.alpha": "2us"}``."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten_cost(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+# -- platform --------------------------------------------------------------------------------------
+
+
+def build_platform(cfg: PlatformConfig, source: str, base_dir: Path | None = None) -> AnySpec:
+    """The platform description: the preset (or file), then the device/NIC patches and
+    additions (for a cluster, to its node). :class:`ConfigError` naming ``platform.<field>``."""
+    if cfg.file is not None:
+        path = Path(cfg.file)
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        spec = load_platform(path)
+    else:
+        try:
+            spec = platform_from_dict({"preset": cfg.preset, "params": dict(cfg.params)}, source)
+        except ConfigError as e:
+            raise ConfigError(source, f"platform.{e.where}", e.message) from None
+    node = spec.node if isinstance(spec, ClusterSpec) else spec
+    patched = _patch_node(node, cfg, source)
+    if isinstance(spec, ClusterSpec):
+        return spec.model_copy(update={"node": patched})
+    return patched
+
+
+def _patch_node(node: PlatformSpec, cfg: PlatformConfig, source: str) -> PlatformSpec:
+    if not (
+        cfg.devices
+        or cfg.nics
+        or cfg.add_switches
+        or cfg.add_devices
+        or cfg.add_nics
+        or cfg.add_displays
+    ):
+        return node
+    data = node.model_dump(mode="json", exclude_none=True)
+    for group, patches in (("devices", cfg.devices), ("nics", cfg.nics)):
+        names = [d["name"] for d in data[group]]
+        for name, fields in patches.items():
+            if name == "*":
+                data[group] = [{**d, **fields} for d in data[group]]
+                continue
+            if name not in names:
+                raise ConfigError(
+                    source,
+                    f"platform.{group}.{_quote(name)}",
+                    f"expected one of the preset's {group} ({', '.join(names) or 'none'}), "
+                    f"found {name!r}",
+                )
+            i = names.index(name)
+            data[group][i] = {**data[group][i], **fields}
+    for group, extra in (
+        ("switches", cfg.add_switches),
+        ("devices", cfg.add_devices),
+        ("nics", cfg.add_nics),
+        ("displays", cfg.add_displays),
+    ):
+        data[group] = [*data.get(group, []), *extra]
+    try:
+        return PlatformSpec.model_validate(data, context=STRICT_UNITS)
+    except ValidationError as e:
+        err = config_error(e, source)
+        raise ConfigError(
+            source, f"platform (patched {node.name}).{err.where}", err.message
+        ) from None
+
+
+# -- policy ----------------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.+-]*)\}")
+
+
+def _substitute(value: Any, names: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(lambda m: names.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {_substitute(k, names): _substitute(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, names) for v in value]
+    return value
+
+
+def _mentioned_regions(doc: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for spec in (doc.get("cgroups") or {}).values():
+        if not isinstance(spec, dict):
+            continue
+        for key, lines in spec.items():
+            if not key.startswith("dmem."):
+                continue
+            items = [lines] if isinstance(lines, str) else lines if isinstance(lines, list) else []
+            for line in items:
+                if isinstance(line, str):
+                    for part in line.splitlines():
+                        if part.split():
+                            out.append(part.split()[0])
+    return out
+
+
+def policy_document(
+    policy: Mapping[str, Any],
+    pci_names: Mapping[str, str],
+    regions: Mapping[str, int] | None,
+    base_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The policy as a ``pinlab.policy.config`` document: a ``file`` read, ``{device}``
+    placeholders replaced by PCI addresses, and ``[regions]`` completed -- from the machine's
+    registered regions when given, otherwise with a placeholder capacity for each region the
+    cgroups mention (validation before a machine exists)."""
+    doc: dict[str, Any] = dict(policy)
+    if "file" in doc:
+        path = Path(str(doc.pop("file")))
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(
+                str(path), "", f"expected a readable policy file, found {e}"
+            ) from None
+        try:
+            doc = deep_merge(tomllib.loads(text), doc)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(str(path), "", f"expected valid TOML, found {e}") from None
+    doc = _substitute(doc, pci_names)
+    declared = dict(doc.get("regions") or {})
+    if regions is not None:
+        for name, size in regions.items():
+            declared.setdefault(name, size)
+    else:
+        for name in _mentioned_regions(doc):
+            declared.setdefault(name, 1 << 40)
+    if declared:
+        doc["regions"] = declared
+    return doc
+
+
+def validate_policy(doc: Mapping[str, Any], source: str) -> PolicyConfig:
+    """Validate a policy document with ``pinlab.policy.config``'s one-line messages."""
+    try:
+        return parse_policy(tomli_w.dumps(dict(doc)), f"{source}: policy")
+    except PolicyError as e:
+        raise ConfigError("", "", str(e)) from None
+
+
+# -- the whole document ----------------------------------------------------------------------------
+
+
+def _nodes(spec: AnySpec) -> tuple[str, ...]:
+    return spec.node_names() if isinstance(spec, ClusterSpec) else ()
+
+
+def validate_document(
+    doc: Mapping[str, Any], source: str, base_dir: Path | None = None
+) -> tuple[ResolvedScenario, AnySpec]:
+    """Validate a (variant's) document: the schema, then cross references -- the platform
+    builds, the kernel profile and switches exist, cost keys are cost-model parameters, the
+    policy is valid, tenants name known workloads, users, nodes and valid parameters, faults
+    name tenants, devices or NICs. :class:`ConfigError` (one line) on the first problem."""
+    try:
+        resolved = ResolvedScenario.model_validate(dict(doc), context=STRICT_UNITS)
+    except ValidationError as e:
+        raise config_error(e, source) from None
+    spec = build_platform(resolved.platform, source, base_dir)
+    node = spec.node if isinstance(spec, ClusterSpec) else spec
+    profile = resolved.kernel.profile or node.kernel or DEFAULT_PROFILE
+    try:
+        get_profile(profile, **resolved.kernel.switches())
+    except ValueError as e:
+        raise ConfigError(source, "kernel", f"expected valid switches: {e}") from None
+    if resolved.kernel.profile is None:  # resolved: the platform's suggestion or the default
+        kernel = resolved.kernel.model_copy(update={"profile": profile})
+        resolved = resolved.model_copy(update={"kernel": kernel})
+    if resolved.cost:
+        try:
+            CostModel().with_overrides(flatten_cost(resolved.cost), source=f"{source}: cost")
+        except ConfigError as e:
+            raise ConfigError(source, f"cost.{e.where}", e.message) from None
+    users: set[str] = set()
+    if resolved.policy is not None:
+        names = {d.name: d.name for d in node.devices}
+        pdoc = policy_document(resolved.policy, names, None, base_dir)
+        users = set(validate_policy(pdoc, source).users)
+    nodes = _nodes(spec)
+    seen: set[str] = set()
+    for t in resolved.tenants:
+        where = f"tenants.{_quote(t.name)}"
+        if t.name in seen:
+            raise ConfigError(
+                source, f"{where}.name", f"expected a unique name, found {t.name!r} twice"
+            )
+        seen.add(t.name)
+        if t.workload not in WORKLOADS:
+            raise ConfigError(
+                source,
+                f"{where}.workload",
+                f"expected one of {', '.join(WORKLOADS)}, found {t.workload!r}",
+            )
+        if t.user is not None and t.user not in users:
+            have = ", ".join(sorted(users)) or "none: the scenario has no [policy.users]"
+            raise ConfigError(
+                source, f"{where}.user", f"expected a policy user ({have}), found {t.user!r}"
+            )
+        if nodes:
+            if t.node is not None and t.node != "*" and t.node not in nodes:
+                raise ConfigError(
+                    source,
+                    f"{where}.node",
+                    f"expected '*' or {nodes[0]}..{nodes[-1]}, found {t.node!r}",
+                )
+        elif t.node is not None:
+            raise ConfigError(
+                source,
+                f"{where}.node",
+                f"expected no node on a single-node platform, found {t.node!r}",
+            )
+        try:
+            WORKLOADS[t.workload].params.model_validate(t.params, context=STRICT_UNITS)
+        except ValidationError as e:
+            err = config_error(e, source)
+            raise ConfigError(
+                source, f"{where}.params.{err.where}".rstrip("."), err.message
+            ) from None
+    devices = {d.name for d in node.devices}
+    nics = {n.name for n in node.nics}
+    tenants = {t.name for t in resolved.tenants}
+    for i, f in enumerate(resolved.faults):
+        where = f"faults[{i}].target"
+        if f.kind == "kill":
+            ok = f.target in tenants or any(f.target == f"{t}@{n}" for t in tenants for n in nodes)
+            expected = f"a tenant ({', '.join(sorted(tenants)) or 'none'})"
+        elif f.kind == "hot-unplug":
+            ok, expected = f.target in devices, f"a device ({', '.join(sorted(devices))})"
+        else:
+            ok, expected = f.target in nics, f"a NIC ({', '.join(sorted(nics)) or 'none'})"
+        if not ok:
+            raise ConfigError(source, where, f"expected {expected}, found {f.target!r}")
+        if f.node is not None and f.node not in nodes:
+            raise ConfigError(
+                source, f"faults[{i}].node", f"expected a node of the cluster, found {f.node!r}"
+            )
+    return resolved, spec
