@@ -1,5 +1,5 @@
 # pinlab: two commands on a fresh machine.
-#   make demo  - create .venv, install pinlab, run the walkthrough / debate scenarios
+#   make demo  - create .venv, install pinlab, run the six debate scenarios (pinlab run)
 #   make test  - create .venv, install pinlab[dev], run ruff, mypy, import-linter and pytest
 
 PYTHON ?= python3
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/pinlab demo
+	$(BIN)/pinlab run --out pinlab-out
 
 test: lint typecheck layers pytest
 
@@ -35,6 +35,7 @@ pytest: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_alloc.py
+	$(BIN)/python benchmarks/bench_sim.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) build pinlab-out src/*.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

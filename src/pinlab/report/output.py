@@ -1,0 +1,158 @@
+"""Writing a run's directory, atomically (``design.md``, "Outputs").
+
+One run -- one variant of one scenario under one profile -- writes one directory::
+
+    <out>/<scenario>/<variant>/
+        config.toml    the fully resolved configuration (RunResult.config)
+        summary.json   every headline metric with its unit (RunResult.summary_json(), verbatim)
+        series.csv     every time series, ``series,time_s,value`` (RunResult.series_csv())
+
+A rerun under a second profile (``pinlab run --compare-profile P``) writes next to it, in
+``<out>/<scenario>/<variant>@<P>/`` (:func:`run_dir_name`).
+
+Atomicity: every file of the run is written into a fresh hidden directory in the same parent
+(``.<variant>.tmp-<random>``), flushed and fsynced, and only then renamed into place with
+:func:`os.replace`. A directory cannot be renamed over a non-empty one, so an existing target
+is first renamed aside (``.<variant>.old-<random>``), the new one renamed in, and the old one
+removed; if the second rename fails the old directory is put back. So a reader sees either the
+complete previous run or the complete new one, never a mixture, and a failure at any point
+leaves no temporary directory behind.
+
+Nothing here adds a timestamp, a host name or an absolute path: ``summary.json`` holds exactly
+the runner's bytes, so the same scenario and seed give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from pinlab.scenarios.result import RunResult
+
+__all__ = [
+    "CONFIG_FILE",
+    "SERIES_FILE",
+    "SUMMARY_FILE",
+    "config_toml",
+    "run_dir_name",
+    "write_run",
+    "write_run_dir",
+]
+
+CONFIG_FILE = "config.toml"
+SUMMARY_FILE = "summary.json"
+SERIES_FILE = "series.csv"
+
+
+def run_dir_name(variant: str, profile: str | None = None) -> str:
+    """The directory name of one run: the variant, or ``<variant>@<profile>`` for a run under
+    a compared second profile."""
+    return f"{variant}@{profile}" if profile else variant
+
+
+def _drop_none(value: Any) -> Any:
+    """``value`` without ``None`` entries (TOML has no null: an unset optional field is
+    simply absent from the file)."""
+    if isinstance(value, Mapping):
+        return {str(k): _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_drop_none(v) for v in value if v is not None]
+    return value
+
+
+def config_toml(config: Mapping[str, Any]) -> str:
+    """``config`` as TOML text (``None`` values omitted; key order kept as given)."""
+    return tomli_w.dumps(_drop_none(config))
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 with no newline translation, flushed to disk."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fresh_dir(parent: Path, stem: str) -> Path:
+    """Create and return a new, empty, uniquely named directory ``parent/.<stem>-<random>``.
+
+    ``os.mkdir`` (rather than :func:`tempfile.mkdtemp`) so the directory gets the user's
+    umask, not mode 0700: it becomes the run directory."""
+    while True:
+        path = parent / f".{stem}-{secrets.token_hex(6)}"
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
+        return path
+
+
+def _fsync_dir(path: Path) -> None:
+    """Persist a directory's entries (a rename) where the platform allows it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_run_dir(target: Path, files: Mapping[str, str]) -> Path:
+    """Atomically make ``target`` a directory holding exactly ``files`` (name -> text).
+
+    The files are written into a temporary sibling of ``target`` which then replaces
+    ``target`` (module docstring). On any failure the temporary directory is removed, an
+    existing ``target`` is left (or put back) as it was, and the exception propagates.
+    """
+    target = Path(target)
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = _fresh_dir(parent, f"{target.name}.tmp")
+    try:
+        for name, text in files.items():
+            _write_file(tmp / name, text)
+        _fsync_dir(tmp)
+        if not target.exists():
+            os.replace(tmp, target)
+        else:
+            old = _fresh_dir(parent, f"{target.name}.old")
+            os.replace(target, old)  # an empty directory: replaced by the rename
+            try:
+                os.replace(tmp, target)
+            except BaseException:
+                os.replace(old, target)  # put the previous run back
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        _fsync_dir(parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def write_run(result: RunResult, out: Path | str, *, compare_profile: bool = False) -> Path:
+    """Write ``result``'s directory under ``out`` and return its path.
+
+    The directory is ``<out>/<scenario>/<variant>/``, or with ``compare_profile``
+    ``<out>/<scenario>/<variant>@<profile>/`` (a rerun under a second profile). It holds
+    ``config.toml``, ``summary.json`` and ``series.csv``, and replaces a previous run's
+    directory atomically (:func:`write_run_dir`). All three texts are computed before the
+    first byte is written.
+    """
+    files = {
+        CONFIG_FILE: config_toml(result.config),
+        SUMMARY_FILE: result.summary_json(),
+        SERIES_FILE: result.series_csv(),
+    }
+    name = run_dir_name(result.variant, result.profile if compare_profile else None)
+    return write_run_dir(Path(out) / result.scenario / name, files)

@@ -1,0 +1,683 @@
+"""Plots of a run and of a scenario's variants (issue "Seeing and scaling", item 2).
+
+Every function takes :class:`~pinlab.scenarios.result.RunResult` objects and returns a
+:class:`matplotlib.figure.Figure`:
+
+* :func:`throughput_over_time` -- each tenant's transfer rate over time, the derivative of the
+  cumulative ``tenant/<name>/bytes`` series (mean rate per time bin). Without that series the
+  figure says so and draws each tenant's mean rate from its
+  :class:`~pinlab.sim.metrics.TenantStats` instead;
+* :func:`memory_over_time` -- pinned, used and free bytes of every device memory region
+  (``device/<node>/<dev>/<region>/{pinned,used,free}``), one panel per region; with many
+  devices (a 128-accelerator cluster) regions of the same name are summed over the devices;
+* :func:`denials_over_time` -- cumulative denials per tenant, from ``tenant/<name>/denials``
+  or, where that series is absent, from the recorder's ``denial`` events;
+* :func:`variant_bars` -- one metric (or a ``*`` pattern of metrics, e.g.
+  ``tenant.*.throughput``) compared across the variants of a scenario.
+
+Injected faults (the recorder's ``fault`` events) are drawn as dotted vertical lines on the
+time plots. Axes carry units: sizes in binary units (GiB), rates in decimal units (GB/s),
+times in s/ms/µs, chosen from the data's magnitude.
+
+Rendering uses the Agg canvas (PNG) and matplotlib's SVG backend directly, never pyplot: no
+display, no global figure registry, nothing to close. Output is deterministic -- a fixed SVG
+hash salt and no dates or version strings in the metadata -- so the same run gives
+byte-identical SVG and PNG files. :func:`save_figure` writes both formats atomically
+(temporary file + :func:`os.replace`); :func:`figure_svg` and :func:`figure_png` return them
+in memory (the HTML report inlines the SVG).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import os
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
+from matplotlib.ticker import MaxNLocator
+
+from pinlab.platform.units import GB, KB, MB, TB, GiB, KiB, MiB, TiB, fmt_rate
+from pinlab.scenarios.result import Metric, RunResult
+
+__all__ = [
+    "FIGURES",
+    "denials_over_time",
+    "figure_png",
+    "figure_svg",
+    "memory_over_time",
+    "run_figures",
+    "save_figure",
+    "throughput_over_time",
+    "variant_bars",
+]
+
+# -- style and determinism ---------------------------------------------------------------------
+
+_RC: dict[str, Any] = {
+    "svg.hashsalt": "pinlab",  # stable clip-path / marker ids
+    "svg.fonttype": "none",  # text stays text: small, searchable, no glyph <defs>
+    "font.size": 9.0,
+    "axes.titlesize": 10.0,
+    "axes.titleweight": "bold",
+    "axes.titlelocation": "left",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "legend.fontsize": 8.0,
+    "legend.frameon": False,
+    "figure.dpi": 100.0,
+    "savefig.dpi": 100.0,
+    "path.simplify": True,
+    "text.parse_math": False,  # a "$" in a tenant name is text, not mathtext
+}
+_SVG_METADATA: dict[str, str | None] = {"Date": None, "Creator": None, "Format": None}
+_PNG_METADATA: dict[str, str | None] = {"Software": None}
+
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+"""Line and bar colours, in order (matplotlib's tab10)."""
+
+PINNED_COLOUR = "#d62728"
+USED_COLOUR = "#1f77b4"
+FREE_COLOUR = "#2ca02c"
+FAULT_COLOUR = "#555555"
+
+WIDTH_IN = 8.0
+"""Figure width in inches (800 px in PNG)."""
+
+MAX_LINES = 8
+"""At most this many tenant lines per plot; beyond it the smaller ones are summed."""
+MAX_PANELS = 6
+"""At most this many memory panels; beyond it regions are summed over devices."""
+MAX_BARS = 8
+"""At most this many bars per variant; beyond it min/mean/max of the matched metrics."""
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    with matplotlib.rc_context(cast(Any, _RC)):
+        yield
+
+
+def _figure(height: float, nrows: int = 1) -> tuple[Figure, list[Axes]]:
+    """A new Agg-backed figure with ``nrows`` stacked axes sharing the x axis."""
+    fig = Figure(figsize=(WIDTH_IN, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, 1, sharex=True, squeeze=False)
+    return fig, [row[0] for row in axes]
+
+
+# -- units ---------------------------------------------------------------------------------------
+
+_SIZE_UNITS = ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"), (1, "B"))
+_RATE_UNITS = ((TB, "TB/s"), (GB, "GB/s"), (MB, "MB/s"), (KB, "kB/s"), (1, "B/s"))
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def _pick(peak: float, units: Sequence[tuple[float, str]]) -> tuple[float, str]:
+    """The largest unit in which ``peak`` is at least 1 (the smallest unit for 0)."""
+    peak = abs(peak)
+    for scale, name in units:
+        if peak >= scale:
+            return float(scale), name
+    return float(units[-1][0]), units[-1][1]
+
+
+def value_scale(unit: str, peak: float) -> tuple[float, str]:
+    """(divisor, axis label unit) for values in ``unit`` (``B``, ``B/s``, ``s``, ``count``,
+    ``ratio`` ...) whose largest magnitude is ``peak``."""
+    if unit == "B":
+        return _pick(peak, _SIZE_UNITS)
+    if unit == "B/s":
+        return _pick(peak, _RATE_UNITS)
+    if unit == "s":
+        return _pick(peak, _TIME_UNITS)
+    return 1.0, unit
+
+
+def _time_axis(ax: Axes, duration: float) -> float:
+    """Label the x axis in s, ms or µs for a run of ``duration`` seconds; returns the
+    divisor to apply to times in seconds."""
+    scale, name = _pick(duration if duration > 0 else 1.0, _TIME_UNITS)
+    ax.set_xlabel(f"simulated time ({name})")
+    ax.set_xlim(0.0, (duration if duration > 0 else 1.0) / scale)
+    return scale
+
+
+def _note(ax: Axes, text: str) -> None:
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=9,
+        color="#555555",
+        wrap=True,
+    )
+
+
+# -- series helpers ------------------------------------------------------------------------------
+
+
+def _series_by_suffix(result: RunResult, prefix: str, suffix: str) -> dict[str, np.ndarray]:
+    """``{middle: points array (n, 2)}`` for every series ``<prefix><middle><suffix>`` with
+    at least one point."""
+    out: dict[str, np.ndarray] = {}
+    for key in sorted(result.recorder.series):
+        if key.startswith(prefix) and key.endswith(suffix) and len(key) > len(prefix + suffix):
+            points = result.recorder.series[key].points
+            if points:
+                out[key[len(prefix) : len(key) - len(suffix)]] = np.asarray(points, dtype=float)
+    return out
+
+
+def _step_at(points: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The step function ``points`` (t, v), value held until the next point, at ``grid``;
+    0 before the first point."""
+    idx = np.searchsorted(points[:, 0], grid, side="right") - 1
+    values = points[:, 1][np.clip(idx, 0, None)]
+    return np.where(idx >= 0, values, 0.0)
+
+
+def _step_xy(points: np.ndarray, until: float) -> tuple[np.ndarray, np.ndarray]:
+    """A step function's points extended to ``until`` (for ``drawstyle="steps-post"``)."""
+    t = points[:, 0]
+    v = points[:, 1]
+    if until > t[-1]:
+        t = np.append(t, until)
+        v = np.append(v, v[-1])
+    return t, v
+
+
+def _end_time(result: RunResult, series: Sequence[np.ndarray] = ()) -> float:
+    last = max((float(p[-1, 0]) for p in series if len(p)), default=0.0)
+    return max(float(result.duration), last)
+
+
+def _top(
+    curves: dict[str, np.ndarray], weight: Callable[[np.ndarray], float], limit: int
+) -> tuple[list[str], list[str]]:
+    """(shown names, folded names): the ``limit - 1`` heaviest curves shown by name when
+    there are more than ``limit``, all of them otherwise."""
+    names = list(curves)
+    if len(names) <= limit:
+        return names, []
+    ranked = sorted(names, key=lambda n: (-weight(curves[n]), n))
+    shown = sorted(ranked[: limit - 1])
+    return shown, sorted(ranked[limit - 1 :])
+
+
+def _faults(ax: Axes, result: RunResult, scale: float) -> None:
+    """Dotted vertical lines at the run's injected faults (one legend entry)."""
+    times = sorted({t for t, kind, _ in result.recorder.events if kind == "fault"})
+    for i, t in enumerate(times):
+        ax.axvline(
+            t / scale,
+            color=FAULT_COLOUR,
+            linestyle=":",
+            linewidth=1.0,
+            label="fault injected" if i == 0 else None,
+        )
+
+
+def _legend(fig: Figure, ax: Axes) -> None:
+    """``ax``'s legend to the right of the plot area (never over the data), if it has one."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper")
+
+
+def _title(result: RunResult, what: str) -> str:
+    return f"{what} — {result.scenario} / {result.variant}"
+
+
+# -- the figures ---------------------------------------------------------------------------------
+
+
+def _bin_edges(end: float, curves: Sequence[np.ndarray]) -> np.ndarray:
+    """Time bins for a rate: about eight points (completed transfers) of the busiest curve
+    per bin, so a bin's mean is not one transfer's noise; 10 to 60 bins."""
+    busiest = max((len(c) for c in curves), default=0)
+    nbins = int(min(60, max(10, busiest // 8)))
+    return np.linspace(0.0, end, nbins + 1)
+
+
+def throughput_over_time(result: RunResult) -> Figure:
+    """Each tenant's transfer rate over simulated time (GB/s), as the mean rate per time bin
+    of the cumulative ``tenant/<name>/bytes`` series. With more than :data:`MAX_LINES`
+    tenants the smaller ones are summed into one line. Without byte series, a note and each
+    tenant's mean rate over its active time (dashed)."""
+    curves = _series_by_suffix(result, "tenant/", "/bytes")
+    with _style():
+        fig, (ax,) = _figure(3.2 if curves else 1.8)
+        end = _end_time(result, list(curves.values()))
+        tscale = _time_axis(ax, end)
+        ax.set_title(_title(result, "Throughput per tenant"))
+        if curves:
+            edges = _bin_edges(end, list(curves.values()))
+            width = float(edges[1] - edges[0])
+            rates = {
+                name: np.diff(_step_at(pts, edges)) / width if width > 0 else np.zeros(1)
+                for name, pts in curves.items()
+            }
+            shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
+            lines = [(name, rates[name]) for name in shown]
+            if folded:
+                others = np.sum([rates[n] for n in folded], axis=0)
+                lines.append((f"{len(folded)} other tenants", others))
+            peak = max(float(np.max(r)) for _, r in lines) if lines else 0.0
+            vscale, vunit = value_scale("B/s", peak)
+            for i, (name, rate) in enumerate(lines):
+                ax.stairs(
+                    rate / vscale,
+                    edges / tscale,
+                    label=name,
+                    color=PALETTE[i % len(PALETTE)],
+                    linewidth=1.4,
+                    baseline=None,
+                )
+            ax.set_ylabel(f"throughput ({vunit})")
+            bin_text = _fmt_bin(width)
+            ax.text(
+                1.0,
+                1.02,
+                f"mean per {bin_text} bin",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=7.5,
+                color="#555555",
+            )
+        else:
+            _mean_rates(ax, result)
+        ax.set_ylim(bottom=0.0)
+        _faults(ax, result, tscale)
+        _legend(fig, ax)
+    return fig
+
+
+def _fmt_bin(width: float) -> str:
+    scale, name = _pick(width, _TIME_UNITS)
+    return f"{width / scale:.3g} {name}"
+
+
+def _mean_rates(ax: Axes, result: RunResult) -> None:
+    """Fallback for :func:`throughput_over_time`: a note naming each tenant's mean
+    throughput over its data phase (the ``tenant.<t>.throughput`` metrics)."""
+    rates = []
+    for name in sorted(result.recorder.tenants):
+        metric = result.metrics.get(f"tenant.{name}.throughput")
+        if metric is not None:
+            rates.append(f"{name} {fmt_rate(float(metric.value))}")
+    text = "no per-tenant byte series (tenant/<name>/bytes) recorded in this run"
+    if rates:
+        shown = rates[:4]
+        more = f", and {len(rates) - len(shown)} more" if len(rates) > len(shown) else ""
+        text += "\nmean throughput over each data phase: " + ", ".join(shown) + more
+    _note(ax, text)
+    ax.set_yticks([])
+
+
+def _region_label(key: str) -> str:
+    node, _, rest = key.partition("/")
+    dev, _, region = rest.partition("/")
+    return f"{node}/{dev} {region}"
+
+
+def memory_over_time(result: RunResult) -> Figure:
+    """Pinned (filled), used and free bytes of each device memory region over time, one
+    panel per region that held anything. With more than :data:`MAX_PANELS` regions, regions
+    of the same name (``hbm``, ``vram`` ...) are summed over all devices and nodes."""
+    pinned = _series_by_suffix(result, "device/", "/pinned")
+    used = _series_by_suffix(result, "device/", "/used")
+    free = _series_by_suffix(result, "device/", "/free")
+    keys = sorted(set(pinned) | set(used) | set(free))
+    kinds = {"pinned": pinned, "used": used, "free": free}
+    # regions that never held anything (e.g. an unused GTT) are left out
+    busy = [
+        k
+        for k in keys
+        if any(float(np.max(kinds[c][k][:, 1])) > 0 for c in ("pinned", "used") if k in kinds[c])
+    ]
+    panels: list[tuple[str, dict[str, np.ndarray]]] = []
+    all_series = [p for d in kinds.values() for p in d.values()]
+    end = _end_time(result, all_series)
+    if len(busy) <= MAX_PANELS:
+        for k in busy:
+            panels.append((_region_label(k), {c: kinds[c][k] for c in kinds if k in kinds[c]}))
+    else:
+        by_region: dict[str, list[str]] = {}
+        for k in busy:
+            by_region.setdefault(k.rsplit("/", 1)[-1], []).append(k)
+        for region, members in sorted(by_region.items())[:MAX_PANELS]:
+            summed: dict[str, np.ndarray] = {}
+            for c, d in kinds.items():
+                present = [d[k] for k in members if k in d]
+                if present:
+                    grid = np.unique(np.concatenate([p[:, 0] for p in present]))
+                    total = np.sum([_step_at(p, grid) for p in present], axis=0)
+                    summed[c] = np.column_stack([grid, total])
+            panels.append((f"{region}, summed over {len(members)} devices", summed))
+    with _style():
+        n = max(1, len(panels))
+        fig, axes = _figure(1.0 + 1.7 * n, n)
+        fig.suptitle(
+            _title(result, "Device memory: pinned vs free"),
+            x=0.01,
+            ha="left",
+            fontsize=10,
+            fontweight="bold",
+        )
+        tscale = _time_axis(axes[-1], end)
+        if not panels:
+            _note(axes[0], "no device memory series (device/<node>/<dev>/<region>/*) recorded")
+        peak = max(
+            (float(np.max(p[:, 1])) for _, d in panels for p in d.values()),
+            default=0.0,
+        )
+        vscale, vunit = value_scale("B", peak)
+        for ax, (label, d) in zip(axes, panels, strict=False):
+            ax.set_title(label, fontsize=9)
+            if "pinned" in d:
+                t, v = _step_xy(d["pinned"], end)
+                ax.fill_between(
+                    t / tscale,
+                    v / vscale,
+                    step="post",
+                    color=PINNED_COLOUR,
+                    alpha=0.35,
+                    linewidth=0,
+                )
+                ax.step(t / tscale, v / vscale, where="post", color=PINNED_COLOUR, label="pinned")
+            for kind, colour, style in (("used", USED_COLOUR, "-"), ("free", FREE_COLOUR, "--")):
+                if kind in d:
+                    t, v = _step_xy(d[kind], end)
+                    ax.step(
+                        t / tscale,
+                        v / vscale,
+                        where="post",
+                        color=colour,
+                        linestyle=style,
+                        label=kind,
+                    )
+            ax.set_ylabel(vunit)
+            ax.set_ylim(bottom=0.0)
+            _faults(ax, result, tscale)
+        _legend(fig, axes[0])
+    return fig
+
+
+def _denial_curves(result: RunResult) -> dict[str, np.ndarray]:
+    """Cumulative denials per tenant: the ``tenant/<name>/denials`` series, or counted from
+    the recorder's ``denial`` events (detail ``"<comm>: <error>"``)."""
+    curves = _series_by_suffix(result, "tenant/", "/denials")
+    if curves:
+        return curves
+    tenants = set(result.recorder.tenants)
+    times: dict[str, list[float]] = {}
+    for t, kind, detail in result.recorder.events:
+        if kind != "denial":
+            continue
+        who = detail.split(": ", 1)[0] if ": " in detail else "unknown"
+        if who not in tenants:
+            # comm may be truncated (TASK_COMM_LEN): attribute to the one tenant it prefixes
+            matches = [n for n in tenants if n.startswith(who)]
+            who = matches[0] if len(matches) == 1 else who
+        times.setdefault(who, []).append(t)
+    return {
+        name: np.column_stack(
+            [np.asarray(sorted(ts), dtype=float), np.arange(1, len(ts) + 1, dtype=float)]
+        )
+        for name, ts in sorted(times.items())
+    }
+
+
+def denials_over_time(result: RunResult) -> Figure:
+    """Cumulative denials (calls the kernel refused) per tenant over simulated time."""
+    curves = _denial_curves(result)
+    curves = {n: p for n, p in curves.items() if float(np.max(p[:, 1])) > 0}
+    with _style():
+        fig, (ax,) = _figure(3.0 if curves else 1.8)
+        end = _end_time(result, list(curves.values()))
+        tscale = _time_axis(ax, end)
+        ax.set_title(_title(result, "Denials per tenant (cumulative)"))
+        ax.set_ylabel("denials")
+        if not curves:
+            _note(ax, "no denials: every call the tenants made succeeded")
+            ax.set_ylim(0.0, 1.0)
+            ax.set_yticks([])
+        else:
+            shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
+            lines = [(n, curves[n]) for n in shown]
+            if folded:
+                grid = np.unique(np.concatenate([curves[n][:, 0] for n in folded]))
+                total = np.sum([_step_at(curves[n], grid) for n in folded], axis=0)
+                lines.append((f"{len(folded)} other tenants", np.column_stack([grid, total])))
+            for i, (name, pts) in enumerate(lines):
+                t, v = _step_xy(np.vstack([[0.0, 0.0], pts]) if pts[0, 0] > 0 else pts, end)
+                ax.step(
+                    t / tscale,
+                    v,
+                    where="post",
+                    color=PALETTE[i % len(PALETTE)],
+                    label=f"{name} ({int(pts[-1, 1])})",
+                    linewidth=1.4,
+                )
+            ax.set_ylim(bottom=0.0)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        _faults(ax, result, tscale)
+        _legend(fig, ax)
+    return fig
+
+
+def _variant_label(result: RunResult, results: Sequence[RunResult]) -> str:
+    same = [r for r in results if r.variant == result.variant]
+    return f"{result.variant}@{result.profile}" if len(same) > 1 else result.variant
+
+
+def _matched(results: Sequence[RunResult], metric: str) -> list[str]:
+    names = {n for r in results for n in r.metrics if fnmatch.fnmatchcase(n, metric)}
+    return sorted(names)
+
+
+def _short_labels(names: list[str]) -> list[str]:
+    """Metric names without their common dotted prefix and suffix (``tenant.a.throughput``,
+    ``tenant.b.throughput`` -> ``a``, ``b``)."""
+    if len(names) < 2:
+        return names
+    split = [n.split(".") for n in names]
+    pre = 0
+    while all(len(s) > pre + 1 for s in split) and len({s[pre] for s in split}) == 1:
+        pre += 1
+    post = 0
+    while all(len(s) > pre + post + 1 for s in split) and len({s[-1 - post] for s in split}) == 1:
+        post += 1
+    return [".".join(s[pre : len(s) - post]) for s in split]
+
+
+def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None = None) -> Figure:
+    """``metric`` compared across the variants in ``results``: one group of bars per
+    variant, each bar labelled with its value.
+
+    ``metric`` is a metric name or an :mod:`fnmatch` pattern (``tenant.*.throughput``); a
+    pattern gives one bar per matched metric (up to :data:`MAX_BARS`; beyond that the
+    minimum, mean and maximum over the matched metrics). A variant lacking a metric gets
+    no bar. A run under a compared profile is labelled ``<variant>@<profile>``.
+    """
+    names = _matched(results, metric)
+    found: list[Metric] = [r.metrics[n] for r in results for n in names if n in r.metrics]
+    unit = found[0].unit if found else ""
+    description = found[0].description if found else ""
+    groups = [_variant_label(r, results) for r in results]
+    series: list[tuple[str, list[float | None]]]
+    if len(names) <= MAX_BARS:
+        labels = _short_labels(names)
+        series = [
+            (
+                label,
+                [float(r.metrics[n].value) if n in r.metrics else None for r in results],
+            )
+            for label, n in zip(labels, names, strict=True)
+        ]
+    else:
+
+        def stat(fn: Callable[[list[float]], float]) -> list[float | None]:
+            out: list[float | None] = []
+            for r in results:
+                vals = [float(r.metrics[n].value) for n in names if n in r.metrics]
+                out.append(fn(vals) if vals else None)
+            return out
+
+        series = [
+            (f"min of {len(names)}", stat(min)),
+            (f"mean of {len(names)}", stat(lambda v: sum(v) / len(v))),
+            (f"max of {len(names)}", stat(max)),
+        ]
+    values = [v for _, vs in series for v in vs if v is not None]
+    peak = max((abs(v) for v in values), default=0.0)
+    vscale, vunit = value_scale(unit, peak)
+    with _style():
+        fig = Figure(figsize=(WIDTH_IN, 2.7), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        ax.grid(axis="x", visible=False)
+        ax.set_title(title or f"{metric} by variant")
+        if not values:
+            _note(ax, f"no metric matches {metric!r} in these runs")
+        n = max(1, len(series))
+        width = 0.8 / n
+        x = np.arange(len(groups), dtype=float)
+        for i, (label, vs) in enumerate(series):
+            xs = [x[j] + (i - (n - 1) / 2) * width for j, v in enumerate(vs) if v is not None]
+            hs = [v / vscale for v in vs if v is not None]
+            bars = ax.bar(
+                xs,
+                hs,
+                width * 0.92,
+                label=label if len(series) > 1 else None,
+                color=PALETTE[i % len(PALETTE)],
+            )
+            ax.bar_label(
+                bars,
+                labels=[_bar_text(v * vscale, vscale, vunit) for v in hs],
+                fontsize=7.5,
+                padding=2,
+            )
+        ax.set_xticks(x, groups)
+        ax.set_xlim(-0.6, len(groups) - 0.4)
+        ylabel = f"{description} ({vunit})" if description and vunit else (vunit or description)
+        ax.set_ylabel(ylabel if len(ylabel) <= 40 else (vunit or ""))
+        if values:
+            top = max(values) / vscale
+            ax.set_ylim(min(0.0, min(values) / vscale * 1.15), top * 1.18 if top > 0 else 1.0)
+        if len(series) > 1:
+            _legend(fig, ax)
+    return fig
+
+
+def _bar_text(value: float, scale: float, unit: str) -> str:
+    shown = value / scale
+    if unit in ("count", "") and float(shown).is_integer():
+        return str(int(shown))
+    return f"{shown:.3g}"
+
+
+# -- all figures of one run ----------------------------------------------------------------------
+
+FIGURES: dict[str, tuple[str, Callable[[RunResult], Figure]]] = {
+    "throughput": ("Throughput per tenant over time", throughput_over_time),
+    "memory": ("Pinned versus free device memory over time", memory_over_time),
+    "denials": ("Denials per tenant over time", denials_over_time),
+}
+"""The figures of one run's report: file stem -> (caption, function)."""
+
+
+def run_figures(result: RunResult) -> dict[str, Figure]:
+    """Every figure of :data:`FIGURES` for ``result``, by file stem."""
+    return {stem: fn(result) for stem, (_, fn) in FIGURES.items()}
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def _freeze(fig: Figure) -> None:
+    """Run the figure's layout engine once and keep the result: a figure with a layout
+    engine is otherwise laid out anew (one extra draw) on every save."""
+    if fig.get_layout_engine() is not None and not isinstance(
+        fig.get_layout_engine(), PlaceHolderLayoutEngine
+    ):
+        with _style():
+            fig.draw_without_rendering()
+        fig.set_layout_engine("none")
+
+
+def figure_svg(fig: Figure) -> str:
+    """``fig`` as SVG text, deterministic (fixed id salt, no date or version metadata)."""
+    _freeze(fig)
+    buf = io.BytesIO()
+    with _style():
+        fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
+    return buf.getvalue().decode("utf-8")
+
+
+def figure_png(fig: Figure) -> bytes:
+    """``fig`` as PNG bytes (100 dpi, no software metadata)."""
+    _freeze(fig)
+    buf = io.BytesIO()
+    with _style():
+        fig.savefig(buf, format="png", metadata=_PNG_METADATA)
+    return buf.getvalue()
+
+
+def write_atomic(path: Path | str, data: bytes | str) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` through a temporary sibling file and
+    :func:`os.replace`: readers see the old file or the new one, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_figure(fig: Figure, path_without_ext: Path | str) -> tuple[Path, Path]:
+    """Write ``fig`` as ``<path>.png`` and ``<path>.svg``, each atomically; returns both
+    paths. Both files are rendered before either is written."""
+    base = Path(path_without_ext)
+    png, svg = figure_png(fig), figure_svg(fig)
+    return (
+        write_atomic(base.with_name(base.name + ".png"), png),
+        write_atomic(base.with_name(base.name + ".svg"), svg),
+    )

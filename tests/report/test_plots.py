@@ -1,0 +1,315 @@
+"""Plots of a run (issue "Seeing and scaling", item 2): throughput per tenant, pinned versus
+free device memory, denials over time, variant comparison bars; PNG and SVG, written
+atomically, byte-identical for the same run. Built from hand-made RunResults, no runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle, StepPatch
+
+from pinlab.report import plots
+from pinlab.scenarios.result import Metric, RunResult
+from pinlab.sim.metrics import Recorder
+
+GiB = 1 << 30
+GB = 10**9
+
+
+def make_result(
+    *,
+    variant: str = "pin-in-place",
+    tenants: tuple[str, ...] = ("trainer", "hog"),
+    rate: float = 10 * GB,
+    byte_series: bool = True,
+    denial_series: bool = True,
+    devices: int = 1,
+    claim: str = "Pinning in place is at least 1.5x faster.",
+    camp: str = "performance",
+    throughput: float | None = None,
+) -> RunResult:
+    """A small, fully deterministic run: 1 s; the first tenant moves ``rate`` bytes/s in
+    0.1 s steps; the second is denied three times; ``devices`` GPUs with a VRAM and a GTT
+    region; one injected fault at 0.5 s."""
+    rec = Recorder()
+    for i, name in enumerate(tenants):
+        stats = rec.tenant(name)
+        stats.started, stats.finished = 0.0, 1.0
+        per_step = rate / 10 / (i + 1)
+        if byte_series:
+            for k in range(11):
+                rec.sample(f"tenant/{name}/bytes", k / 10, per_step * k)
+        stats.bytes = per_step * 10
+        if i == 1:
+            for k, t in enumerate((0.2, 0.4, 0.8), start=1):
+                rec.event(t, "denial", f"{name}: -ENOMEM (dma_buf_pin)")
+                if denial_series:
+                    rec.sample(f"tenant/{name}/denials", t, float(k))
+    for d in range(devices):
+        base = f"device/node/gpu{d}"
+        for k in range(11):
+            t = k / 10
+            pinned = min(k, 8) * GiB
+            rec.sample(f"{base}/vram/pinned", t, pinned)
+            rec.sample(f"{base}/vram/used", t, pinned + GiB)
+            rec.sample(f"{base}/vram/free", t, 16 * GiB - pinned - GiB)
+            rec.sample(f"{base}/gtt/used", t, 0.0 if k < 5 else 2 * GiB)
+            rec.sample(f"{base}/gtt/pinned", t, 0.0)
+            rec.sample(f"{base}/gtt/free", t, 32 * GiB - (0.0 if k < 5 else 2 * GiB))
+    rec.sample("stale_dma/node", 0.0, 0.0)
+    rec.event(0.5, "fault", "kill hog")
+    metrics = {
+        "global.stale_dma_incidents": Metric(0, "count", "DMA through a stale mapping"),
+        "global.denials": Metric(3, "count", "calls refused, all tenants"),
+    }
+    for i, name in enumerate(tenants):
+        value = rate / (i + 1) if throughput is None else throughput / (i + 1)
+        metrics[f"tenant.{name}.throughput"] = Metric(value, "B/s", "bytes moved per second")
+        metrics[f"tenant.{name}.denials"] = Metric(3 if i == 1 else 0, "count", "refused")
+    metrics["device.node/gpu0.vram.pinned_peak"] = Metric(8 * GiB, "B", "peak pinned")
+    return RunResult(
+        scenario="toy",
+        variant=variant,
+        profile="6.16",
+        seed=7,
+        duration=1.0,
+        config={"scenario": {"name": "toy", "claim": claim, "camp": camp}},
+        metrics=metrics,
+        recorder=rec,
+    )
+
+
+def _axes(fig: Figure) -> list[Axes]:
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
+def _texts(fig: Figure) -> str:
+    return "\n".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")))
+
+
+def _legend_labels(fig: Figure) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def test_save_figure_writes_png_and_svg_atomically(tmp_path: Path) -> None:
+    fig = plots.memory_over_time(make_result())
+    png, svg = plots.save_figure(fig, tmp_path / "plots" / "memory")
+    assert (png.name, svg.name) == ("memory.png", "memory.svg")
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "<svg" in text
+    # nothing but the two files: the temporary files were renamed away
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["memory.png", "memory.svg"]
+
+
+def test_save_figure_keeps_dots_in_the_name(tmp_path: Path) -> None:
+    png, svg = plots.save_figure(plots.denials_over_time(make_result()), tmp_path / "dmem.max")
+    assert (png.name, svg.name) == ("dmem.max.png", "dmem.max.svg")
+
+
+@pytest.mark.parametrize("stem", sorted(plots.FIGURES))
+def test_same_run_gives_byte_identical_svg_and_png(stem: str, tmp_path: Path) -> None:
+    fn = plots.FIGURES[stem][1]
+    a = plots.save_figure(fn(make_result()), tmp_path / "a")
+    b = plots.save_figure(fn(make_result()), tmp_path / "b")
+    assert a[1].read_bytes() == b[1].read_bytes()
+    assert a[0].read_bytes() == b[0].read_bytes()
+    svg = a[1].read_text()
+    assert "<dc:date>" not in svg and "Matplotlib v" not in svg  # no date, no version string
+
+
+def test_variant_bars_svg_is_deterministic() -> None:
+    results = [make_result(variant=v) for v in ("a", "b")]
+    one = plots.figure_svg(plots.variant_bars(results, "tenant.*.throughput"))
+    two = plots.figure_svg(plots.variant_bars(results, "tenant.*.throughput"))
+    assert one == two
+
+
+# -- throughput -----------------------------------------------------------------------------------
+
+
+def test_throughput_is_the_derivative_of_the_byte_series() -> None:
+    fig = plots.throughput_over_time(make_result(rate=10 * GB))
+    (ax,) = _axes(fig)
+    steps = [p for p in ax.patches if isinstance(p, StepPatch)]
+    assert [s.get_label() for s in steps] == ["hog", "trainer"]  # sorted by name
+    hog, trainer = (s.get_data().values for s in steps)
+    # 10 GB/s and 5 GB/s, shown in GB/s; every bin lies inside the transfer phase
+    assert np.allclose(trainer, 10.0) and np.allclose(hog, 5.0)
+    assert "GB/s" in ax.get_ylabel()
+    assert ax.get_xlabel() == "simulated time (s)"
+    assert "fault injected" in _legend_labels(fig)
+
+
+def test_throughput_axis_scales_to_the_data() -> None:
+    fig = plots.throughput_over_time(make_result(rate=50e6))
+    (ax,) = _axes(fig)
+    assert "MB/s" in ax.get_ylabel()
+
+
+def test_throughput_without_byte_series_says_so() -> None:
+    fig = plots.throughput_over_time(make_result(byte_series=False, throughput=2e9))
+    text = _texts(fig)
+    assert "no per-tenant byte series" in text
+    assert "trainer 2 GB/s" in text  # the data-phase metric instead
+
+
+def test_many_tenants_fold_into_one_line() -> None:
+    names = tuple(f"t{i:02d}" for i in range(12))
+    fig = plots.throughput_over_time(make_result(tenants=names))
+    (ax,) = _axes(fig)
+    labels = [p.get_label() for p in ax.patches if isinstance(p, StepPatch)]
+    assert len(labels) == plots.MAX_LINES
+    assert labels[-1] == "5 other tenants"
+    assert "t00" in labels  # the busiest tenants keep their own line
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+def test_memory_has_a_panel_per_region_with_pinned_used_free() -> None:
+    fig = plots.memory_over_time(make_result())
+    axes = _axes(fig)
+    assert [ax.get_title(loc="left") for ax in axes] == ["node/gpu0 gtt", "node/gpu0 vram"]
+    vram = axes[1]
+    lines = {line.get_label(): line for line in vram.get_lines()}
+    assert {"pinned", "used", "free"} <= set(lines)
+    assert vram.get_ylabel() == "GiB"
+    # pinned peaks at 8 GiB and the step line runs to the end of the run
+    x, y = lines["pinned"].get_data()
+    assert max(y) == pytest.approx(8.0) and max(x) == pytest.approx(1.0)
+    assert _legend_labels(fig) == ["pinned", "used", "free", "fault injected"]
+
+
+def test_memory_regions_that_held_nothing_are_left_out() -> None:
+    result = make_result()
+    for kind in ("used", "pinned", "free"):
+        del result.recorder.series[f"device/node/gpu0/gtt/{kind}"]
+    result.recorder.sample("device/node/gpu0/gtt/used", 0.0, 0.0)
+    result.recorder.sample("device/node/gpu0/gtt/free", 0.0, 32 * GiB)
+    fig = plots.memory_over_time(result)
+    assert [ax.get_title(loc="left") for ax in _axes(fig)] == ["node/gpu0 vram"]
+
+
+def test_memory_of_many_devices_is_summed_per_region() -> None:
+    fig = plots.memory_over_time(make_result(devices=10))
+    axes = _axes(fig)
+    assert [ax.get_title(loc="left") for ax in axes] == [
+        "gtt, summed over 10 devices",
+        "vram, summed over 10 devices",
+    ]
+    pinned = next(line for line in axes[1].get_lines() if line.get_label() == "pinned")
+    assert max(pinned.get_ydata()) == pytest.approx(80.0)  # 10 x 8 GiB, in GiB
+    assert axes[1].get_ylabel() == "GiB"
+
+
+def test_memory_without_device_series_says_so() -> None:
+    result = make_result()
+    result.recorder.series = {k: v for k, v in result.recorder.series.items() if "device/" not in k}
+    assert "no device memory series" in _texts(plots.memory_over_time(result))
+
+
+# -- denials --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("series", [True, False], ids=["from-series", "from-events"])
+def test_denials_are_cumulative_per_tenant(series: bool) -> None:
+    fig = plots.denials_over_time(make_result(denial_series=series))
+    (ax,) = _axes(fig)
+    lines = [line for line in ax.get_lines() if line.get_label() == "hog (3)"]
+    assert len(lines) == 1
+    x, y = lines[0].get_data()
+    assert list(y) == [0.0, 1.0, 2.0, 3.0, 3.0]  # from 0, a step per denial, held to the end
+    assert list(x) == pytest.approx([0.0, 0.2, 0.4, 0.8, 1.0])
+    assert ax.get_ylabel() == "denials"
+
+
+def test_no_denials_is_said_not_drawn() -> None:
+    result = make_result(denial_series=False)
+    result.recorder.events = [e for e in result.recorder.events if e[1] != "denial"]
+    fig = plots.denials_over_time(result)
+    assert "no denials" in _texts(fig)
+    (ax,) = _axes(fig)
+    assert [line.get_label() for line in ax.get_lines()] == ["fault injected"]
+
+
+# -- variant bars ---------------------------------------------------------------------------------
+
+
+def _bars(fig: Figure) -> list[Rectangle]:
+    (ax,) = _axes(fig)
+    return [p for p in ax.patches if isinstance(p, Rectangle) and p.get_height() != 0]
+
+
+def test_variant_bars_compare_a_pattern_across_variants() -> None:
+    results = [
+        make_result(variant="pin-in-place", rate=12 * GB),
+        make_result(variant="migrate-on-pin", rate=4 * GB),
+        make_result(variant="staged", rate=6 * GB),
+    ]
+    fig = plots.variant_bars(results, "tenant.*.throughput")
+    (ax,) = _axes(fig)
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "pin-in-place",
+        "migrate-on-pin",
+        "staged",
+    ]
+    heights = sorted(round(b.get_height(), 6) for b in _bars(fig))
+    assert heights == [2.0, 3.0, 4.0, 6.0, 6.0, 12.0]  # GB/s: trainer and hog per variant
+    assert _legend_labels(fig) == ["hog", "trainer"]
+    assert ax.get_ylabel().endswith("(GB/s)")
+
+
+def test_variant_bars_of_one_metric_and_missing_values() -> None:
+    a, b = make_result(variant="a"), make_result(variant="b")
+    del b.metrics["device.node/gpu0.vram.pinned_peak"]
+    fig = plots.variant_bars([a, b], "device.node/gpu0.vram.pinned_peak")
+    bars = _bars(fig)
+    assert [round(x.get_height(), 6) for x in bars] == [8.0]  # GiB; b has no bar
+    assert fig.legends == []
+
+
+def test_variant_bars_with_many_metrics_show_min_mean_max() -> None:
+    names = tuple(f"t{i:02d}" for i in range(10))
+    fig = plots.variant_bars([make_result(tenants=names)], "tenant.*.throughput")
+    assert _legend_labels(fig) == ["min of 10", "mean of 10", "max of 10"]
+    assert len(_bars(fig)) == 3
+
+
+def test_variant_bars_label_a_compared_profile() -> None:
+    a, b = make_result(variant="odp"), make_result(variant="odp")
+    b.profile = "5.16"
+    fig = plots.variant_bars([a, b], "global.denials")
+    (ax,) = _axes(fig)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["odp@6.16", "odp@5.16"]
+
+
+def test_variant_bars_without_a_match_says_so() -> None:
+    fig = plots.variant_bars([make_result()], "tenant.*.nothing")
+    assert "no metric matches" in _texts(fig)
+
+
+# -- text is text ---------------------------------------------------------------------------------
+
+
+def test_dollar_signs_and_markup_in_names_are_plain_text() -> None:
+    """A tenant named like mathtext or markup is drawn as written, and the SVG escapes it."""
+    result = make_result(tenants=("$x^2$", "<b>&hog"))
+    svg = plots.figure_svg(plots.throughput_over_time(result))
+    assert "$x^2$" in svg
+    assert "&lt;b&gt;&amp;hog" in svg and "<b>" not in svg
+
+
+def test_value_scale_picks_units() -> None:
+    assert plots.value_scale("B", 3 * GiB) == (float(GiB), "GiB")
+    assert plots.value_scale("B/s", 25e9) == (1e9, "GB/s")
+    assert plots.value_scale("s", 0.002) == (1e-3, "ms")
+    assert plots.value_scale("count", 5) == (1.0, "count")
+    assert plots.value_scale("B", 0) == (1.0, "B")
