@@ -137,12 +137,24 @@ def test_run_all_prints_one_verdict_per_scenario(
     assert "2 scenarios: 2 claims held, 0 failed; 4 run directories" in out
     for scenario, variant in [("alpha", "pin"), ("alpha", "odp"), ("beta", "migrate")]:
         run_dir = tmp_path / scenario / variant
-        assert sorted(p.name for p in run_dir.iterdir()) == [
-            "config.toml",
-            "series.csv",
-            "summary.json",
-        ]
+        names = {p.name for p in run_dir.iterdir()}
+        assert {"config.toml", "series.csv", "summary.json", "report.html"} <= names
+        assert {"plot-throughput.svg", "plot-memory.png"} <= names
+    assert (tmp_path / "report.html").is_file()  # the suite page
     assert [c["variants"] for c in fake.calls] == [["pin", "odp"], ["odp", "migrate"]]
+
+
+def test_run_no_report_writes_only_the_data_files(
+    fake: FakeRunner, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--out", str(tmp_path), "--no-report", "--quiet"]) == 0
+    run_dir = tmp_path / "alpha" / "pin"
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "config.toml",
+        "series.csv",
+        "summary.json",
+    ]
+    assert not (tmp_path / "report.html").exists()
 
 
 def test_run_failed_claim_exits_1_and_names_it(
@@ -377,10 +389,11 @@ def test_run_all_is_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert f"{name}: {claim.split()[0]}" in out
     assert sum(line.startswith("claim HELD") for line in out.splitlines()) == len(BUILTIN)
     assert f"{len(BUILTIN)} scenarios: {len(BUILTIN)} claims held, 0 failed" in out
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(BUILTIN)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*BUILTIN, "report.html"])
     for scenario in BUILTIN:
         for run in (tmp_path / scenario).iterdir():
             assert (run / "summary.json").is_file() and (run / "config.toml").is_file()
+            assert (run / "report.html").is_file()
 
 
 def test_a_runs_config_toml_reruns_to_the_same_metrics(tmp_path: Path) -> None:

@@ -339,13 +339,24 @@ def _run_scenario(
         raise UserError(str(e)) from None
 
 
-def _save(results: list[RunResult], out: Path, *, compare: bool) -> int:
-    """Write each run's directory under ``out``; the number written."""
+def _save(
+    results: list[RunResult],
+    out: Path,
+    *,
+    compare: bool,
+    verdict: Verdict | None = None,
+    report: bool = True,
+) -> int:
+    """Write each run's directory under ``out`` (and, with ``report``, its ``report.html``
+    and plots); the number written."""
+    from pinlab.report.html import write_run_report
     from pinlab.report.output import write_run
 
     try:
         for result in results:
-            write_run(result, out, compare_profile=compare)
+            path = write_run(result, out, compare_profile=compare)
+            if report:
+                write_run_report(path, result, verdict)
     except OSError as e:
         raise UserError(f"--out {out}: cannot write the run directory: {e.strerror or e}") from None
     return len(results)
@@ -366,6 +377,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     stderr = Console(stderr=True)
     runs_per_variant = 2 if args.compare_profile else 1
     failed: list[Verdict] = []
+    suite: list[tuple[list[RunResult], Verdict]] = []
     written = 0
     progress = Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -387,7 +399,10 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             tick.begin(cfg.name)
             results, verdict = _run_scenario(cfg, variants, args.profile, args.seed, tick)
             tick.end(len(variants))
-            written += _save(results, out, compare=False)
+            written += _save(
+                results, out, compare=False, verdict=verdict, report=not args.no_report
+            )
+            suite.append((results, verdict))
             if not verdict.held:
                 failed.append(verdict)
             reporter.print(verdict_table(verdict), claim_line(verdict), "")
@@ -397,7 +412,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                     cfg, variants, args.compare_profile, args.seed, tick
                 )
                 tick.end(len(variants))
-                written += _save(other, out, compare=True)
+                written += _save(
+                    other, out, compare=True, verdict=verdict_b, report=not args.no_report
+                )
                 by_variant = {r.variant: r for r in other}
                 tables: list[RenderableType] = [
                     claim_line(verdict_b, prefix=f"under profile {args.compare_profile}: "),
@@ -407,6 +424,15 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                     if result.variant in by_variant:
                         tables += [compare_table(result, by_variant[result.variant]), ""]
                 reporter.print(*tables)
+    if not args.no_report and len(suite) > 1:
+        from pinlab.report.html import write_suite_report
+
+        try:
+            page = write_suite_report(out, suite)
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write the report: {e.strerror or e}") from None
+        if not args.quiet:
+            console.print(f"report: {page}", markup=False, highlight=False)
     for verdict in failed:
         stderr.print(
             f"pinlab: claim FAILED: {verdict.scenario}: {verdict.claim}"
@@ -513,6 +539,11 @@ def _add_run_parsers(sub: Any) -> None:
     )
     run.add_argument(
         "--quiet", action="store_true", help="no tables and no progress bar (files still written)"
+    )
+    run.add_argument(
+        "--no-report",
+        action="store_true",
+        help="skip report.html and the plots (config, summary and series are still written)",
     )
     run.set_defaults(func=_cmd_run)
 

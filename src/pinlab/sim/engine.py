@@ -125,6 +125,7 @@ class Simulation:
         for node in self.nodes.values():
             self._attach_copy_engines(node)
         self._sampled_bytes: dict[str, float] = {}
+        self._last_sample = 0.0
         self.env.process(self._sampler())
 
     # -- construction ----------------------------------------------------------------------
@@ -263,7 +264,8 @@ class Simulation:
 
     def sample(self) -> None:
         """Record every device region's used/pinned/free bytes and fragmentation, every
-        link's utilisation since the last sample, and stale-DMA incidents so far."""
+        tenant's cumulative bytes and denials, every link's mean utilisation since the last
+        sample, and stale-DMA incidents so far. Series store points only on change."""
         now = self.env.now
         rec = self.recorder
         for node in self.nodes.values():
@@ -275,9 +277,14 @@ class Simulation:
                     rec.sample(f"{base}/free", now, region.free)
                     rec.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
             rec.sample(f"stale_dma/{node.name}", now, len(node.machine.system.detector.incidents))
-        dt = self.sample_interval
+        for name, stats in rec.tenants.items():
+            rec.sample(f"tenant/{name}/bytes", now, stats.bytes)
+            rec.sample(f"tenant/{name}/denials", now, sum(stats.denials.values()))
+        dt = now - self._last_sample
+        if dt <= 0:
+            return
+        self.net._advance()  # bring every link's byte count up to now, once
         for key, link in self.net.links.items():
-            self.net._advance()
             carried = link.bytes_carried
             before = self._sampled_bytes.get(key, 0.0)
             if carried != before or key in self._sampled_bytes:
@@ -287,6 +294,7 @@ class Simulation:
                     round((carried - before) / (link.capacity * dt), 6),
                 )
             self._sampled_bytes[key] = carried
+        self._last_sample = now
 
     # -- running ---------------------------------------------------------------------------
     def run(self, until: float) -> Recorder:
