@@ -405,3 +405,16 @@ def test_a_runs_config_toml_reruns_to_the_same_metrics(tmp_path: Path) -> None:
     (again,) = (tmp_path / "b" / REAL).iterdir()
     metrics = [json.loads((d / "summary.json").read_text())["metrics"] for d in (first, again)]
     assert metrics[0] == metrics[1]
+
+
+def test_a_subset_of_variants_is_not_judged_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--variant runs only part of a comparison: the claim is reported NOT JUDGED (neither
+    held nor failed), the exit status is 0, and no meaningless ratio is printed."""
+    argv = ["run", REAL, "--variant", "staged", "--no-report", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "claim NOT JUDGED: variant(s) pin-in-place, migrate-on-pin not run" in out
+    assert "1 not judged" in out
+    assert "inf" not in out.split("claim NOT JUDGED")[1]

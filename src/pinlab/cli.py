@@ -403,7 +403,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                 results, out, compare=False, verdict=verdict, report=not args.no_report
             )
             suite.append((results, verdict))
-            if not verdict.held:
+            if verdict.judged and not verdict.held:
                 failed.append(verdict)
             reporter.print(verdict_table(verdict), claim_line(verdict), "")
             if args.compare_profile:
@@ -442,10 +442,13 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
     if not args.quiet:
-        held = len(plan) - len(failed)
+        unjudged = sum(1 for _, v in suite if not v.judged)
+        held = len(plan) - len(failed) - unjudged
         console.print(
             f"{len(plan)} scenario{'s' if len(plan) != 1 else ''}: {held} claim"
-            f"{'s' if held != 1 else ''} held, {len(failed)} failed; "
+            f"{'s' if held != 1 else ''} held, {len(failed)} failed"
+            + (f", {unjudged} not judged (variants not run)" if unjudged else "")
+            + "; "
             f"{written} run director{'ies' if written != 1 else 'y'} in {out}/",
             markup=False,
             highlight=False,

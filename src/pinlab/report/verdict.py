@@ -55,8 +55,12 @@ def verdict_table(verdict: Verdict) -> Table:
 
 
 def claim_line(verdict: Verdict, *, prefix: str = "") -> Text:
-    """``claim HELD: <explanation>`` (green) or ``claim FAILED: <explanation>`` (red)."""
-    word, style = ("HELD", "bold green") if verdict.held else ("FAILED", "bold red")
+    """``claim HELD: <explanation>`` (green), ``claim FAILED: …`` (red) or, when the variants
+    the claim compares were not all run, ``claim NOT JUDGED: …`` (yellow)."""
+    if not verdict.judged:
+        word, style = "NOT JUDGED", "bold yellow"
+    else:
+        word, style = ("HELD", "bold green") if verdict.held else ("FAILED", "bold red")
     line = Text(prefix)
     line.append(f"claim {word}", style=style)
     if verdict.explanation:

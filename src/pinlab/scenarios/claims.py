@@ -82,10 +82,17 @@ def _verdict(
             " Stale-DMA incidents in " + ", ".join(f"{k} ({v})" for k, v in stale.items()) + "."
         )
     missing = _missing(results, needed)
-    if missing:
-        held = False
-        explanation = f"Not judged: variant(s) {', '.join(missing)} not run. " + explanation
-    return Verdict(cfg.name, cfg.claim, held, ["variant", *columns], rows, explanation.strip())
+    judged = True
+    if missing and not stale:
+        # the comparison needs every variant: its numbers would be meaningless (even inf)
+        held, judged = False, False
+        explanation = (
+            f"variant(s) {', '.join(missing)} not run; the claim compares "
+            f"{', '.join(needed)}."
+        )
+    return Verdict(
+        cfg.name, cfg.claim, held, ["variant", *columns], rows, explanation.strip(), judged
+    )
 
 
 # -- efa-gaudi -------------------------------------------------------------------------------------

@@ -84,7 +84,8 @@ class Verdict:
 
     ``columns`` name the table's columns (the first is ``variant``); ``rows`` hold the cell
     text per column; ``held`` is the verdict; ``explanation`` one or two sentences with the
-    decisive numbers.
+    decisive numbers. ``judged`` is False when the variants the claim compares were not all
+    run (``pinlab run --variant``): such a verdict is neither held nor failed.
     """
 
     scenario: str
@@ -93,3 +94,4 @@ class Verdict:
     columns: list[str]
     rows: list[dict[str, str]] = field(default_factory=list)
     explanation: str = ""
+    judged: bool = True
