@@ -87,8 +87,7 @@ def _verdict(
         # the comparison needs every variant: its numbers would be meaningless (even inf)
         held, judged = False, False
         explanation = (
-            f"variant(s) {', '.join(missing)} not run; the claim compares "
-            f"{', '.join(needed)}."
+            f"variant(s) {', '.join(missing)} not run; the claim compares {', '.join(needed)}."
         )
     return Verdict(
         cfg.name, cfg.claim, held, ["variant", *columns], rows, explanation.strip(), judged
