@@ -153,6 +153,7 @@ def test_run_no_report_writes_only_the_data_files(
         "config.toml",
         "series.csv",
         "summary.json",
+        "trace.json",
     ]
     assert not (tmp_path / "report.html").exists()
 

@@ -13,7 +13,9 @@ Subcommands:
   [--out DIR] [--compare-profile P2] [--quiet]`` -- run one scenario (or, with no argument,
   the whole debate suite), write each run's directory (``config.toml``, ``summary.json``,
   ``series.csv``) and print one verdict table per scenario; exit 1 when a claim failed;
-* ``pinlab scenarios`` -- the built-in scenarios: name, camp and claim.
+* ``pinlab scenarios`` -- the built-in scenarios: name, camp and claim;
+* ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
+  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
 
 User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
 was expected and what was found, and exit with status 2 -- never a traceback.
@@ -346,15 +348,27 @@ def _save(
     compare: bool,
     verdict: Verdict | None = None,
     report: bool = True,
+    trace_filter: frozenset[str] | None = None,
+    trace_max_events: int | None = None,
 ) -> int:
     """Write each run's directory under ``out`` (and, with ``report``, its ``report.html``
-    and plots); the number written."""
+    and plots); the number written. ``trace_filter`` limits the categories of
+    ``trace.json`` (``--trace-filter``), ``trace_max_events`` caps its size."""
     from pinlab.report.html import write_run_report
     from pinlab.report.output import write_run
+    from pinlab.report.trace import DEFAULT_MAX_EVENTS
 
+    categories = trace_filter
+    max_events = DEFAULT_MAX_EVENTS if trace_max_events is None else trace_max_events
     try:
         for result in results:
-            path = write_run(result, out, compare_profile=compare)
+            path = write_run(
+                result,
+                out,
+                compare_profile=compare,
+                trace_categories=categories,
+                trace_max_events=max_events,
+            )
             if report:
                 write_run_report(path, result, verdict)
     except OSError as e:
@@ -400,7 +414,13 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             results, verdict = _run_scenario(cfg, variants, args.profile, args.seed, tick)
             tick.end(len(variants))
             written += _save(
-                results, out, compare=False, verdict=verdict, report=not args.no_report
+                results,
+                out,
+                compare=False,
+                verdict=verdict,
+                report=not args.no_report,
+                trace_filter=args.trace_filter,
+                trace_max_events=args.trace_max_events,
             )
             suite.append((results, verdict))
             if verdict.judged and not verdict.held:
@@ -413,7 +433,13 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                 )
                 tick.end(len(variants))
                 written += _save(
-                    other, out, compare=True, verdict=verdict_b, report=not args.no_report
+                    other,
+                    out,
+                    compare=True,
+                    verdict=verdict_b,
+                    report=not args.no_report,
+                    trace_filter=args.trace_filter,
+                    trace_max_events=args.trace_max_events,
                 )
                 by_variant = {r.variant: r for r in other}
                 tables: list[RenderableType] = [
@@ -491,6 +517,25 @@ def _seed_arg(text: str) -> int:
     return seed
 
 
+def _trace_filter_arg(text: str) -> frozenset[str]:
+    from pinlab.report.trace import parse_categories
+
+    try:
+        return parse_categories(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _trace_max_arg(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, found {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 event, found {text!r}")
+    return n
+
+
 def _add_run_parsers(sub: Any) -> None:
     run = sub.add_parser(
         "run",
@@ -498,7 +543,7 @@ def _add_run_parsers(sub: Any) -> None:
         description=(
             "Run one scenario -- a built-in NAME or a scenario FILE -- or, with no argument, "
             "every built-in scenario; write each run to DIR/<scenario>/<variant>/ "
-            "(config.toml, summary.json, series.csv) and print one verdict table per "
+            "(config.toml, summary.json, series.csv, trace.json) and print one verdict table per "
             "scenario. Exit status: 0 when every claim held, 1 when a claim failed, "
             "2 for a user error."
         ),
@@ -548,10 +593,134 @@ def _add_run_parsers(sub: Any) -> None:
         action="store_true",
         help="skip report.html and the plots (config, summary and series are still written)",
     )
+    run.add_argument(
+        "--trace-filter",
+        type=_trace_filter_arg,
+        metavar="CATS",
+        help="write only these trace.json categories, a comma list of "
+        "copy, transfer, odp, counter, instant, flow (default: all)",
+    )
+    run.add_argument(
+        "--trace-max-events",
+        type=_trace_max_arg,
+        metavar="N",
+        help="cap trace.json at N events, coarsening the finest first (default 200000)",
+    )
     run.set_defaults(func=_cmd_run)
 
     scenarios = sub.add_parser("scenarios", help="list the built-in scenarios and their claims")
     scenarios.set_defaults(func=_cmd_scenarios)
+
+
+def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    """``pinlab sweep SWEEP.toml``: expand, run the unfinished points, write the table."""
+    from pinlab.platform.errors import ConfigError
+    from pinlab.sweep import PointError, load_sweep, run_sweep
+
+    try:
+        sweep = load_sweep(args.file)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
+    if args.max_points is not None and args.max_points < 0:
+        raise UserError(f"--max-points: expected a number >= 0, found {args.max_points}")
+    if args.dry_run:
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 160))
+        table = Table(
+            title=f"{sweep.name}: {len(sweep.points)} points ({sweep.source})",
+            title_justify="left",
+        )
+        for col in ("point", "id", "variant", "seed", *sweep.factor_names):
+            table.add_column(col, overflow="fold")
+        for p in sweep.points:
+            seed = "scenario" if p.seed is None else str(p.seed)
+            factors = [str(p.factors[n]) for n in sweep.factor_names]
+            table.add_row(str(p.index), p.id[:12], p.variant, seed, *factors)
+        console.print(table)
+        return 0
+    out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
+    stderr = Console(stderr=True)
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+        disable=args.quiet or not stderr.is_terminal,
+    )
+    with progress:
+        task = progress.add_task(f"sweep {sweep.name}", total=len(sweep.points))
+
+        def tick(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            outcome = run_sweep(
+                sweep,
+                out,
+                jobs=args.jobs,
+                dask=args.dask,
+                max_points=args.max_points,
+                progress=tick,
+            )
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        except PointError as e:
+            if e.user:
+                raise UserError(str(e)) from None
+            stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
+            return 1
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write the sweep: {e.strerror or e}") from None
+    if not args.quiet:
+        state = "complete" if outcome.complete else "incomplete; run again to finish"
+        console.print(
+            f"{sweep.name}: {outcome.rows}/{outcome.total} points ({outcome.ran} run now, "
+            f"{outcome.skipped} already done; {state}) -> {out}/results.parquet, "
+            f"{out}/results.csv",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    return 0
+
+
+def _add_sweep_parser(sub: Any) -> None:
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a parameter sweep (factors x variants x seeds) into one table",
+        description=(
+            "Run every point of a sweep file on a local process pool (or a Dask cluster) and "
+            "write DIR/results.parquet and DIR/results.csv, one row per point with the "
+            "configuration as columns. Finished points are kept in DIR/points/: run again "
+            "after an interruption and only the missing points run."
+        ),
+    )
+    sweep.add_argument(
+        "file", metavar="SWEEP.toml", help="a sweep file, e.g. examples/sweeps/pin-cap.toml"
+    )
+    sweep.add_argument(
+        "--out", metavar="DIR", help="results directory (default pinlab-sweeps/<name>)"
+    )
+    sweep.add_argument(
+        "--jobs", type=int, metavar="N", help="local worker processes (default: CPU count)"
+    )
+    sweep.add_argument(
+        "--dask",
+        metavar="local|ADDRESS",
+        help="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
+    )
+    sweep.add_argument(
+        "--max-points", type=int, metavar="N", help="run at most N unfinished points, then stop"
+    )
+    sweep.add_argument("--dry-run", action="store_true", help="list the points and exit")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    sweep.set_defaults(func=_cmd_sweep)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -639,6 +808,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="machine-readable summary")
     inspect.set_defaults(func=_cmd_inspect)
     _add_run_parsers(sub)
+    _add_sweep_parser(sub)
     return parser
 
 

@@ -41,11 +41,15 @@ def make_result(
     )
 
 
-def test_writes_the_three_files(tmp_path: Path) -> None:
+def test_writes_the_four_files(tmp_path: Path) -> None:
     result = make_result()
     path = write_run(result, tmp_path / "out")
     assert path == tmp_path / "out" / "toy" / "pin-in-place"
-    assert sorted(p.name for p in path.iterdir()) == ["config.toml", "series.csv", "summary.json"]
+    names = sorted(p.name for p in path.iterdir())
+    assert names == ["config.toml", "series.csv", "summary.json", "trace.json"]
+    assert json.loads((path / "trace.json").read_text())["traceEvents"]
+    untraced = write_run(result, tmp_path / "bare", trace=False)
+    assert not (untraced / "trace.json").exists()
     # summary.json is the runner's bytes, verbatim: no timestamps or paths added
     assert (path / "summary.json").read_bytes() == result.summary_json().encode()
     summary = json.loads((path / "summary.json").read_text())

@@ -6,6 +6,8 @@ One run -- one variant of one scenario under one profile -- writes one directory
         config.toml    the fully resolved configuration (RunResult.config)
         summary.json   every headline metric with its unit (RunResult.summary_json(), verbatim)
         series.csv     every time series, ``series,time_s,value`` (RunResult.series_csv())
+        trace.json     the timeline, Chrome trace-event JSON for ui.perfetto.dev
+                       (pinlab.report.trace.trace_json)
 
 A rerun under a second profile (``pinlab run --compare-profile P``) writes next to it, in
 ``<out>/<scenario>/<variant>@<P>/`` (:func:`run_dir_name`).
@@ -33,12 +35,14 @@ from typing import Any
 
 import tomli_w
 
+from pinlab.report.trace import DEFAULT_MAX_EVENTS, TRACE_FILE, trace_json
 from pinlab.scenarios.result import RunResult
 
 __all__ = [
     "CONFIG_FILE",
     "SERIES_FILE",
     "SUMMARY_FILE",
+    "TRACE_FILE",
     "config_toml",
     "run_dir_name",
     "write_run",
@@ -140,19 +144,33 @@ def write_run_dir(target: Path, files: Mapping[str, str]) -> Path:
     return target
 
 
-def write_run(result: RunResult, out: Path | str, *, compare_profile: bool = False) -> Path:
+def write_run(
+    result: RunResult,
+    out: Path | str,
+    *,
+    compare_profile: bool = False,
+    trace: bool = True,
+    trace_categories: frozenset[str] | None = None,
+    trace_max_events: int = DEFAULT_MAX_EVENTS,
+) -> Path:
     """Write ``result``'s directory under ``out`` and return its path.
 
     The directory is ``<out>/<scenario>/<variant>/``, or with ``compare_profile``
     ``<out>/<scenario>/<variant>@<profile>/`` (a rerun under a second profile). It holds
-    ``config.toml``, ``summary.json`` and ``series.csv``, and replaces a previous run's
-    directory atomically (:func:`write_run_dir`). All three texts are computed before the
-    first byte is written.
+    ``config.toml``, ``summary.json``, ``series.csv`` and (with ``trace``) ``trace.json``
+    limited to ``trace_categories`` and capped at ``trace_max_events`` events
+    (:func:`~pinlab.report.trace.trace_json`), and replaces a previous run's directory
+    atomically (:func:`write_run_dir`). All texts are computed before the first byte is
+    written.
     """
     files = {
         CONFIG_FILE: config_toml(result.config),
         SUMMARY_FILE: result.summary_json(),
         SERIES_FILE: result.series_csv(),
     }
+    if trace:
+        files[TRACE_FILE] = trace_json(
+            result, categories=trace_categories, max_events=trace_max_events
+        )
     name = run_dir_name(result.variant, result.profile if compare_profile else None)
     return write_run_dir(Path(out) / result.scenario / name, files)

@@ -40,7 +40,7 @@ from pinlab.platform.topology import LinkUse, Machine, PlatformSpec, build
 from pinlab.sim.copy_engine import CopyEngine, CopyRates
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
-from pinlab.sim.metrics import Recorder, TenantStats
+from pinlab.sim.metrics import Recorder, TenantStats, TraceArgs, track_name
 from pinlab.uapi.process import Process
 
 T = TypeVar("T")
@@ -124,7 +124,12 @@ class Simulation:
                 self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
         for node in self.nodes.values():
             self._attach_copy_engines(node)
+            for dev in node.machine.exporters:
+                self.recorder.add_process(track_name(node.name, dev), "device")
+            for nic in node.machine.nics:
+                self.recorder.add_process(track_name(node.name, nic), "nic")
         self._sampled_bytes: dict[str, float] = {}
+        self._move_notifies: dict[tuple[str, str], int] = {}
         self._last_sample = 0.0
         self.env.process(self._sampler())
 
@@ -173,8 +178,25 @@ class Simulation:
             )
 
     def _copy_hook(self, node: str, device: str) -> Callable[[CopyJob, float, float], None]:
+        process = track_name(node, device)
+
         def hook(job: CopyJob, start: float, end: float) -> None:
             self._copy_done(node, device, job.kind, job.nbytes, start, end)
+            if self.recorder.tracing:
+                src = job.src.name.lower() if job.src is not None else "-"
+                name = "evict" if job.evict else job.kind
+                # the BO's owner, not its name: BO serials are process-global, so they would
+                # make trace.json differ between runs in one interpreter
+                owner = job.bo.name.rstrip("0123456789").rstrip("-") or "bo"
+                args: TraceArgs = {
+                    "bytes": job.nbytes,
+                    "owner": owner,
+                    "from": src,
+                    "to": job.dst.name.lower(),
+                }
+                self.recorder.slice(process, "copy engine", name, "copy", start, end, args)
+                if job.evict:
+                    self.recorder.instant(start, process, "copy engine", "eviction", owner)
 
         return hook
 
@@ -276,6 +298,8 @@ class Simulation:
                     rec.sample(f"{base}/pinned", now, region.pinned)
                     rec.sample(f"{base}/free", now, region.free)
                     rec.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
+                if rec.tracing:
+                    self._trace_move_notify(node.name, dev, driver, now)
             rec.sample(f"stale_dma/{node.name}", now, len(node.machine.system.detector.incidents))
         for name, stats in rec.tenants.items():
             rec.sample(f"tenant/{name}/bytes", now, stats.bytes)
@@ -295,6 +319,17 @@ class Simulation:
                 )
             self._sampled_bytes[key] = carried
         self._last_sample = now
+
+    def _trace_move_notify(self, node: str, dev: str, driver: ExporterDriver, now: float) -> None:
+        """A ``move_notify`` instant on the device's track when its count grew since the last
+        sample (trace only; ``summary.json`` counts them itself)."""
+        count = int(getattr(driver, "move_notifies", 0))
+        before = self._move_notifies.get((node, dev), 0)
+        if count > before:
+            self.recorder.instant(
+                now, track_name(node, dev), None, "move_notify", f"{count - before} calls"
+            )
+        self._move_notifies[(node, dev)] = count
 
     # -- running ---------------------------------------------------------------------------
     def run(self, until: float) -> Recorder:
@@ -334,6 +369,27 @@ class Ctx:
     @property
     def now(self) -> float:
         return float(self.env.now)
+
+    def trace(
+        self,
+        process: str,
+        thread: str,
+        name: str,
+        cat: str,
+        start: float,
+        args: TraceArgs | None = None,
+        flow: int | None = None,
+    ) -> None:
+        """Log a ``trace.json`` slice from ``start`` to now on ``process`` (a device, NIC or
+        link of this node) / ``thread`` (pinlab addition for timelines)."""
+        rec = self.sim.recorder
+        if rec.tracing:
+            proc = track_name(self.node.name, process)
+            rec.slice(proc, thread, name, cat, start, self.now, args, flow)
+
+    def new_flow(self) -> int:
+        """A flow id joining the stages of one staged message in ``trace.json``."""
+        return self.sim.recorder.new_flow()
 
     def sleep(self, seconds: float) -> simpy.Timeout:
         return self.env.timeout(max(seconds, 0.0))
@@ -375,7 +431,12 @@ class Ctx:
                 policy = "dmem.max"
             if policy:
                 self.stats.denials_by_policy[policy] += 1
-            self.sim.recorder.event(self.now, "denial", f"{self.proc.comm}: {e}")
+            rec = self.sim.recorder
+            rec.event(self.now, "denial", f"{self.proc.comm}: {e}")
+            if rec.tracing:
+                tenants = track_name(self.node.name, "tenants")
+                rec.add_process(tenants, "tenants")
+                rec.instant(self.now, tenants, self.proc.comm, "denial", f"{e} ({policy or '-'})")
             raise
 
     def wait_pending(self) -> Generator[simpy.Event, Any, None]:
@@ -402,9 +463,19 @@ class Ctx:
         t0 = self.env.now
         if latency > 0:
             yield self.env.timeout(latency)
+        t1 = self.now
         yield self.sim.net.transfer(
             nbytes, self.sim.links(self.node.name, uses), cap=cap, label=label
         )
+        if uses:
+            self.trace(
+                f"link {uses[0].link}",
+                f"xfer {self.proc.comm}",
+                label or "transfer",
+                "transfer",
+                t1,
+                {"bytes": nbytes},
+            )
         elapsed = self.env.now - t0
         if record:
             self.stats.record_transfer(nbytes, elapsed)
@@ -426,11 +497,13 @@ class Ctx:
         t0 = self.env.now
         faults_before = mr.faults
         result = yield from self.call(self.proc.nic_dma, mr, int(nbytes), write=write)
+        nic = mr.nic.name
         if mr.faults > faults_before:
             n = mr.faults - faults_before
             self.stats.odp_faults += n
+            t_fault = self.now
             yield self.env.timeout(n * self.cost.odp.fault)
-        nic = mr.nic.name
+            self.trace(nic, "odp faults", "odp fault", "odp", t_fault, {"faults": n})
         machine = self.machine
         loc = mr.dmabuf.locate() if mr.dmabuf.locate is not None else None
         if result.p2p and loc is not None:
@@ -444,7 +517,16 @@ class Ctx:
         uses = [port, *path] if write else [*path, port]
         links = self.sim.links(self.node.name, uses) + (extra or [])
         yield self.env.timeout(self.cost.nic.alpha)
+        t1 = self.now
         yield self.sim.net.transfer(nbytes, links, cap=cap, label=f"{self.proc.comm}:{nic}")
+        self.trace(
+            nic,
+            f"qp {self.proc.comm}",
+            "write" if write else "read",
+            "transfer",
+            t1,
+            {"bytes": nbytes, "p2p": int(bool(result.p2p)), "src": src},
+        )
         elapsed = self.env.now - t0
         self.stats.record_transfer(nbytes, elapsed)
         return elapsed

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -86,14 +87,101 @@ class Series:
         return total / (until - pts[0][0])
 
 
+SINGLE_NODE = "node"  # the node name of a single-node platform (pinlab.sim.engine)
+
+TraceArgs = dict[str, float | int | str]
+
+
+def track_name(node: str, name: str) -> str:
+    """The trace process name of ``name`` (a device, NIC or link) on ``node``: the bare name on
+    a single-node platform, ``"<node>/<name>"`` in a cluster."""
+    return name if node == SINGLE_NODE else f"{node}/{name}"
+
+
+@dataclass(slots=True)
+class TraceSlice:
+    """One timed operation for ``trace.json``: a copy job, a transfer, an ODP fault.
+
+    ``process``/``thread`` name its track (a device, NIC or link, and an engine, queue pair or
+    DMA lane on it); ``start`` and ``dur`` are in seconds; ``flow`` joins the stages of one
+    staged message (:meth:`Recorder.new_flow`)."""
+
+    process: str
+    thread: str
+    name: str
+    cat: str
+    start: float
+    dur: float
+    args: TraceArgs | None = None
+    flow: int | None = None
+
+
+@dataclass(slots=True)
+class TraceInstant:
+    """One instant for ``trace.json``: a move_notify, an eviction, a denial. ``thread`` None
+    means process scope."""
+
+    t: float
+    process: str
+    thread: str | None
+    name: str
+    detail: str = ""
+
+
 class Recorder:
-    """All metrics of one simulation run."""
+    """All metrics of one simulation run.
+
+    Besides metrics, the recorder keeps the trace log ``trace.json`` is made of
+    (:mod:`pinlab.report.trace`): :attr:`slices`, :attr:`instants` and :attr:`processes` (the
+    kind of every trace process: ``"device"``, ``"nic"``, ``"link"``, ``"tenants"``). The log
+    never feeds a metric, so recording it cannot change ``summary.json``; set the class
+    attribute :attr:`tracing` to ``False`` to switch it off.
+    """
+
+    tracing: bool = True
 
     def __init__(self) -> None:
         self.series: dict[str, Series] = {}
         self.counters: Counter[str] = Counter()
         self.tenants: dict[str, TenantStats] = {}
         self.events: list[tuple[float, str, str]] = []  # (t, kind, detail) instants
+        self.slices: list[TraceSlice] = []
+        self.instants: list[TraceInstant] = []
+        self.processes: dict[str, str] = {}  # trace process name -> kind
+        self._flows = itertools.count(1)
+
+    # -- trace log -------------------------------------------------------------------------
+    def add_process(self, name: str, kind: str) -> None:
+        """Declare trace process ``name`` of ``kind`` (so it gets a track even if idle)."""
+        self.processes.setdefault(name, kind)
+
+    def slice(
+        self,
+        process: str,
+        thread: str,
+        name: str,
+        cat: str,
+        start: float,
+        end: float,
+        args: TraceArgs | None = None,
+        flow: int | None = None,
+    ) -> None:
+        """Log one operation from ``start`` to ``end`` seconds (no-op when not tracing)."""
+        if self.tracing:
+            self.slices.append(
+                TraceSlice(process, thread, name, cat, float(start), float(end - start), args, flow)
+            )
+
+    def instant(
+        self, t: float, process: str, thread: str | None, name: str, detail: str = ""
+    ) -> None:
+        """Log one instant (no-op when not tracing)."""
+        if self.tracing:
+            self.instants.append(TraceInstant(float(t), process, thread, name, detail))
+
+    def new_flow(self) -> int:
+        """A fresh flow id joining the stages of one staged message (1, 2, ... per run)."""
+        return next(self._flows)
 
     def tenant(self, name: str) -> TenantStats:
         stats = self.tenants.get(name)

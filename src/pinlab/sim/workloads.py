@@ -385,6 +385,7 @@ class Side:
     bottleneck: float
     fill: float = 0.0
     staged: bool = False
+    nic: str = ""  # the NIC this end goes through (its trace track; pinlab addition)
 
 
 def _port_rate(machine: Machine, nic: str, write: bool) -> float:
@@ -409,7 +410,7 @@ def nic_side(
         cap = line
         extra = machine.cost.nic.alpha_host_delta  # §4: host vs GDR endpoints (default 0)
     uses = (port, *path) if write else (*path, port)
-    return Side(node, uses, cap, machine.bottleneck(uses), extra)
+    return Side(node, uses, cap, machine.bottleneck(uses), extra, nic=nic)
 
 
 def staged_side(
@@ -431,7 +432,7 @@ def staged_side(
         copy = cost.evict_d2h(gen)
     cap = min(copy, _port_rate(machine, nic, write))
     fill = cost.stage.copy_launch + cost.stage.chunk / copy + cost.nic.alpha_host_delta
-    return Side(node, uses, cap, machine.bottleneck(uses), fill, staged=True)
+    return Side(node, uses, cap, machine.bottleneck(uses), fill, staged=True, nic=nic)
 
 
 def route(
@@ -477,7 +478,16 @@ def nic_access(
         t += odp.mtt_update_per_page * result.pages_faulted
         ctx.stats.odp_faults += 1
         ctx.stats.stall_time += t
+        start = ctx.now
         yield ctx.sleep(t)
+        ctx.trace(
+            mr.nic.name,
+            "odp faults",
+            "odp fault",
+            "odp",
+            start,
+            {"tenant": ctx.proc.comm, "pages": result.pages_faulted},
+        )
     return result
 
 
@@ -489,7 +499,17 @@ def send(
     links, cap, latency = route(ctx.sim, sender, receiver)
     t0 = ctx.env.now
     yield ctx.sleep(latency)
+    t1 = ctx.now
     yield ctx.sim.net.transfer(nbytes, links, cap=cap, label=f"{ctx.proc.comm}:send")
+    if sender.nic:
+        ctx.trace(
+            sender.nic,
+            f"qp {ctx.proc.comm}",
+            "staged send" if sender.staged else "send",
+            "transfer",
+            t1,
+            {"bytes": nbytes, "staged": int(sender.staged)},
+        )
     return float(ctx.env.now - t0)
 
 
@@ -519,18 +539,30 @@ def _staged_pipeline(
     nic_uses = [port, *machine.path(nic, host)] if write else [*machine.path(host, nic), port]
     nic_stage = (ctx.sim.links(ctx.node.name, nic_uses), line, cost.nic.alpha)
     stages = [nic_stage, copy_stage] if write else [copy_stage, nic_stage]
+    # trace tracks: the copy stage on the device's DMA lane, the NIC stage on the tenant's QP;
+    # one flow per chunk joins its stages
+    comm = ctx.proc.comm
+    copy_track = (device, f"dma {comm}", "stage h2d" if write else "stage d2h")
+    nic_track = (nic, f"qp {comm}", "stage recv" if write else "stage send")
+    tracks = [nic_track, copy_track] if write else [copy_track, nic_track]
     env = ctx.env
     done = [[env.event() for _ in range(k)] for _ in stages]
     eff = cost.stage.pipeline_eff
+    flows = [ctx.new_flow() for _ in range(k)] if ctx.sim.recorder.tracing else [None] * k
 
     def run_stage(j: int) -> Gen:
         links, rate, overhead = stages[j]
+        process, thread, name = tracks[j]
         for i in range(k):
             if j > 0:
                 yield done[j - 1][i]
             size = min(chunk, nbytes - i * chunk)
             yield env.timeout(overhead)
+            start = ctx.now
             yield ctx.sim.net.transfer(size, links, cap=rate * eff, label="stage")
+            ctx.trace(
+                process, thread, name, "transfer", start, {"bytes": size, "chunk": i}, flows[i]
+            )
             done[j][i].succeed()
 
     t0 = env.now
@@ -561,16 +593,34 @@ def device_access(
     spec = machine.spec.device(device)
     if location == "vram" or spec.is_carve_out:
         uses, rate = _local_rate(machine, device)
+        start = ctx.now
         if spec.is_carve_out and uses:
             yield ctx.sim.net.transfer(
                 nbytes, ctx.sim.links(ctx.node.name, uses[:1]), label=f"{device}:access"
             )
         else:
             yield ctx.sleep(nbytes / rate)
+        ctx.trace(
+            device,
+            f"dma {ctx.proc.comm}",
+            "write" if write else "read",
+            "transfer",
+            start,
+            {"bytes": nbytes, "location": location or "-"},
+        )
         return
     host = machine.host_of(device)
     uses = machine.path(device, host) if write else machine.path(host, device)
+    start = ctx.now
     yield ctx.sim.net.transfer(nbytes, ctx.sim.links(ctx.node.name, uses), label=f"{device}:pcie")
+    ctx.trace(
+        device,
+        f"dma {ctx.proc.comm}",
+        "write host" if write else "read host",
+        "transfer",
+        start,
+        {"bytes": nbytes, "location": location or "-"},
+    )
 
 
 @dataclass(slots=True)

@@ -1,0 +1,400 @@
+"""Running a sweep: points on a process pool or a Dask cluster, resumable, exactly once.
+
+Layout of a sweep's directory (``--out``, default ``pinlab-sweeps/<name>``)::
+
+    points/<id>.json   one finished point: its spec, its row and the metrics' units;
+                       written atomically (temp + os.replace) the moment the point finishes
+    results.parquet    the table: one row per point, sorted by point index
+    results.csv        the same table as CSV (floats as repr, so it round-trips)
+    units.json         metric column -> unit (also in the Parquet schema metadata)
+
+On start the point files already there are read and their points skipped, so a sweep killed
+at any moment and run again finishes the rest; since a point's file is named by its id and
+the table is rebuilt from the files, every point is in the table exactly once. A point file
+of an id the sweep no longer has (the sweep file was edited) is left alone and left out.
+
+Columns: ``point`` (index), ``point_id``, ``scenario``, ``variant``, ``profile``, ``seed``,
+then the factors (named by their ``--set`` path, in file order), then the selected metrics
+(sorted by name). The same sweep file gives byte-identical ``results.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from pinlab.platform.errors import ConfigError
+from pinlab.sweep.spec import Point, Sweep
+
+__all__ = [
+    "META_COLUMNS",
+    "PointError",
+    "SweepOutcome",
+    "build_table",
+    "run_point",
+    "run_sweep",
+]
+
+META_COLUMNS: tuple[str, ...] = ("point", "point_id", "scenario", "variant", "profile", "seed")
+"""The columns every sweep table starts with."""
+
+POINTS_DIR = "points"
+CSV_FILE = "results.csv"
+PARQUET_FILE = "results.parquet"
+UNITS_FILE = "units.json"
+
+RunPoint = Callable[[dict[str, Any]], dict[str, Any]]
+Progress = Callable[[int, int], None]
+
+
+class PointError(RuntimeError):
+    """A point that failed; picklable (a process pool or Dask sends it back).
+
+    ``user`` is true for a configuration problem (a :class:`ConfigError`)."""
+
+    def __init__(self, message: str, user: bool = False) -> None:
+        super().__init__(message, user)
+        self.message = message
+        self.user = user
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _select(names: Iterable[str], patterns: Sequence[str] | None) -> list[str]:
+    if patterns is None:
+        return sorted(names)
+    return sorted(n for n in names if any(fnmatchcase(n, p) for p in patterns))
+
+
+def run_point(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one point (a :meth:`~pinlab.sweep.spec.Point.spec`): load the scenario with the
+    point's ``--set`` overrides, run its variant under its profile and seed.
+
+    Returns ``{"row": {...}, "units": {metric: unit}}``: the row has the meta columns, the
+    factor values and the selected metrics' values. Pure and picklable; a failure is raised as
+    :class:`PointError`."""
+    from pinlab.scenarios.runner import load_scenario, run_variant
+
+    try:
+        cfg = load_scenario(spec["scenario_ref"], sets=spec["sets"])
+        result = run_variant(cfg, spec["variant"], profile=spec["profile"], seed=spec["seed"])
+    except ConfigError as e:
+        raise PointError(f"point {spec['index']}: {e}", user=True) from None
+    except Exception as e:  # a model bug: still one picklable line, the point named
+        raise PointError(f"point {spec['index']}: {type(e).__name__}: {e}") from None
+    names = _select(result.metrics, spec["metrics"])
+    row: dict[str, Any] = {
+        "point": spec["index"],
+        "point_id": spec["id"],
+        "scenario": result.scenario,
+        "variant": result.variant,
+        "profile": result.profile,
+        "seed": result.seed,
+    }
+    row.update(spec["factors"])
+    row.update({n: result.metrics[n].value for n in names})
+    return {"row": row, "units": {n: result.metrics[n].unit for n in names}}
+
+
+# -- the results directory --------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and os.replace."""
+    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _point_file(out: Path, point_id: str) -> Path:
+    return out / POINTS_DIR / f"{point_id}.json"
+
+
+def save_point(out: Path, point: Point, result: dict[str, Any]) -> None:
+    """Record a finished point: ``points/<id>.json``, atomically."""
+    doc = {"spec": point.spec(), "row": result["row"], "units": result["units"]}
+    text = json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n"
+    _write_atomic(_point_file(out, point.id), text.encode())
+
+
+def load_points(out: Path, sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """The finished points of ``sweep`` already in ``out``: id -> ``{"row", "units"}``.
+    An unreadable file (never left by pinlab, which writes atomically) counts as unfinished."""
+    done: dict[str, dict[str, Any]] = {}
+    for point in sweep.points:
+        path = _point_file(out, point.id)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("row"), dict):
+            done[point.id] = {"row": doc["row"], "units": dict(doc.get("units") or {})}
+    return done
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+
+def build_table(
+    sweep: Sweep, done: dict[str, dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]], dict[str, str]]:
+    """``(columns, rows, units)`` of the finished points, rows by point index. The ``point``
+    column is the point's index in the sweep as it is now."""
+    rows: list[dict[str, Any]] = []
+    units: dict[str, str] = {}
+    metric_names: set[str] = set()
+    for point in sweep.points:
+        rec = done.get(point.id)
+        if rec is None:
+            continue
+        row = dict(rec["row"])
+        row["point"] = point.index
+        rows.append(row)
+        units.update(rec["units"])
+        metric_names.update(rec["units"])
+    fixed = [*META_COLUMNS, *sweep.factor_names]
+    columns = fixed + sorted(metric_names - set(fixed))
+    return columns, rows, {k: units[k] for k in sorted(units)}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def table_csv(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+    """The table as CSV text (``\\n`` line ends, floats as ``repr``)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def _column(values: list[Any]) -> Any:
+    """A pyarrow array: bool, int64, float64 or string, by what the values are."""
+    import pyarrow as pa
+
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return pa.array(values, type=pa.bool_())
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pa.array(values, type=pa.int64())
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return pa.array([None if v is None else float(v) for v in values], type=pa.float64())
+    return pa.array([None if v is None else _cell(v) for v in values], type=pa.string())
+
+
+def table_parquet(
+    columns: Sequence[str], rows: Sequence[dict[str, Any]], units: dict[str, str]
+) -> bytes:
+    """The table as Parquet bytes; the units are in the schema metadata (``pinlab.units``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays = [_column([row.get(c) for row in rows]) for c in columns]
+    table = pa.Table.from_arrays(arrays, names=list(columns))
+    table = table.replace_schema_metadata({"pinlab.units": json.dumps(units, sort_keys=True)})
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def write_table(out: Path, sweep: Sweep, done: dict[str, dict[str, Any]]) -> int:
+    """Rebuild ``results.parquet``, ``results.csv`` and ``units.json`` from the finished
+    points, each atomically; the number of rows."""
+    columns, rows, units = build_table(sweep, done)
+    _write_atomic(out / PARQUET_FILE, table_parquet(columns, rows, units))
+    _write_atomic(out / CSV_FILE, table_csv(columns, rows).encode())
+    _write_atomic(out / UNITS_FILE, (json.dumps(units, indent=2, sort_keys=True) + "\n").encode())
+    return len(rows)
+
+
+# -- executors ---------------------------------------------------------------------------------
+
+
+def _serial(points: list[Point], run: RunPoint) -> Iterator[tuple[Point, dict[str, Any]]]:
+    for point in points:
+        yield point, run(point.spec())
+
+
+def _watch_parent(pid: int, interval: float = 0.5) -> None:
+    """Pool-worker initializer: a daemon thread that ends the worker once process ``pid``
+    (the sweep) has gone -- killed with SIGKILL, it could not shut its pool down."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pragma: no cover - a reused pid of another user
+                os._exit(1)
+
+    threading.Thread(target=watch, name="pinlab-sweep-watchdog", daemon=True).start()
+
+
+def _local(points: list[Point], run: RunPoint, jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
+    import multiprocessing
+
+    # spawn: safe beside the progress bar's thread; each worker watches this process and
+    # exits when it is gone, so a killed sweep leaves no worker behind
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=ctx, initializer=_watch_parent, initargs=(os.getpid(),)
+    ) as pool:
+        pending: dict[Future[dict[str, Any]], Point] = {
+            pool.submit(run, p.spec()): p for p in points
+        }
+        try:
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in sorted(finished, key=lambda f: pending[f].index):
+                    point = pending.pop(fut)
+                    yield point, fut.result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+
+def _dask(
+    points: list[Point], run: RunPoint, address: str
+) -> Iterator[tuple[Point, dict[str, Any]]]:
+    import importlib
+    import logging
+
+    try:
+        # as Any: distributed's functions carry no annotations (mypy's no-untyped-call)
+        dist: Any = importlib.import_module("distributed")
+    except ImportError:
+        raise ConfigError(
+            "--dask",
+            "",
+            "expected Dask distributed installed (pip install 'pinlab[dask]'), found it missing",
+        ) from None
+    cluster = None
+    if address == "local":
+        cluster = dist.LocalCluster(
+            n_workers=max(1, min(2, os.cpu_count() or 1)),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = dist.Client(cluster)
+    else:
+        try:
+            client = dist.Client(address, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as e:
+            raise ConfigError(
+                "--dask", "", f"expected a reachable Dask scheduler, found {address!r}: {e}"
+            ) from None
+    try:
+        futures = client.map(
+            run, [p.spec() for p in points], key=[f"pinlab-point-{p.id}" for p in points]
+        )
+        by_key = {f.key: p for f, p in zip(futures, points, strict=True)}
+        try:
+            for fut in dist.as_completed(futures):
+                yield by_key[fut.key], fut.result()
+        finally:
+            client.cancel(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOutcome:
+    """What :func:`run_sweep` did: points in the sweep, already done before, run now, rows."""
+
+    total: int
+    skipped: int
+    ran: int
+    rows: int
+    out: Path
+
+    @property
+    def complete(self) -> bool:
+        return self.rows == self.total
+
+
+def run_sweep(
+    sweep: Sweep,
+    out: str | Path,
+    *,
+    jobs: int | None = None,
+    dask: str | None = None,
+    max_points: int | None = None,
+    progress: Progress | None = None,
+    run: RunPoint = run_point,
+) -> SweepOutcome:
+    """Run every point of ``sweep`` not already finished in ``out``; record each as it
+    finishes; rebuild the table.
+
+    ``jobs`` -- process-pool size (default ``os.cpu_count()``; 1 runs in this process);
+    ``dask`` -- ``"local"`` or a scheduler address instead of the pool; ``max_points`` -- run
+    at most this many (the rest on the next run); ``progress(done, total)`` after each point.
+    On any failure the finished points stay recorded and the table is rebuilt before the
+    error propagates."""
+    out = Path(out)
+    (out / POINTS_DIR).mkdir(parents=True, exist_ok=True)
+    done = load_points(out, sweep)
+    skipped = len(done)
+    todo = [p for p in sweep.points if p.id not in done]
+    if max_points is not None:
+        todo = todo[: max(0, max_points)]
+    total = len(sweep.points)
+    if progress is not None:
+        progress(skipped, total)
+    if not todo:
+        executor: Iterator[tuple[Point, dict[str, Any]]] = iter(())
+    elif dask is not None:
+        executor = _dask(todo, run, dask)
+    else:
+        n = jobs if jobs is not None else (os.cpu_count() or 1)
+        n = max(1, min(n, len(todo)))
+        executor = _serial(todo, run) if n == 1 else _local(todo, run, n)
+    ran = 0
+    try:
+        for point, result in executor:
+            save_point(out, point, result)
+            done[point.id] = result
+            ran += 1
+            if progress is not None:
+                progress(skipped + ran, total)
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
+        rows = write_table(out, sweep, done)
+    return SweepOutcome(total=total, skipped=skipped, ran=ran, rows=rows, out=out)

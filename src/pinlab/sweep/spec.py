@@ -1,0 +1,330 @@
+"""Sweep files: factors over scenario fields, seeds and replications, expanded into points.
+
+A sweep file is TOML::
+
+    [sweep]
+    name = "pin-cap"                  # default: the file's stem
+    scenario = "desktop-pin-hog"      # a built-in name or a path relative to this file
+    variants = ["none", "dmem-pin-max"]   # default: every variant of the scenario
+    profile = "6.16"                  # optional kernel profile for every point
+    seeds = [1, 2]                    # or: replications = 2 and seed = 1 (seeds 1, 2)
+    mode = "cartesian"                # or "zip": the factors' i-th values go together
+    metrics = ["tenant.hog.*", "global.denials"]   # names or fnmatch patterns; default all
+
+    [fixed]                           # overrides shared by every point (``--set`` paths)
+    "scenario.duration" = "20s"
+
+    [factors]                         # ``--set`` path -> the values it takes
+    "scenario.sample_interval" = ["100ms", "1s"]
+
+A **point** is one combination of factor values, one variant and one seed; its ``id`` is the
+sha256 of the canonical JSON of that combination (with the scenario as written), so it does
+not depend on where the file lives or on the order the points run in; its ``index`` is its
+place in the expansion (factor combinations in file order, then variants, then seeds).
+
+Every problem is one :class:`~pinlab.platform.errors.ConfigError` line naming the sweep file
+and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pinlab.platform.errors import ConfigError, config_error
+from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
+from pinlab.scenarios.schema import parse_path
+
+__all__ = ["Point", "Sweep", "SweepFile", "load_sweep", "toml_inline"]
+
+
+class SweepSection(BaseModel):
+    """The ``[sweep]`` table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    scenario: str
+    variants: list[str] | None = None
+    profile: str | None = None
+    seeds: list[int] | None = None
+    replications: int | None = Field(default=None, ge=1)
+    seed: int | None = Field(default=None, ge=0)
+    mode: Literal["cartesian", "zip"] = "cartesian"
+    metrics: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _seeds(self) -> SweepSection:
+        if self.seeds is not None and (self.replications is not None or self.seed is not None):
+            raise ValueError("expected either seeds or replications (with seed), found both")
+        if self.seed is not None and self.replications is None:
+            raise ValueError("expected replications = N beside seed, found seed alone")
+        if self.seeds is not None and (
+            not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0
+        ):
+            raise ValueError(f"expected distinct seeds >= 0, found {self.seeds!r}")
+        return self
+
+
+class SweepFile(BaseModel):
+    """A whole sweep file: ``[sweep]``, ``[fixed]`` and ``[factors]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sweep: SweepSection
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    factors: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One run of a sweep: factor values (path -> value), a variant and a seed (``None``:
+    the scenario's own). ``spec()`` is what :func:`pinlab.sweep.execute.run_point` takes."""
+
+    index: int
+    id: str
+    variant: str
+    seed: int | None
+    factors: dict[str, Any]
+    scenario: str  # as written in the sweep file (part of the id)
+    scenario_ref: str  # what load_scenario is given: a built-in name or an absolute path
+    profile: str | None
+    fixed: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[str, ...] | None = None
+
+    def sets(self) -> list[str]:
+        """The ``--set`` expressions of this point: the fixed overrides, then the factors."""
+        return [f"{k}={toml_inline(v)}" for k, v in (*self.fixed.items(), *self.factors.items())]
+
+    def spec(self) -> dict[str, Any]:
+        """A picklable, JSON-able description of the point."""
+        return {
+            "index": self.index,
+            "id": self.id,
+            "variant": self.variant,
+            "seed": self.seed,
+            "factors": dict(self.factors),
+            "scenario": self.scenario,
+            "scenario_ref": self.scenario_ref,
+            "profile": self.profile,
+            "fixed": dict(self.fixed),
+            "metrics": list(self.metrics) if self.metrics is not None else None,
+            "sets": self.sets(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """A validated sweep: its name, source file, factor columns and expanded points."""
+
+    name: str
+    source: str
+    factor_names: tuple[str, ...]
+    points: tuple[Point, ...]
+    metrics: tuple[str, ...] | None
+
+
+def toml_inline(value: Any) -> str:
+    """``value`` as an inline TOML value (what a ``--set`` right-hand side parses back to)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = ", ".join(f"{json.dumps(str(k))} = {toml_inline(v)}" for k, v in value.items())
+        return "{ " + items + " }" if items else "{}"
+    raise TypeError(f"expected a TOML value, found {type(value).__name__}")
+
+
+def point_id(
+    scenario: str,
+    variant: str,
+    seed: int | None,
+    profile: str | None,
+    factors: dict[str, Any],
+    fixed: dict[str, Any],
+) -> str:
+    """sha256 of the canonical JSON of a point."""
+    doc = {
+        "scenario": scenario,
+        "variant": variant,
+        "seed": seed,
+        "profile": profile,
+        "factors": factors,
+        "fixed": fixed,
+    }
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(source, "", "expected a sweep file, found no such file") from None
+    except OSError as e:
+        raise ConfigError(
+            source, "", f"expected a readable file, found {e.strerror or e}"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        where = ""
+        if "(at line" in msg:
+            head, _, tail = msg.rpartition("(at line")
+            where = "line " + tail.rstrip(")").strip()
+            msg = head.strip()
+        raise ConfigError(source, where, f"expected valid TOML, found {msg}") from None
+
+
+def _check_paths(source: str, table: str, paths: list[str]) -> None:
+    for key in paths:
+        try:
+            parse_path(key)
+        except ValueError as e:
+            raise ConfigError(source, f"{table}[{key!r}]", str(e)) from None
+
+
+def _combinations(source: str, mode: str, factors: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    names = list(factors)
+    for name, values in factors.items():
+        if not values:
+            raise ConfigError(source, f"factors[{name!r}]", "expected at least one value, found []")
+    if mode == "zip":
+        lengths = {len(v) for v in factors.values()}
+        if len(lengths) > 1:
+            found = ", ".join(f"{n}: {len(v)}" for n, v in factors.items())
+            raise ConfigError(
+                source, "factors", f"expected lists of one length in zip mode, found {found}"
+            )
+        rows: Iterable[tuple[Any, ...]] = zip(*factors.values(), strict=True)
+    else:
+        rows = itertools.product(*factors.values())
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read, validate and expand a sweep file. Every scenario configuration the sweep will run
+    is loaded (and so validated) now; the first problem is one :class:`ConfigError` line."""
+    path = Path(path)
+    source = str(path)
+    data = _read(path)
+    try:
+        doc = SweepFile.model_validate(data)
+    except ValidationError as e:
+        raise config_error(e, source) from None
+    sec = doc.sweep
+    _check_paths(source, "fixed", list(doc.fixed))
+    _check_paths(source, "factors", list(doc.factors))
+    if sec.scenario in BUILTIN:
+        ref = sec.scenario
+    else:
+        ref = str((path.parent / sec.scenario).resolve())
+        if not Path(ref).is_file():
+            raise ConfigError(
+                source,
+                "sweep.scenario",
+                f"expected a built-in scenario ({', '.join(BUILTIN)}) or a file relative to "
+                f"the sweep file, found {sec.scenario!r}",
+            )
+    if sec.profile is not None:
+        from pinlab.kernel.profile import PRESETS
+
+        if sec.profile not in PRESETS:
+            raise ConfigError(
+                source,
+                "sweep.profile",
+                f"expected a kernel profile ({', '.join(PRESETS)}), found {sec.profile!r}",
+            )
+    combos = _combinations(source, sec.mode, doc.factors)
+    seeds: list[int | None]
+    if sec.seeds is not None:
+        seeds = list(sec.seeds)
+    elif sec.replications is not None:
+        base = sec.seed if sec.seed is not None else 1
+        seeds = list(range(base, base + sec.replications))
+    else:
+        seeds = [None]
+    fixed = dict(doc.fixed)
+    variants: list[str] | None = None
+    for combo in combos:
+        sets = [f"{k}={toml_inline(v)}" for k, v in (*fixed.items(), *combo.items())]
+        try:
+            cfg: ScenarioConfig = load_scenario(ref, sets=sets)
+        except ConfigError as e:
+            raise ConfigError(
+                source, "", f"{e} (at factors {combo!r})" if combo else str(e)
+            ) from None
+        if variants is None:
+            variants = list(sec.variants) if sec.variants is not None else cfg.variants
+            for v in variants:
+                if v not in cfg.variants:
+                    raise ConfigError(
+                        source,
+                        "sweep.variants",
+                        f"expected variants of {sec.scenario} ({', '.join(cfg.variants)}), "
+                        f"found {v!r}",
+                    )
+            if len(set(variants)) != len(variants) or not variants:
+                raise ConfigError(
+                    source, "sweep.variants", f"expected distinct variants, found {variants!r}"
+                )
+    assert variants is not None
+    metrics = tuple(sec.metrics) if sec.metrics is not None else None
+    points: list[Point] = []
+    for combo in combos:
+        for variant in variants:
+            for seed in seeds:
+                pid = point_id(sec.scenario, variant, seed, sec.profile, combo, fixed)
+                points.append(
+                    Point(
+                        index=len(points),
+                        id=pid,
+                        variant=variant,
+                        seed=seed,
+                        factors=dict(combo),
+                        scenario=sec.scenario,
+                        scenario_ref=ref,
+                        profile=sec.profile,
+                        fixed=fixed,
+                        metrics=metrics,
+                    )
+                )
+    seen: dict[str, int] = {}
+    for p in points:
+        if p.id in seen:
+            raise ConfigError(
+                source,
+                "factors",
+                f"expected distinct points, found point {p.index} equal to point {seen[p.id]} "
+                f"({p.factors!r}, {p.variant}, seed {p.seed})",
+            )
+        seen[p.id] = p.index
+    return Sweep(
+        name=sec.name or path.stem,
+        source=source,
+        factor_names=tuple(doc.factors),
+        points=tuple(points),
+        metrics=metrics,
+    )

@@ -1,0 +1,188 @@
+"""trace.json: Chrome trace-event JSON of a run (pinlab.report.trace)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pinlab.cli import main
+from pinlab.report.trace import CATEGORIES, parse_categories, trace_json
+from pinlab.scenarios.result import RunResult
+from pinlab.sim.metrics import Recorder
+
+SCENARIO = "desktop-pin-hog"
+
+
+def _run(out: Path, *extra: str) -> Path:
+    rc = main(["run", SCENARIO, "--variant", "none", "--out", str(out), "--no-report", "--quiet",
+               *extra])  # fmt: skip
+    assert rc in (0, 1)
+    return out / SCENARIO / "none"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _run(tmp_path_factory.mktemp("trace"))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((path / "trace.json").read_text(encoding="utf-8"))
+    return doc
+
+
+def _check_nesting(events: list[dict[str, Any]]) -> None:
+    """On every (pid, tid), X slices sorted by start nest or are disjoint."""
+    by_thread: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            assert e["dur"] >= 0
+            by_thread[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    eps = 1e-6
+    for spans in by_thread.values():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        stack: list[float] = []
+        for start, end in spans:
+            while stack and stack[-1] <= start + eps:
+                stack.pop()
+            if stack:
+                assert end <= stack[-1] + eps, "partial overlap on one thread"
+            stack.append(end)
+
+
+def test_run_writes_loadable_trace(run_dir: Path) -> None:
+    doc = _load(run_dir)
+    assert doc["displayTimeUnit"] == "ms"
+    events = doc["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert "gpu0" in names  # a device
+    assert "mlx5_0" in names  # a NIC
+    assert any(n.startswith("link ") for n in names)  # links
+    phases = {e["ph"] for e in events}
+    assert {"M", "X", "C", "i"} <= phases
+    instants = {e["name"] for e in events if e["ph"] == "i"}
+    assert "denial" in instants  # the compositor's -ENOMEM without limits
+    assert "eviction" in instants and "move_notify" in instants
+    counters = {(e["name"], k) for e in events if e["ph"] == "C" for k in e["args"]}
+    assert ("vram bytes", "pinned") in counters
+    assert ("vram bytes", "free") in counters
+    assert any(name == "utilisation" for name, _ in counters)
+    threads = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert "copy engine" in threads
+    _check_nesting(events)
+    assert doc["metadata"]["pinlab"]["dropped"] == []
+
+
+def test_every_event_is_well_formed(run_dir: Path) -> None:
+    for e in _load(run_dir)["traceEvents"]:
+        assert isinstance(e["pid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], float) and e["ts"] >= 0
+            assert e["cat"] in CATEGORIES
+        if e["ph"] == "i":
+            assert e["s"] in ("t", "p")
+
+
+def test_category_filter(tmp_path: Path) -> None:
+    doc = _load(_run(tmp_path, "--trace-filter", "copy,instant"))
+    cats = {e["cat"] for e in doc["traceEvents"] if e["ph"] != "M"}
+    assert cats == {"copy", "instant"}
+    assert doc["metadata"]["pinlab"]["categories"] == ["copy", "instant"]
+
+
+def test_bad_category_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["run", SCENARIO, "--trace-filter", "copy,bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown trace category bogus; valid: copy, transfer, odp" in err
+    with pytest.raises(ValueError, match="valid"):
+        parse_categories("")
+
+
+def test_size_cap_keeps_the_file_valid(tmp_path: Path) -> None:
+    doc = _load(_run(tmp_path, "--trace-max-events", "500"))
+    events = doc["traceEvents"]
+    body = [e for e in events if e["ph"] != "M"]
+    assert len(body) <= 500
+    meta = doc["metadata"]["pinlab"]
+    assert meta["dropped"] and meta["events"] == len(body)
+    names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert {"gpu0", "mlx5_0"} <= names
+    _check_nesting(events)
+    # every tid used by an event is named
+    named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
+    for e in body:
+        if e["ph"] in "Xstf" or (e["ph"] == "i" and e["s"] == "t"):
+            assert (e["pid"], e["tid"]) in named
+
+
+def test_tiny_cap(run_dir: Path) -> None:
+    """Even a cap of a handful of events writes a complete file."""
+    from pinlab.scenarios.runner import load_scenario, run_variant
+
+    result: RunResult = run_variant(load_scenario(SCENARIO, sets=["scenario.duration=20s"]), "none")
+    doc = json.loads(trace_json(result, max_events=3))
+    assert len([e for e in doc["traceEvents"] if e["ph"] != "M"]) <= 3
+    assert doc["metadata"]["pinlab"]["dropped"]
+    assert trace_json(result) == trace_json(result)  # deterministic
+
+
+def test_tracing_does_not_change_results(
+    tmp_path: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Recorder, "tracing", False)
+    off = _run(tmp_path / "off")
+    for name in ("summary.json", "series.csv"):
+        assert (off / name).read_bytes() == (run_dir / name).read_bytes()
+    assert not [e for e in _load(off)["traceEvents"] if e["ph"] == "X"]
+    again = _run(tmp_path / "again")
+    monkeypatch.undo()
+    assert (again / "summary.json").read_bytes() == (run_dir / "summary.json").read_bytes()
+
+
+def test_trace_is_deterministic(tmp_path: Path, run_dir: Path) -> None:
+    again = _run(tmp_path)
+    assert (again / "trace.json").read_bytes() == (run_dir / "trace.json").read_bytes()
+
+
+def test_staged_pipeline_stages_are_joined_by_flows() -> None:
+    """Each chunk of an explicit staging pipeline: a copy slice on the Gaudi's DMA lane and a
+    NIC slice on the tenant's queue pair, joined by one flow (s on the first, f with bp=e)."""
+    from pinlab.kernel import get_profile
+    from pinlab.platform.presets import PRESETS
+    from pinlab.sim.engine import Simulation
+    from pinlab.sim.workloads import WORKLOADS
+
+    spec = PRESETS["dl1"](efa_behind_switch=True)
+    cost: dict[str, object] = {"stage.mode": "pipeline"}
+    sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), cost_overrides=cost, seed=1)
+    sim.spawn(
+        "kv",
+        WORKLOADS["kv-transfer"].fn,
+        process_args={"memlock": 1 << 30},
+        device="gaudi0",
+        buffer=64 << 20,
+        block=16 << 20,
+        produce=False,
+        requests=1,
+    )
+    rec = sim.run(1.0)
+    result = RunResult("t", "staged", "5.16", 1, 1.0, {}, {}, rec)
+    doc = json.loads(trace_json(result))
+    events = doc["traceEvents"]
+    _check_nesting(events)
+    pname = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    chunks = (16 << 20) // sim.node().machine.cost.stage.chunk
+    assert len(starts) == len(ends) == chunks
+    for fid, s in starts.items():
+        f = ends[fid]
+        assert f["bp"] == "e" and f["ts"] >= s["ts"]
+        assert pname[s["pid"]] == "gaudi0" and pname[f["pid"]].startswith("efa")
+    assert not [e for e in json.loads(trace_json(result, categories=["copy", "transfer"]))[
+        "traceEvents"] if e["ph"] in "stf"]  # fmt: skip

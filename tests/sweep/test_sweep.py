@@ -1,0 +1,208 @@
+"""``pinlab sweep``: sweep files, the local pool and Dask, resume exactly once.
+
+Every sweep here runs ``desktop-pin-hog`` for a few simulated seconds, so the real runner is
+used throughout (each point takes milliseconds); the interrupted sweep is simulated with a
+``run`` that raises after k points and with ``--max-points``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from pinlab.cli import main
+from pinlab.platform.errors import ConfigError
+from pinlab.sweep import load_sweep, run_point, run_sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "sweeps" / "pin-cap.toml"
+CAP = 'variants.dmem-pin-max.policy.cgroups."user.slice/user-1002.slice"."dmem.pin.max"'
+
+SWEEP = f"""
+[sweep]
+name = "tiny"
+scenario = "desktop-pin-hog"
+variants = ["dmem-pin-max"]
+replications = 2
+seed = 5
+metrics = ["tenant.hog.pinned_bytes", "global.*"]
+
+[fixed]
+"scenario.duration" = "6s"
+
+[factors]
+'{CAP}' = ["drm/{{gpu0}}/vram 1GiB", "drm/{{gpu0}}/vram 2GiB"]
+"scenario.sample_interval" = ["500ms", "1s"]
+"""
+
+
+@pytest.fixture
+def sweep_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(SWEEP, encoding="utf-8")
+    return path
+
+
+def _rows(out: Path) -> list[str]:
+    return (out / "results.csv").read_text(encoding="utf-8").splitlines()
+
+
+def test_expansion_cartesian_seeds_and_stable_ids(sweep_file: Path) -> None:
+    sweep = load_sweep(sweep_file)
+    assert len(sweep.points) == 2 * 2 * 2
+    assert [p.index for p in sweep.points] == list(range(8))
+    assert {p.seed for p in sweep.points} == {5, 6}
+    assert len({p.id for p in sweep.points}) == 8
+    assert [p.id for p in load_sweep(sweep_file).points] == [p.id for p in sweep.points]
+    assert sweep.factor_names == (CAP, "scenario.sample_interval")
+
+
+def test_zip_mode_pairs_the_factors(tmp_path: Path) -> None:
+    path = tmp_path / "z.toml"
+    path.write_text(SWEEP.replace("seed = 5", 'seed = 5\nmode = "zip"'), encoding="utf-8")
+    sweep = load_sweep(path)
+    assert len(sweep.points) == 2 * 2
+    assert [p.factors["scenario.sample_interval"] for p in sweep.points[::2]] == ["500ms", "1s"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "where"),
+    [
+        (("mode = ", 'mode = "diagonal"\n#'), "sweep.mode"),
+        (("replications = 2", "replications = 2\nseeds = [1]"), "sweep"),
+        (('variants = ["dmem-pin-max"]', 'variants = ["nope"]'), "sweep.variants"),
+        (("[fixed]", "[fixed]\nbogus = 1\n[other]"), "other"),
+        (('"scenario.duration" = "6s"', '"scenario.duration" = "soon"'), "scenario.duration"),
+        (('scenario = "desktop-pin-hog"', 'scenario = "missing.toml"'), "sweep.scenario"),
+    ],
+)
+def test_validation_errors_are_one_line(
+    tmp_path: Path, edit: tuple[str, str], where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = edit
+    text = SWEEP if old != "mode = " else SWEEP.replace("seed = 5", "seed = 5\nmode = 1")
+    text = text.replace(old if old != "mode = " else "mode = 1", new, 1)
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(path)
+    assert "\n" not in str(exc.value)
+    assert str(path) in str(exc.value)
+    assert where in str(exc.value)
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pinlab: error: ") and "\n" not in err
+
+
+def test_run_point_row_has_config_seed_and_selected_metrics(sweep_file: Path) -> None:
+    point = load_sweep(sweep_file).points[0]
+    result = run_point(point.spec())
+    row = result["row"]
+    assert row["point_id"] == point.id and row["seed"] == 5 and row["variant"] == "dmem-pin-max"
+    assert row[CAP] == "drm/{gpu0}/vram 1GiB"
+    assert row["tenant.hog.pinned_bytes"] == 1 << 30
+    assert "global.denials" in row and "tenant.app1.bytes" not in row
+    assert result["units"]["tenant.hog.pinned_bytes"] == "B"
+
+
+def test_local_pool_writes_parquet_and_csv_with_factor_columns(
+    sweep_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--jobs", "2", "--quiet"]) == 0
+    table = pq.read_table(out / "results.parquet")
+    assert table.num_rows == 8
+    for col in ("point", "point_id", "variant", "seed", CAP, "scenario.sample_interval"):
+        assert col in table.column_names
+    assert "tenant.hog.pinned_bytes" in table.column_names
+    units = json.loads(table.schema.metadata[b"pinlab.units"])
+    assert units["tenant.hog.pinned_bytes"] == "B"
+    rows = _rows(out)
+    assert len(rows) == 9 and CAP.replace('"', '""') in rows[0]
+    assert table.column("point").to_pylist() == list(range(8))
+    # the same sweep, serially: byte-identical CSV
+    again = tmp_path / "again"
+    assert main(["sweep", str(sweep_file), "--out", str(again), "--jobs", "1", "--quiet"]) == 0
+    assert (again / "results.csv").read_bytes() == (out / "results.csv").read_bytes()
+
+
+def test_interrupted_sweep_resumes_each_point_exactly_once(
+    sweep_file: Path, tmp_path: Path
+) -> None:
+    sweep = load_sweep(sweep_file)
+    clean = tmp_path / "clean"
+    run_sweep(sweep, clean, jobs=1)
+
+    out = tmp_path / "out"
+    calls: list[int] = []
+
+    def dying(spec: dict[str, Any]) -> dict[str, Any]:
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # killed halfway
+        calls.append(spec["index"])
+        return run_point(spec)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep, out, jobs=1, run=dying)
+    assert len(list((out / "points").glob("*.json"))) == 3
+    assert len(_rows(out)) == 1 + 3  # the partial table
+
+    rerun: list[int] = []
+
+    def counting(spec: dict[str, Any]) -> dict[str, Any]:
+        rerun.append(spec["index"])
+        return run_point(spec)
+
+    outcome = run_sweep(sweep, out, jobs=1, run=counting)
+    assert outcome.skipped == 3 and outcome.ran == 5 and outcome.complete
+    assert sorted(calls + rerun) == list(range(8))
+    ids = [row.split(",")[1] for row in _rows(out)[1:]]
+    assert sorted(ids) == sorted(p.id for p in sweep.points)
+    assert (out / "results.csv").read_bytes() == (clean / "results.csv").read_bytes()
+    # a third run has nothing to do
+    assert run_sweep(sweep, out, jobs=1, run=counting).ran == 0
+
+
+def test_max_points_then_rerun_and_stray_files(
+    sweep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--max-points", "5"]) == 0
+    assert "5/8 points" in capsys.readouterr().out
+    # a half-written temp file and a torn point file (never left by pinlab) are not results
+    (out / "points" / ".junk.json.tmp-0000").write_text("{", encoding="utf-8")
+    torn = next(iter(sorted((out / "points").glob("*.json"))))
+    torn.write_text('{"row": ', encoding="utf-8")
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--jobs", "2"]) == 0
+    assert "8/8 points (4 run now, 4 already done; complete)" in capsys.readouterr().out
+    ids = [row.split(",")[1] for row in _rows(out)[1:]]
+    assert len(ids) == len(set(ids)) == 8
+
+
+@pytest.mark.slow  # a Dask LocalCluster takes a few seconds to start
+def test_dask_local_cluster(sweep_file: Path, tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    out = tmp_path / "dask"
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--dask", "local", "--quiet"]) == 0
+    local = tmp_path / "local"
+    run_sweep(load_sweep(sweep_file), local, jobs=1)
+    assert (out / "results.csv").read_bytes() == (local / "results.csv").read_bytes()
+
+
+def test_example_loads_and_dry_run_lists_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = load_sweep(EXAMPLE)
+    assert sweep.name == "pin-cap" and len(sweep.points) == 8
+    assert len(sweep.factor_names) == 1 and "dmem.pin.max" in sweep.factor_names[0]
+    copy = tmp_path / "pin-cap.toml"
+    shutil.copy(EXAMPLE, copy)
+    assert main(["sweep", str(copy), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "8 points" in out and "drm/{gpu0}/vram 8GiB" in out
+    assert not (tmp_path / "pinlab-sweeps").exists()
