@@ -341,6 +341,21 @@ def _run_scenario(
         raise UserError(str(e)) from None
 
 
+def _progress_bar(stderr: Console, quiet: bool) -> Progress:
+    """The transient progress bar on stderr, off when quiet or not a terminal."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+        disable=quiet or not stderr.is_terminal,
+    )
+
+
 def _save(
     results: list[RunResult],
     out: Path,
@@ -393,17 +408,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     failed: list[Verdict] = []
     suite: list[tuple[list[RunResult], Verdict]] = []
     written = 0
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        redirect_stdout=False,
-        redirect_stderr=False,
-        disable=args.quiet or not stderr.is_terminal,
-    )
+    progress = _progress_bar(stderr, args.quiet)
     reporter = _Reporter(console, progress, args.quiet)
     total = sum(len(variants) for _, variants in plan) * runs_per_variant
     with progress:
@@ -642,17 +647,7 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 0
     out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
     stderr = Console(stderr=True)
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-        redirect_stdout=False,
-        redirect_stderr=False,
-        disable=args.quiet or not stderr.is_terminal,
-    )
+    progress = _progress_bar(stderr, args.quiet)
     with progress:
         task = progress.add_task(f"sweep {sweep.name}", total=len(sweep.points))
 

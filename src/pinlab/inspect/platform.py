@@ -53,15 +53,14 @@ header say so (every x86 or PCIe host has a root complex; its IDs are what is un
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pinlab import fsutil
 from pinlab.inspect.host import (
     OK,
     CpuInfo,
@@ -560,20 +559,4 @@ def write_platform(text: str, path: str | os.PathLike[str]) -> Path:
     """Write ``text`` to ``path`` atomically: a temporary file in the same directory, flushed
     and renamed over the target. Raises ``OSError`` (the directory is missing or not
     writable); the temporary file is removed on failure."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return target
+    return fsutil.write_atomic(Path(path), text, make_parents=False)

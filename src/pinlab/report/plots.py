@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import fnmatch
 import io
-import os
-import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +44,7 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.ticker import MaxNLocator
 
+from pinlab import fsutil
 from pinlab.platform.units import GB, KB, MB, TB, GiB, KiB, MiB, TiB, fmt_rate
 from pinlab.scenarios.result import Metric, RunResult
 
@@ -654,22 +653,8 @@ def figure_png(fig: Figure) -> bytes:
 
 
 def write_atomic(path: Path | str, data: bytes | str) -> Path:
-    """Write ``data`` (text as UTF-8) to ``path`` through a temporary sibling file and
-    :func:`os.replace`: readers see the old file or the new one, never a part."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(6)}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``data`` (text as UTF-8) to ``path`` atomically (``fsutil.write_atomic``)."""
+    return fsutil.write_atomic(path, data)
 
 
 def save_figure(fig: Figure, path_without_ext: Path | str) -> tuple[Path, Path]:

@@ -24,7 +24,6 @@ import csv
 import io
 import json
 import os
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from pinlab import fsutil
 from pinlab.platform.errors import ConfigError
 from pinlab.sweep.spec import Point, Sweep
 
@@ -110,17 +110,8 @@ def run_point(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and os.replace."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write ``data`` to ``path`` atomically (:func:`pinlab.fsutil.write_atomic`)."""
+    fsutil.write_atomic(path, data, make_parents=False)
 
 
 def _point_file(out: Path, point_id: str) -> Path:
