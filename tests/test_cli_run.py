@@ -419,3 +419,35 @@ def test_a_subset_of_variants_is_not_judged_and_exits_0(
     assert "claim NOT JUDGED: variant(s) pin-in-place, migrate-on-pin not run" in out
     assert "1 not judged" in out
     assert "inf" not in out.split("claim NOT JUDGED")[1]
+
+
+HOST_SMOKE = str(Path(__file__).resolve().parents[1] / "examples/scenarios/host-smoke.toml")
+
+
+def test_inspect_platform_file_runs_through_pinlab_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Done-when of the inspect item: ``pinlab inspect`` on this machine writes a platform
+    file, and ``pinlab run --platform`` runs a scenario on it (the host-smoke check: no WARN,
+    no leak, no stale DMA)."""
+    host = tmp_path / "host.toml"
+    assert main(["inspect", "--out", str(host)]) == 0
+    capsys.readouterr()
+    argv = ["run", HOST_SMOKE, "--platform", str(host), "--no-report", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "claim HELD" in out
+    assert (tmp_path / "host-smoke" / "base" / "summary.json").is_file()
+
+
+def test_platform_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", HOST_SMOKE, "--platform", str(tmp_path / "nope.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "--platform" in err and "expected a platform file" in err and "Traceback" not in err
+    host = tmp_path / "host.toml"
+    assert main(["inspect", "--out", str(host)]) == 0
+    capsys.readouterr()
+    # a scenario whose variants patch the preset's parameters cannot take a platform file
+    assert main(["run", "efa-gaudi", "--platform", str(host), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "variants." in err

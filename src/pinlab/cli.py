@@ -232,8 +232,11 @@ def _check_profile(option: str, profile: str | None) -> None:
         )
 
 
-def _load_configs(names: Sequence[str], sets: tuple[str, ...]) -> list[ScenarioConfig]:
-    """Each named (or file) scenario, validated, with ``--set`` applied. The runner's
+def _load_configs(
+    names: Sequence[str], sets: tuple[str, ...], platform: str | None = None
+) -> list[ScenarioConfig]:
+    """Each named (or file) scenario, validated, with ``--set`` applied and, with
+    ``--platform``, the platform replaced by that file. The runner's
     :class:`ConfigError` (an unknown name lists the built-in ones; a bad ``--set`` names it)
     becomes the one-line user error."""
     from pinlab.platform.errors import ConfigError
@@ -242,7 +245,10 @@ def _load_configs(names: Sequence[str], sets: tuple[str, ...]) -> list[ScenarioC
     configs = []
     for name in names:
         try:
-            configs.append(runner.load_scenario(name, sets=sets))
+            if platform is None:  # the fake runners of the tests take no platform
+                configs.append(runner.load_scenario(name, sets=sets))
+            else:
+                configs.append(runner.load_scenario(name, sets=sets, platform=platform))
         except ConfigError as e:
             raise UserError(str(e)) from None
         except OSError as e:
@@ -399,7 +405,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     _check_profile("--profile", args.profile)
     _check_profile("--compare-profile", args.compare_profile)
     names = [args.scenario] if args.scenario else list(runner.BUILTIN)
-    plan = _plan(_load_configs(names, sets), args.variant)
+    plan = _plan(_load_configs(names, sets, args.platform), args.variant)
     out = Path(args.out)
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
         console = Console(width=max(console.width, 160))
@@ -577,6 +583,11 @@ def _add_run_parsers(sub: Any) -> None:
         help="override a scenario field, e.g. --set scenario.duration=30s (repeatable)",
     )
     run.add_argument("--seed", type=_seed_arg, metavar="N", help="the run seed")
+    run.add_argument(
+        "--platform",
+        metavar="FILE",
+        help="run on this platform file instead of the scenario's (e.g. from pinlab inspect)",
+    )
     run.add_argument(
         "--out",
         default=DEFAULT_OUT,

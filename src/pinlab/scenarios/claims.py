@@ -485,6 +485,34 @@ def _settlement(cfg: _Scenario, results: Results) -> Verdict:
     return _verdict(cfg, results, cols, row, not problems, text, needed)
 
 
+def _smoke(cfg: _Scenario, results: Results) -> Verdict:
+    """A platform check (for example a ``pinlab inspect`` file): every variant runs with no
+    kernel WARN, no leak and no stale DMA."""
+
+    def row(name: str, r: RunResult) -> dict[str, str]:
+        return {
+            "throughput": _rate(_sum(r, "tenant.", ".throughput")),
+            "WARNs": str(int(_get(r, "global.kernel_warnings"))),
+            "leaks": str(int(_get(r, "global.leaks"))),
+            "stale DMA": str(_stale(r)),
+        }
+
+    bad = [
+        name
+        for name, r in results.items()
+        if _get(r, "global.kernel_warnings") or _get(r, "global.leaks")
+    ]
+    held = not bad
+    text = (
+        f"{len(results)} variant(s) ran clean: no WARN, no leak, no stale DMA."
+        if held
+        else f"WARNs or leaks in {', '.join(bad)}."
+    )
+    return _verdict(
+        cfg, results, ["throughput", "WARNs", "leaks", "stale DMA"], row, held, text, ()
+    )
+
+
 JUDGES: dict[str, Judge] = {
     "efa-gaudi": _efa_gaudi,
     "desktop-pin-hog": _desktop,
@@ -492,6 +520,7 @@ JUDGES: dict[str, Judge] = {
     "odp-vs-pin": _odp,
     "apu-display": _apu,
     "settlement": _settlement,
+    "smoke": _smoke,
 }
 """Judges by ``claim_check`` name."""
 

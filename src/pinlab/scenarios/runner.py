@@ -251,10 +251,18 @@ def _read(path: Path, source: str) -> dict[str, Any]:
         raise ConfigError(source, where, f"expected valid TOML, found {msg}") from None
 
 
-def load_scenario(name_or_path: str | Path, *, sets: Sequence[str] = ()) -> ScenarioConfig:
+def load_scenario(
+    name_or_path: str | Path,
+    *,
+    sets: Sequence[str] = (),
+    platform: str | Path | None = None,
+) -> ScenarioConfig:
     """A built-in scenario by name, or a scenario file; ``sets`` are ``key=value``
-    overrides (dotted paths into the document). Every variant is validated now;
-    :class:`ConfigError` (one line) on the first problem."""
+    overrides (dotted paths into the document). ``platform`` replaces the scenario's whole
+    ``[platform]`` table with a platform file (``pinlab run --platform``, e.g. the output of
+    ``pinlab inspect``); tenants and variants that name devices the file lacks then fail
+    validation, one line naming them. Every variant is validated now; :class:`ConfigError`
+    (one line) on the first problem."""
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         path = builtin_path(name_or_path)
         source = f"{name_or_path}.toml"
@@ -262,6 +270,13 @@ def load_scenario(name_or_path: str | Path, *, sets: Sequence[str] = ()) -> Scen
         path = Path(name_or_path)
         source = str(name_or_path)
     data = _read(path, source)
+    if platform is not None:
+        platform_path = Path(platform)
+        if not platform_path.is_file():
+            raise ConfigError(
+                f"--platform {platform}", "platform", "expected a platform file, found none"
+            )
+        data["platform"] = {"file": str(platform_path.resolve())}
     variants = data.pop("variants", {}) or {}
     if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
         raise ConfigError(
