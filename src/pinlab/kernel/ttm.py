@@ -583,27 +583,9 @@ def ttm_bo_evict_alloc(
                     continue
             if victim.pin_count or not man.bdev.funcs.eviction_valuable(victim, place):
                 continue
-            # ttm_lru_walk_trylock: dma_resv_trylock also fails on a resv the caller already
-            # holds (the BO being validated, or one it reserved), so such a victim is skipped
-            # like one held by someone else (the model has no ctx->allow_res_evict).
-            if not victim.resv.trylock():
-                continue
-            try:
-                ttm_bo_evict(victim, ctx)
-            except KernelError as e:
-                # ttm_bo_evict_cb: a victim whose own eviction finds no space (-ENOSPC) is
-                # turned into -EBUSY, which the walk treats as "skip": try the next victim
-                # instead of failing the whole allocation (K-62).
-                if e.errno in (Errno.ENOSPC, Errno.EBUSY):
-                    continue
-                raise
-            finally:
-                victim.resv.unlock()
-            try:
-                return ttm_resource_alloc(evictor, place)
-            except KernelError as e:
-                if e.errno not in (Errno.ENOSPC, Errno.EAGAIN):
-                    raise
+            res = _evict_victim_and_alloc(victim, evictor, place, ctx)
+            if res is not None:
+                return res
         if hit_low and not try_low:
             try_low = True
             continue
@@ -625,23 +607,45 @@ def _revoke_and_evict(
     for victim in list(man.pinned.values()):
         if victim is evictor or victim.resource is None or victim.resource.manager is not man:
             continue
-        if not victim.resv.trylock():  # as in the LRU walk: held by anyone, caller included
-            continue
-        try:
-            if not revoke(victim) or victim.pin_count:
-                continue
-            ttm_bo_evict(victim, ctx)
-        except KernelError as e:
-            if e.errno in (Errno.ENOSPC, Errno.EBUSY):  # as ttm_bo_evict_cb: skip the victim
-                continue
+        res = _evict_victim_and_alloc(victim, evictor, place, ctx, revoke)
+        if res is not None:
+            return res
+    return None
+
+
+def _evict_victim_and_alloc(
+    victim: TtmBufferObject,
+    evictor: TtmBufferObject,
+    place: TtmPlace,
+    ctx: TtmOperationCtx,
+    revoke: Callable[[TtmBufferObject], bool] | None = None,
+) -> TtmResource | None:
+    """``ttm_bo_evict_cb`` for one victim: trylock it, (revoke pass only) revoke its pins,
+    evict it, and retry ``evictor``'s allocation. None means "go on with the next victim".
+
+    ``ttm_lru_walk_trylock``: ``dma_resv_trylock`` also fails on a resv the caller already
+    holds (the BO being validated, or one it reserved), so such a victim is skipped like one
+    held by someone else (the model has no ``ctx->allow_res_evict``). A victim whose own
+    eviction finds no space (-ENOSPC) becomes -EBUSY, which the walk treats as "skip", instead
+    of failing the whole allocation (K-62).
+    """
+    if not victim.resv.trylock():
+        return None
+    try:
+        if revoke is not None and (not revoke(victim) or victim.pin_count):
+            return None
+        ttm_bo_evict(victim, ctx)
+    except KernelError as e:
+        if e.errno in (Errno.ENOSPC, Errno.EBUSY):
+            return None
+        raise
+    finally:
+        victim.resv.unlock()
+    try:
+        return ttm_resource_alloc(evictor, place)
+    except KernelError as e:
+        if e.errno not in (Errno.ENOSPC, Errno.EAGAIN):
             raise
-        finally:
-            victim.resv.unlock()
-        try:
-            return ttm_resource_alloc(evictor, place)
-        except KernelError as e:
-            if e.errno not in (Errno.ENOSPC, Errno.EAGAIN):
-                raise
     return None
 
 
