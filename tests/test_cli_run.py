@@ -21,7 +21,7 @@ import pytest
 
 import pinlab.scenarios
 from pinlab.cli import main
-from pinlab.platform.errors import ConfigError
+from pinlab.errors import ConfigError
 from pinlab.scenarios.result import Metric, RunResult, Verdict
 from pinlab.sim.metrics import Recorder
 

@@ -239,7 +239,7 @@ def _load_configs(
     ``--platform``, the platform replaced by that file. The runner's
     :class:`ConfigError` (an unknown name lists the built-in ones; a bad ``--set`` names it)
     becomes the one-line user error."""
-    from pinlab.platform.errors import ConfigError
+    from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
     configs = []
@@ -336,7 +336,7 @@ def _run_scenario(
     tick: Callable[[str], None],
 ) -> tuple[list[RunResult], Verdict]:
     """``runner.run_scenario``, its configuration errors as one-line user errors."""
-    from pinlab.platform.errors import ConfigError
+    from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
     try:
@@ -494,7 +494,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.platform.errors import ConfigError
+    from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
     rows = []
@@ -630,7 +630,7 @@ def _add_run_parsers(sub: Any) -> None:
 
 def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """``pinlab sweep SWEEP.toml``: expand, run the unfinished points, write the table."""
-    from pinlab.platform.errors import ConfigError
+    from pinlab.errors import ConfigError
     from pinlab.sweep import PointError, load_sweep, run_sweep
 
     try:

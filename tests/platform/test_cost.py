@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pinlab.errors import ConfigError
 from pinlab.platform.cost import CostModel, parameter_keys, parameters
-from pinlab.platform.errors import ConfigError
-from pinlab.platform.units import GiB, KiB, MiB
+from pinlab.units import GiB, KiB, MiB
 
 
 @pytest.fixture(scope="module")

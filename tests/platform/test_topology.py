@@ -12,11 +12,11 @@ from pinlab.drivers.efa import EfaDevice
 from pinlab.drivers.habanalabs import HabanalabsDevice
 from pinlab.drivers.mlx5 import Mlx5Device
 from pinlab.drivers.nvidia_compute import NvidiaComputeDevice
+from pinlab.errors import ConfigError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pdma_map_type
 from pinlab.kernel.profile import get_profile
 from pinlab.platform import (
-    ConfigError,
     CostModel,
     LinkUse,
     Machine,
@@ -29,7 +29,7 @@ from pinlab.platform import (
     p4d,
     workstation,
 )
-from pinlab.platform.units import GiB, MiB
+from pinlab.units import GiB, MiB
 
 PROFILES = ["5.16", "6.12", "6.16", "7.1"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.platform.errors import ConfigError
+from pinlab.errors import ConfigError
 from pinlab.scenarios.runner import (
     BUILTIN,
     ScenarioConfig,

@@ -14,7 +14,6 @@ from pinlab.kernel import get_profile
 from pinlab.kernel.errno import KernelError
 from pinlab.platform.presets import PRESETS
 from pinlab.platform.topology import LinkUse
-from pinlab.platform.units import STRICT_UNITS
 from pinlab.sim.engine import Ctx, Simulation
 from pinlab.sim.faults import inject
 from pinlab.sim.workloads import (
@@ -28,6 +27,7 @@ from pinlab.sim.workloads import (
     register_dmabuf,
     send,
 )
+from pinlab.units import STRICT_UNITS
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pinlab.cli import main
-from pinlab.platform.errors import ConfigError
+from pinlab.errors import ConfigError
 from pinlab.sweep import load_sweep, run_point, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -82,7 +82,7 @@ from pinlab.platform.topology import (
     PlatformSpec,
     SwitchSpec,
 )
-from pinlab.platform.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
+from pinlab.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
 
 __all__ = [
     "DEFAULT_DEVICE_MEMORY",

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pinlab.errors import ConfigError
 from pinlab.inspect.host import (
     MISSING,
     NOT_APPLICABLE,
@@ -28,10 +29,9 @@ from pinlab.inspect.host import (
 )
 from pinlab.inspect.platform import PlatformPlan, plan_platform
 from pinlab.kernel.profile import DEFAULT_PROFILE
-from pinlab.platform.errors import ConfigError
 from pinlab.platform.presets import load_platform
 from pinlab.platform.topology import PlatformSpec, build
-from pinlab.platform.units import fmt_size
+from pinlab.units import fmt_size
 
 __all__ = ["PlatformCheck", "check_platform", "plan_host", "render_summary", "summary_json"]
 

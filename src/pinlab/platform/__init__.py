@@ -1,7 +1,5 @@
 """``pinlab.platform``: the hardware pinlab simulates, and what it costs.
 
-* :mod:`~pinlab.platform.units` -- explicit unit strings (``"32GiB"``, ``"25GB/s"``,
-  ``"1.75us"``) and pydantic types for them;
 * :mod:`~pinlab.platform.cost` -- :class:`CostModel`, every parameter of ``cost-model.md``
   §2–§8 with unit, sweep range and source;
 * :mod:`~pinlab.platform.topology` -- :class:`PlatformSpec` (a declarative node) and
@@ -14,7 +12,6 @@
 
 from pinlab.platform.cluster import Cluster, ClusterSpec, FabricSpec, build_cluster
 from pinlab.platform.cost import CostModel, P2pPathClass, ParamInfo, parameters
-from pinlab.platform.errors import ConfigError, format_validation_error
 from pinlab.platform.presets import (
     PRESETS,
     AnySpec,
@@ -51,7 +48,6 @@ __all__ = [
     "AnySpec",
     "Cluster",
     "ClusterSpec",
-    "ConfigError",
     "CostModel",
     "CpuSpec",
     "DeviceSpec",
@@ -76,7 +72,6 @@ __all__ = [
     "cluster",
     "dl1",
     "dump_platform",
-    "format_validation_error",
     "load_platform",
     "p4d",
     "parameters",

@@ -31,7 +31,7 @@ from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
 from pinlab.platform.cost import CostModel
 from pinlab.platform.topology import Link, LinkUse, Machine, Name, PlatformSpec, build
-from pinlab.platform.units import Duration, Rate
+from pinlab.units import Duration, Rate
 
 __all__ = ["Cluster", "ClusterSpec", "FabricSpec", "build_cluster"]
 

@@ -4,7 +4,7 @@ The model is a frozen pydantic tree whose leaves are the doc's rows. Keys follow
 dotted names (``pcie.efficiency``, ``p2p.factor.root_complex``, ``odp.fault``), spelled as
 valid Python (``pcie.gen3.raw`` → ``cost.pcie.gen3.raw``). Each leaf's ``Field`` carries the
 doc row as metadata: ``description``, and ``json_schema_extra`` with ``unit`` (a unit string
-:mod:`pinlab.platform.units` parses, used to show the value as the doc does), ``section``
+:mod:`pinlab.units` parses, used to show the value as the doc does), ``section``
 (``"§2.1"``), ``source``, ``sweep`` (``[low, high]`` in that unit, absent for fixed facts),
 ``choices`` (discrete sweep values) and ``marker`` (``derived``/``assumption``/``unverified``).
 :func:`parameters` lists them all (``pinlab params``; docs).
@@ -35,8 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pinlab.platform.errors import ConfigError, config_error
-from pinlab.platform.units import (
+from pinlab.errors import ConfigError, config_error
+from pinlab.units import (
     STRICT_UNITS,
     Duration,
     Factor,

@@ -21,7 +21,6 @@ A platform file (what ``pinlab run --platform FILE`` accepts) is TOML, either a 
 from __future__ import annotations
 
 import inspect
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -29,8 +28,8 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import ConfigDict, ValidationError, validate_call
 
+from pinlab.errors import ConfigError, config_error
 from pinlab.platform.cluster import ClusterSpec, FabricSpec
-from pinlab.platform.errors import ConfigError, config_error
 from pinlab.platform.topology import (
     CpuSpec,
     DeviceSpec,
@@ -41,7 +40,8 @@ from pinlab.platform.topology import (
     PlatformSpec,
     SwitchSpec,
 )
-from pinlab.platform.units import STRICT_UNITS, GiB, MiB, Rate, Size, parse_rate
+from pinlab.tomlfile import read_toml
+from pinlab.units import STRICT_UNITS, GiB, MiB, Rate, Size, parse_rate
 
 __all__ = [
     "PRESETS",
@@ -436,18 +436,8 @@ def platform_from_dict(data: Mapping[str, Any], source: str = "platform") -> Any
 
 def load_platform(path: str | Path) -> AnySpec:
     """Read a TOML platform file; :class:`ConfigError` (one line, file and field) on error."""
-    p = Path(path)
     source = str(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(
-            source, "", f"expected a readable file, found {e.strerror or e}"
-        ) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(source, "", f"expected valid TOML, found a syntax error: {e}") from None
+    data = read_toml(path, what="a platform file")
     return platform_from_dict(data, source)
 
 

@@ -89,6 +89,7 @@ from pinlab.drivers.efa import EfaDevice
 from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.drivers.mlx5 import Mlx5Device
 from pinlab.drivers.rdma import RdmaDevice
+from pinlab.errors import ConfigError
 from pinlab.kernel.device import Device
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pdma_map_type
@@ -106,9 +107,8 @@ from pinlab.kernel.pci import (
 )
 from pinlab.kernel.profile import KernelProfile
 from pinlab.platform.cost import CostModel, P2pPathClass
-from pinlab.platform.errors import ConfigError
-from pinlab.platform.units import Duration, LineRate, PciId, Rate, Size
 from pinlab.uapi.system import System
+from pinlab.units import Duration, LineRate, PciId, Rate, Size
 
 __all__ = [
     "CpuSpec",

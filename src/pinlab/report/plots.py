@@ -45,8 +45,8 @@ from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.ticker import MaxNLocator
 
 from pinlab import fsutil
-from pinlab.platform.units import GB, KB, MB, TB, GiB, KiB, MiB, TiB, fmt_rate
 from pinlab.scenarios.result import Metric, RunResult
+from pinlab.units import GB, KB, MB, TB, GiB, KiB, MiB, TiB, fmt_rate
 
 __all__ = [
     "FIGURES",

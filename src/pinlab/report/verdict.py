@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pinlab.platform.units import fmt_rate, fmt_size, fmt_time
 from pinlab.scenarios.result import Metric, RunResult, Verdict
+from pinlab.units import fmt_rate, fmt_size, fmt_time
 
 __all__ = [
     "MetricDiff",

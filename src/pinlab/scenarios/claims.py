@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from pinlab.platform.units import fmt_rate, fmt_size, fmt_time
 from pinlab.scenarios.result import RunResult, Verdict
+from pinlab.units import fmt_rate, fmt_size, fmt_time
 
 __all__ = ["JUDGES", "judge"]
 

@@ -6,7 +6,7 @@ The API ``pinlab run`` codes against:
   name with its claim;
 * :func:`load_scenario` -- a built-in name or a TOML file (format: :mod:`pinlab.scenarios.schema`),
   with ``--set key=value`` overrides; every variant is validated up front, every problem is one
-  :class:`~pinlab.platform.errors.ConfigError` line;
+  :class:`~pinlab.errors.ConfigError` line;
 * :class:`ScenarioConfig` -- ``.name``, ``.claim``, ``.variants``, ``.to_toml(variant)``,
   ``.with_profile(p)``, ``.with_seed(n)``;
 * :func:`run_variant` -- one variant → :class:`~pinlab.scenarios.result.RunResult`;
@@ -28,7 +28,6 @@ Nothing here reads a clock: a run is a function of the configuration and the see
 from __future__ import annotations
 
 import copy
-import tomllib
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -37,9 +36,9 @@ from typing import Any
 import tomli_w
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from pinlab.errors import ConfigError
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
 from pinlab.kernel.ttm import TtmDevice
-from pinlab.platform.errors import ConfigError
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyError, apply_policy
@@ -61,6 +60,7 @@ from pinlab.scenarios.schema import (
 from pinlab.sim.engine import Simulation
 from pinlab.sim.faults import inject
 from pinlab.sim.workloads import WORKLOADS
+from pinlab.tomlfile import read_toml
 
 __all__ = [
     "BUILTIN",
@@ -226,29 +226,14 @@ class ScenarioConfig(BaseModel):
 
 
 def _read(path: Path, source: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and "\x00" not in str(path):
         raise ConfigError(
             source,
             "",
             "expected a scenario file or a built-in name "
             f"({', '.join(BUILTIN)}), found no such file",
-        ) from None
-    except OSError as e:
-        raise ConfigError(
-            source, "", f"expected a readable file, found {e.strerror or e}"
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        msg = str(e)
-        where = ""
-        if "(at line" in msg:
-            head, _, tail = msg.rpartition("(at line")
-            where = "line " + tail.rstrip(")").strip()
-            msg = head.strip()
-        raise ConfigError(source, where, f"expected valid TOML, found {msg}") from None
+        )
+    return read_toml(path, what="a scenario file", source=source)
 
 
 def load_scenario(

@@ -65,7 +65,7 @@ every variant, after the variant's own changes. ``enabled = false`` removes a te
 in a variant.
 
 Every problem is one line -- the file (or ``--set ...``), the field path, what was expected and
-what was found -- raised as :class:`~pinlab.platform.errors.ConfigError`; TOML syntax errors
+what was found -- raised as :class:`~pinlab.errors.ConfigError`; TOML syntax errors
 name the line and column.
 """
 
@@ -89,18 +89,19 @@ from pydantic import (
     model_validator,
 )
 
+from pinlab.errors import ConfigError, config_error
 from pinlab.kernel.profile import CONFIG_SWITCHES, DEFAULT_PROFILE, get_profile
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.cost import CostModel
-from pinlab.platform.errors import ConfigError, config_error
 from pinlab.platform.presets import AnySpec, load_platform, platform_from_dict
 from pinlab.platform.topology import (
     PlatformSpec,
 )
-from pinlab.platform.units import STRICT_UNITS, Duration
 from pinlab.policy.config import PolicyConfig, PolicyError, parse_policy
 from pinlab.sim.workloads import WORKLOADS
+from pinlab.tomlfile import read_toml
+from pinlab.units import STRICT_UNITS, Duration
 
 __all__ = [
     "CAMPS",
@@ -549,16 +550,7 @@ def policy_document(
         path = Path(str(doc.pop("file")))
         if base_dir is not None and not path.is_absolute():
             path = base_dir / path
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(
-                str(path), "", f"expected a readable policy file, found {e}"
-            ) from None
-        try:
-            doc = deep_merge(tomllib.loads(text), doc)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(str(path), "", f"expected valid TOML, found {e}") from None
+        doc = deep_merge(read_toml(path, what="a policy file"), doc)
     doc = _substitute(doc, pci_names)
     declared = dict(doc.get("regions") or {})
     if regions is not None:

@@ -307,7 +307,7 @@ class Simulation:
         dt = now - self._last_sample
         if dt <= 0:
             return
-        self.net._advance()  # bring every link's byte count up to now, once
+        self.net.advance()  # bring every link's byte count up to now, once
         for key, link in self.net.links.items():
             carried = link.bytes_carried
             before = self._sampled_bytes.get(key, 0.0)

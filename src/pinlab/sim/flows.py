@@ -121,7 +121,7 @@ class FlowNetwork:
         if nbytes == 0:
             done.succeed(0.0)
             return done
-        self._advance()
+        self.advance()
         t = Transfer(float(nbytes), path, limit, done, label, float(nbytes), 0.0, self.env.now)
         self.active.append(t)
         self._reschedule()
@@ -137,7 +137,7 @@ class FlowNetwork:
         """
         events: list[simpy.Event] = []
         started: list[Transfer] = []
-        self._advance()
+        self.advance()
         for nbytes, links, cap, label in specs:
             done = self.env.event()
             path = tuple(self.links[x] if isinstance(x, str) else x for x in links)
@@ -168,7 +168,7 @@ class FlowNetwork:
         return 0.0
 
     # -- internals -------------------------------------------------------------------------
-    def _advance(self) -> None:
+    def advance(self) -> None:
         """Move every active transfer forward to ``env.now`` at its current rate."""
         now = self.env.now
         dt = now - self._last_update
@@ -247,7 +247,7 @@ class FlowNetwork:
     def _on_timer(self, generation: int) -> None:
         if generation != self._generation:
             return  # superseded by a later start or end
-        self._advance()
+        self.advance()
         self._reschedule()
 
     def _finish_due(self) -> None:

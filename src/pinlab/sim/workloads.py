@@ -1,7 +1,7 @@
 """Workloads: what tenants do, as SimPy generator functions ``workload(ctx, **params)``.
 
 Each built-in workload is registered in :data:`WORKLOADS` with a pydantic model of its
-parameters (units as strings, ``"1GiB"``, ``"500ms"``; parsed by :mod:`pinlab.platform.units`)
+parameters (units as strings, ``"1GiB"``, ``"500ms"``; parsed by :mod:`pinlab.units`)
 and runs on a :class:`~pinlab.sim.engine.Ctx`: every kernel interaction is a uapi call made
 through ``ctx.call`` (denials counted by errno and policy, fences waited for in simulated
 time), every byte moved is a flow of the simulator's :class:`~pinlab.sim.flows.FlowNetwork`
@@ -78,10 +78,10 @@ from pinlab.kernel.umem import (
     IB_ACCESS_REMOTE_WRITE,
 )
 from pinlab.platform.topology import LinkUse, Machine
-from pinlab.platform.units import Duration, Fraction, Size
 from pinlab.sim.engine import Ctx, Simulation
 from pinlab.sim.flows import FlowNetwork, Link
 from pinlab.uapi.process import HostMemoryRegion
+from pinlab.units import Duration, Fraction, Size
 
 __all__ = [
     "WORKLOADS",

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pinlab import fsutil
-from pinlab.platform.errors import ConfigError
+from pinlab.errors import ConfigError
 from pinlab.sweep.spec import Point, Sweep
 
 __all__ = [

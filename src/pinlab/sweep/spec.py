@@ -22,7 +22,7 @@ sha256 of the canonical JSON of that combination (with the scenario as written),
 not depend on where the file lives or on the order the points run in; its ``index`` is its
 place in the expansion (factor combinations in file order, then variants, then seeds).
 
-Every problem is one :class:`~pinlab.platform.errors.ConfigError` line naming the sweep file
+Every problem is one :class:`~pinlab.errors.ConfigError` line naming the sweep file
 and the field.
 """
 
@@ -32,7 +32,6 @@ import hashlib
 import itertools
 import json
 import math
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,9 +39,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pinlab.platform.errors import ConfigError, config_error
+from pinlab.errors import ConfigError, config_error
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
 from pinlab.scenarios.schema import parse_path
+from pinlab.tomlfile import read_toml
 
 __all__ = ["Point", "Sweep", "SweepFile", "load_sweep", "toml_inline"]
 
@@ -177,25 +177,7 @@ def point_id(
 
 
 def _read(path: Path) -> dict[str, Any]:
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(source, "", "expected a sweep file, found no such file") from None
-    except OSError as e:
-        raise ConfigError(
-            source, "", f"expected a readable file, found {e.strerror or e}"
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        msg = str(e)
-        where = ""
-        if "(at line" in msg:
-            head, _, tail = msg.rpartition("(at line")
-            where = "line " + tail.rstrip(")").strip()
-            msg = head.strip()
-        raise ConfigError(source, where, f"expected valid TOML, found {msg}") from None
+    return read_toml(path, what="a sweep file")
 
 
 def _check_paths(source: str, table: str, paths: list[str]) -> None:

@@ -11,11 +11,12 @@ expected and what was found, on one line, with no traceback:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-__all__ = ["ConfigError", "format_loc", "format_validation_error"]
+__all__ = ["ConfigError", "format_loc", "format_validation_error", "toml_path"]
 
 
 class ConfigError(ValueError):
@@ -92,3 +93,22 @@ def config_error(exc: ValidationError, source: str = "", prefix: str = "") -> Co
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more)"
     return ConfigError(source, where, message.replace("\n", " "))
+
+
+_BARE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml_path(loc: tuple[str | int, ...] | list[str | int]) -> str:
+    """A key path in TOML syntax: ``tenants[2].params."dmem.max"``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        key = (
+            part
+            if _BARE.match(part)
+            else '"' + part.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        )
+        out += f".{key}" if out else key
+    return out

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from pinlab.platform.errors import format_validation_error
-from pinlab.platform.units import (
+from pinlab.errors import format_validation_error
+from pinlab.units import (
     STRICT_UNITS,
     Duration,
     Fraction,

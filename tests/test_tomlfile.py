@@ -1,0 +1,84 @@
+"""read_toml: one-line errors for every way a user's TOML file can be unreadable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pinlab.errors import ConfigError, toml_path
+from pinlab.tomlfile import MAX_DEPTH, parse_toml, read_toml
+
+
+def _error(path: Path | str) -> str:
+    with pytest.raises(ConfigError) as exc:
+        read_toml(path, what="a scenario file")
+    line = str(exc.value)
+    assert "\n" not in line
+    return line
+
+
+def test_reads_a_table(tmp_path: Path) -> None:
+    f = tmp_path / "ok.toml"
+    f.write_text('a = 1\n[b]\nc = "x"\n', encoding="utf-8")
+    assert read_toml(f) == {"a": 1, "b": {"c": "x"}}
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    f = tmp_path / "bom.toml"
+    f.write_bytes(b"\xef\xbb\xbfa = 1\n")
+    assert read_toml(f) == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("data", "found"),
+    [
+        ("a = 1\n".encode("utf-16"), "found UTF-16 text"),
+        (b"a = \xff\xfe\x00\n", "found byte 0xff at offset 4"),
+        (b"\x7fELF\x02\x01\x01\x00", "found a NUL byte at offset 7"),
+    ],
+)
+def test_bytes_that_are_not_utf8_text(tmp_path: Path, data: bytes, found: str) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_bytes(data)
+    assert found in _error(f)
+
+
+def test_path_problems(tmp_path: Path) -> None:
+    assert _error(tmp_path / "nope.toml").endswith("expected a scenario file, found no such file")
+    assert _error(tmp_path).endswith("found a directory")
+    assert "NUL byte in the path" in _error(str(tmp_path / "a\x00b.toml"))
+    assert "empty path" in _error("")
+
+
+def test_syntax_error_names_line_and_column(tmp_path: Path) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text("a = 1\nb = = 2\n", encoding="utf-8")
+    line = _error(f)
+    assert line.startswith(f"{f}: line 2, column 5: expected valid TOML, found ")
+
+
+def test_deep_nesting_is_refused_before_parsing() -> None:
+    text = "a = " + "[" * 5000 + "]" * 5000
+    with pytest.raises(ConfigError, match=f"nested at most {MAX_DEPTH} deep, found 5000"):
+        parse_toml(text, "deep.toml")
+    shallow = "a = " + "[" * 10 + "]" * 10
+    assert parse_toml(shallow, "ok.toml")["a"]
+
+
+def test_brackets_inside_strings_and_comments_do_not_count() -> None:
+    text = 'a = "' + "[" * 200 + '"\n# ' + "{" * 200 + "\nb = '''" + "[" * 200 + "'''\n"
+    assert parse_toml(text, "s.toml")["a"].startswith("[")
+
+
+def test_date_values_are_refused_with_their_key_path() -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_toml('[[tenants]]\nname = "a"\nstart = 1979-05-27\n', "d.toml")
+    assert str(exc.value) == (
+        "d.toml: tenants[0].start: expected a number, string, boolean, array or table, "
+        "found the TOML date/time 1979-05-27"
+    )
+
+
+def test_toml_path_quotes_keys_that_need_it() -> None:
+    assert toml_path(("cgroups", "a/b", "dmem.max", 0)) == 'cgroups."a/b"."dmem.max"[0]'
