@@ -647,6 +647,31 @@ def _map_dma_buf(attach: DmaBufAttachment, direction: DmaDataDirection, function
     return sgt
 
 
+def _pin_and_map(
+    attach: DmaBufAttachment, direction: DmaDataDirection, fn: str, pin: bool, *, warn_ebusy: bool
+) -> SgTable:
+    """The common tail of both map families: ``ops->pin`` when ``pin``, then map; a failed map
+    undoes the pin. ≥6.16 also WARN_ON_ONCEs an ``-EBUSY`` from the pin (``warn_ebusy``)."""
+    kernel = attach.dmabuf.kernel
+    if pin:
+        try:
+            _exporter_pin(attach)
+        except KernelError as e:
+            if warn_ebusy and e.errno is Errno.EBUSY:
+                kernel.warn(fn, "pin returned -EBUSY", once=True)
+            raise
+    try:
+        sgt = _map_dma_buf(attach, direction, fn)
+    except KernelError:
+        if pin:
+            _exporter_unpin(attach)
+        raise
+    if kernel.profile.dmabuf_debug:
+        sgt = sgt.page_less_copy()
+    attach.mappings += 1
+    return sgt
+
+
 def dma_buf_map_attachment(
     attach: DmaBufAttachment | None, direction: DmaDataDirection = DmaDataDirection.BIDIRECTIONAL
 ) -> SgTable:
@@ -672,24 +697,7 @@ def dma_buf_map_attachment(
     _assert_map_lock(attach, fn)
 
     if kernel.profile.family is not CoreFamily.CACHING:
-        pin = _pin_on_map(attach)
-        if pin:
-            try:
-                _exporter_pin(attach)
-            except KernelError as e:
-                if e.errno is Errno.EBUSY:
-                    kernel.warn(fn, "pin returned -EBUSY", once=True)
-                raise
-        try:
-            sgt = _map_dma_buf(attach, direction, fn)
-        except KernelError:
-            if pin:
-                _exporter_unpin(attach)
-            raise
-        if kernel.profile.dmabuf_debug:
-            sgt = sgt.page_less_copy()
-        attach.mappings += 1
-        return sgt
+        return _pin_and_map(attach, direction, fn, _pin_on_map(attach), warn_ebusy=True)
 
     # caching family
     if attach.sgt is not None:
@@ -697,17 +705,7 @@ def dma_buf_map_attachment(
             raise err(Errno.EBUSY, fn, "cached mapping has another direction")
         return attach.sgt
     pin = dma_buf_is_dynamic(dmabuf) and not kernel.profile.move_notify
-    if pin:
-        _exporter_pin(attach)
-    try:
-        sgt = _map_dma_buf(attach, direction, fn)
-    except KernelError:
-        if pin:
-            _exporter_unpin(attach)
-        raise
-    if kernel.profile.dmabuf_debug:
-        sgt = sgt.page_less_copy()
-    attach.mappings += 1
+    sgt = _pin_and_map(attach, direction, fn, pin, warn_ebusy=False)
     if dmabuf.ops.cache_sgt_mapping:
         attach.sgt = sgt
         attach.dir = direction
