@@ -23,17 +23,15 @@ from pinlab.drivers.base import register_exporter
 from pinlab.kernel.dma_buf import DmaBuf
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
-
-GiB = 1 << 30
+from pinlab.units import GiB
 
 
 @register_exporter("apu")
 class AmdgpuApuDevice(AmdgpuDevice):
     """An amdgpu APU: ``vram_size`` is the carve-out of system DRAM."""
 
-    driver_name = "apu"
     pin_policy = "migrate on pin, always: GTT in every profile (keeps the carve-out free)"
-    dynamic = True
+    carve_out = True
 
     def __init__(
         self,
@@ -53,7 +51,7 @@ class AmdgpuApuDevice(AmdgpuDevice):
             gtt_size=gtt_size,
             system_size=system_size,
             gfx_version=gfx_version,
-            name=name or f"apu-{pdev.name}",
+            name=name,
         )
 
     def pin_domains(self, dmabuf: DmaBuf) -> AmdgpuDomain:

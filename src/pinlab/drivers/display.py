@@ -12,9 +12,10 @@ VRAM, the display's map fails with ``-EINVAL`` (K-76).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
-from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
-from pinlab.drivers.rdma import register_importer
+from pinlab.drivers.dma_check import DmaIncident
+from pinlab.drivers.importer import DeviceImporter, ImporterOptions, register_importer
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
     DmaBuf,
@@ -46,24 +47,13 @@ class Scanout:
 
 
 @register_importer("display")
-class DisplayEngine:
+class DisplayEngine(DeviceImporter):
     """A display controller (for example a GPU's display block) importing framebuffers."""
 
-    driver_name = "display"
+    default_name = "display0"
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: Device,
-        *,
-        name: str = "",
-        detector: StaleDmaDetector | None = None,
-    ) -> None:
-        self.kernel = kernel
-        self.pdev = pdev
-        self.name = name or "display0"
-        self.dev = Device(self.name, pdev)
-        self.detector = detector if detector is not None else StaleDmaDetector()
+    def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:
+        super().__init__(kernel, pdev, **options)
         self.scanouts: list[Scanout] = []
 
     def set_scanout(

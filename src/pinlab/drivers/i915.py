@@ -32,17 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, Self
 
-from pinlab.drivers.base import register_exporter
-from pinlab.drivers.gem_ttm import GemTtmFuncs, GiB, TtmGemBuffer, TtmGemExporter
-from pinlab.kernel.dma_buf import (
-    DmaBuf,
-    DmaBufAttachment,
-    DmaBufOps,
-    DmaDataDirection,
-    SgTable,
-)
+from pinlab.drivers.base import ExporterSpec, constructor_options, register_exporter
+from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
@@ -56,6 +50,7 @@ from pinlab.kernel.ttm import (
     ttm_bo_unpin,
     ttm_bo_validate,
 )
+from pinlab.units import GiB
 
 
 class I915Object(TtmGemBuffer):
@@ -77,13 +72,12 @@ def _evict_to_smem(bo: TtmBufferObject) -> TtmPlacement:
 class I915Device(TtmGemExporter[I915Object]):
     """One i915-like GPU: LMEM (discrete parts) and SMEM."""
 
-    driver_name = "i915"
     pin_policy = (
         "static: attach migrates to system memory and pins the pages until detach; "
         "no P2P; -EOPNOTSUPP for LMEM-only objects"
     )
-    dynamic = False
     exp_name = "i915"
+    shareable_domain = "vram|system"
     domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
         {
             "vram": TtmMemType.VRAM,
@@ -105,17 +99,20 @@ class I915Device(TtmGemExporter[I915Object]):
         super().__init__(
             kernel,
             pdev,
-            name or f"i915-{pdev.name}",
+            name or f"{self.driver_name}-{pdev.name}",
             [(TtmMemType.VRAM, lmem_size), (TtmMemType.SYSTEM, system_size)],
             GemTtmFuncs(self, notify=False, evict_to=_evict_to_smem),
         )
-        self.ops = DmaBufOps(
-            attach=self._attach,
-            detach=self._detach,
-            map_dma_buf=self._map,
-            unmap_dma_buf=self._unmap,
-            release=self._release,
+        self.ops = self.dma_buf_ops(detach=self._detach)
+
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: PciDev, spec: ExporterSpec) -> Self:
+        """``lmem_size`` = the spec's ``memory``, ``system_size`` when set; i915 has no GTT
+        domain of its own."""
+        options = constructor_options(
+            spec.driver_options, lmem_size=spec.memory, system_size=spec.system
         )
+        return cls(kernel, pdev, name=spec.name, **options)
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> I915Object:
         return I915Object(self, tbo, placements)
@@ -158,7 +155,4 @@ class I915Device(TtmGemExporter[I915Object]):
         res = tbo.resource
         if res is None or res.mem_type is not TtmMemType.SYSTEM or not tbo.pin_count:
             raise err(Errno.EINVAL, "i915_gem_map_dma_buf", f"{obj.name} has no pinned pages")
-        return SgTable(res.allocation.segments, False, "system", tbo.epoch, False)
-
-    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
-        """``i915_gem_unmap_dma_buf``: unmap and free the table (nothing to model)."""
+        return obj.sg_table()

@@ -10,19 +10,26 @@ registration imports the buffer: pinned, or on demand.
 from __future__ import annotations
 
 import itertools
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import ClassVar, Protocol, Self, Unpack
 
-from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
+from pinlab.drivers.base import DriverOptions, constructor_options
+from pinlab.drivers.dma_check import DmaIncident
+from pinlab.drivers.importer import DeviceImporter, ImporterOptions
 from pinlab.kernel.device import Device
-from pinlab.kernel.dma_buf import DmaBuf
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaBufAttachOps
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.umem import IbUmemDmabuf, ib_umem_dmabuf_get_pinned, ib_umem_num_pages
+from pinlab.kernel.umem import (
+    IB_ACCESS_ON_DEMAND,
+    IbUmemDmabuf,
+    ib_umem_dmabuf_get_pinned,
+    ib_umem_dmabuf_release,
+    ib_umem_num_pages,
+)
 
 _keys = itertools.count(0x100)
 
@@ -84,28 +91,49 @@ class DmaResult:
     write: bool = False
 
 
-class RdmaDevice(ABC):
-    """An RDMA NIC's ``ib_device`` as an importer of dma-bufs."""
+class NicSpecLike(Protocol):
+    """What a platform description says about one NIC (the platform layer's ``NicSpec``)."""
 
-    driver_name: str = "rdma"
+    @property
+    def name(self) -> str: ...
+    @property
+    def odp(self) -> bool: ...
+    @property
+    def driver_options(self) -> DriverOptions: ...
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: Device,
-        *,
-        name: str = "",
-        detector: StaleDmaDetector | None = None,
-    ) -> None:
-        self.kernel = kernel
-        self.pdev = pdev
-        self.name = name or f"{self.driver_name}_0"
-        self.dev = Device(self.name, pdev)
-        self.detector = detector if detector is not None else StaleDmaDetector()
+
+class RdmaDevice(DeviceImporter):
+    """An RDMA NIC's ``ib_device`` as an importer of dma-bufs.
+
+    Declared by every driver: ``supports_odp`` (the driver can build on-demand-paging MRs at
+    all; EFA cannot), ``odp`` (this device has ODP enabled), and the device-wide counters
+    ``faults`` (ODP page faults resolved) and ``invalidations`` (``move_notify`` calls that
+    zapped a mapping), 0 for a driver that never faults.
+
+    Registration (:meth:`reg_dmabuf_mr`) is shared: an ``IB_ACCESS_ON_DEMAND`` request goes to
+    the driver's :meth:`reg_odp_mr` (``-EOPNOTSUPP`` without ODP), anything else to the pinned
+    path :meth:`reg_pinned_mr`.
+    """
+
+    driver_name: ClassVar[str] = "rdma"
+    default_name: ClassVar[str] = "rdma_0"
+    supports_odp: ClassVar[bool] = False
+
+    def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:
+        super().__init__(kernel, pdev, **options)
+        self.odp = False
+        self.faults = 0
+        self.invalidations = 0
         self.mrs: dict[int, MemoryRegion] = {}
         self.on_fault: Callable[[MemoryRegion, int], None] | None = None
 
-    @abstractmethod
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: Device, spec: NicSpecLike) -> Self:
+        """The driver for a platform's NIC description (``driver_options`` as keyword
+        arguments; ``ValueError``/``TypeError`` for options it refuses)."""
+        return cls(kernel, pdev, name=spec.name, **constructor_options(spec.driver_options))
+
+    # -- registration ----------------------------------------------------------------------
     def reg_dmabuf_mr(
         self,
         fd: int,
@@ -116,17 +144,13 @@ class RdmaDevice(ABC):
         files: FdTable | None = None,
         pid: int | None = None,
     ) -> MemoryRegion:
-        """``ib_reg_user_mr_dmabuf`` as this driver implements it. Raises ``KernelError``."""
+        """``ib_reg_user_mr_dmabuf``: an ODP MR for ``IB_ACCESS_ON_DEMAND``, else a pinned
+        one. Raises ``KernelError``."""
+        if access & IB_ACCESS_ON_DEMAND:
+            return self.reg_odp_mr(fd, offset, length, access, files, pid)
+        return self.reg_pinned_mr(fd, offset, length, access, files, pid)
 
-    @abstractmethod
-    def dereg_mr(self, mr: MemoryRegion) -> None:
-        """``ib_dereg_mr``: release the umem (unmap, unpin, detach, put)."""
-
-    def advise_mr(self, mr: MemoryRegion) -> int:
-        """``ibv_advise_mr`` prefetch; only ODP MRs support it (``-EOPNOTSUPP`` otherwise)."""
-        raise err(Errno.EOPNOTSUPP, "ib_advise_mr", f"{self.driver_name} has no advise_mr")
-
-    def _reg_pinned(
+    def reg_odp_mr(
         self,
         fd: int,
         offset: int,
@@ -135,14 +159,62 @@ class RdmaDevice(ABC):
         files: FdTable | None,
         pid: int | None,
     ) -> MemoryRegion:
-        """A pinned dma-buf MR: ``ib_umem_dmabuf_get_pinned`` and a valid translation."""
+        """An on-demand-paging dma-buf MR; drivers without ODP refuse (``-EOPNOTSUPP``)."""
+        raise err(Errno.EOPNOTSUPP, "ib_reg_user_mr_dmabuf", f"{self.name} has no ODP support")
+
+    def reg_pinned_mr(
+        self,
+        fd: int,
+        offset: int,
+        length: int,
+        access: int,
+        files: FdTable | None,
+        pid: int | None,
+        *,
+        revoke: Callable[[DmaBufAttachment], None] | None = None,
+    ) -> MemoryRegion:
+        """A pinned dma-buf MR: ``ib_umem_dmabuf_get_pinned`` and a valid translation.
+
+        ``revoke`` makes it *pinned but revocable* (7.1, K-90:
+        ``ib_umem_dmabuf_get_pinned_revocable_and_lock`` + ``ib_umem_dmabuf_set_revoke_locked``):
+        the driver's callback is installed under the resv as the attachment's
+        ``invalidate_mappings`` (the model's import has no ``_and_lock`` variant; nothing runs
+        between the import and the install).
+        """
         umem = ib_umem_dmabuf_get_pinned(
-            self.kernel, self.dev, offset, length, fd, access, files=files
+            self.kernel,
+            self.dev,
+            offset,
+            length,
+            fd,
+            access,
+            files=files,
+            revocable=revoke is not None,
         )
         mr = MemoryRegion(self, umem, access, odp=False, pid=pid, mtt_valid=True)
         umem.private = mr
+        if revoke is not None:
+            assert umem.attach is not None
+            with umem.dmabuf.resv:
+                umem.attach.importer_ops = DmaBufAttachOps(allow_peer2peer=True, move_notify=revoke)
         self.mrs[mr.lkey] = mr
         return mr
+
+    def dereg_mr(self, mr: MemoryRegion) -> None:
+        """``ib_dereg_mr``: forget the MR, let the driver revoke it (:meth:`revoke_mr`), then
+        ``ib_umem_release`` -- unmap, unpin, detach, put."""
+        self._lookup(mr)
+        del self.mrs[mr.lkey]
+        mr.deregistered = True
+        self.revoke_mr(mr)
+        ib_umem_dmabuf_release(mr.umem)
+
+    def revoke_mr(self, mr: MemoryRegion) -> None:
+        """The driver's first half of deregistration, before the umem goes (default: none)."""
+
+    def advise_mr(self, mr: MemoryRegion) -> int:
+        """``ibv_advise_mr`` prefetch; only ODP MRs support it (``-EOPNOTSUPP`` otherwise)."""
+        raise err(Errno.EOPNOTSUPP, "ib_advise_mr", f"{self.driver_name} has no advise_mr")
 
     def _lookup(self, mr: MemoryRegion) -> MemoryRegion:
         if mr.deregistered or self.mrs.get(mr.lkey) is not mr:
@@ -160,7 +232,7 @@ class RdmaDevice(ABC):
         ``write`` is a NIC write into the MR (an incoming RDMA write or receive); an MR
         registered without write access refuses it, as the NIC completes such a work request
         with a protection error (``IBV_WC_LOC_PROT_ERR`` / remote access error), modelled as
-        ``-EPERM``. (pinlab addition: reads and writes were not told apart before.)
+        ``-EPERM``.
         """
         self._lookup(mr)
         if write and not mr.umem.writable:
@@ -188,23 +260,3 @@ class RdmaDevice(ABC):
             incident,
             write,
         )
-
-    def __repr__(self) -> str:
-        return f"<{self.driver_name} {self.name}>"
-
-
-IMPORTERS: dict[str, type] = {}
-"""Importer models selectable by name: ``efa``, ``mlx5``, ``display``, ``gpu-import``."""
-
-
-_T = TypeVar("_T", bound=type)
-
-
-def register_importer(name: str) -> Callable[[_T], _T]:
-    """Class decorator: make an importer selectable by ``name``."""
-
-    def deco(cls: _T) -> _T:
-        IMPORTERS[name] = cls
-        return cls
-
-    return deco

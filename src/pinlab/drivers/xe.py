@@ -44,14 +44,8 @@ from types import MappingProxyType
 from typing import ClassVar
 
 from pinlab.drivers.base import DeviceBuffer, register_exporter
-from pinlab.drivers.gem_ttm import GemTtmFuncs, GiB, TtmGemBuffer, TtmGemExporter
-from pinlab.kernel.dma_buf import (
-    DmaBuf,
-    DmaBufAttachment,
-    DmaBufOps,
-    DmaDataDirection,
-    SgTable,
-)
+from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
@@ -65,6 +59,7 @@ from pinlab.kernel.ttm import (
     ttm_bo_pin,
     ttm_bo_validate,
 )
+from pinlab.units import GiB
 
 
 class XeBo(TtmGemBuffer):
@@ -81,13 +76,13 @@ class XeBo(TtmGemBuffer):
 class XeDevice(TtmGemExporter[XeBo]):
     """One xe-like discrete GPU: VRAM, TT and system memory under TTM."""
 
-    driver_name = "xe"
     pin_policy = (
         "migrate on pin: TT (7.1: VRAM if every attachment is P2P); attach refuses non-P2P "
         "importers of VRAM-only BOs (-EOPNOTSUPP)"
     )
-    dynamic = True
     exp_name = "xe"
+    shareable_domain = "vram|system"
+    dmem_region_name = "vram0"
     domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
         {
             "vram": TtmMemType.VRAM,
@@ -116,25 +111,16 @@ class XeDevice(TtmGemExporter[XeBo]):
         super().__init__(
             kernel,
             pdev,
-            name or f"xe-{pdev.name}",
+            name or f"{self.driver_name}-{pdev.name}",
             [
                 (TtmMemType.VRAM, vram_size),
                 (TtmMemType.TT, gtt_size),
                 (TtmMemType.SYSTEM, system_size),
             ],
             GemTtmFuncs(self, notify=True, notify_from_system=True),
-            dmem=True,
         )
         self.runtime_pm_refs = 0
-        self.ops = DmaBufOps(
-            attach=self._attach,
-            detach=self._detach,
-            pin=self._pin,
-            unpin=self._unpin,
-            map_dma_buf=self._map,
-            unmap_dma_buf=self._unmap,
-            release=self._release,
-        )
+        self.ops = self.dma_buf_ops(detach=self._detach, pin=self._pin, unpin=self._unpin)
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> XeBo:
         return XeBo(self, tbo, placements)
@@ -231,17 +217,13 @@ class XeDevice(TtmGemExporter[XeBo]):
                 self.xe_bo_validate(bo)
             else:
                 self.xe_bo_migrate(bo, TtmMemType.TT)
-        tbo = bo.tbo
-        res = tbo.resource
-        if res is None:
+        mem = bo.mem_type
+        if mem is None:
             raise err(Errno.EINVAL, "xe_dma_buf_map", f"{bo.name} has no backing")
-        if res.mem_type is TtmMemType.TT:
+        if mem is TtmMemType.TT:
             if self.dma_map_fails(attach.dev):
                 raise err(Errno.EBUSY, "xe_dma_buf_map", f"dma_map_sgtable for {attach.dev}")
-            return SgTable(res.allocation.segments, False, "gtt", tbo.epoch, False)
-        if res.mem_type is TtmMemType.VRAM:
-            return SgTable(res.allocation.segments, True, "vram", tbo.epoch, True)
-        raise err(Errno.EINVAL, "xe_dma_buf_map", f"cannot map a BO in {res.mem_type}")
-
-    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
-        """``xe_dma_buf_unmap``: unmap and free the table (nothing to model)."""
+            return bo.sg_table()
+        if mem is TtmMemType.VRAM:
+            return bo.sg_table()
+        raise err(Errno.EINVAL, "xe_dma_buf_map", f"cannot map a BO in {mem}")

@@ -1,0 +1,77 @@
+"""What every dma-buf importer model shares, and the registry that selects them by name.
+
+An importer is a device that maps other devices' buffers: an RDMA NIC
+(:mod:`~pinlab.drivers.rdma`), a display engine (:mod:`~pinlab.drivers.display`) or a GPU
+importing a foreign buffer (:mod:`~pinlab.drivers.gpu_import`). Each checks its accesses with
+a :class:`~pinlab.drivers.dma_check.StaleDmaDetector`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar, TypedDict, TypeVar, Unpack
+
+from pinlab.drivers.dma_check import StaleDmaDetector
+from pinlab.kernel.device import Device
+from pinlab.kernel.kernel import Kernel
+
+
+class Importer:
+    """A dma-buf importer: its ``driver_name`` (set by :func:`register_importer`), kernel,
+    name and stale-DMA detector."""
+
+    driver_name: ClassVar[str]
+
+    kernel: Kernel
+    name: str
+    detector: StaleDmaDetector
+
+
+class ImporterOptions(TypedDict, total=False):
+    """The keyword arguments every :class:`DeviceImporter` takes: its ``name`` (default: the
+    driver's ``default_name``) and the ``detector`` its accesses report to."""
+
+    name: str
+    detector: StaleDmaDetector | None
+
+
+class DeviceImporter(Importer):
+    """An importer with its own ``struct device`` (``dev``) below a PCI function (``pdev``):
+    what the P2PDMA distance is computed for."""
+
+    default_name: ClassVar[str]
+
+    def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:
+        unknown = sorted(options.keys() - ImporterOptions.__optional_keys__)
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}"
+            )
+        self.kernel = kernel
+        self.pdev = pdev
+        self.name = options.get("name") or self.default_name
+        self.dev = Device(self.name, pdev)
+        detector = options.get("detector")
+        self.detector = detector if detector is not None else StaleDmaDetector()
+
+    def __repr__(self) -> str:
+        return f"<{self.driver_name} {self.name}>"
+
+
+IMPORTERS: dict[str, type[Importer]] = {}
+"""Importer models by name, in registration order: ``efa``, ``mlx5``, ``display``,
+``gpu-import``."""
+
+
+_I = TypeVar("_I", bound=type[Importer])
+
+
+def register_importer(name: str) -> Callable[[_I], _I]:
+    """Class decorator: make an importer selectable by ``name`` (its ``driver_name``)."""
+
+    def deco(cls: _I) -> _I:
+        cls.driver_name = name
+        IMPORTERS[name] = cls
+        return cls
+
+    return deco
