@@ -1,6 +1,6 @@
 """Platform presets (``cost-model.md`` §9) and platform files.
 
-Each preset is a function returning a :class:`~pinlab.platform.topology.PlatformSpec` (or, for
+Each preset is a function returning a :class:`~pinlab.platform.spec.PlatformSpec` (or, for
 ``cluster``, a :class:`~pinlab.platform.cluster.ClusterSpec`); keyword parameters are the knobs
 a sweep turns (``dl1(efa_behind_switch=True)``, ``cluster(nodes=16)``). :data:`PRESETS` maps
 their names to them. Values the doc marks [assumption] are modelling choices -- sweep them; the
@@ -30,7 +30,7 @@ from pydantic import ConfigDict, ValidationError, validate_call
 
 from pinlab.errors import ConfigError, config_error
 from pinlab.platform.cluster import ClusterSpec, FabricSpec
-from pinlab.platform.topology import (
+from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
     DisplaySpec,

@@ -35,8 +35,8 @@ from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
 from pinlab.kernel.ttm import CopyJob, TtmDevice
+from pinlab.platform import LinkUse, Machine, PlatformSpec, build
 from pinlab.platform.cluster import Cluster, ClusterSpec, build_cluster
-from pinlab.platform.topology import LinkUse, Machine, PlatformSpec, build
 from pinlab.sim.copy_engine import CopyEngine, CopyRates
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
