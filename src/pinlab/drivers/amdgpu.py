@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar
 
-from pinlab.drivers.base import DeviceBuffer, register_exporter
+from pinlab.drivers.base import DeviceBuffer, ImportPath, register_exporter
 from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
@@ -193,6 +193,15 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
         self.import_ops = DmaBufAttachOps(
             allow_peer2peer=True, move_notify=self._import_move_notify
         )
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-77 (a dynamic importer's map), K-48 (attach clears peer2peer), then K-49 (pin)
+        or K-51 (unpinned map)."""
+        items = ["K-77"] if path is ImportPath.DYNAMIC else []
+        if path is not ImportPath.STATIC:
+            items.append("K-48")
+        items.append("K-49" if by_pin else "K-51")
+        return tuple(items)
 
     # -- BOs -------------------------------------------------------------------------------
     def placement_from_domain(

@@ -19,7 +19,7 @@ itself, e.g. a scanout) therefore still fails with ``-EINVAL`` (K-50).
 from __future__ import annotations
 
 from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuDomain
-from pinlab.drivers.base import register_exporter
+from pinlab.drivers.base import ImportPath, register_exporter
 from pinlab.kernel.dma_buf import DmaBuf
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
@@ -53,6 +53,10 @@ class AmdgpuApuDevice(AmdgpuDevice):
             gfx_version=gfx_version,
             name=name,
         )
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-49 with the APU's always-GTT pin (a model), or K-51 for an unpinned map."""
+        return ("K-49", "model") if by_pin else ("K-51",)
 
     def pin_domains(self, dmabuf: DmaBuf) -> AmdgpuDomain:
         """Where ``amdgpu_dma_buf_pin`` may pin: GTT, regardless of profile and importers."""

@@ -15,6 +15,7 @@ constructor. Whether an exporter is dynamic is read off its ops table, as the ke
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from pinlab.kernel.dmem import DmemRegion
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.pin_hooks import BufferLocation
+from pinlab.kernel.profile import KernelProfile
 from pinlab.kernel.ttm import TtmDevice
 
 DriverOptions = Mapping[str, bool | int | str]
@@ -63,6 +65,18 @@ def constructor_options(options: DriverOptions, **sizes: int | None) -> dict[str
     kwargs: dict[str, Any] = {key: value for key, value in sizes.items() if value is not None}
     kwargs.update(options)
     return kwargs
+
+
+class ImportPath(enum.Enum):
+    """How an importer reaches the dma-buf core with a buffer (``kernel-semantics.md`` §3)."""
+
+    PINNED = "pin"
+    """A dynamic attachment pinned at import (``ib_umem_dmabuf_get_pinned``): the exporter's
+    pin decides where the buffer lands."""
+    DYNAMIC = "dynamic"
+    """A dynamic attachment that survives moves (ODP MRs, a GPU import)."""
+    STATIC = "static"
+    """A static attachment (no importer ops): the core pins for it, it never has peer2peer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +172,23 @@ class ExporterDriver(ABC):
         driver's constructor arguments, plus its ``driver_options``. Raises ``ValueError`` or
         ``TypeError`` for options the driver refuses."""
 
+    @classmethod
+    def exists_in(cls, profile: KernelProfile) -> bool:
+        """Whether the driver exists in the kernel ``profile`` models (constructing it under
+        one where it does not raises ``ValueError``)."""
+        return True
+
     @property
     def dynamic(self) -> bool:
         """Whether the exporter has ``pin``/``unpin`` ops (``dma_buf_is_dynamic``, K-6)."""
         return self.ops.pin is not None
+
+    @abstractmethod
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """The checklist items (``kernel-semantics.md`` §12) of this driver's rule that decide
+        where a buffer lands for an importer on ``path`` under the driver's kernel profile:
+        placed by a pin (``by_pin``) or by an unpinned map; ``refused`` when the import
+        failed. ``"model"`` marks a pinlab position model with no upstream item."""
 
     def dma_buf_ops(
         self,

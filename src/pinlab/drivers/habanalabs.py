@@ -40,6 +40,7 @@ from pinlab.drivers.base import (
     DeviceBuffer,
     ExporterDriver,
     ExporterSpec,
+    ImportPath,
     RegionUsage,
     constructor_options,
     register_exporter,
@@ -135,6 +136,11 @@ class HabanalabsDevice(ExporterDriver):
         its BAR exposes all of the HBM."""
         options = constructor_options(spec.driver_options, hbm_size=spec.memory)
         return cls(kernel, pdev, name=spec.name, **options)
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-52 (map needs peer2peer); K-75 for a refused dynamic importer (attach- or
+        map-time refusal by profile)."""
+        return ("K-52", "K-75") if refused and path is not ImportPath.STATIC else ("K-52",)
 
     def _log(self, message: str) -> None:
         self.kernel.log(f"habanalabs {self.pdev.name}: {message}")

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar, Self
 
-from pinlab.drivers.base import ExporterSpec, constructor_options, register_exporter
+from pinlab.drivers.base import ExporterSpec, ImportPath, constructor_options, register_exporter
 from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
@@ -113,6 +113,10 @@ class I915Device(TtmGemExporter[I915Object]):
             spec.driver_options, lmem_size=spec.memory, system_size=spec.system
         )
         return cls(kernel, pdev, name=spec.name, **options)
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-54: every attachment migrates to SMEM and pins there."""
+        return ("K-54",)
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> I915Object:
         return I915Object(self, tbo, placements)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar, TypedDict, TypeVar, Unpack
 
+from pinlab.drivers.base import ImportPath
 from pinlab.drivers.dma_check import StaleDmaDetector
 from pinlab.kernel.device import Device
 from pinlab.kernel.kernel import Kernel
@@ -18,13 +19,20 @@ from pinlab.kernel.kernel import Kernel
 
 class Importer:
     """A dma-buf importer: its ``driver_name`` (set by :func:`register_importer`), kernel,
-    name and stale-DMA detector."""
+    name and stale-DMA detector; ``import_path`` is how it reaches the dma-buf core (an RDMA
+    NIC's depends on the registration, :meth:`~pinlab.drivers.rdma.RdmaDevice.mr_path`)."""
 
     driver_name: ClassVar[str]
+    import_path: ClassVar[ImportPath]
 
     kernel: Kernel
     name: str
     detector: StaleDmaDetector
+
+    def checklist_items(self, exporter_dynamic: bool) -> tuple[str, ...]:
+        """The checklist items (``kernel-semantics.md`` §12) of this importer's path into the
+        core, for a dynamic or static exporter under the importer's kernel profile."""
+        return ()
 
 
 class ImporterOptions(TypedDict, total=False):

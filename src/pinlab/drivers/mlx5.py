@@ -45,6 +45,7 @@ class Mlx5Device(RdmaDevice):
 
     default_name = "mlx5_0"
     supports_odp = True
+    odp_items = ("K-43", "K-42")
 
     def __init__(
         self,

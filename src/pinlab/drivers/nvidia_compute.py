@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar, Self
 
-from pinlab.drivers.base import ExporterSpec, constructor_options, register_exporter
+from pinlab.drivers.base import ExporterSpec, ImportPath, constructor_options, register_exporter
 from pinlab.drivers.gem_ttm import TtmGemBuffer, TtmGemExporter
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
@@ -148,6 +148,10 @@ class NvidiaComputeDevice(TtmGemExporter[NvBo]):
             bar1_size=spec.bar,
         )
         return cls(kernel, pdev, name=spec.name, **options)
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """A position model: no upstream item."""
+        return ("model",)
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> NvBo:
         return NvBo(self, tbo, placements)

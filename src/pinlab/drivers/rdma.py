@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, Self, Unpack
 
-from pinlab.drivers.base import DriverOptions, constructor_options
+from pinlab.drivers.base import DriverOptions, ImportPath, constructor_options
 from pinlab.drivers.dma_check import DmaIncident
 from pinlab.drivers.importer import DeviceImporter, ImporterOptions
 from pinlab.kernel.device import Device
@@ -118,6 +118,8 @@ class RdmaDevice(DeviceImporter):
     driver_name: ClassVar[str] = "rdma"
     default_name: ClassVar[str] = "rdma_0"
     supports_odp: ClassVar[bool] = False
+    odp_items: ClassVar[tuple[str, ...]] = ()
+    """The checklist items of the driver's ODP path (invalidate, fault)."""
 
     def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:
         super().__init__(kernel, pdev, **options)
@@ -132,6 +134,25 @@ class RdmaDevice(DeviceImporter):
         """The driver for a platform's NIC description (``driver_options`` as keyword
         arguments; ``ValueError``/``TypeError`` for options it refuses)."""
         return cls(kernel, pdev, name=spec.name, **constructor_options(spec.driver_options))
+
+    def mr_path(self, access: int) -> ImportPath | None:
+        """How an MR registered with ``access`` reaches the dma-buf core: ODP MRs attach
+        dynamically, others are pinned; None when the device refuses the registration before
+        the core (``IB_ACCESS_ON_DEMAND`` without ODP, ``kernel-semantics.md`` §6)."""
+        if access & IB_ACCESS_ON_DEMAND:
+            return ImportPath.DYNAMIC if self.odp else None
+        return ImportPath.PINNED
+
+    def mr_checklist_items(self, access: int, exporter_dynamic: bool) -> tuple[str, ...]:
+        """The checklist items of registering with ``access``: §6 for a refusal, K-45 for a
+        pinned import (with K-93 and K-20 where the exporter is static: ``dma_buf_pin`` is a
+        no-op), the driver's :attr:`odp_items` for an ODP one."""
+        path = self.mr_path(access)
+        if path is None:
+            return ("§6",)
+        if path is ImportPath.PINNED:
+            return ("K-45",) if exporter_dynamic else ("K-45", "K-93", "K-20")
+        return self.odp_items
 
     # -- registration ----------------------------------------------------------------------
     def reg_dmabuf_mr(

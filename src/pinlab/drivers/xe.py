@@ -43,14 +43,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar
 
-from pinlab.drivers.base import DeviceBuffer, register_exporter
+from pinlab.drivers.base import DeviceBuffer, ImportPath, register_exporter
 from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev
-from pinlab.kernel.profile import VramPinRule
+from pinlab.kernel.profile import KernelProfile, VramPinRule
 from pinlab.kernel.ttm import (
     TtmBufferObject,
     TtmMemType,
@@ -103,7 +103,7 @@ class XeDevice(TtmGemExporter[XeBo]):
         name: str = "",
     ) -> None:
         profile = kernel.profile
-        if not profile.xe_available:
+        if not self.exists_in(profile):
             raise ValueError(
                 f"the xe driver does not exist in kernel {profile.name} "
                 "(it entered mainline in ≈6.8); choose preset 6.12 or later"
@@ -121,6 +121,18 @@ class XeDevice(TtmGemExporter[XeBo]):
         )
         self.runtime_pm_refs = 0
         self.ops = self.dma_buf_ops(detach=self._detach, pin=self._pin, unpin=self._unpin)
+
+    @classmethod
+    def exists_in(cls, profile: KernelProfile) -> bool:
+        return profile.xe_available
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-53 (pin) or K-81 (unpinned map); §7.3 where a pin may stay in VRAM (7.1)."""
+        if not by_pin:
+            return ("K-81",)
+        if self.kernel.profile.xe_vram_pin is VramPinRule.NEVER:
+            return ("K-53",)
+        return ("K-53", "§7.3")
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> XeBo:
         return XeBo(self, tbo, placements)

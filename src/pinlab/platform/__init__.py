@@ -11,7 +11,8 @@
   :class:`PlatformSpec`, constructing each driver through its ``from_spec``;
 * :mod:`~pinlab.platform.cluster` -- N-node clusters (one kernel per node);
 * :mod:`~pinlab.platform.presets` -- ``dl1``, ``p4d``, ``workstation``, ``apu-laptop``,
-  ``cluster`` (``cost-model.md`` §9) and TOML platform files.
+  ``cluster`` (``cost-model.md`` §9), ``matrix`` (the machine of ``pinlab matrix``) and TOML
+  platform files.
 """
 
 from pinlab.platform.builder import build
@@ -25,6 +26,7 @@ from pinlab.platform.presets import (
     dl1,
     dump_platform,
     load_platform,
+    matrix,
     p4d,
     platform_from_dict,
     resolve_platform,
@@ -75,6 +77,7 @@ __all__ = [
     "dl1",
     "dump_platform",
     "load_platform",
+    "matrix",
     "p4d",
     "parameters",
     "platform_from_dict",
