@@ -21,12 +21,17 @@ without the visible/invisible split, so the BAR size does not yet bound VRAM pin
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar
+from typing import Unpack
 
 from pinlab.drivers.base import DeviceBuffer, ImportPath, register_exporter
-from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
+from pinlab.drivers.gem_ttm import (
+    GemTtmFuncs,
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
+)
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
     DmaBuf,
@@ -125,9 +130,6 @@ class AmdgpuTtmFuncs(GemTtmFuncs):
     ``amdgpu_bo_move_notify`` (K-38, K-80): an import losing its backing is unmapped, an
     export moving out of a non-SYSTEM placement notifies its importers."""
 
-    def __init__(self, adev: AmdgpuDevice) -> None:
-        super().__init__(adev, notify=True, notify_from_system=False)
-
     def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
         abo = bo.driver_priv
         if isinstance(abo, AmdgpuBo) and abo.import_sgt is not None:
@@ -150,39 +152,19 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
     exp_name = "amdgpu"
     imports_dmabufs = True
     dmem_region_name = "vram"
-    domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
-        {
-            "vram": TtmMemType.VRAM,
-            "gtt": TtmMemType.TT,
-            "tt": TtmMemType.TT,
-            "system": TtmMemType.SYSTEM,
-            "cpu": TtmMemType.SYSTEM,
-        }
-    )
+    default_sizes = domain_sizes(vram=16 * GiB, gtt=16 * GiB, system=64 * GiB)
+    domain_aliases = domain_names(vram=("vram",), tt=("gtt", "tt"), system=("system", "cpu"))
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: PciDev,
         *,
-        vram_size: int = 16 * GiB,
-        gtt_size: int = 16 * GiB,
-        system_size: int = 64 * GiB,
         gfx_version: tuple[int, int] = (11, 0),
         xgmi_peers: tuple[PciDev, ...] = (),
-        name: str = "",
+        **options: Unpack[TtmOptions],
     ) -> None:
-        super().__init__(
-            kernel,
-            pdev,
-            name or f"{self.driver_name}-{pdev.name}",
-            [
-                (TtmMemType.VRAM, vram_size),
-                (TtmMemType.TT, gtt_size),
-                (TtmMemType.SYSTEM, system_size),
-            ],
-            AmdgpuTtmFuncs(self),
-        )
+        super().__init__(kernel, pdev, **options)
         self.gfx_version = gfx_version
         self.xgmi_peers = set(xgmi_peers)
         self.runtime_pm_active = True
@@ -193,6 +175,9 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
         self.import_ops = DmaBufAttachOps(
             allow_peer2peer=True, move_notify=self._import_move_notify
         )
+
+    def _ttm_funcs(self) -> AmdgpuTtmFuncs:
+        return AmdgpuTtmFuncs(self)
 
     def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
         """K-77 (a dynamic importer's map), K-48 (attach clears peer2peer), then K-49 (pin)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Self, TypeVar
 
@@ -57,6 +57,14 @@ class ExporterSpec(Protocol):
     def bar(self) -> int | None: ...
     @property
     def driver_options(self) -> DriverOptions: ...
+
+
+def reject_unknown(options: Mapping[str, object], known: Iterable[str], owner: type) -> None:
+    """``TypeError`` for a keyword argument of ``options`` not in ``known`` -- what Python
+    says for an unexpected keyword, for constructors that take ``**options``."""
+    unknown = sorted(options.keys() - set(known))
+    if unknown:
+        raise TypeError(f"{owner.__name__}() got an unexpected keyword argument {unknown[0]!r}")
 
 
 def constructor_options(options: DriverOptions, **sizes: int | None) -> dict[str, Any]:
@@ -124,7 +132,30 @@ class DeviceBuffer(ABC):
         return 0
 
 
-class ExporterDriver(ABC):
+class Driver:
+    """A driver model: what the registries know it by."""
+
+    driver_name: ClassVar[str]
+
+
+_D = TypeVar("_D", bound=Driver)
+
+
+class Registry(dict[str, type[_D]]):
+    """Driver classes by name, in registration order."""
+
+    def register(self, name: str) -> Callable[[type[_D]], type[_D]]:
+        """Class decorator: make a driver selectable by ``name`` (its ``driver_name``)."""
+
+        def deco(cls: type[_D]) -> type[_D]:
+            cls.driver_name = name
+            self[name] = cls
+            return cls
+
+        return deco
+
+
+class ExporterDriver(Driver, ABC):
     """A device driver that exports device memory as dma-bufs.
 
     Class-level declarations:
@@ -146,7 +177,6 @@ class ExporterDriver(ABC):
     ``move_notifies`` (``move_notify`` calls it sent; stays 0 for one that never moves).
     """
 
-    driver_name: ClassVar[str]
     pin_policy: ClassVar[str]
     exp_name: ClassVar[str]
     carve_out: ClassVar[bool] = False
@@ -219,9 +249,7 @@ class ExporterDriver(ABC):
     def _map(self, attach: DmaBufAttachment, direction: DmaDataDirection) -> SgTable | None:
         """``map_dma_buf``: the sg_table of the buffer's current backing."""
 
-    def _unmap(  # noqa: B027  (the same for every exporter: nothing to model)
-        self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection
-    ) -> None:
+    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
         """``unmap_dma_buf``: unmap and free the table."""
 
     @abstractmethod
@@ -274,19 +302,7 @@ class ExporterDriver(ABC):
         return 0
 
 
-EXPORTERS: dict[str, type[ExporterDriver]] = {}
+EXPORTERS: Registry[ExporterDriver] = Registry()
 """Exporter models by name, in registration order (``pinlab.drivers``' import order)."""
 
-
-_E = TypeVar("_E", bound=type[ExporterDriver])
-
-
-def register_exporter(name: str) -> Callable[[_E], _E]:
-    """Class decorator: make an exporter selectable by ``name`` (its ``driver_name``)."""
-
-    def deco(cls: _E) -> _E:
-        cls.driver_name = name
-        EXPORTERS[name] = cls
-        return cls
-
-    return deco
+register_exporter = EXPORTERS.register

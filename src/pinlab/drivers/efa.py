@@ -24,7 +24,6 @@ from pinlab.drivers.rdma import MemoryRegion, RdmaDevice
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.errno import Errno, err
-from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
@@ -57,33 +56,24 @@ class EfaDevice(RdmaDevice):
                 f"revocable pinned EFA MRs need kernel profile 7.1, not {kernel.profile.name}"
             )
         self.revocable = revocable
+        if revocable:
+            self.pinned_revoke = self._revoke_locked
 
     @property
     def supported_access(self) -> int:
         supp = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ
         return supp | IB_ACCESS_REMOTE_WRITE if self.rdma_write else supp
 
-    def reg_dmabuf_mr(
-        self,
-        fd: int,
-        offset: int,
-        length: int,
-        access: int,
-        *,
-        files: FdTable | None = None,
-        pid: int | None = None,
-    ) -> MemoryRegion:
+    def check_access(self, access: int) -> None:
         """``efa_reg_user_mr_dmabuf``: unsupported access flags (``IB_ACCESS_ON_DEMAND``
-        among them) → ``-EOPNOTSUPP``; otherwise a pinned umem (errors pass through),
-        revocable with ``revocable``."""
+        among them) → ``-EOPNOTSUPP``; everything else is a pinned umem (errors pass
+        through), revocable with ``revocable``."""
         if access & ~self.supported_access:
             raise err(
                 Errno.EOPNOTSUPP,
                 "efa_reg_user_mr_dmabuf",
                 f"unsupported access flags {access & ~self.supported_access:#x}",
             )
-        revoke = self._revoke_locked if self.revocable else None
-        return self.reg_pinned_mr(fd, offset, length, access, files, pid, revoke=revoke)
 
     def _revoke_locked(self, attach: DmaBufAttachment) -> None:
         """The revocable ops' ``invalidate_mappings``: the driver's revoke callback first (the

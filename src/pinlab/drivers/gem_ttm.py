@@ -24,8 +24,9 @@ The driver-independent half of a TTM exporter is the same everywhere and lives h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar, Generic, Self, TypedDict, TypeVar, Unpack
 
 from pinlab.drivers.base import (
     DeviceBuffer,
@@ -33,6 +34,7 @@ from pinlab.drivers.base import (
     ExporterSpec,
     RegionUsage,
     constructor_options,
+    reject_unknown,
 )
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
@@ -68,6 +70,25 @@ TTM_LOCATION: dict[TtmMemType, str] = {
     TtmMemType.SYSTEM: "system",
 }
 """``DeviceBuffer.location`` of each TTM memory type (device memory is always ``"vram"``)."""
+
+
+def domain_sizes(
+    *, vram: int | None = None, gtt: int | None = None, system: int | None = None
+) -> Mapping[TtmMemType, int]:
+    """A driver's memory domains (the ones given) and their default sizes in bytes."""
+    sizes = {TtmMemType.VRAM: vram, TtmMemType.TT: gtt, TtmMemType.SYSTEM: system}
+    return MappingProxyType({mem: size for mem, size in sizes.items() if size is not None})
+
+
+def domain_names(
+    *, vram: Iterable[str] = (), tt: Iterable[str] = (), system: Iterable[str] = ()
+) -> Mapping[str, TtmMemType]:
+    """A driver's ``create_buffer`` domain names: the names it accepts for each memory type,
+    in the order error messages list them."""
+    names = {name: TtmMemType.VRAM for name in vram}
+    names.update({name: TtmMemType.TT for name in tt})
+    names.update({name: TtmMemType.SYSTEM for name in system})
+    return MappingProxyType(names)
 
 
 def parse_ttm_domain(
@@ -166,57 +187,68 @@ BufT = TypeVar("BufT", bound=TtmGemBuffer)
 
 
 class GemTtmFuncs(TtmDeviceFuncs):
-    """TTM callbacks of a GEM exporter: TtmDeviceFuncs' eviction targets plus the exporter's
-    move notification (K-36, K-38 for amdgpu-like; ``xe_bo_move_notify`` for xe-like).
+    """TTM callbacks of a GEM exporter: TtmDeviceFuncs' eviction targets (or the exporter's
+    ``evict_to``) plus the exporter's move notification as it declares it
+    (``notifies_moves``, ``notifies_moves_from_system``; K-36, K-38 for amdgpu-like,
+    ``xe_bo_move_notify`` for xe-like)."""
 
-    ``notify``: a static exporter (no importer can be told) passes False.
-    ``notify_from_system``: whether a move whose old placement is SYSTEM is announced too
-    (xe: yes; amdgpu and the nvidia-compute model: no, SYSTEM pages were never mapped for a
-    peer).
-    """
-
-    def __init__(
-        self,
-        exporter: TtmGemExporter[Any],
-        *,
-        notify: bool = True,
-        notify_from_system: bool = False,
-        evict_to: Callable[[TtmBufferObject], TtmPlacement] | None = None,
-    ) -> None:
+    def __init__(self, exporter: TtmGemExporter[Any]) -> None:
         self.exporter = exporter
-        self.notify = notify
-        self.notify_from_system = notify_from_system
-        self._evict_to = evict_to
 
     def evict_flags(self, bo: TtmBufferObject) -> TtmPlacement:
-        if self._evict_to is not None and bo.type is not TtmBoType.SG:
-            return self._evict_to(bo)
+        placement = self.exporter.evict_to
+        if placement is not None and bo.type is not TtmBoType.SG:
+            return placement
         return super().evict_flags(bo)
 
     def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
         dmabuf = bo.dma_buf
+        exporter = self.exporter
         if (
-            self.notify
+            exporter.notifies_moves
             and isinstance(dmabuf, DmaBuf)
             and bo.import_attach is None
             and bo.resource is not None
-            and (self.notify_from_system or bo.resource.mem_type is not TtmMemType.SYSTEM)
+            and (
+                exporter.notifies_moves_from_system or bo.resource.mem_type is not TtmMemType.SYSTEM
+            )
         ):
             self.exporter.move_notifies += 1
             dma_buf_notify_move(dmabuf)
 
 
+class TtmOptions(TypedDict, total=False):
+    """The keyword arguments every TTM exporter takes: its ``name`` (default
+    ``<driver>-<pci>``) and the size in bytes of each memory domain it has (default: the
+    driver's ``default_sizes``; 0 leaves the domain out)."""
+
+    name: str
+    vram_size: int
+    gtt_size: int
+    system_size: int
+
+
 class TtmGemExporter(ExporterDriver, Generic[BufT]):
     """The common half of a TTM-based dma-buf exporter.
 
-    Subclasses set :attr:`exp_name`, :attr:`domain_aliases`, :attr:`dmem_region_name`,
-    ``self.ops`` (from :meth:`~pinlab.drivers.base.ExporterDriver.dma_buf_ops`) and implement
+    Subclasses declare :attr:`exp_name`, :attr:`default_sizes`, :attr:`domain_aliases`,
+    :attr:`dmem_region_name` and how moves are announced, set ``self.ops`` (from
+    :meth:`~pinlab.drivers.base.ExporterDriver.dma_buf_ops`) and implement
     :meth:`_new_buffer`. ``dma_map_fault`` is a fault-injection hook: when it returns True for
     an importer device, DMA-mapping a page-backed sg_table for that device fails (the
     exporter decides the errno, e.g. xe's ``-EBUSY``, K-81).
     """
 
+    default_sizes: ClassVar[Mapping[TtmMemType, int]]
+    """The device's memory domains and their default sizes."""
     domain_aliases: ClassVar[Mapping[str, TtmMemType]]
+    notifies_moves: ClassVar[bool] = True
+    """Whether a move of an exported BO notifies its importers (a static exporter: no)."""
+    notifies_moves_from_system: ClassVar[bool] = False
+    """Whether a move whose old placement is SYSTEM is announced too (xe: yes; amdgpu and the
+    nvidia-compute model: no, SYSTEM pages were never mapped for a peer)."""
+    evict_to: ClassVar[TtmPlacement | None] = None
+    """Where eviction sends device BOs (None: TTM's defaults, device memory → TT → SYSTEM)."""
     dmem_region_name: ClassVar[str | None] = None
     """The dmem region the device memory registers as (``drm/<pci>/<name>``), None for a
     driver without dmem cgroup support."""
@@ -226,18 +258,24 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
 
     bdev: TtmDevice
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: PciDev,
-        name: str,
-        managers: Sequence[tuple[TtmMemType, int]],
-        funcs: GemTtmFuncs | None = None,
-    ) -> None:
+    def __init__(self, kernel: Kernel, pdev: PciDev, **options: Unpack[TtmOptions]) -> None:
+        reject_unknown(options, TtmOptions.__optional_keys__, type(self))
+        name = options.get("name") or f"{self.driver_name}-{pdev.name}"
         super().__init__(kernel, pdev, name)
         self.dma_map_fault: Callable[[Device], bool] | None = None
-        self.bdev = TtmDevice(kernel, name, funcs if funcs is not None else GemTtmFuncs(self))
-        for mem, size in managers:
+        self.bdev = TtmDevice(kernel, name, self._ttm_funcs())
+        requested = {
+            TtmMemType.VRAM: options.get("vram_size"),
+            TtmMemType.TT: options.get("gtt_size"),
+            TtmMemType.SYSTEM: options.get("system_size"),
+        }
+        for mem in (TtmMemType.VRAM, TtmMemType.TT, TtmMemType.SYSTEM):
+            if mem not in self.default_sizes:
+                if requested[mem] is not None:
+                    raise TypeError(f"{self.driver_name} has no {TTM_LOCATION[mem]} domain")
+                continue
+            size = requested[mem]
+            size = self.default_sizes[mem] if size is None else size
             if size <= 0:
                 continue
             region = None
@@ -247,6 +285,10 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
                 )
                 self.vram_region = region
             self.bdev.add_manager(mem, size, name=f"{name}:{TTM_LOCATION[mem]}", region=region)
+
+    def _ttm_funcs(self) -> GemTtmFuncs:
+        """The TTM callbacks of the device (drivers with their own override)."""
+        return GemTtmFuncs(self)
 
     @classmethod
     def from_spec(cls, kernel: Kernel, pdev: PciDev, spec: ExporterSpec) -> Self:

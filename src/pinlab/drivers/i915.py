@@ -30,12 +30,16 @@ cgroup support, so its LMEM is not a dmem region.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar, Self
+from typing import Self, Unpack
 
 from pinlab.drivers.base import ExporterSpec, ImportPath, constructor_options, register_exporter
-from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
+from pinlab.drivers.gem_ttm import (
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
+)
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
@@ -64,10 +68,6 @@ class I915Object(TtmGemBuffer):
         self.attach_pins = 0
 
 
-def _evict_to_smem(bo: TtmBufferObject) -> TtmPlacement:
-    return (TtmPlace(TtmMemType.SYSTEM),)
-
-
 @register_exporter("i915")
 class I915Device(TtmGemExporter[I915Object]):
     """One i915-like GPU: LMEM (discrete parts) and SMEM."""
@@ -78,31 +78,23 @@ class I915Device(TtmGemExporter[I915Object]):
     )
     exp_name = "i915"
     shareable_domain = "vram|system"
-    domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
-        {
-            "vram": TtmMemType.VRAM,
-            "lmem": TtmMemType.VRAM,
-            "system": TtmMemType.SYSTEM,
-            "smem": TtmMemType.SYSTEM,
-        }
-    )
+    default_sizes = domain_sizes(vram=16 * GiB, system=64 * GiB)
+    domain_aliases = domain_names(vram=("vram", "lmem"), system=("system", "smem"))
+    notifies_moves = False
+    evict_to = (TtmPlace(TtmMemType.SYSTEM),)
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: PciDev,
         *,
-        lmem_size: int = 16 * GiB,
-        system_size: int = 64 * GiB,
-        name: str = "",
+        lmem_size: int | None = None,
+        **options: Unpack[TtmOptions],
     ) -> None:
-        super().__init__(
-            kernel,
-            pdev,
-            name or f"{self.driver_name}-{pdev.name}",
-            [(TtmMemType.VRAM, lmem_size), (TtmMemType.SYSTEM, system_size)],
-            GemTtmFuncs(self, notify=False, evict_to=_evict_to_smem),
-        )
+        """``lmem_size`` is i915's name for the device memory (``vram_size``)."""
+        if lmem_size is not None:
+            options["vram_size"] = lmem_size
+        super().__init__(kernel, pdev, **options)
         self.ops = self.dma_buf_ops(detach=self._detach)
 
     @classmethod

@@ -8,21 +8,19 @@ a :class:`~pinlab.drivers.dma_check.StaleDmaDetector`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar, TypedDict, TypeVar, Unpack
+from typing import ClassVar, TypedDict, Unpack
 
-from pinlab.drivers.base import ImportPath
+from pinlab.drivers.base import Driver, ImportPath, Registry, reject_unknown
 from pinlab.drivers.dma_check import StaleDmaDetector
 from pinlab.kernel.device import Device
 from pinlab.kernel.kernel import Kernel
 
 
-class Importer:
+class Importer(Driver):
     """A dma-buf importer: its ``driver_name`` (set by :func:`register_importer`), kernel,
     name and stale-DMA detector; ``import_path`` is how it reaches the dma-buf core (an RDMA
     NIC's depends on the registration, :meth:`~pinlab.drivers.rdma.RdmaDevice.mr_path`)."""
 
-    driver_name: ClassVar[str]
     import_path: ClassVar[ImportPath]
 
     kernel: Kernel
@@ -50,11 +48,7 @@ class DeviceImporter(Importer):
     default_name: ClassVar[str]
 
     def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:
-        unknown = sorted(options.keys() - ImporterOptions.__optional_keys__)
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}"
-            )
+        reject_unknown(options, ImporterOptions.__optional_keys__, type(self))
         self.kernel = kernel
         self.pdev = pdev
         self.name = options.get("name") or self.default_name
@@ -66,20 +60,8 @@ class DeviceImporter(Importer):
         return f"<{self.driver_name} {self.name}>"
 
 
-IMPORTERS: dict[str, type[Importer]] = {}
+IMPORTERS: Registry[Importer] = Registry()
 """Importer models by name, in registration order: ``efa``, ``mlx5``, ``display``,
 ``gpu-import``."""
 
-
-_I = TypeVar("_I", bound=type[Importer])
-
-
-def register_importer(name: str) -> Callable[[_I], _I]:
-    """Class decorator: make an importer selectable by ``name`` (its ``driver_name``)."""
-
-    def deco(cls: _I) -> _I:
-        cls.driver_name = name
-        IMPORTERS[name] = cls
-        return cls
-
-    return deco
+register_importer = IMPORTERS.register

@@ -23,11 +23,10 @@ from typing import Self, Unpack
 
 from pinlab.drivers.base import constructor_options
 from pinlab.drivers.importer import ImporterOptions, register_importer
-from pinlab.drivers.rdma import MemoryRegion, NicSpecLike, RdmaDevice
+from pinlab.drivers.rdma import MemoryRegion, MrRequest, NicSpecLike, RdmaDevice
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import PAGE_SIZE, DmaBufAttachment, DmaBufAttachOps
 from pinlab.kernel.errno import Errno, KernelError, err
-from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.umem import (
     IbUmemDmabuf,
@@ -70,15 +69,7 @@ class Mlx5Device(RdmaDevice):
         return cls(kernel, pdev, name=spec.name, **options)
 
     # -- registration ----------------------------------------------------------------------
-    def reg_odp_mr(
-        self,
-        fd: int,
-        offset: int,
-        length: int,
-        access: int,
-        files: FdTable | None,
-        pid: int | None,
-    ) -> MemoryRegion:
+    def reg_odp_mr(self, req: MrRequest) -> MemoryRegion:
         """``mlx5_ib_reg_user_mr_dmabuf`` with ``IB_ACCESS_ON_DEMAND``: ODP import plus the
         first fault-in of the whole MR (``mlx5_ib_init_dmabuf_mr``); ``-EOPNOTSUPP`` on a
         device without ODP. Without ``IB_ACCESS_ON_DEMAND`` the pinned path is taken."""
@@ -87,9 +78,16 @@ class Mlx5Device(RdmaDevice):
                 Errno.EOPNOTSUPP, "mlx5_ib_reg_user_mr_dmabuf", f"{self.name} has no ODP support"
             )
         umem = ib_umem_dmabuf_get(
-            self.kernel, self.dev, offset, length, fd, access, self.attach_ops, files=files
+            self.kernel,
+            self.dev,
+            req.offset,
+            req.length,
+            req.fd,
+            req.access,
+            self.attach_ops,
+            files=req.files,
         )
-        mr = MemoryRegion(self, umem, access, odp=True, pid=pid)
+        mr = MemoryRegion(self, umem, req.access, odp=True, pid=req.pid)
         umem.private = mr  # mlx5r_store_odp_mkey: the fault handler can find it
         try:
             self.pagefault_dmabuf_mr(mr)

@@ -47,12 +47,16 @@ partitions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar, Self
+from typing import Self, Unpack
 
 from pinlab.drivers.base import ExporterSpec, ImportPath, constructor_options, register_exporter
-from pinlab.drivers.gem_ttm import TtmGemBuffer, TtmGemExporter
+from pinlab.drivers.gem_ttm import (
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
+)
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
@@ -96,43 +100,24 @@ class NvidiaComputeDevice(TtmGemExporter[NvBo]):
     )
     exp_name = "nvidia"
     dmem_region_name = "vram0"
-    domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
-        {
-            "vram": TtmMemType.VRAM,
-            "hbm": TtmMemType.VRAM,
-            "gtt": TtmMemType.TT,
-            "tt": TtmMemType.TT,
-            "system": TtmMemType.SYSTEM,
-            "cpu": TtmMemType.SYSTEM,
-        }
-    )
+    default_sizes = domain_sizes(vram=80 * GiB, gtt=64 * GiB, system=256 * GiB)
+    domain_aliases = domain_names(vram=("vram", "hbm"), tt=("gtt", "tt"), system=("system", "cpu"))
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: PciDev,
         *,
-        vram_size: int = 80 * GiB,
-        gtt_size: int = 64 * GiB,
-        system_size: int = 256 * GiB,
         bar1_size: int | None = None,
         strict_p2p: bool = False,
-        name: str = "",
+        **options: Unpack[TtmOptions],
     ) -> None:
-        """``bar1_size`` defaults to ``vram_size`` (``pin.bar1_bytes``, datacenter part)."""
+        """``bar1_size`` defaults to the device memory (``pin.bar1_bytes``, datacenter part)."""
         if bar1_size is not None and bar1_size < 0:
             raise ValueError(f"bar1_size must be >= 0, got {bar1_size}")
-        super().__init__(
-            kernel,
-            pdev,
-            name or f"{self.exp_name}-{pdev.name}",
-            [
-                (TtmMemType.VRAM, vram_size),
-                (TtmMemType.TT, gtt_size),
-                (TtmMemType.SYSTEM, system_size),
-            ],
-        )
-        self.bar1_size = vram_size if bar1_size is None else bar1_size
+        super().__init__(kernel, pdev, **options)
+        vram = options.get("vram_size", self.default_sizes[TtmMemType.VRAM])
+        self.bar1_size = vram if bar1_size is None else bar1_size
         self.bar1_used = 0
         self.strict_p2p = strict_p2p
         self.ops = self.dma_buf_ops(pin=self._pin, unpin=self._unpin)

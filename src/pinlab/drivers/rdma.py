@@ -91,6 +91,19 @@ class DmaResult:
     write: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class MrRequest:
+    """The arguments of one ``ib_reg_user_mr_dmabuf``: ``[offset, offset + length)`` of the
+    dma-buf ``fd`` (looked up in ``files``) with ``access``, on behalf of process ``pid``."""
+
+    fd: int
+    offset: int
+    length: int
+    access: int
+    files: FdTable | None = None
+    pid: int | None = None
+
+
 class NicSpecLike(Protocol):
     """What a platform description says about one NIC (the platform layer's ``NicSpec``)."""
 
@@ -128,6 +141,8 @@ class RdmaDevice(DeviceImporter):
         self.invalidations = 0
         self.mrs: dict[int, MemoryRegion] = {}
         self.on_fault: Callable[[MemoryRegion, int], None] | None = None
+        self.pinned_revoke: Callable[[DmaBufAttachment], None] | None = None
+        """The driver's revoke callback when its pinned MRs are revocable (7.1, K-90)."""
 
     @classmethod
     def from_spec(cls, kernel: Kernel, pdev: Device, spec: NicSpecLike) -> Self:
@@ -165,54 +180,42 @@ class RdmaDevice(DeviceImporter):
         files: FdTable | None = None,
         pid: int | None = None,
     ) -> MemoryRegion:
-        """``ib_reg_user_mr_dmabuf``: an ODP MR for ``IB_ACCESS_ON_DEMAND``, else a pinned
-        one. Raises ``KernelError``."""
+        """``ib_reg_user_mr_dmabuf``: the driver's access check, then an ODP MR for
+        ``IB_ACCESS_ON_DEMAND``, else a pinned one. Raises ``KernelError``."""
+        req = MrRequest(fd, offset, length, access, files, pid)
+        self.check_access(access)
         if access & IB_ACCESS_ON_DEMAND:
-            return self.reg_odp_mr(fd, offset, length, access, files, pid)
-        return self.reg_pinned_mr(fd, offset, length, access, files, pid)
+            return self.reg_odp_mr(req)
+        return self.reg_pinned_mr(req)
 
-    def reg_odp_mr(
-        self,
-        fd: int,
-        offset: int,
-        length: int,
-        access: int,
-        files: FdTable | None,
-        pid: int | None,
-    ) -> MemoryRegion:
+    def check_access(self, access: int) -> None:
+        """Refuse access flags the device does not support (default: accept all)."""
+
+    def reg_odp_mr(self, req: MrRequest) -> MemoryRegion:
         """An on-demand-paging dma-buf MR; drivers without ODP refuse (``-EOPNOTSUPP``)."""
         raise err(Errno.EOPNOTSUPP, "ib_reg_user_mr_dmabuf", f"{self.name} has no ODP support")
 
-    def reg_pinned_mr(
-        self,
-        fd: int,
-        offset: int,
-        length: int,
-        access: int,
-        files: FdTable | None,
-        pid: int | None,
-        *,
-        revoke: Callable[[DmaBufAttachment], None] | None = None,
-    ) -> MemoryRegion:
+    def reg_pinned_mr(self, req: MrRequest) -> MemoryRegion:
         """A pinned dma-buf MR: ``ib_umem_dmabuf_get_pinned`` and a valid translation.
 
-        ``revoke`` makes it *pinned but revocable* (7.1, K-90:
+        With :attr:`pinned_revoke` set it is *pinned but revocable* (7.1, K-90:
         ``ib_umem_dmabuf_get_pinned_revocable_and_lock`` + ``ib_umem_dmabuf_set_revoke_locked``):
         the driver's callback is installed under the resv as the attachment's
         ``invalidate_mappings`` (the model's import has no ``_and_lock`` variant; nothing runs
         between the import and the install).
         """
+        revoke = self.pinned_revoke
         umem = ib_umem_dmabuf_get_pinned(
             self.kernel,
             self.dev,
-            offset,
-            length,
-            fd,
-            access,
-            files=files,
+            req.offset,
+            req.length,
+            req.fd,
+            req.access,
+            files=req.files,
             revocable=revoke is not None,
         )
-        mr = MemoryRegion(self, umem, access, odp=False, pid=pid, mtt_valid=True)
+        mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
         umem.private = mr
         if revoke is not None:
             assert umem.attach is not None

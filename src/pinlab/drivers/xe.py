@@ -39,12 +39,16 @@ migration (``begin_cpu_access``), multi-tile VRAM.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar
+from typing import Unpack
 
 from pinlab.drivers.base import DeviceBuffer, ImportPath, register_exporter
-from pinlab.drivers.gem_ttm import GemTtmFuncs, TtmGemBuffer, TtmGemExporter
+from pinlab.drivers.gem_ttm import (
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
+)
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
@@ -83,42 +87,18 @@ class XeDevice(TtmGemExporter[XeBo]):
     exp_name = "xe"
     shareable_domain = "vram|system"
     dmem_region_name = "vram0"
-    domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
-        {
-            "vram": TtmMemType.VRAM,
-            "system": TtmMemType.TT,
-            "tt": TtmMemType.TT,
-            "gtt": TtmMemType.TT,
-        }
-    )
+    notifies_moves_from_system = True
+    default_sizes = domain_sizes(vram=16 * GiB, gtt=16 * GiB, system=64 * GiB)
+    domain_aliases = domain_names(vram=("vram",), tt=("system", "tt", "gtt"))
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: PciDev,
-        *,
-        vram_size: int = 16 * GiB,
-        gtt_size: int = 16 * GiB,
-        system_size: int = 64 * GiB,
-        name: str = "",
-    ) -> None:
+    def __init__(self, kernel: Kernel, pdev: PciDev, **options: Unpack[TtmOptions]) -> None:
         profile = kernel.profile
         if not self.exists_in(profile):
             raise ValueError(
                 f"the xe driver does not exist in kernel {profile.name} "
                 "(it entered mainline in ≈6.8); choose preset 6.12 or later"
             )
-        super().__init__(
-            kernel,
-            pdev,
-            name or f"{self.driver_name}-{pdev.name}",
-            [
-                (TtmMemType.VRAM, vram_size),
-                (TtmMemType.TT, gtt_size),
-                (TtmMemType.SYSTEM, system_size),
-            ],
-            GemTtmFuncs(self, notify=True, notify_from_system=True),
-        )
+        super().__init__(kernel, pdev, **options)
         self.runtime_pm_refs = 0
         self.ops = self.dma_buf_ops(detach=self._detach, pin=self._pin, unpin=self._unpin)
 

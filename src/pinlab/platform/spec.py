@@ -16,16 +16,17 @@ do ODP) is read off what the driver class declares.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
     ValidationError,
-    field_validator,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -110,8 +111,30 @@ def nic_driver(name: str) -> type[RdmaDevice]:
     return cls
 
 
-def _nic_drivers() -> list[str]:
-    return [name for name, cls in IMPORTERS.items() if issubclass(cls, RdmaDevice)]
+def _registered(value: str, names: Iterable[str], kind: str) -> str:
+    known = sorted(names)
+    if value not in known:
+        raise PydanticCustomError(
+            "pinlab_driver",
+            "expected {kind} ({expected}), found {found}",
+            {"kind": kind, "expected": ", ".join(known), "found": repr(value)},
+        )
+    return value
+
+
+def _exporter_driver(value: str) -> str:
+    return _registered(value, EXPORTERS, "an exporter driver")
+
+
+def _rdma_driver(value: str) -> str:
+    rdma = (name for name, cls in IMPORTERS.items() if issubclass(cls, RdmaDevice))
+    return _registered(value, rdma, "an RDMA driver")
+
+
+ExporterName = Annotated[str, AfterValidator(_exporter_driver)]
+"""The name of a registered exporter driver (:data:`pinlab.drivers.EXPORTERS`)."""
+RdmaDriverName = Annotated[str, AfterValidator(_rdma_driver)]
+"""The name of a registered RDMA driver (an :class:`RdmaDevice` in ``IMPORTERS``)."""
 
 
 class _Spec(BaseModel):
@@ -207,7 +230,7 @@ class DeviceSpec(_Spec):
     """
 
     name: Name
-    driver: str = Field(description="exporter name in pinlab.drivers.EXPORTERS")
+    driver: ExporterName = Field(description="exporter name in pinlab.drivers.EXPORTERS")
     parent: Name = Field(description="host bridge or switch the device hangs below")
     memory: Size = Field(description="device memory (HBM/VRAM/LMEM/carve-out)")
     memory_bandwidth: Rate | None = Field(default=None, description="spec device-memory bandwidth")
@@ -233,17 +256,6 @@ class DeviceSpec(_Spec):
     device: PciId = 0
     link: LinkSpec | None = None
     driver_options: dict[str, bool | int | str] = Field(default_factory=dict)
-
-    @field_validator("driver")
-    @classmethod
-    def _known_driver(cls, value: str) -> str:
-        if value not in EXPORTERS:
-            raise PydanticCustomError(
-                "pinlab_driver",
-                "expected an exporter driver ({expected}), found {found}",
-                {"expected": ", ".join(sorted(EXPORTERS)), "found": repr(value)},
-            )
-        return value
 
     @property
     def is_carve_out(self) -> bool:
@@ -274,7 +286,7 @@ class NicSpec(_Spec):
     """
 
     name: Name
-    driver: str = Field(description="RDMA driver name in pinlab.drivers.IMPORTERS")
+    driver: RdmaDriverName = Field(description="RDMA driver name in pinlab.drivers.IMPORTERS")
     parent: Name = Field(description="host bridge or switch the NIC hangs below")
     line_rate: LineRate | None = None
     odp: bool = Field(default=False, description="on-demand paging (drivers with ODP: mlx5)")
@@ -284,19 +296,6 @@ class NicSpec(_Spec):
     device: PciId = 0
     link: LinkSpec | None = None
     driver_options: dict[str, bool | int | str] = Field(default_factory=dict)
-
-    @field_validator("driver")
-    @classmethod
-    def _known_driver(cls, value: str) -> str:
-        try:
-            nic_driver(value)
-        except KeyError:
-            raise PydanticCustomError(
-                "pinlab_driver",
-                "expected an RDMA driver ({expected}), found {found}",
-                {"expected": ", ".join(sorted(_nic_drivers())), "found": repr(value)},
-            ) from None
-        return value
 
 
 class DisplaySpec(_Spec):
