@@ -91,11 +91,6 @@ class HlDeviceMemory(DeviceBuffer):
     def pinned(self) -> bool:
         return not self.freed
 
-    @property
-    def device_address(self) -> int:
-        """The device (and BAR) offset of the first page."""
-        return self.allocation.start
-
     def __repr__(self) -> str:
         return (
             f"<hl_phys_pg_pack {self.name} handle={self.handle} {self.size:#x} "

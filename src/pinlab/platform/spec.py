@@ -490,13 +490,6 @@ class PlatformSpec(_Spec):
                 return d
         raise KeyError(name)
 
-    def nic(self, name: str) -> NicSpec:
-        """The NIC named ``name`` (``KeyError`` otherwise)."""
-        for n in self.nics:
-            if n.name == name:
-                return n
-        raise KeyError(name)
-
     def socket_of(self, name: str) -> int:
         """The socket a host bridge, switch, device, NIC or display hangs below."""
         parents: dict[str, str] = {}

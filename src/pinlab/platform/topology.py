@@ -105,12 +105,6 @@ class PlatformLink:
     gen: int | None = None
     width: int | None = None
 
-    def use(self, direction: str) -> LinkUse:
-        """A :class:`LinkUse` of this link (``KeyError`` for a direction it does not have)."""
-        if direction not in self.capacity:
-            raise KeyError(f"link {self.name} has no direction {direction!r}")
-        return LinkUse(self.name, direction)
-
 
 @dataclass(slots=True, eq=False)
 class TreeNode:

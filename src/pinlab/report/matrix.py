@@ -465,12 +465,6 @@ def _key(c: Cell) -> tuple[str, bool | None, bool | None]:
     return c.outcome, c.p2p, c.pinned
 
 
-def differing(matrix: Matrix, alt: Matrix) -> list[tuple[Cell, Cell]]:
-    """Cells whose outcome, P2P or pin state changes between two matrices of one machine."""
-    pairs = [(c, alt.cell(c.exporter, c.importer)) for c in matrix.cells]
-    return [(c, a) for c, a in pairs if _key(c) != _key(a)]
-
-
 def render_matrix(matrix: Matrix, console: Console, alt: Matrix | None = None) -> None:
     """Print the matrix as a rich table followed by its notes.
 
