@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from pinlab.drivers import IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuBo, AmdgpuDevice
 from pinlab.drivers.display import DisplayEngine
 from pinlab.drivers.efa import EfaDevice
 from pinlab.drivers.habanalabs import HabanalabsDevice
 from pinlab.drivers.i915 import I915Device
-from pinlab.drivers.rdma import IMPORTERS
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import DmaBuf, dma_buf_map_attachment, dma_buf_unmap_attachment
 from pinlab.kernel.errno import Errno, KernelError

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from pinlab.drivers import IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuBo, AmdgpuDevice
 from pinlab.drivers.efa import EfaDevice
 from pinlab.drivers.habanalabs import HabanalabsDevice
-from pinlab.drivers.rdma import IMPORTERS, MemoryRegion
+from pinlab.drivers.rdma import MemoryRegion
 from pinlab.kernel.dma_buf import (
     DmaBuf,
     DmaBufAttachment,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from pinlab.drivers import IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuBo, AmdgpuDevice, AmdgpuDomain
 from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.drivers.habanalabs import HabanalabsDevice
-from pinlab.drivers.rdma import IMPORTERS
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.ttm import TtmMemType, TtmPlace, ttm_bo_validate

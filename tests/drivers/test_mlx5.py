@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from pinlab.drivers import IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuBo, AmdgpuDevice
 from pinlab.drivers.mlx5 import Mlx5Device
-from pinlab.drivers.rdma import IMPORTERS, MemoryRegion
+from pinlab.drivers.rdma import MemoryRegion
 from pinlab.kernel.dma_buf import (
     DmaBuf,
     DmaBufAttachment,

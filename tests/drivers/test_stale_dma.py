@@ -17,17 +17,16 @@ from collections.abc import Callable
 
 import pytest
 
+from pinlab.drivers import EXPORTERS
 from pinlab.drivers.mlx5 import Mlx5Device
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.profile import KernelProfile, get_profile
 from pinlab.kernel.umem import IB_ACCESS_LOCAL_WRITE, IB_ACCESS_ON_DEMAND, IB_ACCESS_REMOTE_READ
 from pinlab.report.matrix import (
-    BUFFER_DOMAIN,
     BUFFER_SIZE,
     DEVICE_MEMORY,
     DISPLAY,
     EFA,
-    EXPORTERS,
     GPU,
     GPU_IMPORT,
     MLX5,
@@ -70,7 +69,7 @@ def drive(m: MatrixMachine, importer: str, rounds: int = 2) -> tuple[Process, bo
     behaviour, not incidents) and whether the imported buffer was left movable in device
     memory (unpinned in VRAM), so that the pressure had to move it."""
     proc = m.system.spawn("app")
-    handle = proc.gem_create(GPU, BUFFER_SIZE, BUFFER_DOMAIN.get(m.exporter.driver_name, "vram"))
+    handle = proc.gem_create(GPU, BUFFER_SIZE, m.exporter.shareable_domain)
     fd = proc.prime_handle_to_fd(handle)
     m.settle(proc)
     try:
@@ -193,7 +192,7 @@ def test_access_before_the_move_fence_signals_is_unfenced(importer: str) -> None
     (incident,) = m.system.detector.incidents
     assert incident.kind == "unfenced" and "KERNEL fence" in incident.detail
     assert incident.pid == proc.pid and incident.device == (
-        "efa_0" if importer == "efa" else "display0"
+        "efa0" if importer == "efa" else "display0"
     )
     m.settle(proc)
     access()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pinlab.cli import main
+from pinlab.platform import PlatformSpec, build
 from pinlab.platform.presets import load_platform
-from pinlab.platform.topology import PlatformSpec, build
 from tests.inspect.fakehost import bare_host, workstation
 
 

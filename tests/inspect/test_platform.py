@@ -23,8 +23,8 @@ from pinlab.inspect.platform import (
     write_platform,
 )
 from pinlab.inspect.summary import check_platform, plan_host
+from pinlab.platform import PlatformSpec, build
 from pinlab.platform.presets import load_platform
-from pinlab.platform.topology import PlatformSpec, build
 from pinlab.units import parse_line_rate
 from tests.inspect.fakehost import WORKSTATION_VRAM, bare_host, dl1_host, workstation
 

@@ -145,7 +145,17 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
         (
             BASE + '[[nics]]\nname = "e"\ndriver = "efa"\nparent = "rc0"\nodp = true\n',
             "nics[0].odp",
-            "expected false for driver 'efa' (EFA has no ODP), found True",
+            "expected false for driver 'efa' (it has no ODP support), found True",
+        ),
+        (
+            BASE + '[[nics]]\nname = "e"\ndriver = "cx7"\nparent = "rc0"\n',
+            "nics[0].driver",
+            "expected an RDMA driver (efa, mlx5), found 'cx7'",
+        ),
+        (
+            BASE + '[[nics]]\nname = "e"\ndriver = "display"\nparent = "rc0"\n',
+            "nics[0].driver",
+            "expected an RDMA driver (efa, mlx5), found 'display'",
         ),
         (
             BASE + '[[displays]]\nname = "d"\ndevice = "gpu7"\n',
@@ -214,5 +224,7 @@ def test_bad_files_give_one_line_errors(
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"nope\.toml: expected a platform file, found no such file"):
+    with pytest.raises(
+        ConfigError, match=r"nope\.toml: expected a platform file, found no such file"
+    ):
         load_platform(tmp_path / "nope.toml")

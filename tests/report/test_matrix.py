@@ -11,16 +11,20 @@ import json
 import pytest
 
 from pinlab.cli import main
+from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.kernel.profile import PRESETS, get_profile
 from pinlab.report.matrix import (
-    EXPORTERS,
-    IMPORTERS,
+    build_machine,
     build_matrix,
+    column,
+    columns,
     decided_by,
     error_stage,
     matrix_profile,
     run_cell,
 )
+
+COLUMNS = ["efa", "mlx5-odp", "mlx5-no-odp", "display", "gpu-import"]
 
 
 @pytest.mark.parametrize(
@@ -81,7 +85,8 @@ def test_every_cell_runs_clean_under_every_profile() -> None:
     for profile in [*PRESETS, "6.16+MN"]:
         prof = matrix_profile(profile.removesuffix("+MN"), profile.endswith("+MN"))
         matrix = build_matrix(prof)
-        assert len(matrix.cells) == len(EXPORTERS) * len(IMPORTERS)
+        assert matrix.exporters == list(EXPORTERS) and matrix.importers == COLUMNS
+        assert len(matrix.cells) == len(EXPORTERS) * len(COLUMNS)
         for cell in matrix.cells:
             assert cell.incidents == 0, cell
             if cell.importer == "mlx5-no-odp" and cell.memory is not None:
@@ -112,7 +117,32 @@ def test_pin_in_place_migrate_on_pin_and_odp_side_by_side() -> None:
     assert (odp.memory, odp.p2p, odp.pinned) == ("vram", True, False)
     assert matrix.cell("amdgpu", "display").outcome == "migrated to GTT"
     assert matrix.cell("xe", "efa").items == ("K-45", "K-26", "K-53")
-    assert decided_by("xe", "efa", get_profile("7.1")) == ("K-45", "K-26", "K-69", "K-53", "§7.3")
+    m = build_machine("xe", "7.1")
+    assert decided_by(m.exporter, column(m, "efa"), get_profile("7.1")) == (
+        "K-45",
+        "K-26",
+        "K-69",
+        "K-53",
+        "§7.3",
+    )
+
+
+def test_rows_and_columns_come_from_the_registries() -> None:
+    """Every registered exporter is a row, every registered importer at least one column
+    (an ODP-capable RDMA driver two: with and without ODP); 'dynamic' is the ops table's."""
+    m = build_machine("amdgpu", "6.16")
+    labels = [c.label for c in columns(m)]
+    assert labels == COLUMNS
+    assert {label.removesuffix("-odp").removesuffix("-no") for label in labels} == set(IMPORTERS)
+    dynamic = {name: build_machine(name, "6.16").exporter.dynamic for name in EXPORTERS}
+    assert dynamic == {
+        "amdgpu": True,
+        "apu": True,
+        "habanalabs": False,
+        "nvidia-compute": True,
+        "xe": True,
+        "i915": False,
+    }
 
 
 def test_error_stage_without_a_core_step_is_registration() -> None:
@@ -157,7 +187,8 @@ def test_cli_matrix_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["matrix", "--profile", "7.1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["profile"] == "7.1" and data["move_notify"] is True
-    assert len(data["cells"]) == len(EXPORTERS) * len(IMPORTERS)
+    assert data["exporters"] == list(EXPORTERS) and data["importers"] == COLUMNS
+    assert len(data["cells"]) == len(EXPORTERS) * len(COLUMNS)
     cell = next(c for c in data["cells"] if (c["exporter"], c["importer"]) == ("amdgpu", "efa"))
     assert cell["memory"] == "vram" and cell["p2p"] is True and "K-49" in cell["items"]
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pinlab.drivers import EXPORTERS
 from pinlab.drivers.display import Scanout
 from pinlab.drivers.rdma import MemoryRegion
 from pinlab.kernel.errno import Errno, KernelError
@@ -21,12 +22,10 @@ from pinlab.kernel.kernel import CAP_SYS_RESOURCE, DEFAULT_MEMLOCK, RLIM_INFINIT
 from pinlab.kernel.profile import KernelProfile, get_profile
 from pinlab.kernel.umem import IB_ACCESS_LOCAL_WRITE, IB_ACCESS_ON_DEMAND, IB_ACCESS_REMOTE_READ
 from pinlab.report.matrix import (
-    BUFFER_DOMAIN,
     BUFFER_SIZE,
     DEVICE_MEMORY,
     DISPLAY,
     EFA,
-    EXPORTERS,
     GPU,
     GPU_IMPORT,
     MLX5,
@@ -79,8 +78,7 @@ def snapshot(m: MatrixMachine) -> dict[str, Any]:
 
 def shared_buffer(m: MatrixMachine, proc: Process) -> tuple[int, int]:
     """A buffer in the exporter's device memory, exported; returns (handle, fd)."""
-    exporter = m.exporter.driver_name
-    handle = proc.gem_create(GPU, BUFFER_SIZE, BUFFER_DOMAIN.get(exporter, "vram"))
+    handle = proc.gem_create(GPU, BUFFER_SIZE, m.exporter.shareable_domain)
     fd = proc.prime_handle_to_fd(handle)
     m.settle(proc)
     return handle, fd

@@ -2,22 +2,19 @@
 
 Exporters decide where ``dma_buf_pin`` puts memory (pin in place, migrate on pin, refuse);
 importers decide whether they need pins or survive moves. Select them by name through
-:data:`EXPORTERS`.
+:data:`EXPORTERS` and :data:`IMPORTERS`; what the layers above may know of a driver is what it
+declares (:class:`ExporterDriver`, :class:`~pinlab.drivers.rdma.RdmaDevice`).
 """
 
-from pinlab.drivers import (  # noqa: F401  (registration by import)
-    amdgpu,
-    apu,
-    display,
-    efa,
-    gpu_import,
-    habanalabs,
-    i915,
-    mlx5,
-    nvidia_compute,
-    xe,
-)
-from pinlab.drivers.base import EXPORTERS, DeviceBuffer, ExporterDriver, RegionUsage
-from pinlab.drivers.rdma import IMPORTERS
+# Importing a driver module registers it; the registries keep this order, which is the order
+# `pinlab matrix` shows: the dynamic GPUs, the static accelerator, the pin-in-place model,
+# then Intel's two; the RDMA NICs, then the display and the GPU importer.
+# isort: off
+from pinlab.drivers import amdgpu, apu, habanalabs, nvidia_compute, xe, i915  # noqa: F401
+from pinlab.drivers import efa, mlx5, display, gpu_import  # noqa: F401
 
-__all__ = ["EXPORTERS", "IMPORTERS", "DeviceBuffer", "ExporterDriver", "RegionUsage"]
+# isort: on
+from pinlab.drivers.base import EXPORTERS, DeviceBuffer, ExporterDriver, RegionUsage
+from pinlab.drivers.importer import IMPORTERS, Importer
+
+__all__ = ["EXPORTERS", "IMPORTERS", "DeviceBuffer", "ExporterDriver", "Importer", "RegionUsage"]

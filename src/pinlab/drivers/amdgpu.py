@@ -21,41 +21,42 @@ without the visible/invisible split, so the BAR size does not yet bound VRAM pin
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from typing import Unpack
 
-from pinlab.drivers.base import DeviceBuffer, ExporterDriver, RegionUsage, register_exporter
+from pinlab.drivers.base import DeviceBuffer, ImportPath, register_exporter
+from pinlab.drivers.gem_ttm import (
+    GemTtmFuncs,
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
+)
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
     DmaBuf,
     DmaBufAttachment,
     DmaBufAttachOps,
-    DmaBufExportInfo,
-    DmaBufOps,
     DmaDataDirection,
-    Module,
     SgTable,
     dma_buf_detach,
     dma_buf_dynamic_attach,
-    dma_buf_export,
     dma_buf_map_attachment,
-    dma_buf_notify_move,
     dma_buf_pin,
     dma_buf_put,
     dma_buf_unmap_attachment,
     dma_buf_unpin,
     get_dma_buf,
 )
-from pinlab.kernel.dmem import dmem_cgroup_register_region
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev, find_parent_pci_dev
 from pinlab.kernel.profile import VramPinRule
+from pinlab.kernel.resv import DmaResv
 from pinlab.kernel.ttm import (
     TtmBoType,
     TtmBufferObject,
-    TtmDevice,
-    TtmDeviceFuncs,
     TtmMemType,
     TtmPlace,
     TtmPlacement,
@@ -68,8 +69,7 @@ from pinlab.kernel.ttm import (
     ttm_bo_unpin,
     ttm_bo_validate,
 )
-
-GiB = 1 << 30
+from pinlab.units import GiB
 
 
 class AmdgpuDomain(enum.IntFlag):
@@ -96,39 +96,14 @@ _DOMAIN_OF_MEM = {
     TtmMemType.TT: AmdgpuDomain.GTT,
     TtmMemType.SYSTEM: AmdgpuDomain.CPU,
 }
-_LOCATION = {TtmMemType.VRAM: "vram", TtmMemType.TT: "gtt", TtmMemType.SYSTEM: "system"}
 
 
-def parse_domain(domain: str | AmdgpuDomain) -> AmdgpuDomain:
-    """``"vram"``, ``"gtt"``, ``"system"``/``"cpu"`` or ``"vram|gtt"`` to a domain mask."""
-    if isinstance(domain, AmdgpuDomain):
-        return domain
-    mask = AmdgpuDomain.NONE
-    for part in domain.lower().split("|"):
-        name = {"system": "CPU", "cpu": "CPU", "gtt": "GTT", "tt": "GTT", "vram": "VRAM"}.get(
-            part.strip()
-        )
-        if name is None:
-            raise ValueError(f"unknown amdgpu domain {part!r} (expected vram, gtt or system)")
-        mask |= AmdgpuDomain[name]
-    return mask
+class AmdgpuBo(TtmGemBuffer):
+    """``struct amdgpu_bo``: a GEM BO plus its domains and creation flags. A VRAM-only BO
+    may still fall back to GTT when evicted (``amdgpu_bo_create``), so its allowed domains
+    include GTT."""
 
-
-class AmdgpuBo(DeviceBuffer):
-    """``struct amdgpu_bo``: a TTM BO plus its domains and creation flags."""
-
-    __slots__ = (
-        "adev",
-        "allowed_domains",
-        "flags",
-        "import_sgt",
-        "name",
-        "preferred_domains",
-        "refs",
-        "size",
-        "tbo",
-        "userptr",
-    )
+    __slots__ = ("adev", "allowed_domains", "flags", "import_sgt", "preferred_domains", "userptr")
 
     def __init__(
         self,
@@ -137,46 +112,23 @@ class AmdgpuBo(DeviceBuffer):
         domain: AmdgpuDomain,
         flags: AmdgpuCreate,
     ) -> None:
+        allowed = domain | AmdgpuDomain.GTT if domain == AmdgpuDomain.VRAM else domain
+        super().__init__(adev, tbo, adev.placement_from_domain(allowed, flags))
         self.adev = adev
-        self.tbo = tbo
-        self.name = tbo.name
-        self.size = tbo.size
         self.preferred_domains = domain
-        # amdgpu_bo_create: a VRAM-only BO may still fall back to GTT when evicted
-        self.allowed_domains = domain | AmdgpuDomain.GTT if domain == AmdgpuDomain.VRAM else domain
+        self.allowed_domains = allowed
         self.flags = flags
         self.userptr = False
-        self.refs = 1  # the GEM object's kref: the creator's handle
         self.import_sgt: SgTable | None = None
-        tbo.driver_priv = self
-
-    @property
-    def location(self) -> str | None:
-        mem = self.tbo.mem_type
-        return None if mem is None else _LOCATION[mem]
-
-    @property
-    def pinned(self) -> bool:
-        return self.tbo.pin_count > 0
-
-    @property
-    def epoch(self) -> int:
-        return self.tbo.epoch
-
-    @property
-    def is_import(self) -> bool:
-        return self.tbo.import_attach is not None
 
     def __repr__(self) -> str:
         return f"<amdgpu_bo {self.name} {self.size:#x} in {self.location} pin={self.tbo.pin_count}>"
 
 
-class AmdgpuTtmFuncs(TtmDeviceFuncs):
+class AmdgpuTtmFuncs(GemTtmFuncs):
     """amdgpu's TTM callbacks: eviction targets (TtmDeviceFuncs defaults, K-63) and
-    ``amdgpu_bo_move_notify`` (K-38, K-80)."""
-
-    def __init__(self, adev: AmdgpuDevice) -> None:
-        self.adev = adev
+    ``amdgpu_bo_move_notify`` (K-38, K-80): an import losing its backing is unmapped, an
+    export moving out of a non-SYSTEM placement notifies its importers."""
 
     def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
         abo = bo.driver_priv
@@ -186,72 +138,55 @@ class AmdgpuTtmFuncs(TtmDeviceFuncs):
             assert isinstance(attach, DmaBufAttachment)
             dma_buf_unmap_attachment(attach, abo.import_sgt, DmaDataDirection.BIDIRECTIONAL)
             abo.import_sgt = None
-        dmabuf = bo.dma_buf
-        if (
-            isinstance(dmabuf, DmaBuf)
-            and bo.import_attach is None
-            and bo.resource is not None
-            and bo.resource.mem_type is not TtmMemType.SYSTEM
-        ):
-            self.adev.move_notifies += 1
-            dma_buf_notify_move(dmabuf)
+        super().move_notify(bo, evict, new_res)
 
 
 @register_exporter("amdgpu")
-class AmdgpuDevice(ExporterDriver):
+class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
     """One amdgpu-like GPU: VRAM, a GTT window and system memory under TTM."""
 
-    driver_name = "amdgpu"
     pin_policy = (
         "migrate on pin: GTT (<=6.15); VRAM only if every attachment is P2P "
         "(6.16: and MOVE_NOTIFY on; 7.1)"
     )
-    dynamic = True
+    exp_name = "amdgpu"
+    imports_dmabufs = True
+    dmem_region_name = "vram"
+    default_sizes = domain_sizes(vram=16 * GiB, gtt=16 * GiB, system=64 * GiB)
+    domain_aliases = domain_names(vram=("vram",), tt=("gtt", "tt"), system=("system", "cpu"))
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: PciDev,
         *,
-        vram_size: int = 16 * GiB,
-        gtt_size: int = 16 * GiB,
-        system_size: int = 64 * GiB,
         gfx_version: tuple[int, int] = (11, 0),
         xgmi_peers: tuple[PciDev, ...] = (),
-        name: str = "",
+        **options: Unpack[TtmOptions],
     ) -> None:
-        self.kernel = kernel
-        self.pdev = pdev
-        self.dev: Device = pdev
-        self.name = name or f"amdgpu-{pdev.name}"
+        super().__init__(kernel, pdev, **options)
         self.gfx_version = gfx_version
         self.xgmi_peers = set(xgmi_peers)
         self.runtime_pm_active = True
         self.runtime_pm_refs = 0
-        self.bdev = TtmDevice(kernel, self.name, AmdgpuTtmFuncs(self))
-        region = dmem_cgroup_register_region(kernel, vram_size, f"drm/{pdev.name}/vram")
-        self.vram_region = region
-        self.bdev.add_manager(TtmMemType.VRAM, vram_size, name=f"{self.name}:vram", region=region)
-        self.bdev.add_manager(TtmMemType.TT, gtt_size, name=f"{self.name}:gtt")
-        self.bdev.add_manager(TtmMemType.SYSTEM, system_size, name=f"{self.name}:system")
-        self.module = Module("amdgpu")
         self.vram_pin_size = 0
         self.gart_pin_size = 0
-        self.move_notifies = 0
-        self.ops = DmaBufOps(
-            attach=self._attach,
-            detach=self._detach,
-            pin=self._pin,
-            unpin=self._unpin,
-            map_dma_buf=self._map,
-            unmap_dma_buf=self._unmap,
-            release=self._release,
-        )
+        self.ops = self.dma_buf_ops(detach=self._detach, pin=self._pin, unpin=self._unpin)
         self.import_ops = DmaBufAttachOps(
             allow_peer2peer=True, move_notify=self._import_move_notify
         )
-        # fault injection: a failing DMA mapping of GTT pages for this importer (K-78)
-        self.dma_map_fault: Callable[[Device], bool] | None = None
+
+    def _ttm_funcs(self) -> AmdgpuTtmFuncs:
+        return AmdgpuTtmFuncs(self)
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-77 (a dynamic importer's map), K-48 (attach clears peer2peer), then K-49 (pin)
+        or K-51 (unpinned map)."""
+        items = ["K-77"] if path is ImportPath.DYNAMIC else []
+        if path is not ImportPath.STATIC:
+            items.append("K-48")
+        items.append("K-49" if by_pin else "K-51")
+        return tuple(items)
 
     # -- BOs -------------------------------------------------------------------------------
     def placement_from_domain(
@@ -284,8 +219,6 @@ class AmdgpuDevice(ExporterDriver):
 
         ``VRAM_CLEARED`` BOs that land in VRAM get a clear job (a KERNEL fence, K-64).
         """
-        from pinlab.kernel.resv import DmaResv
-
         shared = resv if isinstance(resv, DmaResv) else None
         if shared is not None:
             shared.lock()
@@ -309,9 +242,12 @@ class AmdgpuDevice(ExporterDriver):
         return abo
 
     def create_buffer(self, size: int, domain: str = "vram", *, name: str = "") -> AmdgpuBo:
-        return self.amdgpu_bo_create(
-            size, parse_domain(domain), AmdgpuCreate.VRAM_CLEARED, name=name
-        )
+        """``amdgpu_gem_create_ioctl``: ``domain`` names the preferred domains (``"vram"``,
+        ``"gtt"``, ``"system"``/``"cpu"`` or several joined with ``|``); VRAM is cleared."""
+        mask = AmdgpuDomain.NONE
+        for mem in self.parse_domain(domain):
+            mask |= _DOMAIN_OF_MEM[mem]
+        return self.amdgpu_bo_create(size, mask, AmdgpuCreate.VRAM_CLEARED, name=name)
 
     def amdgpu_bo_pin(self, abo: AmdgpuBo, domain: AmdgpuDomain) -> None:
         """``amdgpu_bo_pin`` (K-50, K-79). Caller holds the resv.
@@ -373,58 +309,17 @@ class AmdgpuDevice(ExporterDriver):
         elif tbo.mem_type is TtmMemType.TT:
             self.gart_pin_size -= tbo.size
 
-    def free_buffer(self, buf: DeviceBuffer) -> None:
-        """GEM close of the creator's handle; the BO lives on while a dma-buf holds it."""
-        assert isinstance(buf, AmdgpuBo)
-        self._put(buf)
-
-    def _put(self, abo: AmdgpuBo) -> None:
-        """``drm_gem_object_put``: the last reference destroys the BO."""
-        abo.refs -= 1
-        if abo.refs == 0 and not abo.tbo.deleted:
-            self._destroy(abo)
-
-    def _destroy(self, abo: AmdgpuBo) -> None:
-        if abo.tbo.pin_count:
-            self.amdgpu_bo_unpin_all(abo)
-        ttm_bo_release(abo.tbo)
-
-    def amdgpu_bo_unpin_all(self, abo: AmdgpuBo) -> None:
-        with abo.tbo.resv:
-            while abo.tbo.pin_count:
-                self.amdgpu_bo_unpin(abo)
+    def _unpin_bo(self, buf: AmdgpuBo) -> None:
+        self.amdgpu_bo_unpin(buf)
 
     # -- export ----------------------------------------------------------------------------
     def export(self, buf: DeviceBuffer) -> DmaBuf:
-        """``amdgpu_gem_prime_export``: share the BO's resv with the dma-buf."""
-        assert isinstance(buf, AmdgpuBo)
-        if buf.userptr:
+        """``amdgpu_gem_prime_export``: ``-EPERM`` for a userptr BO, else the GEM export
+        sharing the BO's resv with the dma-buf."""
+        abo = self._own(buf)
+        if abo.userptr:
             raise err(Errno.EPERM, "amdgpu_gem_prime_export", "userptr BO")
-        if isinstance(buf.tbo.dma_buf, DmaBuf) and not buf.tbo.dma_buf.released:
-            return get_dma_buf(buf.tbo.dma_buf)
-        dmabuf = dma_buf_export(
-            self.kernel,
-            DmaBufExportInfo(
-                ops=self.ops,
-                size=buf.size,
-                priv=buf,
-                exp_name="amdgpu",
-                resv=buf.tbo.resv,
-                owner=self.module,
-            ),
-        )
-        self.publish_location(dmabuf, buf)
-        buf.tbo.dma_buf = dmabuf
-        buf.refs += 1  # the dma-buf holds a GEM reference
-        return dmabuf
-
-    def buffer_of(self, dmabuf: DmaBuf) -> AmdgpuBo:
-        abo = dmabuf.priv
-        assert isinstance(abo, AmdgpuBo)
-        return abo
-
-    def backing_epoch(self, dmabuf: DmaBuf) -> int:
-        return self.buffer_of(dmabuf).tbo.epoch
+        return super().export(abo)
 
     def _xgmi_reachable(self, dev: Device) -> bool:
         pdev = find_parent_pci_dev(dev)
@@ -495,24 +390,15 @@ class AmdgpuDevice(ExporterDriver):
         if res is None or mem is None:
             raise err(Errno.EINVAL, "amdgpu_dma_buf_map", "BO has no backing")
         if mem is TtmMemType.TT:
-            if self.dma_map_fault is not None and self.dma_map_fault(attach.dev):
+            if self.dma_map_fails(attach.dev):
                 raise err(Errno.EBUSY, "amdgpu_dma_buf_map", "dma_map_sgtable failed")
-            return SgTable(res.allocation.segments, False, "gtt", tbo.epoch, False)
+            return abo.sg_table()
         if mem is TtmMemType.VRAM:
             if self._xgmi_reachable(attach.dev):
                 self.kernel.warn("amdgpu_dma_buf_map", "VRAM sgt for an XGMI importer")
                 raise err(Errno.EINVAL, "amdgpu_dma_buf_map", "XGMI importer")
-            return SgTable(res.allocation.segments, True, "vram", tbo.epoch, True)
+            return abo.sg_table()
         raise err(Errno.EINVAL, "amdgpu_dma_buf_map", f"cannot map a BO in {mem}")
-
-    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
-        """``amdgpu_dma_buf_unmap``: free the table (nothing to model)."""
-
-    def _release(self, dmabuf: DmaBuf) -> None:
-        """``drm_gem_dmabuf_release``: the export's reference on the BO is dropped."""
-        abo = self.buffer_of(dmabuf)
-        abo.tbo.dma_buf = None
-        self._put(abo)
 
     # -- import ----------------------------------------------------------------------------
     def prime_import(self, dmabuf: DmaBuf) -> AmdgpuBo:
@@ -568,21 +454,3 @@ class AmdgpuDevice(ExporterDriver):
         ttm_bo_release(abo.tbo)
         dma_buf_detach(dmabuf, attach)
         dma_buf_put(dmabuf)
-
-    # -- reporting -------------------------------------------------------------------------
-    def regions(self) -> list[RegionUsage]:
-        out = []
-        for mem, label in _LOCATION.items():
-            man = self.bdev.manager(mem)
-            if man is None:
-                continue
-            out.append(
-                RegionUsage(
-                    label,
-                    man.size,
-                    man.used,
-                    man.pinned_bytes,
-                    man.allocator.largest_free,
-                )
-            )
-        return out

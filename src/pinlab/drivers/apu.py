@@ -19,42 +19,23 @@ itself, e.g. a scanout) therefore still fails with ``-EINVAL`` (K-50).
 from __future__ import annotations
 
 from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuDomain
-from pinlab.drivers.base import register_exporter
+from pinlab.drivers.base import ImportPath, register_exporter
+from pinlab.drivers.gem_ttm import domain_sizes
 from pinlab.kernel.dma_buf import DmaBuf
-from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pci import PciDev
-
-GiB = 1 << 30
+from pinlab.units import GiB
 
 
 @register_exporter("apu")
 class AmdgpuApuDevice(AmdgpuDevice):
     """An amdgpu APU: ``vram_size`` is the carve-out of system DRAM."""
 
-    driver_name = "apu"
     pin_policy = "migrate on pin, always: GTT in every profile (keeps the carve-out free)"
-    dynamic = True
+    carve_out = True
+    default_sizes = domain_sizes(vram=2 * GiB, gtt=16 * GiB, system=32 * GiB)
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: PciDev,
-        *,
-        vram_size: int = 2 * GiB,
-        gtt_size: int = 16 * GiB,
-        system_size: int = 32 * GiB,
-        gfx_version: tuple[int, int] = (11, 0),
-        name: str = "",
-    ) -> None:
-        super().__init__(
-            kernel,
-            pdev,
-            vram_size=vram_size,
-            gtt_size=gtt_size,
-            system_size=system_size,
-            gfx_version=gfx_version,
-            name=name or f"apu-{pdev.name}",
-        )
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-49 with the APU's always-GTT pin (a model), or K-51 for an unpinned map."""
+        return ("K-49", "model") if by_pin else ("K-51",)
 
     def pin_domains(self, dmabuf: DmaBuf) -> AmdgpuDomain:
         """Where ``amdgpu_dma_buf_pin`` may pin: GTT, regardless of profile and importers."""

@@ -1,22 +1,90 @@
-"""What every driver model shares: exporters of device buffers and dma-buf importers.
+"""What every exporter model shares, and what the rest of pinlab may know of one.
 
 A driver's *autonomy* (the settlement's first pillar) lives in its callbacks: where
 ``dma_buf_pin`` places memory, whether attach refuses, whether a move is announced. The kernel
 core (``pinlab.kernel``) stays neutral. Drivers register here by name so scenarios can select
 them (``exporter = "amdgpu"``).
+
+The seam between a driver and the layers above is what the driver *declares*, never a probe:
+the attributes of :class:`ExporterDriver` (``bdev``, ``vram_region``, ``move_notifies``, its
+``dma_buf_ops`` table ``ops``), its class-level capabilities (``carve_out``,
+``imports_dmabufs``, ``shareable_domain``) and its :meth:`~ExporterDriver.from_spec`
+constructor. Whether an exporter is dynamic is read off its ops table, as the kernel's
+``dma_buf_is_dynamic()`` reads ``ops->pin`` (K-6).
 """
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from pinlab.kernel.device import Device
-from pinlab.kernel.dma_buf import DmaBuf, SgTable
+from pinlab.kernel.dma_buf import (
+    DmaBuf,
+    DmaBufAttachment,
+    DmaBufOps,
+    DmaDataDirection,
+    Module,
+    SgTable,
+)
+from pinlab.kernel.dmem import DmemRegion
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pci import PciDev
 from pinlab.kernel.pin_hooks import BufferLocation
+from pinlab.kernel.profile import KernelProfile
+from pinlab.kernel.ttm import TtmDevice
+
+DriverOptions = Mapping[str, bool | int | str]
+"""A platform file's ``driver_options``: extra constructor keyword arguments."""
+
+
+class ExporterSpec(Protocol):
+    """What a platform description says about one exporting device (the platform layer's
+    ``DeviceSpec`` is one). Sizes are bytes; None leaves the driver's default."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def memory(self) -> int: ...
+    @property
+    def gtt(self) -> int | None: ...
+    @property
+    def system(self) -> int | None: ...
+    @property
+    def bar(self) -> int | None: ...
+    @property
+    def driver_options(self) -> DriverOptions: ...
+
+
+def reject_unknown(options: Mapping[str, object], known: Iterable[str], owner: type) -> None:
+    """``TypeError`` for a keyword argument of ``options`` not in ``known`` -- what Python
+    says for an unexpected keyword, for constructors that take ``**options``."""
+    unknown = sorted(options.keys() - set(known))
+    if unknown:
+        raise TypeError(f"{owner.__name__}() got an unexpected keyword argument {unknown[0]!r}")
+
+
+def constructor_options(options: DriverOptions, **sizes: int | None) -> dict[str, Any]:
+    """Keyword arguments for a driver constructor: the ``sizes`` a spec sets (None keeps the
+    driver's default), then the spec's ``driver_options``, which win."""
+    kwargs: dict[str, Any] = {key: value for key, value in sizes.items() if value is not None}
+    kwargs.update(options)
+    return kwargs
+
+
+class ImportPath(enum.Enum):
+    """How an importer reaches the dma-buf core with a buffer (``kernel-semantics.md`` §3)."""
+
+    PINNED = "pin"
+    """A dynamic attachment pinned at import (``ib_umem_dmabuf_get_pinned``): the exporter's
+    pin decides where the buffer lands."""
+    DYNAMIC = "dynamic"
+    """A dynamic attachment that survives moves (ODP MRs, a GPU import)."""
+    STATIC = "static"
+    """A static attachment (no importer ops): the core pins for it, it never has peer2peer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +132,131 @@ class DeviceBuffer(ABC):
         return 0
 
 
-class ExporterDriver(ABC):
-    """A device driver that exports device memory as dma-bufs.
-
-    ``pin_policy`` states the driver's pin decision in one line (shown by ``pinlab matrix``).
-    """
+class Driver:
+    """A driver model: what the registries know it by."""
 
     driver_name: ClassVar[str]
+
+
+_D = TypeVar("_D", bound=Driver)
+
+
+class Registry(dict[str, type[_D]]):
+    """Driver classes by name, in registration order."""
+
+    def register(self, name: str) -> Callable[[type[_D]], type[_D]]:
+        """Class decorator: make a driver selectable by ``name`` (its ``driver_name``)."""
+
+        def deco(cls: type[_D]) -> type[_D]:
+            cls.driver_name = name
+            self[name] = cls
+            return cls
+
+        return deco
+
+
+class ExporterDriver(Driver, ABC):
+    """A device driver that exports device memory as dma-bufs.
+
+    Class-level declarations:
+
+    * ``driver_name`` -- the registry name (set by :func:`register_exporter`);
+    * ``pin_policy`` -- the driver's pin decision in one line (shown by ``pinlab matrix``);
+    * ``exp_name`` -- ``dma_buf->exp_name`` and the module name of its dma-bufs;
+    * ``carve_out`` -- its device memory is a carve-out of host DRAM (an APU), so copies in
+      and out of it cross host DRAM;
+    * ``imports_dmabufs`` -- the driver also imports other devices' dma-bufs (a
+      :class:`~pinlab.drivers.gpu_import.GpuImporter` can sit on it);
+    * ``shareable_domain`` -- the ``create_buffer`` domain userspace uses for a buffer it
+      means to share (``"vram"``; xe and i915 need a system-memory placement too).
+
+    Instance attributes every exporter sets (:meth:`__init__`): ``kernel``, ``pdev`` (its PCI
+    function, also ``dev``), ``name``, ``module``, ``ops`` (its ``dma_buf_ops``), ``bdev``
+    (the TTM device, None for an exporter whose memory TTM does not manage), ``vram_region``
+    (the dmem region of its device memory, None without dmem accounting) and
+    ``move_notifies`` (``move_notify`` calls it sent; stays 0 for one that never moves).
+    """
+
     pin_policy: ClassVar[str]
-    dynamic: ClassVar[bool]
+    exp_name: ClassVar[str]
+    carve_out: ClassVar[bool] = False
+    imports_dmabufs: ClassVar[bool] = False
+    shareable_domain: ClassVar[str] = "vram"
 
-    kernel: Kernel
-    dev: Device
+    ops: DmaBufOps
 
+    def __init__(self, kernel: Kernel, pdev: PciDev, name: str) -> None:
+        self.kernel = kernel
+        self.pdev = pdev
+        self.dev: Device = pdev
+        self.name = name
+        self.module = Module(self.exp_name)
+        self.bdev: TtmDevice | None = None
+        self.vram_region: DmemRegion | None = None
+        self.move_notifies = 0
+
+    @classmethod
+    @abstractmethod
+    def from_spec(cls, kernel: Kernel, pdev: PciDev, spec: ExporterSpec) -> Self:
+        """The driver for a platform's device description: ``spec``'s sizes under this
+        driver's constructor arguments, plus its ``driver_options``. Raises ``ValueError`` or
+        ``TypeError`` for options the driver refuses."""
+
+    @classmethod
+    def exists_in(cls, profile: KernelProfile) -> bool:
+        """Whether the driver exists in the kernel ``profile`` models (constructing it under
+        one where it does not raises ``ValueError``)."""
+        return True
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the exporter has ``pin``/``unpin`` ops (``dma_buf_is_dynamic``, K-6)."""
+        return self.ops.pin is not None
+
+    @abstractmethod
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """The checklist items (``kernel-semantics.md`` §12) of this driver's rule that decide
+        where a buffer lands for an importer on ``path`` under the driver's kernel profile:
+        placed by a pin (``by_pin``) or by an unpinned map; ``refused`` when the import
+        failed. ``"model"`` marks a pinlab position model with no upstream item."""
+
+    def dma_buf_ops(
+        self,
+        *,
+        detach: Callable[[DmaBuf, DmaBufAttachment], None] | None = None,
+        pin: Callable[[DmaBufAttachment], None] | None = None,
+        unpin: Callable[[DmaBufAttachment], None] | None = None,
+    ) -> DmaBufOps:
+        """This driver's ``struct dma_buf_ops``: its attach, map, unmap and release callbacks,
+        plus the optional ones it has -- ``detach``, and ``pin``/``unpin`` for a dynamic
+        exporter."""
+        return DmaBufOps(
+            attach=self._attach,
+            detach=detach,
+            pin=pin,
+            unpin=unpin,
+            map_dma_buf=self._map,
+            unmap_dma_buf=self._unmap,
+            release=self._release,
+        )
+
+    # -- dma_buf_ops callbacks -------------------------------------------------------------
+    @abstractmethod
+    def _attach(self, dmabuf: DmaBuf, attach: DmaBufAttachment) -> None:
+        """``attach``: decide the attachment's ``peer2peer``, or refuse it."""
+
+    @abstractmethod
+    def _map(self, attach: DmaBufAttachment, direction: DmaDataDirection) -> SgTable | None:
+        """``map_dma_buf``: the sg_table of the buffer's current backing."""
+
+    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
+        """``unmap_dma_buf``: unmap and free the table."""
+
+    @abstractmethod
+    def _release(self, dmabuf: DmaBuf) -> None:
+        """``release``: the dma-buf's last reference is gone."""
+
+    # -- buffers ---------------------------------------------------------------------------
     @abstractmethod
     def create_buffer(self, size: int, domain: str = "vram", *, name: str = "") -> DeviceBuffer:
         """Allocate a buffer in ``domain`` (GEM create). Raises ``KernelError``."""
@@ -99,9 +279,10 @@ class ExporterDriver(ABC):
         """The buffer behind one of this driver's dma-bufs."""
 
     def publish_location(self, dmabuf: DmaBuf, buf: DeviceBuffer) -> None:
-        """Let policies see where ``buf``'s bytes are (``DmaBuf.locate``, pin_hooks.py)."""
-        region = getattr(self, "vram_region", None)
-        device = getattr(self, "name", self.driver_name)
+        """Let policies see where ``buf``'s bytes are (``DmaBuf.locate``, pin_hooks.py); the
+        device memory is named by its dmem region."""
+        device = self.name
+        region = self.vram_region
 
         def locate() -> BufferLocation:
             memory = buf.location or "none"
@@ -121,14 +302,7 @@ class ExporterDriver(ABC):
         return 0
 
 
-EXPORTERS: dict[str, Callable[..., ExporterDriver]] = {}
+EXPORTERS: Registry[ExporterDriver] = Registry()
+"""Exporter models by name, in registration order (``pinlab.drivers``' import order)."""
 
-
-def register_exporter(name: str) -> Callable[[type[ExporterDriver]], type[ExporterDriver]]:
-    """Class decorator: make an exporter selectable by ``name``."""
-
-    def deco(cls: type[ExporterDriver]) -> type[ExporterDriver]:
-        EXPORTERS[name] = cls
-        return cls
-
-    return deco
+register_exporter = EXPORTERS.register

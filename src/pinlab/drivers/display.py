@@ -12,9 +12,11 @@ VRAM, the display's map fails with ``-EINVAL`` (K-76).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
-from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
-from pinlab.drivers.rdma import register_importer
+from pinlab.drivers.base import ImportPath
+from pinlab.drivers.dma_check import DmaIncident
+from pinlab.drivers.importer import DeviceImporter, ImporterOptions, register_importer
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
     DmaBuf,
@@ -46,24 +48,21 @@ class Scanout:
 
 
 @register_importer("display")
-class DisplayEngine:
+class DisplayEngine(DeviceImporter):
     """A display controller (for example a GPU's display block) importing framebuffers."""
 
-    driver_name = "display"
+    default_name = "display0"
+    import_path = ImportPath.STATIC
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: Device,
-        *,
-        name: str = "",
-        detector: StaleDmaDetector | None = None,
-    ) -> None:
-        self.kernel = kernel
-        self.pdev = pdev
-        self.name = name or "display0"
-        self.dev = Device(self.name, pdev)
-        self.detector = detector if detector is not None else StaleDmaDetector()
+    def checklist_items(self, exporter_dynamic: bool) -> tuple[str, ...]:
+        """A static attachment of a dynamic exporter: mapped and cached at attach (K-13, up
+        to 6.15) or pinned per mapping (K-25); of a static one, plainly mapped (K-97)."""
+        if not exporter_dynamic:
+            return ("K-97",)
+        return ("K-13",) if self.kernel.profile.cache_sgt_at_attach else ("K-25",)
+
+    def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:
+        super().__init__(kernel, pdev, **options)
         self.scanouts: list[Scanout] = []
 
     def set_scanout(

@@ -62,7 +62,7 @@ class StaleDmaDetector:
         """
         self.accesses += 1
         buf = dmabuf.priv
-        name = getattr(buf, "name", repr(dmabuf))
+        name = buf.name if isinstance(buf, DeviceBuffer) else repr(dmabuf)
         incident: DmaIncident | None = None
         if sgt is None:
             incident = DmaIncident(

@@ -17,20 +17,19 @@ userspace must re-register.
 
 from __future__ import annotations
 
-from pinlab.drivers.dma_check import StaleDmaDetector
-from pinlab.drivers.rdma import MemoryRegion, RdmaDevice, register_importer
+from typing import Unpack
+
+from pinlab.drivers.importer import ImporterOptions, register_importer
+from pinlab.drivers.rdma import MemoryRegion, RdmaDevice
 from pinlab.kernel.device import Device
-from pinlab.kernel.dma_buf import DmaBufAttachment, DmaBufAttachOps
+from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.errno import Errno, err
-from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_REMOTE_READ,
     IB_ACCESS_REMOTE_WRITE,
     IbUmemDmabuf,
-    ib_umem_dmabuf_get_pinned,
-    ib_umem_dmabuf_release,
     ib_umem_dmabuf_revoke_locked,
 )
 
@@ -39,65 +38,42 @@ from pinlab.kernel.umem import (
 class EfaDevice(RdmaDevice):
     """An EFA-like NIC. ``rdma_write`` enables ``IB_ACCESS_REMOTE_WRITE`` (newer devices)."""
 
-    driver_name = "efa"
+    default_name = "efa_0"
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: Device,
         *,
-        name: str = "",
-        detector: StaleDmaDetector | None = None,
         rdma_write: bool = True,
         revocable: bool = False,
+        **options: Unpack[ImporterOptions],
     ) -> None:
-        super().__init__(kernel, pdev, name=name, detector=detector)
+        super().__init__(kernel, pdev, **options)
         self.rdma_write = rdma_write
         if revocable and not kernel.profile.umem_revocable_pinned_ops:
             raise ValueError(
                 f"revocable pinned EFA MRs need kernel profile 7.1, not {kernel.profile.name}"
             )
         self.revocable = revocable
+        if revocable:
+            self.pinned_revoke = self._revoke_locked
 
     @property
     def supported_access(self) -> int:
         supp = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ
         return supp | IB_ACCESS_REMOTE_WRITE if self.rdma_write else supp
 
-    def reg_dmabuf_mr(
-        self,
-        fd: int,
-        offset: int,
-        length: int,
-        access: int,
-        *,
-        files: FdTable | None = None,
-        pid: int | None = None,
-    ) -> MemoryRegion:
+    def check_access(self, access: int) -> None:
         """``efa_reg_user_mr_dmabuf``: unsupported access flags (``IB_ACCESS_ON_DEMAND``
-        among them) → ``-EOPNOTSUPP``; otherwise a pinned umem (errors pass through)."""
+        among them) → ``-EOPNOTSUPP``; everything else is a pinned umem (errors pass
+        through), revocable with ``revocable``."""
         if access & ~self.supported_access:
             raise err(
                 Errno.EOPNOTSUPP,
                 "efa_reg_user_mr_dmabuf",
                 f"unsupported access flags {access & ~self.supported_access:#x}",
             )
-        if not self.revocable:
-            return self._reg_pinned(fd, offset, length, access, files, pid)
-        umem = ib_umem_dmabuf_get_pinned(
-            self.kernel, self.dev, offset, length, fd, access, files=files, revocable=True
-        )
-        mr = MemoryRegion(self, umem, access, odp=False, pid=pid, mtt_valid=True)
-        umem.private = mr
-        # ib_umem_dmabuf_set_revoke_locked: install the driver's revoke callback under the resv
-        # (the model's ib_umem_dmabuf_get_pinned has no _and_lock variant; nothing runs between)
-        assert umem.attach is not None
-        with umem.dmabuf.resv:
-            umem.attach.importer_ops = DmaBufAttachOps(
-                allow_peer2peer=True, move_notify=self._revoke_locked
-            )
-        self.mrs[mr.lkey] = mr
-        return mr
 
     def _revoke_locked(self, attach: DmaBufAttachment) -> None:
         """The revocable ops' ``invalidate_mappings``: the driver's revoke callback first (the
@@ -111,10 +87,3 @@ class EfaDevice(RdmaDevice):
             mr.mtt_valid = False
             mr.invalidations += 1
         ib_umem_dmabuf_revoke_locked(umem)
-
-    def dereg_mr(self, mr: MemoryRegion) -> None:
-        """``efa_dereg_mr``: ``ib_umem_release`` -- revoke (unmap, unpin), detach, put."""
-        self._lookup(mr)
-        del self.mrs[mr.lkey]
-        mr.deregistered = True
-        ib_umem_dmabuf_release(mr.umem)

@@ -1,42 +1,51 @@
-"""GEM objects backed by TTM: what the TTM-based exporter models (xe, i915, nvidia-compute)
-share (drivers/gpu/drm/drm_gem_ttm_helper.c, drm_prime.c).
+"""GEM objects backed by TTM: what the TTM-based exporter models (amdgpu, apu, xe, i915,
+nvidia-compute) share (drivers/gpu/drm/drm_gem_ttm_helper.c, drm_prime.c).
 
 The driver-independent half of a TTM exporter is the same everywhere and lives here:
 
 * :class:`TtmGemBuffer` -- a GEM object: a TTM BO, the memory types its creator allowed
   (its *placements*, in preference order) and the GEM refcount (the creator's handle plus one
-  reference per live dma-buf, ``drm_gem_prime_export``);
+  reference per live dma-buf, ``drm_gem_prime_export``); drivers subclass it for their own
+  per-BO state (``struct amdgpu_bo``, ``struct xe_bo`` ...);
+* :data:`TTM_LOCATION` and :func:`parse_ttm_domain` -- the memory types' names, and a
+  ``create_buffer`` domain string under the names a driver accepts (``domain_aliases``);
 * :class:`GemTtmFuncs` -- the TTM callbacks with the exporter side of ``move_notify``: an
   exported, non-imported BO that changes backing tells its dynamic importers first
   (``dma_buf_move_notify``, ``dma_buf_invalidate_mappings`` in 7.1). Each driver chooses
   whether a move out of SYSTEM counts (amdgpu-like: no; xe-like: yes) or whether it notifies
   at all (static exporters never do);
-* :class:`TtmGemExporter` -- create, export (one dma-buf per BO, sharing the BO's resv),
-  release, GEM close, ``regions()`` and the backing epoch. Each driver supplies its
-  ``dma_buf_ops`` (``self.ops``) -- the pin policy is the driver's, not this module's.
-
-amdgpu.py predates this module and keeps its own copy of the same mechanics; the models built
-on it (``apu``) subclass :class:`~pinlab.drivers.amdgpu.AmdgpuDevice` instead.
+* :class:`TtmGemExporter` -- the TTM device with its managers and dmem region, create,
+  export (one dma-buf per BO, sharing the BO's resv), release, GEM close, ``regions()``, the
+  backing epoch, the DMA-mapping fault hook, the page and P2P sg_tables of a BO, and the
+  platform constructor. Each driver supplies its ``dma_buf_ops`` callbacks
+  (:meth:`~pinlab.drivers.base.ExporterDriver.dma_buf_ops`) -- the pin policy is the
+  driver's, not this module's.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar, Generic, Self, TypedDict, TypeVar, Unpack
 
-from pinlab.drivers.base import DeviceBuffer, ExporterDriver, RegionUsage
+from pinlab.drivers.base import (
+    DeviceBuffer,
+    ExporterDriver,
+    ExporterSpec,
+    RegionUsage,
+    constructor_options,
+    reject_unknown,
+)
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
     DmaBuf,
     DmaBufExportInfo,
-    DmaBufOps,
-    Module,
+    SgTable,
     dma_buf_export,
     dma_buf_notify_move,
     get_dma_buf,
 )
-from pinlab.kernel.dmem import DmemRegion, dmem_cgroup_register_region
+from pinlab.kernel.dmem import dmem_cgroup_register_region
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
@@ -55,15 +64,31 @@ from pinlab.kernel.ttm import (
     ttm_bo_unpin,
 )
 
-GiB = 1 << 30
-MiB = 1 << 20
-
 TTM_LOCATION: dict[TtmMemType, str] = {
     TtmMemType.VRAM: "vram",
     TtmMemType.TT: "gtt",
     TtmMemType.SYSTEM: "system",
 }
 """``DeviceBuffer.location`` of each TTM memory type (device memory is always ``"vram"``)."""
+
+
+def domain_sizes(
+    *, vram: int | None = None, gtt: int | None = None, system: int | None = None
+) -> Mapping[TtmMemType, int]:
+    """A driver's memory domains (the ones given) and their default sizes in bytes."""
+    sizes = {TtmMemType.VRAM: vram, TtmMemType.TT: gtt, TtmMemType.SYSTEM: system}
+    return MappingProxyType({mem: size for mem, size in sizes.items() if size is not None})
+
+
+def domain_names(
+    *, vram: Iterable[str] = (), tt: Iterable[str] = (), system: Iterable[str] = ()
+) -> Mapping[str, TtmMemType]:
+    """A driver's ``create_buffer`` domain names: the names it accepts for each memory type,
+    in the order error messages list them."""
+    names = {name: TtmMemType.VRAM for name in vram}
+    names.update({name: TtmMemType.TT for name in tt})
+    names.update({name: TtmMemType.SYSTEM for name in system})
+    return MappingProxyType(names)
 
 
 def parse_ttm_domain(
@@ -86,21 +111,6 @@ def parse_ttm_domain(
             )
         found.add(mem)
     return tuple(sorted(found, reverse=True))
-
-
-def ttm_regions(bdev: TtmDevice) -> list[RegionUsage]:
-    """:class:`RegionUsage` of every memory type of ``bdev`` (device memory first)."""
-    out = []
-    for mem in (TtmMemType.VRAM, TtmMemType.TT, TtmMemType.SYSTEM):
-        man = bdev.manager(mem)
-        if man is None:
-            continue
-        out.append(
-            RegionUsage(
-                TTM_LOCATION[mem], man.size, man.used, man.pinned_bytes, man.allocator.largest_free
-            )
-        )
-    return out
 
 
 class TtmGemBuffer(DeviceBuffer):
@@ -141,12 +151,32 @@ class TtmGemBuffer(DeviceBuffer):
     def epoch(self) -> int:
         return self.tbo.epoch
 
+    @property
+    def is_import(self) -> bool:
+        """Whether the BO is another device's dma-buf imported here (an sg BO)."""
+        return self.tbo.import_attach is not None
+
     def can_migrate(self, mem: TtmMemType) -> bool:
         """Whether the creator allowed ``mem`` (``xe_bo_can_migrate``,
         ``i915_gem_object_can_migrate``). Imports (sg BOs) never migrate."""
         if self.tbo.type is TtmBoType.SG:
             return False
         return any(place.mem_type is mem for place in self.placements)
+
+    def sg_table(self) -> SgTable:
+        """The sg_table of the BO's current backing: page-less bus addresses of the device
+        memory for a peer (a P2P mapping), or the DMA-mapped pages of TT/SYSTEM memory.
+        The BO must have a backing."""
+        res = self.tbo.resource
+        assert res is not None, f"{self!r} has no backing"
+        device_memory = res.mem_type is TtmMemType.VRAM
+        return SgTable(
+            res.allocation.segments,
+            device_memory,
+            TTM_LOCATION[res.mem_type],
+            self.tbo.epoch,
+            device_memory,
+        )
 
     def __repr__(self) -> str:
         kind = type(self).__name__
@@ -157,96 +187,123 @@ BufT = TypeVar("BufT", bound=TtmGemBuffer)
 
 
 class GemTtmFuncs(TtmDeviceFuncs):
-    """TTM callbacks of a GEM exporter: TtmDeviceFuncs' eviction targets plus the exporter's
-    move notification (K-36, K-38 for amdgpu-like; ``xe_bo_move_notify`` for xe-like).
+    """TTM callbacks of a GEM exporter: TtmDeviceFuncs' eviction targets (or the exporter's
+    ``evict_to``) plus the exporter's move notification as it declares it
+    (``notifies_moves``, ``notifies_moves_from_system``; K-36, K-38 for amdgpu-like,
+    ``xe_bo_move_notify`` for xe-like)."""
 
-    ``notify``: a static exporter (no importer can be told) passes False.
-    ``notify_from_system``: whether a move whose old placement is SYSTEM is announced too
-    (xe: yes; amdgpu and the nvidia-compute model: no, SYSTEM pages were never mapped for a
-    peer).
-    """
-
-    def __init__(
-        self,
-        exporter: TtmGemExporter[Any],
-        *,
-        notify: bool = True,
-        notify_from_system: bool = False,
-        evict_to: Callable[[TtmBufferObject], TtmPlacement] | None = None,
-    ) -> None:
+    def __init__(self, exporter: TtmGemExporter[Any]) -> None:
         self.exporter = exporter
-        self.notify = notify
-        self.notify_from_system = notify_from_system
-        self._evict_to = evict_to
 
     def evict_flags(self, bo: TtmBufferObject) -> TtmPlacement:
-        if self._evict_to is not None and bo.type is not TtmBoType.SG:
-            return self._evict_to(bo)
+        placement = self.exporter.evict_to
+        if placement is not None and bo.type is not TtmBoType.SG:
+            return placement
         return super().evict_flags(bo)
 
     def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
         dmabuf = bo.dma_buf
+        exporter = self.exporter
         if (
-            self.notify
+            exporter.notifies_moves
             and isinstance(dmabuf, DmaBuf)
             and bo.import_attach is None
             and bo.resource is not None
-            and (self.notify_from_system or bo.resource.mem_type is not TtmMemType.SYSTEM)
+            and (
+                exporter.notifies_moves_from_system or bo.resource.mem_type is not TtmMemType.SYSTEM
+            )
         ):
             self.exporter.move_notifies += 1
             dma_buf_notify_move(dmabuf)
 
 
+class TtmOptions(TypedDict, total=False):
+    """The keyword arguments every TTM exporter takes: its ``name`` (default
+    ``<driver>-<pci>``) and the size in bytes of each memory domain it has (default: the
+    driver's ``default_sizes``; 0 leaves the domain out)."""
+
+    name: str
+    vram_size: int
+    gtt_size: int
+    system_size: int
+
+
 class TtmGemExporter(ExporterDriver, Generic[BufT]):
     """The common half of a TTM-based dma-buf exporter.
 
-    Subclasses set :attr:`exp_name`, :attr:`domain_aliases`, ``self.ops`` (their
-    ``dma_buf_ops``, as bound methods) and implement :meth:`_new_buffer`. ``dma_map_fault``
-    is a fault-injection hook: when it returns True for an importer device, DMA-mapping a
-    page-backed sg_table for that device fails (the exporter decides the errno, e.g. xe's
-    ``-EBUSY``, K-81).
+    Subclasses declare :attr:`exp_name`, :attr:`default_sizes`, :attr:`domain_aliases`,
+    :attr:`dmem_region_name` and how moves are announced, set ``self.ops`` (from
+    :meth:`~pinlab.drivers.base.ExporterDriver.dma_buf_ops`) and implement
+    :meth:`_new_buffer`. ``dma_map_fault`` is a fault-injection hook: when it returns True for
+    an importer device, DMA-mapping a page-backed sg_table for that device fails (the
+    exporter decides the errno, e.g. xe's ``-EBUSY``, K-81).
     """
 
-    exp_name: ClassVar[str]
+    default_sizes: ClassVar[Mapping[TtmMemType, int]]
+    """The device's memory domains and their default sizes."""
     domain_aliases: ClassVar[Mapping[str, TtmMemType]]
+    notifies_moves: ClassVar[bool] = True
+    """Whether a move of an exported BO notifies its importers (a static exporter: no)."""
+    notifies_moves_from_system: ClassVar[bool] = False
+    """Whether a move whose old placement is SYSTEM is announced too (xe: yes; amdgpu and the
+    nvidia-compute model: no, SYSTEM pages were never mapped for a peer)."""
+    evict_to: ClassVar[TtmPlacement | None] = None
+    """Where eviction sends device BOs (None: TTM's defaults, device memory → TT → SYSTEM)."""
+    dmem_region_name: ClassVar[str | None] = None
+    """The dmem region the device memory registers as (``drm/<pci>/<name>``), None for a
+    driver without dmem cgroup support."""
     clear_on_alloc: ClassVar[bool] = True
     """New device-memory BOs get a clear job (a KERNEL fence, K-64), as amdgpu's
     VRAM_CLEARED, xe's and i915's LMEM clears do."""
 
-    ops: DmaBufOps
+    bdev: TtmDevice
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: PciDev,
-        name: str,
-        managers: Sequence[tuple[TtmMemType, int]],
-        funcs: GemTtmFuncs | None = None,
-        *,
-        dmem: bool = False,
-    ) -> None:
-        self.kernel = kernel
-        self.pdev = pdev
-        self.dev: Device = pdev
-        self.name = name
-        self.module = Module(self.exp_name)
-        self.move_notifies = 0
+    def __init__(self, kernel: Kernel, pdev: PciDev, **options: Unpack[TtmOptions]) -> None:
+        reject_unknown(options, TtmOptions.__optional_keys__, type(self))
+        name = options.get("name") or f"{self.driver_name}-{pdev.name}"
+        super().__init__(kernel, pdev, name)
         self.dma_map_fault: Callable[[Device], bool] | None = None
-        self.bdev = TtmDevice(kernel, name, funcs if funcs is not None else GemTtmFuncs(self))
-        self.vram_region: DmemRegion | None = None
-        for mem, size in managers:
+        self.bdev = TtmDevice(kernel, name, self._ttm_funcs())
+        requested = {
+            TtmMemType.VRAM: options.get("vram_size"),
+            TtmMemType.TT: options.get("gtt_size"),
+            TtmMemType.SYSTEM: options.get("system_size"),
+        }
+        for mem in (TtmMemType.VRAM, TtmMemType.TT, TtmMemType.SYSTEM):
+            if mem not in self.default_sizes:
+                if requested[mem] is not None:
+                    raise TypeError(f"{self.driver_name} has no {TTM_LOCATION[mem]} domain")
+                continue
+            size = requested[mem]
+            size = self.default_sizes[mem] if size is None else size
             if size <= 0:
                 continue
             region = None
-            if mem is TtmMemType.VRAM and dmem:
-                region = dmem_cgroup_register_region(kernel, size, f"drm/{pdev.name}/vram0")
+            if mem is TtmMemType.VRAM and self.dmem_region_name is not None:
+                region = dmem_cgroup_register_region(
+                    kernel, size, f"drm/{pdev.name}/{self.dmem_region_name}"
+                )
                 self.vram_region = region
             self.bdev.add_manager(mem, size, name=f"{name}:{TTM_LOCATION[mem]}", region=region)
 
+    def _ttm_funcs(self) -> GemTtmFuncs:
+        """The TTM callbacks of the device (drivers with their own override)."""
+        return GemTtmFuncs(self)
+
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: PciDev, spec: ExporterSpec) -> Self:
+        """``vram_size`` = the spec's ``memory``, ``gtt_size`` and ``system_size`` when the
+        spec sets them, then its ``driver_options``."""
+        options = constructor_options(
+            spec.driver_options, vram_size=spec.memory, gtt_size=spec.gtt, system_size=spec.system
+        )
+        return cls(kernel, pdev, name=spec.name, **options)
+
     # -- buffers ---------------------------------------------------------------------------
-    @abstractmethod
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> BufT:
-        """Wrap a freshly created BO in the driver's buffer type."""
+        """Wrap a freshly created BO in the driver's buffer type (drivers that create BOs
+        through :meth:`bo_create` implement it)."""
+        raise NotImplementedError(f"{type(self).__name__} creates its BOs itself")
 
     def parse_domain(self, domain: str) -> tuple[TtmMemType, ...]:
         """The memory types a ``create_buffer`` domain string names (``ValueError`` if it
@@ -353,4 +410,19 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
 
     # -- reporting -------------------------------------------------------------------------
     def regions(self) -> list[RegionUsage]:
-        return ttm_regions(self.bdev)
+        """:class:`RegionUsage` of every memory type of the device (device memory first)."""
+        out = []
+        for mem in (TtmMemType.VRAM, TtmMemType.TT, TtmMemType.SYSTEM):
+            man = self.bdev.manager(mem)
+            if man is None:
+                continue
+            out.append(
+                RegionUsage(
+                    TTM_LOCATION[mem],
+                    man.size,
+                    man.used,
+                    man.pinned_bytes,
+                    man.allocator.largest_free,
+                )
+            )
+        return out

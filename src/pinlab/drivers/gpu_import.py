@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pinlab.drivers.amdgpu import AmdgpuBo, AmdgpuDevice
+from pinlab.drivers.base import ExporterDriver, ImportPath
 from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
-from pinlab.drivers.rdma import register_importer
+from pinlab.drivers.importer import Importer, register_importer
 from pinlab.kernel.dma_buf import DmaBufAttachment, dma_buf_get, dma_buf_put
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.file import FdTable
@@ -32,10 +33,18 @@ class GpuAccess:
 
 
 @register_importer("gpu-import")
-class GpuImporter:
+class GpuImporter(Importer):
     """An amdgpu-like GPU importing foreign dma-bufs."""
 
-    driver_name = "gpu-import"
+    import_path = ImportPath.DYNAMIC
+
+    @classmethod
+    def on(cls, driver: ExporterDriver) -> GpuImporter:
+        """The GPU importer of an exporter that declares ``imports_dmabufs`` (``ValueError``
+        for any other: the import path modelled is amdgpu's)."""
+        if not driver.imports_dmabufs or not isinstance(driver, AmdgpuDevice):
+            raise ValueError(f"{driver.driver_name} does not import dma-bufs")
+        return cls(driver)
 
     def __init__(self, adev: AmdgpuDevice, *, detector: StaleDmaDetector | None = None) -> None:
         self.adev = adev

@@ -34,15 +34,22 @@ checks (pinlab always exports whole handles).
 
 from __future__ import annotations
 
-from pinlab.drivers.base import DeviceBuffer, ExporterDriver, RegionUsage, register_exporter
-from pinlab.kernel.device import Device
+from typing import Self
+
+from pinlab.drivers.base import (
+    DeviceBuffer,
+    ExporterDriver,
+    ExporterSpec,
+    ImportPath,
+    RegionUsage,
+    constructor_options,
+    register_exporter,
+)
 from pinlab.kernel.dma_buf import (
     DmaBuf,
     DmaBufAttachment,
     DmaBufExportInfo,
-    DmaBufOps,
     DmaDataDirection,
-    Module,
     SgTable,
     dma_buf_export,
 )
@@ -51,9 +58,7 @@ from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.range_alloc import Allocation, RangeAllocator
-
-GiB = 1 << 30
-MiB = 1 << 20
+from pinlab.units import GiB, MiB
 
 _DEVICE_DOMAINS = ("vram", "hbm", "device")
 
@@ -86,11 +91,6 @@ class HlDeviceMemory(DeviceBuffer):
     def pinned(self) -> bool:
         return not self.freed
 
-    @property
-    def device_address(self) -> int:
-        """The device (and BAR) offset of the first page."""
-        return self.allocation.start
-
     def __repr__(self) -> str:
         return (
             f"<hl_phys_pg_pack {self.name} handle={self.handle} {self.size:#x} "
@@ -102,12 +102,11 @@ class HlDeviceMemory(DeviceBuffer):
 class HabanalabsDevice(ExporterDriver):
     """One habanalabs-like accelerator (Gaudi): HBM that never moves, exported statically."""
 
-    driver_name = "habanalabs"
     pin_policy = (
         "always resident: static exporter, no pin op (dma_buf_pin is a no-op); "
         "map needs a P2P path, else -EPERM"
     )
-    dynamic = False
+    exp_name = "habanalabs"
 
     def __init__(
         self,
@@ -120,20 +119,23 @@ class HabanalabsDevice(ExporterDriver):
     ) -> None:
         """``hbm_size`` defaults to Gaudi's 32 GiB (the 2021 DL1 target); allocations are
         rounded up to ``dram_page_size`` (a power of two dividing ``hbm_size``)."""
-        self.kernel = kernel
-        self.pdev = pdev
-        self.dev: Device = pdev
-        self.name = name or f"habanalabs-{pdev.name}"
+        super().__init__(kernel, pdev, name or f"{self.driver_name}-{pdev.name}")
         self.dram = RangeAllocator(hbm_size, granule=dram_page_size, name=f"{self.name}:hbm")
-        self.module = Module("habanalabs")
         self.handles: dict[int, HlDeviceMemory] = {}
         self._next_handle = 1
-        self.ops = DmaBufOps(
-            attach=self._attach,
-            map_dma_buf=self._map,
-            unmap_dma_buf=self._unmap,
-            release=self._release,
-        )
+        self.ops = self.dma_buf_ops()
+
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: PciDev, spec: ExporterSpec) -> Self:
+        """``hbm_size`` = the spec's ``memory``; the device has no GTT or SYSTEM domain and
+        its BAR exposes all of the HBM."""
+        options = constructor_options(spec.driver_options, hbm_size=spec.memory)
+        return cls(kernel, pdev, name=spec.name, **options)
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-52 (map needs peer2peer); K-75 for a refused dynamic importer (attach- or
+        map-time refusal by profile)."""
+        return ("K-52", "K-75") if refused and path is not ImportPath.STATIC else ("K-52",)
 
     def _log(self, message: str) -> None:
         self.kernel.log(f"habanalabs {self.pdev.name}: {message}")
@@ -188,7 +190,7 @@ class HabanalabsDevice(ExporterDriver):
         dmabuf = dma_buf_export(
             self.kernel,
             DmaBufExportInfo(
-                ops=self.ops, size=buf.size, priv=buf, exp_name="habanalabs", owner=self.module
+                ops=self.ops, size=buf.size, priv=buf, exp_name=self.exp_name, owner=self.module
             ),
         )
         self.publish_location(dmabuf, buf)

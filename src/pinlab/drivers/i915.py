@@ -30,19 +30,17 @@ cgroup support, so its LMEM is not a dmem region.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar
+from typing import Self, Unpack
 
-from pinlab.drivers.base import register_exporter
-from pinlab.drivers.gem_ttm import GemTtmFuncs, GiB, TtmGemBuffer, TtmGemExporter
-from pinlab.kernel.dma_buf import (
-    DmaBuf,
-    DmaBufAttachment,
-    DmaBufOps,
-    DmaDataDirection,
-    SgTable,
+from pinlab.drivers.base import ExporterSpec, ImportPath, constructor_options, register_exporter
+from pinlab.drivers.gem_ttm import (
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
 )
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
@@ -56,6 +54,7 @@ from pinlab.kernel.ttm import (
     ttm_bo_unpin,
     ttm_bo_validate,
 )
+from pinlab.units import GiB
 
 
 class I915Object(TtmGemBuffer):
@@ -69,53 +68,47 @@ class I915Object(TtmGemBuffer):
         self.attach_pins = 0
 
 
-def _evict_to_smem(bo: TtmBufferObject) -> TtmPlacement:
-    return (TtmPlace(TtmMemType.SYSTEM),)
-
-
 @register_exporter("i915")
 class I915Device(TtmGemExporter[I915Object]):
     """One i915-like GPU: LMEM (discrete parts) and SMEM."""
 
-    driver_name = "i915"
     pin_policy = (
         "static: attach migrates to system memory and pins the pages until detach; "
         "no P2P; -EOPNOTSUPP for LMEM-only objects"
     )
-    dynamic = False
     exp_name = "i915"
-    domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
-        {
-            "vram": TtmMemType.VRAM,
-            "lmem": TtmMemType.VRAM,
-            "system": TtmMemType.SYSTEM,
-            "smem": TtmMemType.SYSTEM,
-        }
-    )
+    shareable_domain = "vram|system"
+    default_sizes = domain_sizes(vram=16 * GiB, system=64 * GiB)
+    domain_aliases = domain_names(vram=("vram", "lmem"), system=("system", "smem"))
+    notifies_moves = False
+    evict_to = (TtmPlace(TtmMemType.SYSTEM),)
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: PciDev,
         *,
-        lmem_size: int = 16 * GiB,
-        system_size: int = 64 * GiB,
-        name: str = "",
+        lmem_size: int | None = None,
+        **options: Unpack[TtmOptions],
     ) -> None:
-        super().__init__(
-            kernel,
-            pdev,
-            name or f"i915-{pdev.name}",
-            [(TtmMemType.VRAM, lmem_size), (TtmMemType.SYSTEM, system_size)],
-            GemTtmFuncs(self, notify=False, evict_to=_evict_to_smem),
+        """``lmem_size`` is i915's name for the device memory (``vram_size``)."""
+        if lmem_size is not None:
+            options["vram_size"] = lmem_size
+        super().__init__(kernel, pdev, **options)
+        self.ops = self.dma_buf_ops(detach=self._detach)
+
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: PciDev, spec: ExporterSpec) -> Self:
+        """``lmem_size`` = the spec's ``memory``, ``system_size`` when set; i915 has no GTT
+        domain of its own."""
+        options = constructor_options(
+            spec.driver_options, lmem_size=spec.memory, system_size=spec.system
         )
-        self.ops = DmaBufOps(
-            attach=self._attach,
-            detach=self._detach,
-            map_dma_buf=self._map,
-            unmap_dma_buf=self._unmap,
-            release=self._release,
-        )
+        return cls(kernel, pdev, name=spec.name, **options)
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-54: every attachment migrates to SMEM and pins there."""
+        return ("K-54",)
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> I915Object:
         return I915Object(self, tbo, placements)
@@ -158,7 +151,4 @@ class I915Device(TtmGemExporter[I915Object]):
         res = tbo.resource
         if res is None or res.mem_type is not TtmMemType.SYSTEM or not tbo.pin_count:
             raise err(Errno.EINVAL, "i915_gem_map_dma_buf", f"{obj.name} has no pinned pages")
-        return SgTable(res.allocation.segments, False, "system", tbo.epoch, False)
-
-    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
-        """``i915_gem_unmap_dma_buf``: unmap and free the table (nothing to model)."""
+        return obj.sg_table()

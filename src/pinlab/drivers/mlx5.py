@@ -19,15 +19,16 @@ mapping after a notification: the stale-DMA detector's negative control.
 
 from __future__ import annotations
 
-from pinlab.drivers.dma_check import StaleDmaDetector
-from pinlab.drivers.rdma import MemoryRegion, RdmaDevice, register_importer
+from typing import Self, Unpack
+
+from pinlab.drivers.base import constructor_options
+from pinlab.drivers.importer import ImporterOptions, register_importer
+from pinlab.drivers.rdma import MemoryRegion, MrRequest, NicSpecLike, RdmaDevice
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import PAGE_SIZE, DmaBufAttachment, DmaBufAttachOps
 from pinlab.kernel.errno import Errno, KernelError, err
-from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.umem import (
-    IB_ACCESS_ON_DEMAND,
     IbUmemDmabuf,
     ib_umem_dmabuf_get,
     ib_umem_dmabuf_map_pages,
@@ -41,50 +42,52 @@ from pinlab.kernel.umem import (
 class Mlx5Device(RdmaDevice):
     """An mlx5-like NIC; ``odp`` says whether it supports on-demand paging."""
 
-    driver_name = "mlx5"
+    default_name = "mlx5_0"
+    supports_odp = True
+    odp_items = ("K-43", "K-42")
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: Device,
         *,
-        name: str = "",
-        detector: StaleDmaDetector | None = None,
         odp: bool = True,
         ignore_move_notify: bool = False,
+        **options: Unpack[ImporterOptions],
     ) -> None:
-        super().__init__(kernel, pdev, name=name, detector=detector)
+        super().__init__(kernel, pdev, **options)
         self.odp = odp
         self.ignore_move_notify = ignore_move_notify
         self.attach_ops = DmaBufAttachOps(
             allow_peer2peer=True, move_notify=self.mlx5_ib_dmabuf_invalidate_cb
         )
-        self.invalidations = 0
-        self.faults = 0
+
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: Device, spec: NicSpecLike) -> Self:
+        """The NIC of a platform description; ``spec.odp`` enables on-demand paging."""
+        options = constructor_options(spec.driver_options, odp=spec.odp)
+        return cls(kernel, pdev, name=spec.name, **options)
 
     # -- registration ----------------------------------------------------------------------
-    def reg_dmabuf_mr(
-        self,
-        fd: int,
-        offset: int,
-        length: int,
-        access: int,
-        *,
-        files: FdTable | None = None,
-        pid: int | None = None,
-    ) -> MemoryRegion:
-        """``mlx5_ib_reg_user_mr_dmabuf``: ODP import plus the first fault-in of the whole MR
-        (``mlx5_ib_init_dmabuf_mr``), or the pinned path without ``IB_ACCESS_ON_DEMAND``."""
-        if not access & IB_ACCESS_ON_DEMAND:
-            return self._reg_pinned(fd, offset, length, access, files, pid)
+    def reg_odp_mr(self, req: MrRequest) -> MemoryRegion:
+        """``mlx5_ib_reg_user_mr_dmabuf`` with ``IB_ACCESS_ON_DEMAND``: ODP import plus the
+        first fault-in of the whole MR (``mlx5_ib_init_dmabuf_mr``); ``-EOPNOTSUPP`` on a
+        device without ODP. Without ``IB_ACCESS_ON_DEMAND`` the pinned path is taken."""
         if not self.odp:
             raise err(
                 Errno.EOPNOTSUPP, "mlx5_ib_reg_user_mr_dmabuf", f"{self.name} has no ODP support"
             )
         umem = ib_umem_dmabuf_get(
-            self.kernel, self.dev, offset, length, fd, access, self.attach_ops, files=files
+            self.kernel,
+            self.dev,
+            req.offset,
+            req.length,
+            req.fd,
+            req.access,
+            self.attach_ops,
+            files=req.files,
         )
-        mr = MemoryRegion(self, umem, access, odp=True, pid=pid)
+        mr = MemoryRegion(self, umem, req.access, odp=True, pid=req.pid)
         umem.private = mr  # mlx5r_store_odp_mkey: the fault handler can find it
         try:
             self.pagefault_dmabuf_mr(mr)
@@ -93,20 +96,10 @@ class Mlx5Device(RdmaDevice):
             ib_umem_dmabuf_release(umem)
             raise
         # the initial fault-in is registration, not a fault: take it back from both counters
-        # (pinlab fix: only the MR's counter was reset, the device's kept counting it)
         mr.faults = 0
         self.faults -= 1
         self.mrs[mr.lkey] = mr
         return mr
-
-    def dereg_mr(self, mr: MemoryRegion) -> None:
-        """``mlx5_ib_dereg_mr``: for ODP dma-buf MRs ``mlx5_revoke_mr`` clears the umem's
-        private pointer under the resv first, so a late invalidation is ignored (K-92)."""
-        self._lookup(mr)
-        del self.mrs[mr.lkey]
-        mr.deregistered = True
-        self.mlx5_revoke_mr(mr)
-        ib_umem_dmabuf_release(mr.umem)
 
     def mlx5_revoke_mr(self, mr: MemoryRegion) -> None:
         """``mlx5_revoke_mr``, the first half of deregistration (K-92): for a non-pinned
@@ -119,6 +112,8 @@ class Mlx5Device(RdmaDevice):
         with umem.dmabuf.resv:
             umem.private = None
             mr.mtt_valid = False
+
+    revoke_mr = mlx5_revoke_mr  # mlx5_ib_dereg_mr revokes before the umem is released
 
     # -- ODP -------------------------------------------------------------------------------
     def mlx5_ib_dmabuf_invalidate_cb(self, attach: DmaBufAttachment) -> None:

@@ -47,19 +47,17 @@ partitions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar
+from typing import Self, Unpack
 
-from pinlab.drivers.base import register_exporter
-from pinlab.drivers.gem_ttm import GiB, TtmGemBuffer, TtmGemExporter
-from pinlab.kernel.dma_buf import (
-    DmaBuf,
-    DmaBufAttachment,
-    DmaBufOps,
-    DmaDataDirection,
-    SgTable,
+from pinlab.drivers.base import ExporterSpec, ImportPath, constructor_options, register_exporter
+from pinlab.drivers.gem_ttm import (
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
 )
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
@@ -73,6 +71,7 @@ from pinlab.kernel.ttm import (
     ttm_bo_unpin,
     ttm_bo_validate,
 )
+from pinlab.units import GiB
 
 _VRAM = (TtmPlace(TtmMemType.VRAM),)
 _TT = (TtmPlace(TtmMemType.TT),)
@@ -95,61 +94,49 @@ class NvBo(TtmGemBuffer):
 class NvidiaComputeDevice(TtmGemExporter[NvBo]):
     """A compute GPU (A100/H100-like) that pins in place for P2P importers (a model)."""
 
-    driver_name = "nvidia-compute"
     pin_policy = (
         "pin in place: device memory for a P2P pinner (bounded by BAR1, else -ENOMEM); "
         "system memory (TT) otherwise, or -EINVAL with strict_p2p"
     )
-    dynamic = True
     exp_name = "nvidia"
-    domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
-        {
-            "vram": TtmMemType.VRAM,
-            "hbm": TtmMemType.VRAM,
-            "gtt": TtmMemType.TT,
-            "tt": TtmMemType.TT,
-            "system": TtmMemType.SYSTEM,
-            "cpu": TtmMemType.SYSTEM,
-        }
-    )
+    dmem_region_name = "vram0"
+    default_sizes = domain_sizes(vram=80 * GiB, gtt=64 * GiB, system=256 * GiB)
+    domain_aliases = domain_names(vram=("vram", "hbm"), tt=("gtt", "tt"), system=("system", "cpu"))
 
     def __init__(
         self,
         kernel: Kernel,
         pdev: PciDev,
         *,
-        vram_size: int = 80 * GiB,
-        gtt_size: int = 64 * GiB,
-        system_size: int = 256 * GiB,
         bar1_size: int | None = None,
         strict_p2p: bool = False,
-        name: str = "",
+        **options: Unpack[TtmOptions],
     ) -> None:
-        """``bar1_size`` defaults to ``vram_size`` (``pin.bar1_bytes``, datacenter part)."""
+        """``bar1_size`` defaults to the device memory (``pin.bar1_bytes``, datacenter part)."""
         if bar1_size is not None and bar1_size < 0:
             raise ValueError(f"bar1_size must be >= 0, got {bar1_size}")
-        super().__init__(
-            kernel,
-            pdev,
-            name or f"nvidia-{pdev.name}",
-            [
-                (TtmMemType.VRAM, vram_size),
-                (TtmMemType.TT, gtt_size),
-                (TtmMemType.SYSTEM, system_size),
-            ],
-            dmem=True,
-        )
-        self.bar1_size = vram_size if bar1_size is None else bar1_size
+        super().__init__(kernel, pdev, **options)
+        vram = options.get("vram_size", self.default_sizes[TtmMemType.VRAM])
+        self.bar1_size = vram if bar1_size is None else bar1_size
         self.bar1_used = 0
         self.strict_p2p = strict_p2p
-        self.ops = DmaBufOps(
-            attach=self._attach,
-            pin=self._pin,
-            unpin=self._unpin,
-            map_dma_buf=self._map,
-            unmap_dma_buf=self._unmap,
-            release=self._release,
+        self.ops = self.dma_buf_ops(pin=self._pin, unpin=self._unpin)
+
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: PciDev, spec: ExporterSpec) -> Self:
+        """As every TTM exporter, plus ``bar1_size`` = the spec's ``bar`` when set."""
+        options = constructor_options(
+            spec.driver_options,
+            vram_size=spec.memory,
+            gtt_size=spec.gtt,
+            system_size=spec.system,
+            bar1_size=spec.bar,
         )
+        return cls(kernel, pdev, name=spec.name, **options)
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """A position model: no upstream item."""
+        return ("model",)
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> NvBo:
         return NvBo(self, tbo, placements)
@@ -217,18 +204,15 @@ class NvidiaComputeDevice(TtmGemExporter[NvBo]):
             if attach.peer2peer:
                 plc = tuple(p for p in bo.placements if p.mem_type is not TtmMemType.SYSTEM) or _TT
             ttm_bo_validate(tbo, plc)
-        res = tbo.resource
-        if res is None:
+        mem = bo.mem_type
+        if mem is None:
             raise err(Errno.EINVAL, fn, f"{bo.name} has no backing")
-        if res.mem_type is TtmMemType.VRAM:
+        if mem is TtmMemType.VRAM:
             if not attach.peer2peer:
                 raise err(Errno.EINVAL, fn, f"{bo.name} is in device memory, importer not P2P")
-            return SgTable(res.allocation.segments, True, "vram", tbo.epoch, True)
-        if res.mem_type is TtmMemType.TT:
+            return bo.sg_table()
+        if mem is TtmMemType.TT:
             if self.dma_map_fails(attach.dev):
                 raise err(Errno.EBUSY, fn, f"dma_map_sgtable for {attach.dev}")
-            return SgTable(res.allocation.segments, False, "gtt", tbo.epoch, False)
-        raise err(Errno.EINVAL, fn, f"cannot map a BO in {res.mem_type}")
-
-    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
-        """Free the table (nothing to model)."""
+            return bo.sg_table()
+        raise err(Errno.EINVAL, fn, f"cannot map a BO in {mem}")

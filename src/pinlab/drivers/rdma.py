@@ -10,19 +10,26 @@ registration imports the buffer: pinned, or on demand.
 from __future__ import annotations
 
 import itertools
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import ClassVar, Protocol, Self, Unpack
 
-from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
+from pinlab.drivers.base import DriverOptions, ImportPath, constructor_options
+from pinlab.drivers.dma_check import DmaIncident
+from pinlab.drivers.importer import DeviceImporter, ImporterOptions
 from pinlab.kernel.device import Device
-from pinlab.kernel.dma_buf import DmaBuf
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaBufAttachOps
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.umem import IbUmemDmabuf, ib_umem_dmabuf_get_pinned, ib_umem_num_pages
+from pinlab.kernel.umem import (
+    IB_ACCESS_ON_DEMAND,
+    IbUmemDmabuf,
+    ib_umem_dmabuf_get_pinned,
+    ib_umem_dmabuf_release,
+    ib_umem_num_pages,
+)
 
 _keys = itertools.count(0x100)
 
@@ -84,28 +91,85 @@ class DmaResult:
     write: bool = False
 
 
-class RdmaDevice(ABC):
-    """An RDMA NIC's ``ib_device`` as an importer of dma-bufs."""
+@dataclass(frozen=True, slots=True)
+class MrRequest:
+    """The arguments of one ``ib_reg_user_mr_dmabuf``: ``[offset, offset + length)`` of the
+    dma-buf ``fd`` (looked up in ``files``) with ``access``, on behalf of process ``pid``."""
 
-    driver_name: str = "rdma"
+    fd: int
+    offset: int
+    length: int
+    access: int
+    files: FdTable | None = None
+    pid: int | None = None
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: Device,
-        *,
-        name: str = "",
-        detector: StaleDmaDetector | None = None,
-    ) -> None:
-        self.kernel = kernel
-        self.pdev = pdev
-        self.name = name or f"{self.driver_name}_0"
-        self.dev = Device(self.name, pdev)
-        self.detector = detector if detector is not None else StaleDmaDetector()
+
+class NicSpecLike(Protocol):
+    """What a platform description says about one NIC (the platform layer's ``NicSpec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def odp(self) -> bool: ...
+    @property
+    def driver_options(self) -> DriverOptions: ...
+
+
+class RdmaDevice(DeviceImporter):
+    """An RDMA NIC's ``ib_device`` as an importer of dma-bufs.
+
+    Declared by every driver: ``supports_odp`` (the driver can build on-demand-paging MRs at
+    all; EFA cannot), ``odp`` (this device has ODP enabled), and the device-wide counters
+    ``faults`` (ODP page faults resolved) and ``invalidations`` (``move_notify`` calls that
+    zapped a mapping), 0 for a driver that never faults.
+
+    Registration (:meth:`reg_dmabuf_mr`) is shared: an ``IB_ACCESS_ON_DEMAND`` request goes to
+    the driver's :meth:`reg_odp_mr` (``-EOPNOTSUPP`` without ODP), anything else to the pinned
+    path :meth:`reg_pinned_mr`.
+    """
+
+    driver_name: ClassVar[str] = "rdma"
+    default_name: ClassVar[str] = "rdma_0"
+    supports_odp: ClassVar[bool] = False
+    odp_items: ClassVar[tuple[str, ...]] = ()
+    """The checklist items of the driver's ODP path (invalidate, fault)."""
+
+    def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:
+        super().__init__(kernel, pdev, **options)
+        self.odp = False
+        self.faults = 0
+        self.invalidations = 0
         self.mrs: dict[int, MemoryRegion] = {}
         self.on_fault: Callable[[MemoryRegion, int], None] | None = None
+        self.pinned_revoke: Callable[[DmaBufAttachment], None] | None = None
+        """The driver's revoke callback when its pinned MRs are revocable (7.1, K-90)."""
 
-    @abstractmethod
+    @classmethod
+    def from_spec(cls, kernel: Kernel, pdev: Device, spec: NicSpecLike) -> Self:
+        """The driver for a platform's NIC description (``driver_options`` as keyword
+        arguments; ``ValueError``/``TypeError`` for options it refuses)."""
+        return cls(kernel, pdev, name=spec.name, **constructor_options(spec.driver_options))
+
+    def mr_path(self, access: int) -> ImportPath | None:
+        """How an MR registered with ``access`` reaches the dma-buf core: ODP MRs attach
+        dynamically, others are pinned; None when the device refuses the registration before
+        the core (``IB_ACCESS_ON_DEMAND`` without ODP, ``kernel-semantics.md`` §6)."""
+        if access & IB_ACCESS_ON_DEMAND:
+            return ImportPath.DYNAMIC if self.odp else None
+        return ImportPath.PINNED
+
+    def mr_checklist_items(self, access: int, exporter_dynamic: bool) -> tuple[str, ...]:
+        """The checklist items of registering with ``access``: §6 for a refusal, K-45 for a
+        pinned import (with K-93 and K-20 where the exporter is static: ``dma_buf_pin`` is a
+        no-op), the driver's :attr:`odp_items` for an ODP one."""
+        path = self.mr_path(access)
+        if path is None:
+            return ("§6",)
+        if path is ImportPath.PINNED:
+            return ("K-45",) if exporter_dynamic else ("K-45", "K-93", "K-20")
+        return self.odp_items
+
+    # -- registration ----------------------------------------------------------------------
     def reg_dmabuf_mr(
         self,
         fd: int,
@@ -116,33 +180,65 @@ class RdmaDevice(ABC):
         files: FdTable | None = None,
         pid: int | None = None,
     ) -> MemoryRegion:
-        """``ib_reg_user_mr_dmabuf`` as this driver implements it. Raises ``KernelError``."""
+        """``ib_reg_user_mr_dmabuf``: the driver's access check, then an ODP MR for
+        ``IB_ACCESS_ON_DEMAND``, else a pinned one. Raises ``KernelError``."""
+        req = MrRequest(fd, offset, length, access, files, pid)
+        self.check_access(access)
+        if access & IB_ACCESS_ON_DEMAND:
+            return self.reg_odp_mr(req)
+        return self.reg_pinned_mr(req)
 
-    @abstractmethod
+    def check_access(self, access: int) -> None:
+        """Refuse access flags the device does not support (default: accept all)."""
+
+    def reg_odp_mr(self, req: MrRequest) -> MemoryRegion:
+        """An on-demand-paging dma-buf MR; drivers without ODP refuse (``-EOPNOTSUPP``)."""
+        raise err(Errno.EOPNOTSUPP, "ib_reg_user_mr_dmabuf", f"{self.name} has no ODP support")
+
+    def reg_pinned_mr(self, req: MrRequest) -> MemoryRegion:
+        """A pinned dma-buf MR: ``ib_umem_dmabuf_get_pinned`` and a valid translation.
+
+        With :attr:`pinned_revoke` set it is *pinned but revocable* (7.1, K-90:
+        ``ib_umem_dmabuf_get_pinned_revocable_and_lock`` + ``ib_umem_dmabuf_set_revoke_locked``):
+        the driver's callback is installed under the resv as the attachment's
+        ``invalidate_mappings`` (the model's import has no ``_and_lock`` variant; nothing runs
+        between the import and the install).
+        """
+        revoke = self.pinned_revoke
+        umem = ib_umem_dmabuf_get_pinned(
+            self.kernel,
+            self.dev,
+            req.offset,
+            req.length,
+            req.fd,
+            req.access,
+            files=req.files,
+            revocable=revoke is not None,
+        )
+        mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
+        umem.private = mr
+        if revoke is not None:
+            assert umem.attach is not None
+            with umem.dmabuf.resv:
+                umem.attach.importer_ops = DmaBufAttachOps(allow_peer2peer=True, move_notify=revoke)
+        self.mrs[mr.lkey] = mr
+        return mr
+
     def dereg_mr(self, mr: MemoryRegion) -> None:
-        """``ib_dereg_mr``: release the umem (unmap, unpin, detach, put)."""
+        """``ib_dereg_mr``: forget the MR, let the driver revoke it (:meth:`revoke_mr`), then
+        ``ib_umem_release`` -- unmap, unpin, detach, put."""
+        self._lookup(mr)
+        del self.mrs[mr.lkey]
+        mr.deregistered = True
+        self.revoke_mr(mr)
+        ib_umem_dmabuf_release(mr.umem)
+
+    def revoke_mr(self, mr: MemoryRegion) -> None:
+        """The driver's first half of deregistration, before the umem goes (default: none)."""
 
     def advise_mr(self, mr: MemoryRegion) -> int:
         """``ibv_advise_mr`` prefetch; only ODP MRs support it (``-EOPNOTSUPP`` otherwise)."""
         raise err(Errno.EOPNOTSUPP, "ib_advise_mr", f"{self.driver_name} has no advise_mr")
-
-    def _reg_pinned(
-        self,
-        fd: int,
-        offset: int,
-        length: int,
-        access: int,
-        files: FdTable | None,
-        pid: int | None,
-    ) -> MemoryRegion:
-        """A pinned dma-buf MR: ``ib_umem_dmabuf_get_pinned`` and a valid translation."""
-        umem = ib_umem_dmabuf_get_pinned(
-            self.kernel, self.dev, offset, length, fd, access, files=files
-        )
-        mr = MemoryRegion(self, umem, access, odp=False, pid=pid, mtt_valid=True)
-        umem.private = mr
-        self.mrs[mr.lkey] = mr
-        return mr
 
     def _lookup(self, mr: MemoryRegion) -> MemoryRegion:
         if mr.deregistered or self.mrs.get(mr.lkey) is not mr:
@@ -160,7 +256,7 @@ class RdmaDevice(ABC):
         ``write`` is a NIC write into the MR (an incoming RDMA write or receive); an MR
         registered without write access refuses it, as the NIC completes such a work request
         with a protection error (``IBV_WC_LOC_PROT_ERR`` / remote access error), modelled as
-        ``-EPERM``. (pinlab addition: reads and writes were not told apart before.)
+        ``-EPERM``.
         """
         self._lookup(mr)
         if write and not mr.umem.writable:
@@ -188,23 +284,3 @@ class RdmaDevice(ABC):
             incident,
             write,
         )
-
-    def __repr__(self) -> str:
-        return f"<{self.driver_name} {self.name}>"
-
-
-IMPORTERS: dict[str, type] = {}
-"""Importer models selectable by name: ``efa``, ``mlx5``, ``display``, ``gpu-import``."""
-
-
-_T = TypeVar("_T", bound=type)
-
-
-def register_importer(name: str) -> Callable[[_T], _T]:
-    """Class decorator: make an importer selectable by ``name``."""
-
-    def deco(cls: _T) -> _T:
-        IMPORTERS[name] = cls
-        return cls
-
-    return deco

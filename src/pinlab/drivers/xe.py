@@ -39,24 +39,22 @@ migration (``begin_cpu_access``), multi-tile VRAM.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import ClassVar
+from typing import Unpack
 
-from pinlab.drivers.base import DeviceBuffer, register_exporter
-from pinlab.drivers.gem_ttm import GemTtmFuncs, GiB, TtmGemBuffer, TtmGemExporter
-from pinlab.kernel.dma_buf import (
-    DmaBuf,
-    DmaBufAttachment,
-    DmaBufOps,
-    DmaDataDirection,
-    SgTable,
+from pinlab.drivers.base import DeviceBuffer, ImportPath, register_exporter
+from pinlab.drivers.gem_ttm import (
+    TtmGemBuffer,
+    TtmGemExporter,
+    TtmOptions,
+    domain_names,
+    domain_sizes,
 )
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev
-from pinlab.kernel.profile import VramPinRule
+from pinlab.kernel.profile import KernelProfile, VramPinRule
 from pinlab.kernel.ttm import (
     TtmBufferObject,
     TtmMemType,
@@ -65,6 +63,7 @@ from pinlab.kernel.ttm import (
     ttm_bo_pin,
     ttm_bo_validate,
 )
+from pinlab.units import GiB
 
 
 class XeBo(TtmGemBuffer):
@@ -81,60 +80,39 @@ class XeBo(TtmGemBuffer):
 class XeDevice(TtmGemExporter[XeBo]):
     """One xe-like discrete GPU: VRAM, TT and system memory under TTM."""
 
-    driver_name = "xe"
     pin_policy = (
         "migrate on pin: TT (7.1: VRAM if every attachment is P2P); attach refuses non-P2P "
         "importers of VRAM-only BOs (-EOPNOTSUPP)"
     )
-    dynamic = True
     exp_name = "xe"
-    domain_aliases: ClassVar[Mapping[str, TtmMemType]] = MappingProxyType(
-        {
-            "vram": TtmMemType.VRAM,
-            "system": TtmMemType.TT,
-            "tt": TtmMemType.TT,
-            "gtt": TtmMemType.TT,
-        }
-    )
+    shareable_domain = "vram|system"
+    dmem_region_name = "vram0"
+    notifies_moves_from_system = True
+    default_sizes = domain_sizes(vram=16 * GiB, gtt=16 * GiB, system=64 * GiB)
+    domain_aliases = domain_names(vram=("vram",), tt=("system", "tt", "gtt"))
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        pdev: PciDev,
-        *,
-        vram_size: int = 16 * GiB,
-        gtt_size: int = 16 * GiB,
-        system_size: int = 64 * GiB,
-        name: str = "",
-    ) -> None:
+    def __init__(self, kernel: Kernel, pdev: PciDev, **options: Unpack[TtmOptions]) -> None:
         profile = kernel.profile
-        if not profile.xe_available:
+        if not self.exists_in(profile):
             raise ValueError(
                 f"the xe driver does not exist in kernel {profile.name} "
                 "(it entered mainline in ≈6.8); choose preset 6.12 or later"
             )
-        super().__init__(
-            kernel,
-            pdev,
-            name or f"xe-{pdev.name}",
-            [
-                (TtmMemType.VRAM, vram_size),
-                (TtmMemType.TT, gtt_size),
-                (TtmMemType.SYSTEM, system_size),
-            ],
-            GemTtmFuncs(self, notify=True, notify_from_system=True),
-            dmem=True,
-        )
+        super().__init__(kernel, pdev, **options)
         self.runtime_pm_refs = 0
-        self.ops = DmaBufOps(
-            attach=self._attach,
-            detach=self._detach,
-            pin=self._pin,
-            unpin=self._unpin,
-            map_dma_buf=self._map,
-            unmap_dma_buf=self._unmap,
-            release=self._release,
-        )
+        self.ops = self.dma_buf_ops(detach=self._detach, pin=self._pin, unpin=self._unpin)
+
+    @classmethod
+    def exists_in(cls, profile: KernelProfile) -> bool:
+        return profile.xe_available
+
+    def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
+        """K-53 (pin) or K-81 (unpinned map); §7.3 where a pin may stay in VRAM (7.1)."""
+        if not by_pin:
+            return ("K-81",)
+        if self.kernel.profile.xe_vram_pin is VramPinRule.NEVER:
+            return ("K-53",)
+        return ("K-53", "§7.3")
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> XeBo:
         return XeBo(self, tbo, placements)
@@ -231,17 +209,13 @@ class XeDevice(TtmGemExporter[XeBo]):
                 self.xe_bo_validate(bo)
             else:
                 self.xe_bo_migrate(bo, TtmMemType.TT)
-        tbo = bo.tbo
-        res = tbo.resource
-        if res is None:
+        mem = bo.mem_type
+        if mem is None:
             raise err(Errno.EINVAL, "xe_dma_buf_map", f"{bo.name} has no backing")
-        if res.mem_type is TtmMemType.TT:
+        if mem is TtmMemType.TT:
             if self.dma_map_fails(attach.dev):
                 raise err(Errno.EBUSY, "xe_dma_buf_map", f"dma_map_sgtable for {attach.dev}")
-            return SgTable(res.allocation.segments, False, "gtt", tbo.epoch, False)
-        if res.mem_type is TtmMemType.VRAM:
-            return SgTable(res.allocation.segments, True, "vram", tbo.epoch, True)
-        raise err(Errno.EINVAL, "xe_dma_buf_map", f"cannot map a BO in {res.mem_type}")
-
-    def _unmap(self, attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
-        """``xe_dma_buf_unmap``: unmap and free the table (nothing to model)."""
+            return bo.sg_table()
+        if mem is TtmMemType.VRAM:
+            return bo.sg_table()
+        raise err(Errno.EINVAL, "xe_dma_buf_map", f"cannot map a BO in {mem}")

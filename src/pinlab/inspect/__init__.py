@@ -5,7 +5,7 @@
   memory and kernel release; each returns a record with a ``status`` (``ok``, ``missing``,
   ``unreadable: <reason>``, ``not applicable``) and never raises for a missing source;
 * :mod:`~pinlab.inspect.platform` -- :func:`to_platform` / :func:`plan_platform` map the PCI
-  tree, CPU and memory to a :class:`~pinlab.platform.topology.PlatformSpec`;
+  tree, CPU and memory to a :class:`~pinlab.platform.spec.PlatformSpec`;
   :func:`platform_text` and :func:`write_platform` write the file ``pinlab run --platform``
   accepts;
 * :mod:`~pinlab.inspect.summary` -- the ``pinlab inspect`` summary (rich or JSON) and the

@@ -1,7 +1,7 @@
 """Map the real host's PCI tree, CPU and memory to a pinlab platform file.
 
 :func:`plan_platform` turns what :mod:`pinlab.inspect.host` read into a
-:class:`~pinlab.platform.topology.PlatformSpec` plus the mapping it used (pinlab name ↔ PCI
+:class:`~pinlab.platform.spec.PlatformSpec` plus the mapping it used (pinlab name ↔ PCI
 address) and the assumptions it had to make; :func:`to_platform` returns just the spec;
 :func:`platform_text` writes it with :func:`~pinlab.platform.presets.dump_platform` behind a
 comment header, so :func:`~pinlab.platform.presets.load_platform` (``pinlab run --platform``)
@@ -72,7 +72,7 @@ from pinlab.inspect.host import (
 )
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import dump_platform
-from pinlab.platform.topology import (
+from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
     DisplaySpec,
@@ -457,7 +457,7 @@ def plan_platform(
             nics.append(
                 NicSpec(
                     name=nic_name,
-                    driver=nic,  # type: ignore[arg-type]  # "efa" | "mlx5"
+                    driver=nic,
                     parent=pinlab_parent(fn),
                     line_rate=rate,
                     odp=nic == "mlx5",

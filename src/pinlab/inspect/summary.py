@@ -3,7 +3,7 @@
 :func:`plan_host` maps a :class:`~pinlab.inspect.host.HostReport` to a platform;
 :func:`check_platform` proves the written file loads with
 :func:`~pinlab.platform.presets.load_platform` and builds with
-:func:`~pinlab.platform.topology.build` (what ``pinlab run --platform`` does);
+:func:`~pinlab.platform.builder.build` (what ``pinlab run --platform`` does);
 :func:`render_summary` prints the rich summary and :func:`summary_json` the same as JSON.
 The interpretation lines quote the kernel rules they rest on (``policy-semantics.md`` §1.2 for
 RLIMIT_MEMLOCK and CAP_IPC_LOCK, §2 for dmem, ``kernel-semantics.md`` §8.3 for the CPU rule).
@@ -29,8 +29,8 @@ from pinlab.inspect.host import (
 )
 from pinlab.inspect.platform import PlatformPlan, plan_platform
 from pinlab.kernel.profile import DEFAULT_PROFILE
+from pinlab.platform import PlatformSpec, build
 from pinlab.platform.presets import load_platform
-from pinlab.platform.topology import PlatformSpec, build
 from pinlab.units import fmt_size
 
 __all__ = ["PlatformCheck", "check_platform", "plan_host", "render_summary", "summary_json"]

@@ -2,14 +2,20 @@
 
 * :mod:`~pinlab.platform.cost` -- :class:`CostModel`, every parameter of ``cost-model.md``
   §2–§8 with unit, sweep range and source;
-* :mod:`~pinlab.platform.topology` -- :class:`PlatformSpec` (a declarative node) and
-  :func:`build`, which makes a :class:`Machine`: the kernel's PCI tree, the drivers in a
-  :class:`~pinlab.uapi.system.System`, and the link graph with :meth:`Machine.path`;
+* :mod:`~pinlab.platform.spec` -- :class:`PlatformSpec`, a declarative node (CPU, DRAM, PCIe
+  tree, devices, NICs, displays), validated against the driver registries;
+* :mod:`~pinlab.platform.topology` -- :class:`Machine`: the kernel's PCI tree, the drivers in a
+  :class:`~pinlab.uapi.system.System`, and the link graph (:class:`PlatformLink`) with
+  :meth:`Machine.path`, P2P path classes and capacities;
+* :mod:`~pinlab.platform.builder` -- :func:`build`, which makes a :class:`Machine` from a
+  :class:`PlatformSpec`, constructing each driver through its ``from_spec``;
 * :mod:`~pinlab.platform.cluster` -- N-node clusters (one kernel per node);
 * :mod:`~pinlab.platform.presets` -- ``dl1``, ``p4d``, ``workstation``, ``apu-laptop``,
-  ``cluster`` (``cost-model.md`` §9) and TOML platform files.
+  ``cluster`` (``cost-model.md`` §9), ``matrix`` (the machine of ``pinlab matrix``) and TOML
+  platform files.
 """
 
+from pinlab.platform.builder import build
 from pinlab.platform.cluster import Cluster, ClusterSpec, FabricSpec, build_cluster
 from pinlab.platform.cost import CostModel, P2pPathClass, ParamInfo, parameters
 from pinlab.platform.presets import (
@@ -20,28 +26,26 @@ from pinlab.platform.presets import (
     dl1,
     dump_platform,
     load_platform,
+    matrix,
     p4d,
     platform_from_dict,
     resolve_platform,
     workstation,
 )
-from pinlab.platform.topology import (
+from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
     DisplaySpec,
     DramSpec,
     HostBridgeSpec,
     InterSocketSpec,
-    Link,
     LinkSpec,
-    LinkUse,
-    Machine,
     NicSpec,
     PlatformSpec,
     SwitchSpec,
     WhitelistEntrySpec,
-    build,
 )
+from pinlab.platform.topology import LinkUse, Machine, PlatformLink
 
 __all__ = [
     "PRESETS",
@@ -56,13 +60,13 @@ __all__ = [
     "FabricSpec",
     "HostBridgeSpec",
     "InterSocketSpec",
-    "Link",
     "LinkSpec",
     "LinkUse",
     "Machine",
     "NicSpec",
     "P2pPathClass",
     "ParamInfo",
+    "PlatformLink",
     "PlatformSpec",
     "SwitchSpec",
     "WhitelistEntrySpec",
@@ -73,6 +77,7 @@ __all__ = [
     "dl1",
     "dump_platform",
     "load_platform",
+    "matrix",
     "p4d",
     "parameters",
     "platform_from_dict",

@@ -29,8 +29,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
+from pinlab.platform.builder import build
 from pinlab.platform.cost import CostModel
-from pinlab.platform.topology import Link, LinkUse, Machine, Name, PlatformSpec, build
+from pinlab.platform.spec import Name, PlatformSpec
+from pinlab.platform.topology import LinkUse, Machine, PlatformLink
 from pinlab.units import Duration, Rate
 
 __all__ = ["Cluster", "ClusterSpec", "FabricSpec", "build_cluster"]
@@ -92,7 +94,7 @@ class Cluster:
     base_cost: CostModel
     overrides: Mapping[str, object]
     clock: Callable[[], float] | None
-    fabric: dict[str, Link]
+    fabric: dict[str, PlatformLink]
     names: tuple[str, ...]
     _machines: dict[str, Machine] = field(default_factory=dict)
 
@@ -133,7 +135,7 @@ class Cluster:
         """``use`` of a node's link as a cluster-wide use (``node03/pcie:gaudi0``)."""
         return LinkUse(f"{node}/{use.link}", use.direction)
 
-    def link(self, name: str) -> Link:
+    def link(self, name: str) -> PlatformLink:
         """A fabric link, or a node link by qualified name ``"<node>/<link>"``."""
         if name in self.fabric:
             return self.fabric[name]
@@ -190,7 +192,7 @@ def build_cluster(
     name; default the node spec's suggested ``kernel``, else the default preset).
 
     The effective cost model is ``cost`` with the node's ``cost_overrides`` and then
-    ``overrides`` applied (as in :func:`~pinlab.platform.topology.build`); with ``lazy=False``
+    ``overrides`` applied (as in :func:`~pinlab.platform.builder.build`); with ``lazy=False``
     every node is built now.
     """
     if isinstance(kernel, Kernel):
@@ -202,9 +204,9 @@ def build_cluster(
     base = CostModel() if cost is None else cost
     merged = {**spec.node.cost_overrides, **(overrides or {})}
     eff = base.with_overrides(merged, source=f"cluster {spec.name}") if merged else base
-    fabric: dict[str, Link] = {}
+    fabric: dict[str, PlatformLink] = {}
     if spec.fabric.core_bandwidth is not None:
-        fabric["fabric:core"] = Link(
+        fabric["fabric:core"] = PlatformLink(
             "fabric:core",
             "fabric",
             MappingProxyType({"xfer": spec.fabric.core_bandwidth}),

@@ -17,7 +17,7 @@ the ``pcie.large_buffer_factor`` row), ``stage.mode`` (the two modes of §1 item
 ``pin.gpu_cost_per_byte`` (the "+ linear" of ``pin.gpu_cost``). Rows with no single number are
 not keys: ``restore.h2d.genN`` and ``swap.model`` are the methods :meth:`CostModel.restore_h2d`
 and :meth:`CostModel.swap_time`; ``uvm.oversubscription_spread`` is a remark; the two
-``pin.bar1_bytes`` rows are a device fact (``DeviceSpec.bar`` in :mod:`pinlab.platform.topology`;
+``pin.bar1_bytes`` rows are a device fact (``DeviceSpec.bar`` in :mod:`pinlab.platform.spec`;
 the consumer default is ``pin.bar1_consumer``); ``p2p.host_bridge_whitelist`` and
 ``cpu.vendor``/``cpu.family`` (§3.2) are platform facts (``PlatformSpec.cpu``,
 ``PlatformSpec.p2pdma_whitelist``).

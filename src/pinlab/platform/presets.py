@@ -1,8 +1,9 @@
 """Platform presets (``cost-model.md`` §9) and platform files.
 
-Each preset is a function returning a :class:`~pinlab.platform.topology.PlatformSpec` (or, for
+Each preset is a function returning a :class:`~pinlab.platform.spec.PlatformSpec` (or, for
 ``cluster``, a :class:`~pinlab.platform.cluster.ClusterSpec`); keyword parameters are the knobs
-a sweep turns (``dl1(efa_behind_switch=True)``, ``cluster(nodes=16)``). :data:`PRESETS` maps
+a sweep turns (``dl1(efa_behind_switch=True)``, ``cluster(nodes=16)``); ``matrix`` is the
+machine ``pinlab matrix`` builds for each exporter. :data:`PRESETS` maps
 their names to them. Values the doc marks [assumption] are modelling choices -- sweep them; the
 extra ones pinlab had to make are listed in each preset's docstring.
 
@@ -28,9 +29,10 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import ConfigDict, ValidationError, validate_call
 
+from pinlab.drivers import EXPORTERS
 from pinlab.errors import ConfigError, config_error
 from pinlab.platform.cluster import ClusterSpec, FabricSpec
-from pinlab.platform.topology import (
+from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
     DisplaySpec,
@@ -51,6 +53,7 @@ __all__ = [
     "dl1",
     "dump_platform",
     "load_platform",
+    "matrix",
     "p4d",
     "platform_from_dict",
     "resolve_platform",
@@ -355,6 +358,78 @@ def apu_laptop(
     )
 
 
+@validate_call(config=_CALL)
+def matrix(
+    *,
+    exporter: str = "amdgpu",
+    broken_mlx5: bool = False,
+    memory: Size = 256 * MiB,
+    kernel: str | None = None,
+) -> PlatformSpec:
+    """The machine of ``pinlab matrix`` (:mod:`pinlab.report.matrix`): one exporter and one
+    importer of every kind, all able to reach each other peer-to-peer.
+
+    * an AMD Zen host (host-bridge P2P allowed whatever the whitelist, K-83) with one root
+      complex ``rc0`` (AMD 0x1022:0x1480) and one PCIe switch ``sw0`` on a root port;
+    * ``gpu0``: the ``exporter`` driver with ``memory`` of device memory (256 MiB), 1 GiB GTT
+      and 2 GiB system domains where the driver has them, on the switch -- or, for a driver
+      whose memory is a carve-out of host DRAM (the APU), an integrated function on the root
+      bus; no GPU importer of its own;
+    * on the switch: ``efa0`` (EFA-like, pinned MRs), ``mlx5_0`` (mlx5-like with ODP; with
+      ``broken_mlx5`` the deliberately broken importer that ignores ``move_notify``, the
+      stale-DMA detector's negative control), ``mlx5_1`` (mlx5-like without ODP) and ``gpu1``,
+      a second amdgpu-like GPU (same sizes) that imports buffers (``gpu1:import``) and owns the
+      display engine ``display0`` -- dma-buf scanout happens on the *second* GPU in practice
+      (PRIME: one GPU renders, another scans out).
+
+    pinlab's assumptions beyond the matrix: host DRAM 64 GiB at 89.6 GB/s and the links'
+    default rates (the matrix measures placements, not bandwidth).
+    """
+    integrated = exporter in EXPORTERS and EXPORTERS[exporter].carve_out
+    return PlatformSpec(
+        name=f"matrix-{exporter}",
+        description="pinlab matrix: one exporter, an EFA, two mlx5 (ODP, no ODP), a GPU "
+        "importer with a display, below one PCIe switch",
+        kernel=kernel,
+        cpu=CpuSpec(vendor="amd", family=0x19, model="AMD Zen"),
+        dram=DramSpec(size=64 * GiB, bandwidth=parse_rate("89.6GB/s")),
+        host_bridges=(HostBridgeSpec(name="rc0", socket=0, vendor=_AMD, device=0x1480),),
+        switches=(SwitchSpec(name="sw0", parent="rc0"),),
+        devices=(
+            DeviceSpec(
+                name="gpu0",
+                driver=exporter,
+                parent="rc0" if integrated else "sw0",
+                rciep=integrated,
+                gpu_import=False,
+                memory=memory,
+                gtt=1 * GiB,
+                system=2 * GiB,
+            ),
+            DeviceSpec(
+                name="gpu1",
+                driver="amdgpu",
+                parent="sw0",
+                memory=memory,
+                gtt=1 * GiB,
+                system=2 * GiB,
+            ),
+        ),
+        nics=(
+            NicSpec(name="efa0", driver="efa", parent="sw0"),
+            NicSpec(
+                name="mlx5_0",
+                driver="mlx5",
+                parent="sw0",
+                odp=True,
+                driver_options={"ignore_move_notify": True} if broken_mlx5 else {},
+            ),
+            NicSpec(name="mlx5_1", driver="mlx5", parent="sw0"),
+        ),
+        displays=(DisplaySpec(name="display0", device="gpu1"),),
+    )
+
+
 @validate_call(config=ConfigDict(arbitrary_types_allowed=True))
 def cluster(
     *,
@@ -386,6 +461,7 @@ PRESETS: dict[str, Callable[..., AnySpec]] = {
     "workstation": workstation,
     "apu-laptop": apu_laptop,
     "cluster": cluster,
+    "matrix": matrix,
 }
 """Preset platforms by name (``pinlab run --platform NAME``)."""
 

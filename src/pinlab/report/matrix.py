@@ -13,25 +13,30 @@ userspace calls (:mod:`pinlab.uapi`), then reports what the kernel model did:
   the outcome for this exporter, importer and profile family (:func:`decided_by`). This column
   is a rule table written from the specification, not a trace; the outcome columns are measured.
 
-The machine (:func:`build_machine`): an AMD Zen host (host-bridge P2P allowed, K-83), one root
-port with a PCIe switch below it; on the switch the exporting GPU (``gpu0``), an EFA-like NIC
-(``efa0``), an mlx5-like NIC with ODP (``mlx5_0``), one without ODP (``mlx5_1``) and a second,
-amdgpu-like GPU (``gpu1``) that imports buffers (``gpu-import``) and owns the display engine
-(``display0``, a device below gpu1's PCI function). The display is on the *second* GPU because
-that is where dma-buf scanout happens in practice (PRIME: one GPU renders, another scans out);
-a display block of the exporting GPU itself would use the buffer directly, without dma-buf.
-The ``apu`` exporter is an integrated GPU, so it sits on the root bus (an RCiEP) instead of the
-switch; on a Zen host its P2P path through the host bridge is allowed all the same.
+The machine (:func:`build_machine`) is the platform preset
+:func:`~pinlab.platform.presets.matrix`, built by :func:`~pinlab.platform.build` exactly as a
+scenario's platform is: an AMD Zen host (host-bridge P2P allowed, K-83), one root port with a
+PCIe switch below it; on the switch the exporting GPU (``gpu0``), an EFA-like NIC (``efa0``),
+an mlx5-like NIC with ODP (``mlx5_0``), one without ODP (``mlx5_1``) and a second, amdgpu-like
+GPU (``gpu1``) that imports buffers (``gpu1:import``) and owns the display engine
+(``display0``). An exporter whose memory is a carve-out of host DRAM (the APU) is an
+integrated GPU on the root bus (an RCiEP) instead; on a Zen host its P2P path through the host
+bridge is allowed all the same.
 
-Buffers are 16 MiB in device memory. xe and i915 buffers are created with the placements
-``vram|system``, as userspace must create a buffer it wants to share: a VRAM-only xe BO cannot
-be pinned in TT (``-EINVAL``, K-53) and an LMEM-only i915 object cannot be attached at all
-(``-EOPNOTSUPP``, K-54).
+Rows are the exporters of :data:`pinlab.drivers.EXPORTERS`, columns the importers of
+:data:`pinlab.drivers.IMPORTERS` as the machine has them, in registration order; an RDMA driver
+with ODP support has one column per device (``mlx5-odp``, ``mlx5-no-odp``), each registering
+``IB_ACCESS_ON_DEMAND``. Whether an exporter is dynamic is read off its ``dma_buf_ops`` table,
+the checklist items off the drivers' declarations.
+
+Buffers are 16 MiB in device memory, created in the domain the exporter declares for a
+buffer meant to be shared: xe and i915 buffers get the placements ``vram|system``, as userspace
+must create a buffer it wants to share: a VRAM-only xe BO cannot be pinned in TT (``-EINVAL``,
+K-53) and an LMEM-only i915 object cannot be attached at all (``-EOPNOTSUPP``, K-54).
 """
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -39,61 +44,42 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuDevice
-from pinlab.drivers.apu import AmdgpuApuDevice
-from pinlab.drivers.base import ExporterDriver
+from pinlab.drivers.base import ExporterDriver, ImportPath
 from pinlab.drivers.display import DisplayEngine
-from pinlab.drivers.efa import EfaDevice
 from pinlab.drivers.gpu_import import GpuImporter
-from pinlab.drivers.habanalabs import HabanalabsDevice
-from pinlab.drivers.i915 import I915Device
-from pinlab.drivers.mlx5 import Mlx5Device
-from pinlab.drivers.nvidia_compute import NvidiaComputeDevice
-from pinlab.drivers.xe import XeDevice
-from pinlab.kernel.device import Device
+from pinlab.drivers.importer import Importer
+from pinlab.drivers.rdma import RdmaDevice
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pci import PCI_VENDOR_ID_AMD, X86_VENDOR_AMD, PciDev, PciTopology
 from pinlab.kernel.profile import (
     DEFAULT_PROFILE,
     CoreFamily,
     KernelProfile,
-    VramPinRule,
     get_profile,
 )
-from pinlab.kernel.ttm import TtmDevice
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_ON_DEMAND,
     IB_ACCESS_REMOTE_READ,
     IB_ACCESS_REMOTE_WRITE,
 )
+from pinlab.platform import Machine, build, presets
 from pinlab.uapi.process import Process
 from pinlab.uapi.system import System
+from pinlab.units import MiB
 
-MiB = 1 << 20
-GiB = 1 << 30
-
-EXPORTERS = ("amdgpu", "apu", "habanalabs", "nvidia-compute", "xe", "i915")
-"""Matrix rows, in display order."""
-IMPORTERS = ("efa", "mlx5-odp", "mlx5-no-odp", "display", "gpu-import")
-"""Matrix columns: EFA (pinned), mlx5 with ODP (ON_DEMAND), an mlx5 without ODP asked for
-ON_DEMAND, a display engine (static importer), a second GPU (dynamic importer)."""
-
-DYNAMIC_EXPORTERS = frozenset({"amdgpu", "apu", "nvidia-compute", "xe"})
-
-# device names on the matrix machine
+# device names on the matrix machine (pinlab.platform.presets.matrix)
 GPU = "gpu0"
 EFA = "efa0"
 MLX5 = "mlx5_0"
 MLX5_NO_ODP = "mlx5_1"
 DISPLAY = "display0"
-GPU_IMPORT = "gpu1"
+GPU_IMPORT = "gpu1:import"
 
 BUFFER_SIZE = 16 * MiB
 DEVICE_MEMORY = 256 * MiB
-BUFFER_DOMAIN = types.MappingProxyType({"xe": "vram|system", "i915": "vram|system"})
-"""``create_buffer`` domain per exporter (default ``"vram"``), see the module docstring."""
 
 ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE
 
@@ -109,57 +95,36 @@ _OUTCOME = {
 
 @dataclass
 class MatrixMachine:
-    """One matrix machine: the userspace view (:attr:`system`) and the drivers in it."""
+    """One matrix machine (:attr:`machine`) and the roles the matrix gives its devices."""
 
-    system: System
-    exporter: ExporterDriver
-    importer_gpu: AmdgpuDevice
+    machine: Machine
+
+    @property
+    def system(self) -> System:
+        return self.machine.system
 
     @property
     def kernel(self) -> Kernel:
-        return self.system.kernel
+        return self.machine.kernel
 
-    def ttm_devices(self) -> list[TtmDevice]:
-        """Every TTM device on the machine (their copy queues hold the pending moves)."""
-        out = [self.importer_gpu.bdev]
-        bdev = getattr(self.exporter, "bdev", None)
-        if isinstance(bdev, TtmDevice):
-            out.insert(0, bdev)
-        return out
+    @property
+    def exporter(self) -> ExporterDriver:
+        """The exporter under test (``gpu0``)."""
+        return self.machine.exporters[GPU]
+
+    @property
+    def importer_gpu(self) -> AmdgpuDevice:
+        """The GPU behind the GPU importer (``gpu1``)."""
+        return self.system.gpu_importer(GPU_IMPORT).adev
 
     def settle(self, *procs: Process) -> int:
         """Let time pass: every queued copy finishes (its fence signals) and the processes'
         collected waits are dropped. Returns the number of copies run."""
-        n = sum(bdev.run_copies() for bdev in self.ttm_devices())
+        n = sum(bdev.run_copies() for bdev in self.machine.ttm_devices())
         for proc in procs:
             proc.take_waits()
         self.kernel.take_waits()
         return n
-
-
-def _exporter(name: str, kernel: Kernel, pdev: PciDev) -> ExporterDriver:
-    vram, gtt, system = DEVICE_MEMORY, 1 * GiB, 2 * GiB
-    factories: dict[str, Callable[[], ExporterDriver]] = {
-        "amdgpu": lambda: AmdgpuDevice(
-            kernel, pdev, vram_size=vram, gtt_size=gtt, system_size=system
-        ),
-        "apu": lambda: AmdgpuApuDevice(
-            kernel, pdev, vram_size=vram, gtt_size=gtt, system_size=system
-        ),
-        "habanalabs": lambda: HabanalabsDevice(kernel, pdev, hbm_size=vram),
-        "nvidia-compute": lambda: NvidiaComputeDevice(
-            kernel, pdev, vram_size=vram, gtt_size=gtt, system_size=system
-        ),
-        "xe": lambda: XeDevice(kernel, pdev, vram_size=vram, gtt_size=gtt, system_size=system),
-        "i915": lambda: I915Device(kernel, pdev, lmem_size=vram, system_size=system),
-    }
-    try:
-        factory = factories[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown exporter {name!r} (expected one of {', '.join(EXPORTERS)})"
-        ) from None
-    return factory()
 
 
 def build_machine(
@@ -173,36 +138,14 @@ def build_machine(
 
     ``broken_mlx5`` builds ``mlx5_0`` as the deliberately broken importer that ignores
     ``move_notify`` (the stale-DMA detector's negative control); ``clock`` stamps stale-DMA
-    incidents. Raises ``ValueError`` for an exporter the profile does not have (xe before 6.8).
+    incidents. Raises ``ValueError`` for an unknown exporter or one the profile does not have
+    (xe before 6.8).
     """
+    if exporter not in EXPORTERS:
+        raise ValueError(f"unknown exporter {exporter!r} (expected one of {', '.join(EXPORTERS)})")
     prof = get_profile(profile) if isinstance(profile, str) else profile
-    # the profile's CONFIG_PCI_P2PDMA switch is a property of the PCI topology in pinlab.kernel
-    topo = PciTopology(cpu_vendor=X86_VENDOR_AMD, cpu_family=0x19, p2pdma_enabled=prof.pci_p2pdma)
-    hb = topo.add_host_bridge(PCI_VENDOR_ID_AMD, 0x1480)
-    switch = hb.add_root_port().add_switch(5)
-    ports = switch.downstream_ports
-    if exporter == "apu":
-        gpu_fn = hb.add_endpoint(label="gpu0")  # the integrated GPU: an RCiEP
-    else:
-        gpu_fn = ports[0].add_endpoint(label="gpu0")
-    efa_fn = ports[1].add_endpoint(label="nic0")
-    mlx5_fn = ports[2].add_endpoint(label="nic1")
-    mlx5_no_odp_fn = ports[3].add_endpoint(label="nic2")
-    gpu1_fn = ports[4].add_endpoint(label="gpu1")
-
-    kernel = Kernel(prof)
-    system = System(kernel, clock=clock)
-    driver = _exporter(exporter, kernel, gpu_fn)
-    system.add_exporter(GPU, driver)
-    system.add_nic(EFA, EfaDevice(kernel, efa_fn, name="efa_0"))
-    system.add_nic(MLX5, Mlx5Device(kernel, mlx5_fn, name="mlx5_0", ignore_move_notify=broken_mlx5))
-    system.add_nic(MLX5_NO_ODP, Mlx5Device(kernel, mlx5_no_odp_fn, name="mlx5_1", odp=False))
-    gpu1 = AmdgpuDevice(
-        kernel, gpu1_fn, vram_size=DEVICE_MEMORY, gtt_size=1 * GiB, system_size=2 * GiB
-    )
-    system.add_gpu_importer(GPU_IMPORT, GpuImporter(gpu1))
-    system.add_display(DISPLAY, DisplayEngine(kernel, Device("display0", gpu1_fn)))
-    return MatrixMachine(system, driver, gpu1)
+    spec = presets.matrix(exporter=exporter, broken_mlx5=broken_mlx5, memory=DEVICE_MEMORY)
+    return MatrixMachine(build(spec, prof, clock=clock))
 
 
 def matrix_profile(name: str = DEFAULT_PROFILE, move_notify: bool = False) -> KernelProfile:
@@ -212,6 +155,70 @@ def matrix_profile(name: str = DEFAULT_PROFILE, move_notify: bool = False) -> Ke
     if move_notify and prof.move_notify_is_option:
         prof = prof.with_(move_notify=True)
     return prof
+
+
+# -- the columns: the importers of the machine -----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One importer of the matrix machine: its column ``label``, its name in the
+    :class:`~pinlab.uapi.system.System` and the driver instance."""
+
+    label: str
+    device: str
+    importer: Importer
+
+    @property
+    def access(self) -> int:
+        """The access flags a NIC registers with: ``IB_ACCESS_ON_DEMAND`` where its driver
+        supports ODP, so the ODP path (or its refusal) is what the column shows."""
+        nic = self.importer
+        if isinstance(nic, RdmaDevice) and nic.supports_odp:
+            return ACCESS | IB_ACCESS_ON_DEMAND
+        return ACCESS
+
+    @property
+    def path(self) -> ImportPath | None:
+        """How the import reaches the dma-buf core; None when refused before it."""
+        if isinstance(self.importer, RdmaDevice):
+            return self.importer.mr_path(self.access)
+        return self.importer.import_path
+
+    def items(self, exporter_dynamic: bool) -> tuple[str, ...]:
+        """The importer's checklist items for its path into the core."""
+        if isinstance(self.importer, RdmaDevice):
+            return self.importer.mr_checklist_items(self.access, exporter_dynamic)
+        return self.importer.checklist_items(exporter_dynamic)
+
+
+def columns(m: MatrixMachine) -> list[Column]:
+    """The machine's importers in registry order; an RDMA driver with ODP support gives one
+    column per device, ``<driver>-odp`` / ``<driver>-no-odp``."""
+    system = m.system
+    engines: list[tuple[str, Importer]] = [
+        *system.nics.items(),
+        *system.displays.items(),
+        *system.gpu_importers.items(),
+    ]
+    out: list[Column] = []
+    for cls in IMPORTERS.values():
+        for device, importer in engines:
+            if type(importer) is not cls:
+                continue
+            label = importer.driver_name
+            if isinstance(importer, RdmaDevice) and importer.supports_odp:
+                label += "-odp" if importer.odp else "-no-odp"
+            out.append(Column(label, device, importer))
+    return out
+
+
+def column(m: MatrixMachine, label: str) -> Column:
+    """The column ``label`` of the machine (``ValueError`` for an unknown one)."""
+    found = {c.label: c for c in columns(m)}
+    if label not in found:
+        raise ValueError(f"unknown importer {label!r} (expected one of {', '.join(found)})")
+    return found[label]
 
 
 # -- one cell --------------------------------------------------------------------------------
@@ -267,49 +274,42 @@ def error_stage(exc: BaseException) -> str:
     return "registration"
 
 
-def _import(m: MatrixMachine, importer: str, proc: Process, fd: int) -> tuple[str, bool]:
+def _import(m: MatrixMachine, col: Column, proc: Process, fd: int) -> tuple[str, bool]:
     """Import ``fd`` through the uapi, let the copies finish, and touch the buffer once from
     the importing device. Returns (memory, p2p) of the importer's mapping."""
-    if importer in ("efa", "mlx5-odp", "mlx5-no-odp"):
-        nic, access = {
-            "efa": (EFA, ACCESS),
-            "mlx5-odp": (MLX5, ACCESS | IB_ACCESS_ON_DEMAND),
-            "mlx5-no-odp": (MLX5_NO_ODP, ACCESS | IB_ACCESS_ON_DEMAND),
-        }[importer]
-        mr = proc.ibv_reg_dmabuf_mr(nic, fd, 0, BUFFER_SIZE, access)
+    importer = col.importer
+    if isinstance(importer, RdmaDevice):
+        mr = proc.ibv_reg_dmabuf_mr(col.device, fd, 0, BUFFER_SIZE, col.access)
         m.settle(proc)
         result = proc.nic_dma(mr)
         return result.memory, result.p2p
-    if importer == "display":
-        scanout = proc.set_scanout(DISPLAY, fd)
+    if isinstance(importer, DisplayEngine):
+        scanout = proc.set_scanout(col.device, fd)
         m.settle(proc)
-        m.system.display(DISPLAY).scan_frame(scanout)
+        importer.scan_frame(scanout)
         return scanout.sgt.memory, scanout.sgt.p2p
-    if importer == "gpu-import":
-        handle = proc.prime_fd_to_handle(GPU_IMPORT, fd)
+    if isinstance(importer, GpuImporter):
+        handle = proc.prime_fd_to_handle(col.device, fd)
         m.settle(proc)
         access_ = proc.gpu_access(handle)
         return access_.memory, access_.p2p
-    raise ValueError(f"unknown importer {importer!r} (expected one of {', '.join(IMPORTERS)})")
+    raise ValueError(f"the matrix has no userspace path into {importer.driver_name}")
 
 
 def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
     """Build the machine, create + export + import + pin + map through the uapi, report."""
-    try:
-        m = build_machine(exporter, profile)
-    except ValueError:
-        if exporter == "xe" and not profile.xe_available:
-            return Cell(exporter, importer, f"n/a in {profile.name}", None, None, None, ())
-        raise
+    if exporter in EXPORTERS and not EXPORTERS[exporter].exists_in(profile):
+        return Cell(exporter, importer, f"n/a in {profile.name}", None, None, None, ())
+    m = build_machine(exporter, profile)
+    col = column(m, importer)
+    driver = m.exporter
     proc = m.system.spawn("matrix")
-    handle = proc.gem_create(
-        GPU, BUFFER_SIZE, BUFFER_DOMAIN.get(exporter, "vram"), name=f"{exporter}-buf"
-    )
+    handle = proc.gem_create(GPU, BUFFER_SIZE, driver.shareable_domain, name=f"{exporter}-buf")
     fd = proc.prime_handle_to_fd(handle)
     m.settle(proc)  # the buffer's clear job
     buf = proc.buffer(handle)
     try:
-        memory, p2p = _import(m, importer, proc, fd)
+        memory, p2p = _import(m, col, proc, fd)
     except KernelError as e:
         stage = error_stage(e)
         cell = Cell(
@@ -319,7 +319,7 @@ def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
             buf.location,
             None,
             buf.pinned,
-            decided_by(exporter, importer, profile, refused=True),
+            decided_by(driver, col, profile, refused=True),
             stage,
             str(e.errno),
             str(e),
@@ -333,7 +333,7 @@ def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
             location,
             p2p,
             buf.pinned,
-            decided_by(exporter, importer, profile),
+            decided_by(driver, col, profile),
             incidents=len(m.system.detector),
         )
         assert memory == location, f"{exporter}/{importer}: mapped {memory}, buffer in {location}"
@@ -345,38 +345,26 @@ def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
 
 
 def decided_by(
-    exporter: str, importer: str, profile: KernelProfile, *, refused: bool = False
+    exporter: ExporterDriver, importer: Column, profile: KernelProfile, *, refused: bool = False
 ) -> tuple[str, ...]:
     """The checklist items (and sections) that decide ``exporter`` × ``importer`` under
-    ``profile``: the importer's path into the core, what the core does for that kind of
-    attachment in this profile family, and the exporter rule that places the buffer.
+    ``profile``: the importer's path into the core (declared by the importer), what the core
+    does for that kind of attachment in this profile family, and the exporter's rule that
+    places the buffer (declared by the exporter).
 
     Written from ``kernel-semantics.md``; ``model`` marks a pinlab position model with no
     upstream item (the nvidia-compute exporter, the APU's always-GTT pin).
     """
-    if importer == "mlx5-no-odp":
-        return ("§6",)  # -EOPNOTSUPP before anything is imported
+    dynamic_e = exporter.dynamic
+    path = importer.path
+    items = list(importer.items(dynamic_e))
+    if path is None:
+        return tuple(items)  # refused before anything is imported
     caching = profile.cache_sgt_at_attach
-    dynamic_e = exporter in DYNAMIC_EXPORTERS
     map_pins = dynamic_e and not profile.move_notify  # K-34 / K-26 for a dynamic importer
-    items: list[str] = []
-
-    # how the importer reaches the core
-    path = {"efa": "pin", "mlx5-odp": "dynamic", "gpu-import": "dynamic", "display": "static"}[
-        importer
-    ]
-    if importer == "efa":
-        items += ["K-45"] if dynamic_e else ["K-45", "K-93", "K-20"]
-    elif importer == "mlx5-odp":
-        items += ["K-43", "K-42"]
-    elif importer == "display":
-        if dynamic_e:
-            items += ["K-13"] if caching else ["K-25"]
-        else:
-            items += ["K-97"]
 
     # what the core adds for dynamic attachments; a static one never has peer2peer (K-9)
-    if path == "static":
+    if path is ImportPath.STATIC:
         items.append("K-9")
     elif not dynamic_e and caching:
         items.append("K-14")  # dynamic A on a static E: mapped (and cached) at attach
@@ -386,27 +374,8 @@ def decided_by(
             items.append("K-69")
 
     # the exporter's rule: where pin (or an unpinned map) puts the buffer
-    placed_by = "pin" if path in ("pin", "static") or map_pins else "map"
-    if exporter == "amdgpu":
-        if path == "dynamic":
-            items.append("K-77")
-        if path != "static":
-            items.append("K-48")
-        items.append("K-49" if placed_by == "pin" else "K-51")
-    elif exporter == "apu":
-        items += ["K-49", "model"] if placed_by == "pin" else ["K-51"]
-    elif exporter == "habanalabs":
-        items.append("K-52")
-        if refused and path != "static":
-            items.append("K-75")
-    elif exporter == "nvidia-compute":
-        items.append("model")
-    elif exporter == "xe":
-        items.append("K-53" if placed_by == "pin" else "K-81")
-        if placed_by == "pin" and profile.xe_vram_pin is not VramPinRule.NEVER:
-            items.append("§7.3")  # 7.1: VRAM when every attachment is P2P
-    elif exporter == "i915":
-        items.append("K-54")
+    by_pin = path is not ImportPath.DYNAMIC or map_pins
+    items += exporter.checklist_items(path, by_pin=by_pin, refused=refused)
     return tuple(dict.fromkeys(items))
 
 
@@ -419,6 +388,16 @@ class Matrix:
 
     profile: KernelProfile
     cells: tuple[Cell, ...]
+
+    @property
+    def exporters(self) -> list[str]:
+        """The rows, in order."""
+        return list(dict.fromkeys(c.exporter for c in self.cells))
+
+    @property
+    def importers(self) -> list[str]:
+        """The columns, in order."""
+        return list(dict.fromkeys(c.importer for c in self.cells))
 
     def cell(self, exporter: str, importer: str) -> Cell:
         for c in self.cells:
@@ -447,17 +426,24 @@ class Matrix:
         return {
             "profile": self.profile.name,
             "move_notify": self.profile.move_notify,
-            "exporters": list(EXPORTERS),
-            "importers": list(IMPORTERS),
+            "exporters": self.exporters,
+            "importers": self.importers,
             "notes": self.notes(),
             "cells": [c.to_json() for c in self.cells],
         }
 
 
+def column_labels(profile: KernelProfile) -> list[str]:
+    """The matrix's columns under ``profile``: the importers of its machine (:func:`columns`)."""
+    exporter = next(name for name, cls in EXPORTERS.items() if cls.exists_in(profile))
+    return [c.label for c in columns(build_machine(exporter, profile))]
+
+
 def build_matrix(profile: KernelProfile | str = DEFAULT_PROFILE) -> Matrix:
     """Run every exporter × importer cell under ``profile``."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
-    cells = tuple(run_cell(e, i, prof) for e in EXPORTERS for i in IMPORTERS)
+    labels = column_labels(prof)
+    cells = tuple(run_cell(e, i, prof) for e in EXPORTERS for i in labels)
     return Matrix(prof, cells)
 
 
@@ -479,12 +465,6 @@ def _key(c: Cell) -> tuple[str, bool | None, bool | None]:
     return c.outcome, c.p2p, c.pinned
 
 
-def differing(matrix: Matrix, alt: Matrix) -> list[tuple[Cell, Cell]]:
-    """Cells whose outcome, P2P or pin state changes between two matrices of one machine."""
-    pairs = [(c, alt.cell(c.exporter, c.importer)) for c in matrix.cells]
-    return [(c, a) for c, a in pairs if _key(c) != _key(a)]
-
-
 def render_matrix(matrix: Matrix, console: Console, alt: Matrix | None = None) -> None:
     """Print the matrix as a rich table followed by its notes.
 
@@ -501,10 +481,10 @@ def render_matrix(matrix: Matrix, console: Console, alt: Matrix | None = None) -
     )
     for col in ("exporter", "importer", "outcome", "P2P", "pinned", "decided by"):
         table.add_column(col)
-    for i, exporter in enumerate(EXPORTERS):
+    for i, exporter in enumerate(matrix.exporters):
         if i:
             table.add_section()
-        for j, importer in enumerate(IMPORTERS):
+        for j, importer in enumerate(matrix.importers):
             c = matrix.cell(exporter, importer)
             style = "red" if c.refused else ("dim" if c.memory is None else None)
             outcome, p2p, pinned = c.outcome, _yes_no(c.p2p), _yes_no(c.pinned)

@@ -143,7 +143,7 @@ def _devices(sim: Simulation, m: dict[str, Metric]) -> None:
             driver = drivers[dev]
             prefix = f"device/{node_name}/{dev}"
             base = f"device.{node_name}/{dev}"
-            bdev = getattr(driver, "bdev", None)
+            bdev = driver.bdev
             regions = driver.regions()
             if not any(_region_used(rec.series, prefix, r.name, r.used) for r in regions):
                 continue
@@ -188,7 +188,7 @@ def _devices(sim: Simulation, m: dict[str, Metric]) -> None:
                 "bytes moved by its copy engine",
             )
             m[f"{base}.move_notifies"] = Metric(
-                int(getattr(driver, "move_notifies", 0)), "count", "move_notify calls it sent"
+                driver.move_notifies, "count", "move_notify calls it sent"
             )
 
 
@@ -202,8 +202,8 @@ def _nics(sim: Simulation, m: dict[str, Metric]) -> None:
     for node_name, node in sim.nodes.items():
         for name in sorted(node.machine.system.nics):
             nic = node.machine.system.nics[name]
-            faults = int(getattr(nic, "faults", 0))
-            inval = int(getattr(nic, "invalidations", 0))
+            faults = nic.faults
+            inval = nic.invalidations
             reset = int(rec.counters.get(f"nic/{node_name}/{name}/reset_mrs", 0))
             if not (faults or inval or reset):
                 continue

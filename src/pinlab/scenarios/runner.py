@@ -351,9 +351,7 @@ def _apply_policy(
             doc.pop("regions", None)
         config = validate_policy(doc, source)
         ttm = [
-            bdev
-            for d in node.machine.exporters.values()
-            if isinstance(bdev := getattr(d, "bdev", None), TtmDevice)
+            bdev for d in node.machine.exporters.values() if isinstance(bdev := d.bdev, TtmDevice)
         ]
         try:
             applied[name] = apply_policy(

@@ -95,7 +95,7 @@ from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.cost import CostModel
 from pinlab.platform.presets import AnySpec, load_platform, platform_from_dict
-from pinlab.platform.topology import (
+from pinlab.platform.spec import (
     PlatformSpec,
 )
 from pinlab.policy.config import PolicyConfig, PolicyError, parse_policy

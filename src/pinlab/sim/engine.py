@@ -35,8 +35,8 @@ from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
 from pinlab.kernel.ttm import CopyJob, TtmDevice
+from pinlab.platform import LinkUse, Machine, PlatformSpec, build
 from pinlab.platform.cluster import Cluster, ClusterSpec, build_cluster
-from pinlab.platform.topology import LinkUse, Machine, PlatformSpec, build
 from pinlab.sim.copy_engine import CopyEngine, CopyRates
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
@@ -152,7 +152,7 @@ class Simulation:
         machine = node.machine
         cost = machine.cost
         for name, driver in machine.exporters.items():
-            bdev = getattr(driver, "bdev", None)
+            bdev = driver.bdev
             if not isinstance(bdev, TtmDevice):
                 continue  # static exporters (habanalabs) never move memory
             spec = machine.spec.device(name)
@@ -323,7 +323,7 @@ class Simulation:
     def _trace_move_notify(self, node: str, dev: str, driver: ExporterDriver, now: float) -> None:
         """A ``move_notify`` instant on the device's track when its count grew since the last
         sample (trace only; ``summary.json`` counts them itself)."""
-        count = int(getattr(driver, "move_notifies", 0))
+        count = driver.move_notifies
         before = self._move_notifies.get((node, dev), 0)
         if count > before:
             self.recorder.instant(

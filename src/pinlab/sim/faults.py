@@ -40,7 +40,7 @@ def _uses_device(tenant_proc: object, device: str, displays: set[str]) -> bool:
 
     assert isinstance(tenant_proc, Process)
     proc = tenant_proc
-    if any(getattr(g.driver, "name", None) == device for g in proc.handles.values()):
+    if any(g.driver.name == device for g in proc.handles.values()):
         return True
     if any(mr.nic.name == device for mr in proc.mrs.values()):
         return True

@@ -274,7 +274,7 @@ class Process(Task):
         with self._syscall("ibv_reg_mr"):
             umem: rlimit.IbUmem | rlimit.IbUmemOdp
             device = self.system.nic(nic) if nic is not None else None
-            if access & IB_ACCESS_ON_DEMAND and getattr(device, "odp", False):
+            if access & IB_ACCESS_ON_DEMAND and device is not None and device.odp:
                 umem = rlimit.ib_umem_odp_get(self, offset, length, access)
             else:
                 umem = rlimit.ib_umem_get(self, offset, length, access)

@@ -1,0 +1,520 @@
+"""Declarative platform descriptions: what one node is made of.
+
+A :class:`PlatformSpec` (pydantic, frozen) describes one node: the CPU, host DRAM per socket,
+root complexes (host bridges, whose vendor/device IDs the P2PDMA whitelist matches), PCIe
+switches, devices (each an exporter from :data:`pinlab.drivers.EXPORTERS`), RDMA NICs (each an
+RDMA driver from :data:`pinlab.drivers.IMPORTERS`), displays, the inter-socket link, and
+optional cost-model overrides that belong to the platform (the desktop's 0.45 root-complex P2P
+factor, ``cost-model.md`` §9.3). Driver names are checked against the registries, and what
+depends on the driver (whether device memory is a carve-out of host DRAM, whether a NIC can
+do ODP) is read off what the driver class declares.
+
+:func:`~pinlab.platform.builder.build` turns a spec into a
+:class:`~pinlab.platform.topology.Machine`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from pinlab.drivers import EXPORTERS, IMPORTERS
+from pinlab.drivers.rdma import RdmaDevice
+from pinlab.errors import ConfigError
+from pinlab.kernel.pci import (
+    PCI_ANY_ID,
+    PCI_P2PDMA_WHITELIST_V6_0,
+    X86_VENDOR_AMD,
+    X86_VENDOR_INTEL,
+    P2pdmaWhitelistEntry,
+    P2pdmaWhitelistFlag,
+)
+from pinlab.platform.cost import CostModel
+from pinlab.units import Duration, LineRate, PciId, Rate, Size
+
+__all__ = [
+    "CpuSpec",
+    "DeviceSpec",
+    "DisplaySpec",
+    "DramSpec",
+    "HostBridgeSpec",
+    "InterSocketSpec",
+    "LinkSpec",
+    "Name",
+    "NicSpec",
+    "PlatformSpec",
+    "SwitchSpec",
+    "WhitelistEntrySpec",
+    "nic_driver",
+]
+
+# -- field types ---------------------------------------------------------------------------------
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
+
+
+def _check_name(value: object) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise PydanticCustomError(
+            "pinlab_name",
+            "expected a name of letters, digits, '_', '.', '+' or '-' starting with a letter, "
+            "found {found}",
+            {"found": repr(value)},
+        )
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_check_name)]
+"""A device/switch/bridge name: used in link names (``pcie:<name>``) and on the command line."""
+
+
+def _cpu_family(value: object) -> int:
+    try:
+        n = int(value, 0) if isinstance(value, str) else value
+    except ValueError:
+        n = None
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 0xFF:
+        raise PydanticCustomError(
+            "pinlab_family",
+            'expected a CPU family number like 6 or "0x19", found {found}',
+            {"found": repr(value)},
+        )
+    return n
+
+
+CpuFamily = Annotated[
+    int, BeforeValidator(_cpu_family), PlainSerializer(lambda n: f"0x{n:x}", return_type=str)
+]
+
+PcieGen = Literal[3, 4, 5]
+PcieWidth = Literal[1, 2, 4, 8, 16]
+
+
+def nic_driver(name: str) -> type[RdmaDevice]:
+    """The RDMA driver registered as ``name`` (``KeyError`` for any other name)."""
+    cls = IMPORTERS.get(name)
+    if cls is None or not issubclass(cls, RdmaDevice):
+        raise KeyError(name)
+    return cls
+
+
+def _registered(value: str, names: Iterable[str], kind: str) -> str:
+    known = sorted(names)
+    if value not in known:
+        raise PydanticCustomError(
+            "pinlab_driver",
+            "expected {kind} ({expected}), found {found}",
+            {"kind": kind, "expected": ", ".join(known), "found": repr(value)},
+        )
+    return value
+
+
+def _exporter_driver(value: str) -> str:
+    return _registered(value, EXPORTERS, "an exporter driver")
+
+
+def _rdma_driver(value: str) -> str:
+    rdma = (name for name, cls in IMPORTERS.items() if issubclass(cls, RdmaDevice))
+    return _registered(value, rdma, "an RDMA driver")
+
+
+ExporterName = Annotated[str, AfterValidator(_exporter_driver)]
+"""The name of a registered exporter driver (:data:`pinlab.drivers.EXPORTERS`)."""
+RdmaDriverName = Annotated[str, AfterValidator(_rdma_driver)]
+"""The name of a registered RDMA driver (an :class:`RdmaDevice` in ``IMPORTERS``)."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# -- the description ------------------------------------------------------------------------------
+
+
+class CpuSpec(_Spec):
+    """The host CPU: what ``cpu_supports_p2pdma()`` reads (``kernel-semantics.md`` §8.3).
+
+    ``vendor`` ``"amd"`` with ``family`` ≥ 0x17 (Zen) routes P2P through the host bridge
+    whatever the whitelist says; ``"intel"`` (family 6) depends on the whitelist.
+    """
+
+    vendor: Literal["intel", "amd", "other"] = Field(
+        default="intel", description="CPU vendor (CPUID GenuineIntel / AuthenticAMD)"
+    )
+    family: CpuFamily = Field(
+        default=6, description="CPU family (boot_cpu_data.x86): 6 Intel, 0x19 Zen 3/4"
+    )
+    model: str = Field(default="", description="free text, for reports")
+    sockets: int = Field(default=1, ge=1, le=8, description="number of sockets (NUMA nodes)")
+
+    @property
+    def x86_vendor(self) -> str:
+        """The CPUID vendor string the PCI model takes."""
+        return {"intel": X86_VENDOR_INTEL, "amd": X86_VENDOR_AMD}.get(self.vendor, "Other")
+
+
+class DramSpec(_Spec):
+    """Host DRAM of each socket (``cost-model.md`` §5 table; §9 presets)."""
+
+    size: Size = Field(description="memory per socket")
+    bandwidth: Rate = Field(
+        description="theoretical bandwidth per socket (8 B × MT/s × channels); "
+        "usable = × dram.efficiency"
+    )
+
+
+class HostBridgeSpec(_Spec):
+    """A root complex (``struct pci_host_bridge``) on a socket.
+
+    ``vendor``/``device`` are the IDs of its 00.0 function, which the P2PDMA whitelist matches
+    (Skylake-E 0x2030–0x2033 are listed; ``kernel-semantics.md`` §8.3).
+    """
+
+    name: Name
+    socket: int = Field(default=0, ge=0, description="socket (NUMA node) of this root complex")
+    vendor: PciId = Field(default=0x8086, description="host bridge function vendor ID")
+    device: PciId = Field(default=0, description="host bridge function device ID")
+
+
+class LinkSpec(_Spec):
+    """Overrides for one PCIe link; unset fields are derived from gen × width (§2.1)."""
+
+    up: Rate | None = Field(default=None, description="device → host capacity")
+    down: Rate | None = Field(default=None, description="host → device capacity")
+    latency: Duration | None = Field(default=None, description="one-way latency (default 0)")
+
+
+class SwitchSpec(_Spec):
+    """A PCIe switch below a host bridge (on its own root port) or below another switch.
+
+    ``gen``/``width`` are its upstream link's; downstream ports are created per child.
+    ``acs_redirect`` sets ACS P2P redirect on the downstream ports, forcing peer traffic between
+    its children up to the root complex (``kernel-semantics.md`` §8.2 item 4).
+    """
+
+    name: Name
+    parent: Name = Field(description="host bridge or switch this switch hangs below")
+    gen: PcieGen = 4
+    width: PcieWidth = 16
+    acs_redirect: bool = False
+    vendor: PciId = Field(default=0x10B5, description="switch vendor ID (default Broadcom/PLX)")
+    device: PciId = 0
+    link: LinkSpec | None = None
+
+
+class DeviceSpec(_Spec):
+    """An accelerator or GPU driven by an exporter from :data:`pinlab.drivers.EXPORTERS`.
+
+    ``memory`` is the device memory the driver manages (HBM, VRAM, LMEM, an APU's carve-out);
+    ``gtt``/``system`` size the TTM GTT and SYSTEM domains where the driver has them (driver
+    defaults when unset). ``bar`` is the CPU/peer-visible BAR window: ``pin.bar1_bytes``
+    (``cost-model.md`` §6.3) -- a datacenter part's BAR equals its memory (unset), a consumer
+    part's is typically ``pin.bar1_consumer`` (256 MiB); the nvidia-compute model enforces it,
+    amdgpu's model does not yet (``drivers/amdgpu.py``). Each driver maps these sizes to its
+    own constructor arguments (``ExporterDriver.from_spec``); sizes a driver has no domain for
+    are not used. ``driver_options`` are passed to the driver constructor as keyword arguments
+    (``strict_p2p``, ``dram_page_size`` ...).
+    """
+
+    name: Name
+    driver: ExporterName = Field(description="exporter name in pinlab.drivers.EXPORTERS")
+    parent: Name = Field(description="host bridge or switch the device hangs below")
+    memory: Size = Field(description="device memory (HBM/VRAM/LMEM/carve-out)")
+    memory_bandwidth: Rate | None = Field(default=None, description="spec device-memory bandwidth")
+    gtt: Size | None = None
+    system: Size | None = None
+    bar: Size | None = Field(default=None, description="BAR window (default: = memory)")
+    gen: PcieGen = 4
+    width: PcieWidth = 16
+    rciep: bool = Field(
+        default=False, description="root-complex integrated endpoint (an APU's iGPU)"
+    )
+    carve_out: bool | None = Field(
+        default=None,
+        description="device memory is carved out of host DRAM (default: what the driver "
+        "declares, true for 'apu')",
+    )
+    gpu_import: bool | None = Field(
+        default=None,
+        description="register a GPU importer too (default: drivers that import dma-bufs, "
+        "the amdgpu family)",
+    )
+    vendor: PciId = 0
+    device: PciId = 0
+    link: LinkSpec | None = None
+    driver_options: dict[str, bool | int | str] = Field(default_factory=dict)
+
+    @property
+    def is_carve_out(self) -> bool:
+        """Whether device memory is host DRAM (``carve_out``, else what the driver declares)."""
+        return EXPORTERS[self.driver].carve_out if self.carve_out is None else self.carve_out
+
+    @property
+    def wants_gpu_import(self) -> bool:
+        """Whether a GPU importer is registered on the device (``gpu_import``, else whether
+        the driver imports dma-bufs)."""
+        if self.gpu_import is None:
+            return EXPORTERS[self.driver].imports_dmabufs
+        return self.gpu_import
+
+    @property
+    def bar_size(self) -> int:
+        """The BAR window in bytes (``bar``, or the whole memory)."""
+        return self.memory if self.bar is None else self.bar
+
+
+class NicSpec(_Spec):
+    """An RDMA NIC driven by an RDMA driver from :data:`pinlab.drivers.IMPORTERS`: ``efa``
+    (pinned dma-buf MRs only) or ``mlx5`` (ODP-capable).
+
+    ``line_rate`` defaults to ``nic.line_rate`` (``cost-model.md`` §4). ``odp`` needs a driver
+    that declares ODP support. ``driver_options`` go to the driver constructor (EFA:
+    ``rdma_write``, ``revocable`` (7.1 only); mlx5: ``ignore_move_notify``).
+    """
+
+    name: Name
+    driver: RdmaDriverName = Field(description="RDMA driver name in pinlab.drivers.IMPORTERS")
+    parent: Name = Field(description="host bridge or switch the NIC hangs below")
+    line_rate: LineRate | None = None
+    odp: bool = Field(default=False, description="on-demand paging (drivers with ODP: mlx5)")
+    gen: PcieGen = 4
+    width: PcieWidth = 16
+    vendor: PciId = 0
+    device: PciId = 0
+    link: LinkSpec | None = None
+    driver_options: dict[str, bool | int | str] = Field(default_factory=dict)
+
+
+class DisplaySpec(_Spec):
+    """A display engine (static importer) on a device's PCI function."""
+
+    name: Name
+    device: Name = Field(description="the device whose display block this is")
+
+
+class InterSocketSpec(_Spec):
+    """The link between sockets (UPI / Infinity Fabric), per direction.
+
+    Default: two UPI links at 10.4 GT/s × 2 B = 41.6 GB/s per direction [assumption: not in
+    ``cost-model.md``; remote-socket effects are the numa.* and p2p.factor.cross_socket
+    multipliers, §2.2, §3.1].
+    """
+
+    bandwidth: Rate = Field(default=41.6e9, description="capacity per direction")
+    latency: Duration = Field(default=0.0, description="one-way latency")
+
+
+class WhitelistEntrySpec(_Spec):
+    """A ``pci_p2pdma_whitelist[]`` entry (``kernel-semantics.md`` §8.3)."""
+
+    vendor: PciId
+    device: PciId | Literal["any"]
+    same_host_bridge: bool = False
+
+    def entry(self) -> P2pdmaWhitelistEntry:
+        """The kernel-model entry."""
+        device = PCI_ANY_ID if self.device == "any" else self.device
+        flags = (
+            P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE
+            if self.same_host_bridge
+            else P2pdmaWhitelistFlag.NONE
+        )
+        return P2pdmaWhitelistEntry(self.vendor, device, flags)
+
+
+_DEFAULT_COST: list[CostModel] = []
+
+
+def _default_cost() -> CostModel:
+    """A shared ``CostModel()`` for validating platforms' cost overrides."""
+    if not _DEFAULT_COST:
+        _DEFAULT_COST.append(CostModel())
+    return _DEFAULT_COST[0]
+
+
+def _ref_error(loc: tuple[str | int, ...], expected: str, found: object) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=PydanticCustomError(
+            "pinlab_ref",
+            "expected {expected}, found {found}",
+            {"expected": expected, "found": repr(found)},
+        ),
+        loc=loc,
+        input=found,
+    )
+
+
+class PlatformSpec(_Spec):
+    """One node: CPU, DRAM, PCIe tree, devices, NICs, displays (module docstring).
+
+    Cross-references are checked: names are unique; parents name a host bridge or switch;
+    ``rciep`` devices hang below a host bridge; displays name a device; ``odp`` only on a NIC
+    whose driver declares ODP support (not EFA); host
+    bridges sit on existing sockets; ``cost_overrides`` are valid cost-model keys and values.
+    """
+
+    kind: Literal["node"] = "node"
+    name: Name
+    description: str = ""
+    kernel: str | None = Field(
+        default=None, description="suggested kernel profile (§9 'kernel preset')"
+    )
+    cpu: CpuSpec = Field(default_factory=CpuSpec)
+    dram: DramSpec
+    host_bridges: tuple[HostBridgeSpec, ...]
+    switches: tuple[SwitchSpec, ...] = ()
+    devices: tuple[DeviceSpec, ...] = ()
+    nics: tuple[NicSpec, ...] = ()
+    displays: tuple[DisplaySpec, ...] = ()
+    inter_socket: InterSocketSpec = Field(default_factory=InterSocketSpec)
+    p2pdma_whitelist: tuple[WhitelistEntrySpec, ...] | None = Field(
+        default=None, description="host-bridge whitelist (default: the ≈6.0 kernel's)"
+    )
+    cost_overrides: dict[str, bool | int | float | str] = Field(
+        default_factory=dict, description="cost-model keys this platform changes (§9)"
+    )
+
+    @model_validator(mode="after")
+    def _check_references(self) -> PlatformSpec:
+        errors: list[InitErrorDetails] = []
+        seen: dict[str, str] = {}
+        groups: tuple[tuple[str, tuple[Any, ...]], ...] = (
+            ("host_bridges", self.host_bridges),
+            ("switches", self.switches),
+            ("devices", self.devices),
+            ("nics", self.nics),
+            ("displays", self.displays),
+        )
+        for group, items in groups:
+            for i, item in enumerate(items):
+                where = f"{group}[{i}]"
+                if item.name in seen:
+                    errors.append(
+                        _ref_error(
+                            (group, i, "name"), f"a unique name (also {seen[item.name]})", item.name
+                        )
+                    )
+                seen.setdefault(item.name, where)
+        if not self.host_bridges:
+            errors.append(_ref_error(("host_bridges",), "at least one host bridge", []))
+        bridges = {hb.name for hb in self.host_bridges}
+        switches = {sw.name: sw for sw in self.switches}
+        for i, hb in enumerate(self.host_bridges):
+            if hb.socket >= self.cpu.sockets:
+                errors.append(
+                    _ref_error(
+                        ("host_bridges", i, "socket"),
+                        f"a socket below cpu.sockets = {self.cpu.sockets}",
+                        hb.socket,
+                    )
+                )
+        parent_expected = "the name of a host bridge or switch"
+        for i, sw in enumerate(self.switches):
+            if sw.parent not in bridges and sw.parent not in switches:
+                errors.append(_ref_error(("switches", i, "parent"), parent_expected, sw.parent))
+            # no cycles
+            seen_chain = {sw.name}
+            node = switches.get(sw.parent)
+            while node is not None:
+                if node.name in seen_chain:
+                    errors.append(
+                        _ref_error(
+                            ("switches", i, "parent"), "a parent chain without a loop", sw.parent
+                        )
+                    )
+                    break
+                seen_chain.add(node.name)
+                node = switches.get(node.parent)
+        for i, dev in enumerate(self.devices):
+            if dev.rciep and dev.parent not in bridges:
+                errors.append(
+                    _ref_error(
+                        ("devices", i, "parent"),
+                        "the name of a host bridge (an rciep sits on the root bus)",
+                        dev.parent,
+                    )
+                )
+            elif dev.parent not in bridges and dev.parent not in switches:
+                errors.append(_ref_error(("devices", i, "parent"), parent_expected, dev.parent))
+        for i, nic in enumerate(self.nics):
+            if nic.parent not in bridges and nic.parent not in switches:
+                errors.append(_ref_error(("nics", i, "parent"), parent_expected, nic.parent))
+            if nic.odp and not nic_driver(nic.driver).supports_odp:
+                errors.append(
+                    _ref_error(
+                        ("nics", i, "odp"),
+                        f"false for driver {nic.driver!r} (it has no ODP support)",
+                        True,
+                    )
+                )
+        devices = {d.name for d in self.devices}
+        for i, disp in enumerate(self.displays):
+            if disp.device not in devices:
+                errors.append(
+                    _ref_error(("displays", i, "device"), "the name of a device", disp.device)
+                )
+        if self.cost_overrides:
+            try:
+                _default_cost().with_overrides(self.cost_overrides)
+            except ConfigError as e:
+                errors.append(
+                    InitErrorDetails(
+                        type=PydanticCustomError("pinlab_cost", "{msg}", {"msg": e.message}),
+                        loc=("cost_overrides", e.where),
+                        input=self.cost_overrides.get(e.where),
+                    )
+                )
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    # -- queries on the description ----------------------------------------------------------
+
+    def device(self, name: str) -> DeviceSpec:
+        """The device named ``name`` (``KeyError`` otherwise)."""
+        for d in self.devices:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    def socket_of(self, name: str) -> int:
+        """The socket a host bridge, switch, device, NIC or display hangs below."""
+        parents: dict[str, str] = {}
+        for group in (self.switches, self.devices, self.nics):
+            for item in group:
+                parents[item.name] = item.parent
+        for disp in self.displays:
+            parents[disp.name] = disp.device
+        sockets = {hb.name: hb.socket for hb in self.host_bridges}
+        node = name
+        for _ in range(len(parents) + 1):
+            if node in sockets:
+                return sockets[node]
+            if node not in parents:
+                break
+            node = parents[node]
+        raise KeyError(name)
+
+    @property
+    def host_memory(self) -> int:
+        """Total host DRAM, bytes."""
+        return self.dram.size * self.cpu.sockets
+
+    def whitelist(self) -> tuple[P2pdmaWhitelistEntry, ...]:
+        """The whitelist entries the PCI model gets."""
+        if self.p2pdma_whitelist is None:
+            return PCI_P2PDMA_WHITELIST_V6_0
+        return tuple(e.entry() for e in self.p2pdma_whitelist)
