@@ -424,11 +424,16 @@ def test_k79_imported_bo_pins_only_in_gtt_and_forwards_the_first_pin_and_last_un
     assert not m.kernel.leaks
 
 
-def test_k79_own_export_comes_back_as_the_same_bo() -> None:
+def test_k79_own_export_comes_back_as_the_same_bo_with_a_gem_reference() -> None:
+    """amdgpu_gem_prime_import of our own export: drm_gem_object_get, not get_dma_buf, so
+    closing the handle (gem_object_put) and the fd frees everything."""
     _m, a, _b = two_gpus()
     src, dmabuf = exported(a)
-    assert a.prime_import(dmabuf) is src and dmabuf.refcount == 2
-    dma_buf_put(dmabuf)
+    refs = src.refs
+    assert a.prime_import(dmabuf) is src
+    assert dmabuf.refcount == 1 and src.refs == refs + 1
+    a.gem_object_put(src)
+    assert src.refs == refs
     dma_buf_put(dmabuf)
 
 

@@ -531,15 +531,17 @@ def test_p28_limit_reaches_userspace_as_enomem() -> None:
 
 
 def test_p29_whole_bo_size_charged_for_registered_managers_only() -> None:
-    """P-29: the charge is the BO size in bytes (not the allocator's rounding), only VRAM has
-    a region (GTT is free of dmem), freeing uncharges."""
+    """P-29: the charge is the whole BO size in bytes -- a 5000-byte GEM create is an
+    8 KiB BO (amdgpu_bo_create page-aligns), so the charge is exactly the VRAM it takes --
+    only VRAM has a region (GTT is free of dmem), freeing uncharges."""
     g = Gpu()
     g.tree.mkdir("/a")
     t = task_in(g.tree, "/a")
     odd = g.alloc(t, 5000)
     gtt = g.alloc(t, 8 * MiB, "gtt")
     assert g.in_vram(odd, gtt) == [True, False]
-    assert g.usage("/a") == 5000 and g.usage("/") == 5000
+    assert g.usage("/a") == 8192 and g.usage("/") == 8192
+    assert g.dev.regions()[0].used == 8192
     g.dev.free_buffer(odd)
     g.dev.free_buffer(gtt)
     assert g.usage("/") == 0

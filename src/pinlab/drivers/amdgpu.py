@@ -247,7 +247,9 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
         mask = AmdgpuDomain.NONE
         for mem in self.parse_domain(domain):
             mask |= _DOMAIN_OF_MEM[mem]
-        return self.amdgpu_bo_create(size, mask, AmdgpuCreate.VRAM_CLEARED, name=name)
+        return self.amdgpu_bo_create(
+            self.gem_size(size), mask, AmdgpuCreate.VRAM_CLEARED, name=name
+        )
 
     def amdgpu_bo_pin(self, abo: AmdgpuBo, domain: AmdgpuDomain) -> None:
         """``amdgpu_bo_pin`` (K-50, K-79). Caller holds the resv.
@@ -402,12 +404,13 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
 
     # -- import ----------------------------------------------------------------------------
     def prime_import(self, dmabuf: DmaBuf) -> AmdgpuBo:
-        """``amdgpu_gem_prime_import``: our own export comes back as the same BO; anything
-        else becomes an sg BO sharing the dma-buf's resv, attached dynamically with
-        allow_peer2peer (K-79)."""
+        """``amdgpu_gem_prime_import``: our own export comes back as the same BO with one more
+        GEM reference (``drm_gem_object_get``; the dma-buf's file count is not raised, as the
+        driver's comment says), dropped by :meth:`release_import`; anything else becomes an
+        sg BO sharing the dma-buf's resv, attached dynamically with allow_peer2peer (K-79)."""
         priv = dmabuf.priv
-        if dmabuf.ops is self.ops and isinstance(priv, AmdgpuBo):
-            get_dma_buf(dmabuf)
+        if dmabuf.ops is self.ops and isinstance(priv, AmdgpuBo) and priv.owner is self:
+            priv.refs += 1
             return priv
         tbo = TtmBufferObject(self.bdev, dmabuf.size, TtmBoType.SG, resv=dmabuf.resv)
         abo = AmdgpuBo(self, tbo, AmdgpuDomain.GTT, AmdgpuCreate.NONE)

@@ -49,6 +49,7 @@ from pinlab.kernel.dmem import dmem_cgroup_register_region
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
+from pinlab.kernel.range_alloc import PAGE_SIZE
 from pinlab.kernel.ttm import (
     TtmBoType,
     TtmBufferObject,
@@ -97,17 +98,20 @@ def parse_ttm_domain(
     """A domain string (``"vram"``, ``"vram|system"`` ...) to TTM memory types, in the
     preference order every modelled driver uses: device memory, then TT, then SYSTEM.
 
-    ``aliases`` maps the names a driver accepts to memory types. Raises ``ValueError`` naming
-    the driver and the accepted names for anything else, or for an empty domain.
+    ``aliases`` maps the names a driver accepts to memory types. Anything else, or an empty
+    domain, is the create ioctl's ``-EINVAL`` (an unknown domain bit), naming the accepted
+    names.
     """
     found: set[TtmMemType] = set()
     for part in domain.lower().split("|"):
         name = part.strip()
         mem = aliases.get(name)
         if mem is None:
-            raise ValueError(
-                f"unknown {driver} domain {name!r} (expected one of {', '.join(aliases)}, "
-                "or several joined with '|')"
+            raise err(
+                Errno.EINVAL,
+                f"{driver}_gem_create_ioctl",
+                f"unknown domain {name!r} (expected one of {', '.join(aliases)}, "
+                "or several joined with '|')",
             )
         found.add(mem)
     return tuple(sorted(found, reverse=True))
@@ -306,14 +310,27 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         raise NotImplementedError(f"{type(self).__name__} creates its BOs itself")
 
     def parse_domain(self, domain: str) -> tuple[TtmMemType, ...]:
-        """The memory types a ``create_buffer`` domain string names (``ValueError`` if it
-        names one this device does not have)."""
+        """The memory types a ``create_buffer`` domain string names; ``-EINVAL`` if it names
+        one this device does not have (a VRAM domain on an integrated part)."""
         mems = parse_ttm_domain(domain, self.domain_aliases, self.driver_name)
         missing = [m for m in mems if self.bdev.manager(m) is None]
         if missing:
             names = ", ".join(TTM_LOCATION[m] for m in missing)
-            raise ValueError(f"{self.name} has no {names} memory (domain {domain!r})")
+            raise err(
+                Errno.EINVAL,
+                f"{self.driver_name}_gem_create_ioctl",
+                f"{self.name} has no {names} memory (domain {domain!r})",
+            )
         return mems
+
+    def gem_size(self, size: int) -> int:
+        """The size of a new GEM object: rounded up to ``PAGE_SIZE``, as ``amdgpu_bo_create``
+        (``ALIGN(size, PAGE_SIZE)``) and i915's user-object create (``round_up``) do --
+        ``drm_gem_private_object_init`` BUGs on an unaligned size. Drivers whose ioctl
+        refuses unaligned sizes instead (xe) override."""
+        if size <= 0:
+            raise err(Errno.EINVAL, f"{self.driver_name}_gem_create_ioctl", f"size {size}")
+        return -(-size // PAGE_SIZE) * PAGE_SIZE
 
     def bo_create(self, size: int, mems: Sequence[TtmMemType], *, name: str = "") -> BufT:
         """GEM create: a BO validated into the first of ``mems`` with room (TTM may evict
@@ -321,6 +338,7 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         gets a clear job when :attr:`clear_on_alloc`."""
         if not mems:
             raise ValueError(f"{self.name}: a buffer needs at least one placement")
+        size = self.gem_size(size)
         placements = tuple(TtmPlace(m) for m in mems)
         tbo = ttm_bo_init_reserved(self.bdev, size, placements, TtmBoType.DEVICE, name=name)
         try:
@@ -342,6 +360,10 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         if not isinstance(buf, TtmGemBuffer) or buf.owner is not self:
             raise ValueError(f"{buf!r} is not a buffer of {self.name}")
         return buf  # type: ignore[return-value]
+
+    def gem_object_put(self, buf: DeviceBuffer) -> None:
+        """``drm_gem_object_put`` of a reference a caller took (a handle of a self-import)."""
+        self._put(self._own(buf))
 
     def _put(self, buf: BufT) -> None:
         """``drm_gem_object_put``: the last reference destroys the BO."""

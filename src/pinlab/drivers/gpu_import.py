@@ -80,7 +80,10 @@ class GpuImporter(Importer):
         return GpuAccess(remapped, sgt.memory, sgt.p2p, wait, incident)
 
     def release(self, abo: AmdgpuBo) -> None:
-        """Close the imported handle."""
+        """Close the imported handle: a foreign buffer's import is torn down; our own buffer
+        (a self-import) gives back the GEM reference :meth:`AmdgpuDevice.prime_import` took."""
         if abo in self.imports:
             self.imports.remove(abo)
             self.adev.release_import(abo)
+        elif not abo.is_import:
+            self.adev.gem_object_put(abo)

@@ -149,9 +149,11 @@ class HabanalabsDevice(ExporterDriver):
         (``"vram"``, ``"hbm"`` or ``"device"``): the exporter exports nothing else.
         ``-ENOMEM`` when the HBM has no room."""
         if domain.lower().strip() not in _DEVICE_DOMAINS:
-            raise ValueError(
+            raise err(
+                Errno.EINVAL,
+                "alloc_device_memory",
                 f"unknown habanalabs domain {domain!r} (expected one of "
-                f"{', '.join(_DEVICE_DOMAINS)}: only device memory is exported)"
+                f"{', '.join(_DEVICE_DOMAINS)}: only device memory is exported)",
             )
         if size <= 0:
             raise err(Errno.EINVAL, "alloc_device_memory", f"size {size} must be positive")

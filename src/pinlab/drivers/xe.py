@@ -55,6 +55,7 @@ from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.profile import KernelProfile, VramPinRule
+from pinlab.kernel.range_alloc import PAGE_SIZE
 from pinlab.kernel.ttm import (
     TtmBufferObject,
     TtmMemType,
@@ -116,6 +117,17 @@ class XeDevice(TtmGemExporter[XeBo]):
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> XeBo:
         return XeBo(self, tbo, placements)
+
+    def gem_size(self, size: int) -> int:
+        """``xe_gem_create_ioctl`` refuses a size that is not a multiple of ``PAGE_SIZE``
+        (``-EINVAL``) rather than rounding it."""
+        if size <= 0 or size % PAGE_SIZE:
+            raise err(
+                Errno.EINVAL,
+                "xe_gem_create_ioctl",
+                f"size {size:#x} is not a multiple of PAGE_SIZE",
+            )
+        return size
 
     def create_buffer(
         self, size: int, domain: str = "vram", *, name: str = "", vm_private: bool = False

@@ -31,7 +31,7 @@ from pinlab.kernel.dmem import DmemChargeError, DmemController, DmemRegion
 from pinlab.kernel.errno import Errno, KernelBug, KernelError, err
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.range_alloc import Allocation, RangeAllocator
+from pinlab.kernel.range_alloc import PAGE_SIZE, Allocation, RangeAllocator
 from pinlab.kernel.resv import DmaResv, DmaResvUsage
 
 
@@ -360,6 +360,11 @@ class TtmBufferObject:
         resv: DmaResv | None = None,
         name: str = "",
     ) -> None:
+        if size % PAGE_SIZE:
+            # drm_gem_private_object_init: BUG_ON((size & (PAGE_SIZE - 1)) != 0). GEM sizes are
+            # page-aligned, so the dmem charge of the whole BO size (P-29) is what the
+            # page-granular managers allocate.
+            raise KernelBug(f"drm_gem_private_object_init: size {size:#x} is not page-aligned")
         self.bdev = bdev
         self.size = size
         self.type = bo_type
