@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import simpy
 
+from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuMoveStats
 from pinlab.drivers.base import ExporterDriver
 from pinlab.drivers.rdma import MemoryRegion
 from pinlab.kernel.errno import KernelError
@@ -167,6 +168,10 @@ class Simulation:
             rates = CopyRates(
                 d2h=cost.evict_d2h(spec.gen), h2d=cost.restore_h2d(spec.gen), local=local
             )
+            if isinstance(driver, AmdgpuDevice) and cost.evict.moveback_throttle:
+                # amdgpu's estimate of its copy throughput is the copy engine's D2H rate
+                # (``evict.moveback_throttle``'s rate is an open assumption, cost-model.md §8)
+                driver.mm_stats = AmdgpuMoveStats(rates.d2h)
             node.engines[name] = CopyEngine(
                 self.env,
                 self.net,

@@ -39,8 +39,8 @@ Workloads: ``allreduce`` (a ring over NICs, one group across tenants and nodes),
 touched periodically), ``pin-hog`` (pins all it can) and ``pressure`` (allocation bursts that
 force eviction). Custom workloads are plain generator functions with the same signature, passed
 to :meth:`Simulation.spawn <pinlab.sim.engine.Simulation.spawn>`; the helpers below
-(:func:`register_dmabuf`, :func:`nic_access`, :func:`send`, :func:`device_access`,
-:func:`cs_validate`) are public for them.
+(:func:`register_dmabuf`, :func:`nic_access`, :func:`send`, :func:`device_access`) are
+public for them.
 
 Not modelled (cost-model rows the workloads do not use): ``pcie.bidir_h2d_factor`` and
 ``pcie.large_buffer_factor`` (the flow network shares link capacity without them),
@@ -65,12 +65,9 @@ from typing import Any, Literal
 import simpy
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pinlab.drivers.amdgpu import AmdgpuBo, AmdgpuDomain
 from pinlab.drivers.display import Scanout
 from pinlab.drivers.rdma import DmaResult, MemoryRegion
 from pinlab.kernel.errno import Errno, KernelError
-from pinlab.kernel.resv import DmaResvUsage
-from pinlab.kernel.ttm import ttm_bo_validate
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_ON_DEMAND,
@@ -97,7 +94,6 @@ __all__ = [
     "allreduce",
     "app",
     "compositor",
-    "cs_validate",
     "device_access",
     "kv_transfer",
     "nic_access",
@@ -623,70 +619,6 @@ def device_access(
     )
 
 
-@dataclass(slots=True)
-class _MoveBudget:
-    """amdgpu's CS move throttle (``amdgpu_cs_get_threshold_for_moves``): moves back into
-    VRAM are allowed while the bytes moved recently stay under a budget that refills at the
-    device's copy rate, with at most ``_MOVE_BUCKET`` seconds' worth banked."""
-
-    budget: float
-    last: float
-
-
-_MOVE_BUCKET = 0.2
-"""Seconds of copy bandwidth amdgpu banks for CS moves (its ``us_upper_bound`` of 200 ms);
-the refill rate is ``evict.d2h.genN`` -- ``evict.moveback_throttle``'s rate is an open
-assumption in ``cost-model.md`` §8, pinlab takes amdgpu's own rule with the copy rate."""
-
-
-def cs_validate(ctx: Ctx, handle: int) -> str | None:
-    """A GPU command submission using the buffer behind ``handle``
-    (``amdgpu_cs_ioctl`` → ``amdgpu_cs_bo_validate``): an evicted, unpinned amdgpu BO is
-    moved back into its preferred domain if there is room and the move throttle allows it
-    (``evict.moveback_throttle``, :class:`_MoveBudget`; the move notifies importers and is a
-    copy job, and may evict others); the job then waits for the BO's KERNEL fences (a move or
-    clear in flight), left in ``proc.waits`` for ``ctx.wait_pending``. Returns where the
-    buffer is."""
-    proc = ctx.proc
-    with proc._syscall("amdgpu_cs_ioctl"):
-        buf = proc.buffer(handle)
-        if isinstance(buf, AmdgpuBo) and not buf.pinned and not buf.is_import:
-            loc = buf.location
-            wants_vram = bool(buf.preferred_domains & AmdgpuDomain.VRAM)
-            if loc is None or (loc != "vram" and wants_vram):
-                bdev = buf.adev.bdev
-                budget = _budget(ctx, buf)
-                if budget is None or budget.budget >= buf.size or loc is None:
-                    before = bdev.moved_bytes
-                    try:
-                        with buf.tbo.resv:
-                            ttm_bo_validate(
-                                buf.tbo,
-                                buf.adev.placement_from_domain(buf.preferred_domains, buf.flags),
-                            )
-                    except KernelError:
-                        pass  # no room: the job runs on the buffer where it is
-                    if budget is not None:
-                        budget.budget -= bdev.moved_bytes - before
-        if isinstance(buf, AmdgpuBo):
-            proc.waits.extend(buf.tbo.resv.fences(DmaResvUsage.KERNEL, unsignaled_only=True))
-        return buf.location
-
-
-def _budget(ctx: Ctx, buf: AmdgpuBo) -> _MoveBudget | None:
-    if not ctx.cost.evict.moveback_throttle:
-        return None
-    device = buf.adev.name
-    rate = ctx.cost.evict_d2h(ctx.machine.spec.device(device).gen)
-    key = f"cs-throttle:{ctx.node.name}/{device}"
-    state = ctx.sim.shared.get(key)
-    if not isinstance(state, _MoveBudget):
-        state = ctx.sim.shared[key] = _MoveBudget(rate * _MOVE_BUCKET, ctx.now)
-    state.budget = min(state.budget + (ctx.now - state.last) * rate, rate * _MOVE_BUCKET)
-    state.last = ctx.now
-    return state
-
-
 def _location(mr: MemoryRegion | None) -> str:
     if mr is None:
         return "system"
@@ -868,7 +800,7 @@ def kv_transfer(ctx: Ctx, **params: Any) -> Gen:
         else:
             arrived = ctx.now
         if p.produce and not write:
-            loc = ctx.call_nowait(cs_validate, ctx, handle)
+            loc = ctx.call_nowait(ctx.proc.amdgpu_cs, handle)
             yield from ctx.wait_pending()
             yield from device_access(ctx, device, loc, p.block, write=True)
         yield from _check(ctx, ep, p.block, write=write, prefetch=p.prefetch)
@@ -1210,7 +1142,7 @@ def compositor(ctx: Ctx, **params: Any) -> Gen:
 def app(ctx: Ctx, **params: Any) -> Gen:
     """An application (a game, a CAD tool) with ``working_set`` bytes in ``buffers`` device
     buffers. Every ``period`` it touches ``touch`` × the set: a command submission per buffer
-    (an evicted buffer moves back if there is room, :func:`cs_validate`) and the GPU's reads at
+    (an evicted buffer moves back if there is room, ``Process.amdgpu_cs``) and the GPU's reads at
     the rate of wherever the buffer is (device memory, or over PCIe after an eviction, §1 item
     4). Allocation failures are retried every ``retry``. Each touch is a transfer whose latency
     includes waiting for a move back: the app's frame time grows while its set is evicted."""
@@ -1237,7 +1169,7 @@ def app(ctx: Ctx, **params: Any) -> Gen:
             nbytes = min(each, left)
             left -= nbytes
             t = ctx.now
-            loc = ctx.call_nowait(cs_validate, ctx, handle)
+            loc = ctx.call_nowait(ctx.proc.amdgpu_cs, handle)
             yield from ctx.wait_pending()
             yield from device_access(ctx, device, loc, nbytes, write=False)
             ctx.stats.record_transfer(nbytes, ctx.now - t)

@@ -197,6 +197,26 @@ class Process(Task):
             self.waits.extend(result.wait)
             return result
 
+    def amdgpu_cs(self, handle: int) -> str | None:
+        """``DRM_IOCTL_AMDGPU_CS`` with the buffer behind ``handle`` in its BO list: a GPU job
+        that reads or writes it. Returns where the buffer is for the job (``vram``, ``gtt``,
+        ``system``).
+
+        On an amdgpu BO the driver validates it first
+        (:meth:`~pinlab.drivers.amdgpu.AmdgpuDevice.amdgpu_cs_ioctl`: an evicted, unpinned BO
+        moves back into VRAM when there is room and the per-device move throttle allows it)
+        and the job waits for the BO's KERNEL fences (K-64), collected in :attr:`waits`. The
+        throttle accrues with time: the call passes the machine's clock (``ktime_get()``, the
+        :class:`~pinlab.uapi.system.System` clock the simulator drives) so that the driver
+        never reads one. Other drivers' submission ioctls are not modelled: their job runs
+        on the buffer where it is.
+        """
+        with self._syscall("amdgpu_cs_ioctl"):
+            buf = self._handle(handle).buffer
+            if isinstance(buf, AmdgpuBo):
+                self.waits.extend(buf.adev.amdgpu_cs_ioctl([buf], self.system.now()))
+            return buf.location
+
     def gem_close(self, handle: int) -> None:
         """``DRM_IOCTL_GEM_CLOSE``: drop the handle (the buffer lives on while exported)."""
         with self._syscall("gem_close"):

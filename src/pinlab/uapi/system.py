@@ -23,11 +23,15 @@ _T = TypeVar("_T")
 class System:
     """One machine: ``kernel``, exporters, NICs, displays and GPU importers by device name.
 
-    ``clock`` stamps stale-DMA incidents (the simulator passes ``env.now``).
+    ``clock`` is the machine's time in seconds (``ktime_get()``; the simulator passes
+    ``env.now``): it stamps stale-DMA incidents and is the *now* of the kernel paths that
+    depend on elapsed time (amdgpu's command-submission move throttle). Without one, time
+    stands still at 0.
     """
 
     def __init__(self, kernel: Kernel, *, clock: Callable[[], float] | None = None) -> None:
         self.kernel = kernel
+        self.clock = clock
         self.detector = StaleDmaDetector(clock)
         self.exporters: dict[str, ExporterDriver] = {}
         self.nics: dict[str, RdmaDevice] = {}
@@ -38,6 +42,10 @@ class System:
         # was still exported (habanalabs, K-82); freed by reap() once no dma-buf is left
         self.orphans: list[GemHandle] = []
         self._next_pid = 1000
+
+    def now(self) -> float:
+        """The machine's time in seconds (0 without a clock)."""
+        return self.clock() if self.clock is not None else 0.0
 
     # -- devices ---------------------------------------------------------------------------
     def add_exporter(self, name: str, driver: ExporterDriver) -> ExporterDriver:
