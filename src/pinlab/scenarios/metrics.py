@@ -132,13 +132,10 @@ def collect_metrics(
 
 def _devices(sim: Simulation, m: dict[str, Metric]) -> None:
     rec = sim.recorder
-    unplugged: dict[str, Any] = sim.shared.get("unplugged", {})
     for node_name, node in sim.nodes.items():
         drivers = dict(node.machine.exporters)
-        for key, driver in unplugged.items():
-            n, _, dev = key.partition("/")
-            if n == node_name:
-                drivers.setdefault(dev, driver)
+        for dev, driver in node.unplugged.items():
+            drivers.setdefault(dev, driver)
         for dev in sorted(drivers):
             driver = drivers[dev]
             prefix = f"device/{node_name}/{dev}"
@@ -218,10 +215,9 @@ def _teardown(sim: Simulation) -> tuple[int, int]:
     unplugged devices included)."""
     leaks = 0
     leaked = 0
-    unplugged: dict[str, Any] = sim.shared.get("unplugged", {})
-    for name, node in sim.nodes.items():
+    for node in sim.nodes.values():
         system = node.machine.system
-        gone = [d for k, d in unplugged.items() if k.partition("/")[0] == name]
+        gone = list(node.unplugged.values())
         for proc in list(system.live_processes()):
             proc.exit()
         system.reap()

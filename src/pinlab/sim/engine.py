@@ -25,6 +25,7 @@ import hashlib
 import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import simpy
@@ -75,6 +76,8 @@ class NodeState:
     name: str
     machine: Machine
     engines: dict[str, CopyEngine] = field(default_factory=dict)
+    unplugged: dict[str, ExporterDriver] = field(default_factory=dict)
+    """Exporters a hot-unplug removed, by device name (their memory is reported as it was)."""
 
     @property
     def kernel(self) -> Kernel:
@@ -99,10 +102,10 @@ class Simulation:
         self.recorder = Recorder()
         self.sample_interval = sample_interval
         self.tenants: dict[str, Tenant] = {}
+        self._by_process: dict[tuple[str, int], Tenant] = {}
         self.nodes: dict[str, NodeState] = {}
-        # pinlab addition (scenarios): state that workloads of one run share, e.g. the
-        # collectives of pinlab.sim.workloads.allreduce or the devices a fault unplugged.
-        # Keyed by the owner's name; never read by the engine itself.
+        # state that workloads of one run share, e.g. the collectives of allreduce; keyed by
+        # the owner's name; never read by the engine itself
         self.shared: dict[str, Any] = {}
         clock = self._now
         if isinstance(platform, ClusterSpec):
@@ -124,6 +127,7 @@ class Simulation:
             for key, cap in machine.directed_capacities().items():
                 self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
         for node in self.nodes.values():
+            node.machine.system.on_exit.append(partial(self._process_exited, node.name))
             self._attach_copy_engines(node)
             for dev in node.machine.exporters:
                 self.recorder.add_process(track_name(node.name, dev), "device")
@@ -242,6 +246,7 @@ class Simulation:
         ctx = Ctx(self, state, proc, stats, random.Random(_seed(self.seed, name)))
         tenant = Tenant(name, state.name, proc, stats, ctx)
         self.tenants[name] = tenant
+        self._by_process[(state.name, proc.pid)] = tenant
         tenant.process = self.env.process(self._run_tenant(tenant, workload, start, params))
         return tenant
 
@@ -277,11 +282,18 @@ class Simulation:
         self.env.process(fire())
 
     def kill(self, tenant: str) -> None:
-        """``kill -9`` a tenant's process: its SimPy process stops, the kernel tears down."""
-        t = self.tenants[tenant]
-        if t.process is not None and t.process.is_alive:
-            t.process.interrupt("killed")
-        t.proc.kill()
+        """``kill -9`` a tenant's process: the kernel tears down, the workload stops."""
+        self.tenants[tenant].proc.kill()
+
+    def _process_exited(self, node: str, proc: Process) -> None:
+        """``System.on_exit`` of ``node``: a tenant's process is exiting (killed, its device
+        unplugged, or at the end of the run), so its workload stops -- unless the workload is
+        what runs now (it ends its process itself after an unhandled denial)."""
+        tenant = self._by_process.get((node, proc.pid))
+        if tenant is None or tenant.process is None:
+            return
+        if tenant.process.is_alive and tenant.process is not self.env.active_process:
+            tenant.process.interrupt("exited")
 
     # -- sampling --------------------------------------------------------------------------
     def _sampler(self) -> Generator[simpy.Event, Any, None]:
@@ -297,12 +309,7 @@ class Simulation:
         rec = self.recorder
         for node in self.nodes.values():
             for dev, driver in node.machine.exporters.items():
-                for region in driver.regions():
-                    base = f"device/{node.name}/{dev}/{region.name}"
-                    rec.sample(f"{base}/used", now, region.used)
-                    rec.sample(f"{base}/pinned", now, region.pinned)
-                    rec.sample(f"{base}/free", now, region.free)
-                    rec.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
+                self.sample_regions(node.name, dev, driver)
                 if rec.tracing:
                     self._trace_move_notify(node.name, dev, driver, now)
             rec.sample(f"stale_dma/{node.name}", now, len(node.machine.system.detector.incidents))
@@ -324,6 +331,18 @@ class Simulation:
                 )
             self._sampled_bytes[key] = carried
         self._last_sample = now
+
+    def sample_regions(self, node: str, device: str, driver: ExporterDriver) -> None:
+        """Record the used/pinned/free bytes and fragmentation of every region of ``device``
+        now (the sampler, and a hot-unplug for the device's last samples)."""
+        now = self.env.now
+        rec = self.recorder
+        for region in driver.regions():
+            base = f"device/{node}/{device}/{region.name}"
+            rec.sample(f"{base}/used", now, region.used)
+            rec.sample(f"{base}/pinned", now, region.pinned)
+            rec.sample(f"{base}/free", now, region.free)
+            rec.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
 
     def _trace_move_notify(self, node: str, dev: str, driver: ExporterDriver, now: float) -> None:
         """A ``move_notify`` instant on the device's track when its count grew since the last

@@ -34,6 +34,7 @@ from pinlab.kernel.kernel import (
     CAP_SYS_RESOURCE,
     RLIM_INFINITY,
     RLIMIT_MEMLOCK,
+    Kernel,
     Rlimit,
     Task,
     UserStruct,
@@ -131,21 +132,33 @@ class Process(Task):
 
     # -- plumbing --------------------------------------------------------------------------
     @contextmanager
-    def _syscall(self, name: str) -> Iterator[None]:
-        """Run a call as this task; count denials; collect fence waits."""
-        if not self.alive:
-            raise err(Errno.ESRCH, name, f"process {self.pid} has exited")
+    def _as_current(self) -> Iterator[Kernel]:
+        """Run kernel code as this task (``current``), then restore the previous one."""
         kernel = self.system.kernel
         previous = kernel.current
         kernel.current = self
         try:
-            yield
-        except KernelError as e:
-            self.stats.deny(e)
-            raise
+            yield kernel
         finally:
-            self.waits.extend(kernel.take_waits())
             kernel.current = previous
+
+    @contextmanager
+    def _syscall(self, name: str) -> Iterator[None]:
+        """Run a call as this task; count a denial (:meth:`ProcessStats.deny`); collect the
+        fences the kernel handed to the waiter."""
+        if not self.alive:
+            raise err(Errno.ESRCH, name, f"process {self.pid} has exited")
+        kernel = self.system.kernel
+        try:
+            with self._as_current():
+                try:
+                    yield
+                except KernelError as e:
+                    self.stats.deny(e)
+                    raise
+                finally:
+                    self.waits.extend(kernel.take_waits())
+        finally:
             self.system.reap()
 
     def take_waits(self) -> list[DmaFence]:
@@ -326,8 +339,8 @@ class Process(Task):
     def ibv_advise_mr(self, mr: MemoryRegion) -> int:
         """``ibv_advise_mr(IBV_ADVISE_MR_ADVICE_PREFETCH)``: fault the MR in; pages mapped.
 
-        ``-EINVAL`` for an MR this process does not own (pinlab fix: any process could
-        prefetch any MR), ``-EOPNOTSUPP`` for a pinned MR or a NIC without ODP.
+        ``-EINVAL`` for an MR this process does not own (the MR handle is looked up in the
+        caller's uverbs file), ``-EOPNOTSUPP`` for a pinned MR or a NIC without ODP.
         """
         with self._syscall("ibv_advise_mr"):
             if self.mrs.get(mr.lkey) is not mr:
@@ -435,15 +448,16 @@ class Process(Task):
         A driver that refuses to free memory that is still exported (habanalabs, K-82) keeps
         it alive past the exit: the dma-buf holds the device file (``get_file`` /
         ``hl_ctx_get`` at export), so the memory is freed when the last dma-buf from it is
-        released (:meth:`System.reap`). (pinlab fix: the exit used to stop half-way with the
-        driver's ``-EINVAL`` and leak the device memory.)
+        released (:meth:`System.reap`).
+
+        Whoever drives the process learns of the exit first (:attr:`System.on_exit`, as a
+        parent learns from ``SIGCHLD``): the simulator stops the workload.
         """
         if not self.alive:
             return
-        kernel = self.system.kernel
-        previous = kernel.current
-        kernel.current = self
-        try:
+        for listener in self.system.on_exit:
+            listener(self)
+        with self._as_current() as kernel:
             for mr in list(self.mrs.values()):
                 del self.mrs[mr.lkey]
                 mr.nic.dereg_mr(mr)
@@ -466,11 +480,28 @@ class Process(Task):
                 rlimit.io_ring_ctx_free(self.io_ring, kernel=kernel)
             rlimit.munlock_all(self, self.vm_locked, kernel=kernel)  # exit_mmap
             kernel.take_waits()
-        finally:
-            kernel.current = previous
         self.alive = False
         self.exit_code = code
         self.system.reap()
+
+    def uverbs_destroy_ufile_hw(self, nic: RdmaDevice) -> int:
+        """The kernel destroys this process's MRs on ``nic`` because the device goes away
+        (``ib_unregister_device`` → ``uverbs_destroy_ufile_hw(ufile,
+        RDMA_REMOVE_DRIVER_REMOVE)`` on every open uverbs file, as a NIC reset or removal
+        does): each MR leaves the MR table and is deregistered as :meth:`ibv_dereg_mr` would
+        (unmap, unpin, detach, put), as this task so that what it charged returns to it. The
+        fences the teardown collects are nobody's to wait for. The process lives on; its next
+        work request on such an MR fails. Returns how many MRs went."""
+        dropped = 0
+        for mr in [m for m in self.mrs.values() if m.nic is nic]:
+            del self.mrs[mr.lkey]
+            with self._as_current() as kernel:
+                try:
+                    nic.dereg_mr(mr)
+                finally:
+                    kernel.take_waits()
+            dropped += 1
+        return dropped
 
     def kill(self, signal: int = 9) -> None:
         """``kill -9``: the same teardown as :meth:`exit`, exit code 128 + signal."""
