@@ -18,7 +18,21 @@ from dataclasses import dataclass
 import simpy
 
 from pinlab.kernel.ttm import CopyJob, TtmDevice, TtmMemType
+from pinlab.platform.topology import Machine
 from pinlab.sim.flows import FlowNetwork, Link
+
+
+def local_rate(machine: Machine, device: str) -> float:
+    """The on-device rate of ``device`` in bytes/s: its copy engine's clears and VRAM → VRAM
+    moves, and the accelerator's own accesses to its memory. The ``mem:<dev>`` link's rate,
+    memory bandwidth × ``hbm.copy_efficiency`` (``cost-model.md`` §8), when the spec gives a
+    bandwidth; else 10 × ``evict.d2h.genN`` [assumption: on-device copies are an order of
+    magnitude faster than over PCIe]."""
+    spec = machine.spec.device(device)
+    cost = machine.cost
+    if spec.memory_bandwidth:
+        return spec.memory_bandwidth * cost.hbm.copy_efficiency
+    return cost.evict_d2h(spec.gen) * 10
 
 
 @dataclass(frozen=True, slots=True)

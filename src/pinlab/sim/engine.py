@@ -11,7 +11,8 @@ migrations and evictions take time and their fences signal when the bytes have m
 Workloads are SimPy generator functions ``workload(ctx, **params)``; :class:`Ctx` is what they
 see: their process (``ctx.proc``, a :class:`pinlab.uapi.Process`), syscalls that wait for the
 fences the kernel collected (``yield from ctx.call(...)``), NIC transfers and copies over the
-flow network (``yield from ctx.nic_send(...)``), and their statistics. Time enters the model
+flow network (``yield from ctx.transfer(...)``; the NIC helpers of
+:mod:`pinlab.sim.workloads`), and their statistics. Time enters the model
 only here: the kernel never sleeps, the simulator waits on its fences.
 
 Determinism: one seeded ``random.Random`` per tenant (derived from the run seed and the tenant
@@ -32,14 +33,13 @@ import simpy
 
 from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuMoveStats
 from pinlab.drivers.base import ExporterDriver
-from pinlab.drivers.rdma import MemoryRegion
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
 from pinlab.kernel.ttm import CopyJob, TtmDevice
 from pinlab.platform.cluster import Cluster, ClusterSpec, build_cluster
 from pinlab.platform.topology import LinkUse, Machine, PlatformSpec, build
-from pinlab.sim.copy_engine import CopyEngine, CopyRates
+from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
 from pinlab.sim.metrics import Recorder, TenantStats, TraceArgs, track_name
@@ -145,8 +145,7 @@ class Simulation:
     def key(self, node: str, use: LinkUse) -> str:
         """The flow-network name of a node link use."""
         if self.cluster is not None and ("/" in use.link or use.link in self.cluster.fabric):
-            # already qualified by the cluster, or a fabric link (pinlab fix: ``fabric:core``
-            # was qualified with the node name and not found)
+            # already qualified by the cluster, or a fabric link (shared by every node)
             return f"{use.link}/{use.direction}"
         return f"{node}/{use.link}/{use.direction}"
 
@@ -164,13 +163,10 @@ class Simulation:
             host = machine.host_of(name)
             to_host = self.links(node.name, machine.path(name, host))
             from_host = self.links(node.name, machine.path(host, name))
-            local = (
-                spec.memory_bandwidth * cost.hbm.copy_efficiency
-                if spec.memory_bandwidth
-                else cost.evict_d2h(spec.gen) * 10
-            )
             rates = CopyRates(
-                d2h=cost.evict_d2h(spec.gen), h2d=cost.restore_h2d(spec.gen), local=local
+                d2h=cost.evict_d2h(spec.gen),
+                h2d=cost.restore_h2d(spec.gen),
+                local=local_rate(machine, name),
             )
             if isinstance(driver, AmdgpuDevice) and cost.evict.moveback_throttle:
                 # amdgpu's estimate of its copy throughput is the copy engine's D2H rate
@@ -262,8 +258,7 @@ class Simulation:
             pass
         except KernelError as e:
             # a denial the workload did not handle ends it; the program exits with status 1,
-            # which releases what it held (pinlab fix: the process used to stay alive with its
-            # buffers and pins, as no real program that died of an error does)
+            # which releases what it held, as a real program that dies of an error does
             tenant.error = e
             tenant.proc.exit(1)
         tenant.stats.finished = self.env.now
@@ -273,8 +268,7 @@ class Simulation:
         """Run ``action`` at simulated ``time`` (fault injection)."""
 
         def fire() -> Generator[simpy.Event, Any, None]:
-            # ``time`` is absolute (pinlab fix: it was a delay from the call, which differs
-            # once the simulation has run)
+            # ``time`` is absolute, not a delay from the call
             yield self.env.timeout(max(time - self.env.now, 0.0))
             self.recorder.event(self.env.now, "fault", label or action.__name__)
             action()
@@ -405,7 +399,7 @@ class Ctx:
         flow: int | None = None,
     ) -> None:
         """Log a ``trace.json`` slice from ``start`` to now on ``process`` (a device, NIC or
-        link of this node) / ``thread`` (pinlab addition for timelines)."""
+        link of this node) / ``thread``."""
         rec = self.sim.recorder
         if rec.tracing:
             proc = track_name(self.node.name, process)
@@ -433,15 +427,14 @@ class Ctx:
 
     def call_nowait(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a syscall with :meth:`call`'s denial accounting but without waiting: the
-        fences it collected stay in ``proc.waits`` until :meth:`wait_pending` (pinlab
-        addition, so that one tenant can start several migrations and wait for them
-        together, as parallel registrations on several devices do).
+        fences it collected stay in ``proc.waits`` until :meth:`wait_pending`, so that one
+        tenant can start several migrations and wait for them together, as parallel
+        registrations on several devices do.
 
         A denial is attributed to ``dmem.max`` when the dmem controller refused a charge
         during the call (its ``limit_hits`` grew) and no pin policy claimed it: TTM turns the
         controller's ``-EAGAIN`` into the ``-ENOMEM`` userspace sees, so the errno alone
-        cannot say that an administrator's limit was the cause (pinlab fix for the scenarios'
-        per-policy denial counts).
+        cannot say that an administrator's limit was the cause.
         """
         dmem = self.machine.kernel.dmem
         hits_before = getattr(dmem, "limit_hits", None)
@@ -503,56 +496,6 @@ class Ctx:
         elapsed = self.env.now - t0
         if record:
             self.stats.record_transfer(nbytes, elapsed)
-        return elapsed
-
-    def nic_send(
-        self,
-        mr: MemoryRegion,
-        nbytes: float | None = None,
-        *,
-        write: bool = False,
-        extra: list[Link] | None = None,
-    ) -> Generator[simpy.Event, Any, float]:
-        """The NIC moves ``nbytes`` through ``mr`` to the wire (or, ``write``, from the wire
-        into it): an ODP fault first if the translation is gone (``odp.fault`` plus the
-        re-map's fence waits), then a flow over the path between the MR's memory -- device
-        memory peer-to-peer, or host memory after a migration -- and the NIC's port."""
-        nbytes = mr.length if nbytes is None else nbytes
-        t0 = self.env.now
-        faults_before = mr.faults
-        result = yield from self.call(self.proc.nic_dma, mr, int(nbytes), write=write)
-        nic = mr.nic.name
-        if mr.faults > faults_before:
-            n = mr.faults - faults_before
-            self.stats.odp_faults += n
-            t_fault = self.now
-            yield self.env.timeout(n * self.cost.odp.fault)
-            self.trace(nic, "odp faults", "odp fault", "odp", t_fault, {"faults": n})
-        machine = self.machine
-        loc = mr.dmabuf.locate() if mr.dmabuf.locate is not None else None
-        if result.p2p and loc is not None:
-            src = loc.device
-            cap = machine.p2p_capacity(src, nic, nic_reads=not write) or self.cost.nic_rate()
-        else:
-            src = machine.host_of(nic)
-            cap = self.cost.nic_rate()
-        path = machine.path(nic, src) if write else machine.path(src, nic)
-        port = LinkUse(machine.nic_port(nic), "rx" if write else "tx")
-        uses = [port, *path] if write else [*path, port]
-        links = self.sim.links(self.node.name, uses) + (extra or [])
-        yield self.env.timeout(self.cost.nic.alpha)
-        t1 = self.now
-        yield self.sim.net.transfer(nbytes, links, cap=cap, label=f"{self.proc.comm}:{nic}")
-        self.trace(
-            nic,
-            f"qp {self.proc.comm}",
-            "write" if write else "read",
-            "transfer",
-            t1,
-            {"bytes": nbytes, "p2p": int(bool(result.p2p)), "src": src},
-        )
-        elapsed = self.env.now - t0
-        self.stats.record_transfer(nbytes, elapsed)
         return elapsed
 
     def exporter(self, device: str) -> ExporterDriver:

@@ -75,6 +75,7 @@ from pinlab.kernel.umem import (
     IB_ACCESS_REMOTE_WRITE,
 )
 from pinlab.platform.topology import LinkUse, Machine
+from pinlab.sim.copy_engine import local_rate
 from pinlab.sim.engine import Ctx, Simulation
 from pinlab.sim.flows import FlowNetwork, Link
 from pinlab.uapi.process import HostMemoryRegion
@@ -381,7 +382,7 @@ class Side:
     bottleneck: float
     fill: float = 0.0
     staged: bool = False
-    nic: str = ""  # the NIC this end goes through (its trace track; pinlab addition)
+    nic: str = ""  # the NIC this end goes through (its trace track)
 
 
 def _port_rate(machine: Machine, nic: str, write: bool) -> float:
@@ -568,14 +569,6 @@ def _staged_pipeline(
     return float(env.now - t0)
 
 
-def _local_rate(machine: Machine, device: str) -> tuple[list[LinkUse], float]:
-    uses = machine.path(device, device)
-    if uses:
-        return uses, machine.bottleneck(uses)
-    gen = machine.spec.device(device).gen
-    return [], machine.cost.evict_d2h(gen) * 10  # the copy engine's on-device rate (engine.py)
-
-
 def device_access(
     ctx: Ctx, device: str, location: str | None, nbytes: float, *, write: bool
 ) -> Gen:
@@ -588,14 +581,14 @@ def device_access(
     machine = ctx.machine
     spec = machine.spec.device(device)
     if location == "vram" or spec.is_carve_out:
-        uses, rate = _local_rate(machine, device)
+        uses = machine.path(device, device)
         start = ctx.now
         if spec.is_carve_out and uses:
             yield ctx.sim.net.transfer(
                 nbytes, ctx.sim.links(ctx.node.name, uses[:1]), label=f"{device}:access"
             )
         else:
-            yield ctx.sleep(nbytes / rate)
+            yield ctx.sleep(nbytes / local_rate(machine, device))
         ctx.trace(
             device,
             f"dma {ctx.proc.comm}",
