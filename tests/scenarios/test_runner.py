@@ -19,6 +19,8 @@ from pinlab.scenarios.runner import (
     run_variant,
 )
 from pinlab.scenarios.schema import parse_path, parse_value
+from pinlab.sim.workloads import KvTransferParams
+from pinlab.units import GiB, MiB
 
 SMALL = """
 [scenario]
@@ -99,20 +101,18 @@ def test_sets_reach_every_part_of_the_document(tmp_path: Path) -> None:
     r = cfg.resolve("b")
     assert r.scenario.duration == 0.5
     assert r.kernel.profile == "7.1"
-    assert r.tenants[0].params == {
-        "buffer": "1GiB",
-        "block": "128MiB",  # the variant's change stays
-        "rate": 50,
-    }
+    params = r.tenants[0].params
+    assert isinstance(params, KvTransferParams)  # validated once, into the workload's model
+    assert (params.buffer, params.block, params.rate) == (GiB, 128 * MiB, 50)  # variant stays
     assert r.cost == {"odp": {"fault": "2ms"}, "nic.alpha": "3us"}
 
 
 def test_sets_win_over_variants_and_may_address_a_variant(tmp_path: Path) -> None:
     cfg = load_scenario(write(tmp_path, SMALL), sets=["tenants.kv.params.block=32MiB"])
-    assert cfg.resolve("b").tenants[0].params["block"] == "32MiB"
+    assert cfg.resolve("b").tenants[0].params.block == 32 * MiB  # type: ignore[attr-defined]
     cfg = load_scenario(write(tmp_path, SMALL), sets=["variants.b.tenants.kv.params.rate=5"])
-    assert cfg.resolve("b").tenants[0].params["rate"] == 5
-    assert cfg.resolve("a").tenants[0].params["rate"] == 50
+    assert cfg.resolve("b").tenants[0].params.rate == 5  # type: ignore[attr-defined]
+    assert cfg.resolve("a").tenants[0].params.rate == 50  # type: ignore[attr-defined]
 
 
 def test_paths_and_values() -> None:

@@ -17,10 +17,11 @@ What a run does: build the platform (preset, patches) and one kernel per node wi
 variant's profile and switches; the simulator (:class:`~pinlab.sim.engine.Simulation`) with
 the cost overrides and the seed; on every node a cgroup tree with the dmem controller and the
 administrator's policy when the scenario has one (``apply_policy``); the tenants, each a
-process of its policy user (uid, RLIMIT_MEMLOCK, capabilities, cgroup); the faults; then the
-clock runs for ``duration`` and the metrics are collected (:func:`collect_metrics`). Finally
-every process exits, and what a real kernel would leak is reported (``global.leaks``,
-``global.leaked_bytes``).
+process of its policy user (uid, RLIMIT_MEMLOCK, capabilities, cgroup) running its workload
+with the parameters the schema validated; the faults; then the clock runs for ``duration``,
+every component reports its metrics (:func:`~pinlab.scenarios.metrics.collect_metrics`), and
+last the teardown: every process exits, and what a real kernel would leak is reported
+(``global.leaks``, ``global.leaked_bytes``).
 
 Nothing here reads a clock: a run is a function of the configuration and the seed.
 """
@@ -38,12 +39,11 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from pinlab.errors import ConfigError
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
-from pinlab.kernel.ttm import TtmDevice
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyError, apply_policy
 from pinlab.policy.dmem import DmemCgroupController
-from pinlab.scenarios.metrics import collect_metrics
+from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
@@ -57,9 +57,10 @@ from pinlab.scenarios.schema import (
     validate_document,
     validate_policy,
 )
+from pinlab.sim.copy_engine import ttm_device
 from pinlab.sim.engine import Simulation
 from pinlab.sim.faults import inject
-from pinlab.sim.workloads import WORKLOADS
+from pinlab.sim.workloads import spawn
 from pinlab.tomlfile import read_toml
 
 __all__ = [
@@ -350,11 +351,7 @@ def _apply_policy(
         if dmem is None:
             doc.pop("regions", None)
         config = validate_policy(doc, source)
-        ttm = [
-            bdev
-            for d in node.machine.exporters.values()
-            if isinstance(bdev := getattr(d, "bdev", None), TtmDevice)
-        ]
+        ttm = [bdev for d in node.machine.exporters.values() if (bdev := ttm_device(d)) is not None]
         try:
             applied[name] = apply_policy(
                 config, kernel, tree, dmem, ttm_devices=ttm, source=f"{source}: policy"
@@ -379,7 +376,6 @@ def build_simulation(
     policies = _apply_policy(sim, cfg, source, base_dir) if cfg.policy is not None else {}
     for t in cfg.active_tenants():
         nodes = list(sim.nodes) if t.node == "*" else [t.node] if t.node else [None]
-        workload = WORKLOADS[t.workload]
         for node in nodes:
             name = t.name if t.node != "*" else f"{t.name}@{node}"
             node_name = node or next(iter(sim.nodes))
@@ -387,14 +383,7 @@ def build_simulation(
             applied = policies.get(node_name)
             if t.user is not None and applied is not None:
                 args = applied.spawn_args(t.user)
-            tenant = sim.spawn(
-                name,
-                workload.fn,
-                node=node,
-                start=t.start,
-                process_args=args,
-                **t.params,
-            )
+            tenant = spawn(sim, name, t.params, node=node, start=t.start, process_args=args)
             if applied is not None and "cgroup" in args:
                 applied.tree.attach(tenant.proc, args["cgroup"])
     for f in cfg.active_faults():
@@ -417,10 +406,11 @@ def run_variant(
     resolved = cfg.resolve(variant)
     spec = cfg.platform_spec(variant)
     base_dir = Path(cfg.base_dir) if cfg.base_dir else None
-    sim, policies = build_simulation(resolved, spec, cfg.source, base_dir)
+    sim, _policies = build_simulation(resolved, spec, cfg.source, base_dir)
     duration = float(resolved.scenario.duration)
     sim.run(duration)
-    metrics = collect_metrics(sim, duration, policies)
+    metrics = collect_metrics(sim, duration)
+    metrics.update(teardown_metrics(sim.teardown()))
     profile_name = resolved.kernel.profile or DEFAULT_PROFILE
     return RunResult(
         scenario=resolved.scenario.name,

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 
 import simpy
 
+from pinlab.drivers.base import ExporterDriver
 from pinlab.kernel.ttm import CopyJob, TtmDevice, TtmMemType
 from pinlab.platform.topology import Machine
 from pinlab.sim.flows import FlowNetwork, Link
+from pinlab.sim.metrics import metric
 
 
 def local_rate(machine: Machine, device: str) -> float:
@@ -46,11 +48,27 @@ class CopyRates:
 
 @dataclass(slots=True)
 class CopyStats:
+    """What one device's copy engine did; ``bytes_migrated`` is its reported metric
+    (``device.<node>/<dev>.bytes_migrated``; a device without a copy engine reports a fresh
+    ``CopyStats``: nothing moved)."""
+
     jobs: int = 0
     moves: int = 0
     clears: int = 0
-    bytes_moved: int = 0
+    bytes_migrated: int = metric(
+        "B",
+        "bytes its copy engine moved between memories (migrations, evictions, moves back)",
+        default=0,
+        integral=True,
+    )
     busy_time: float = 0.0
+
+
+def ttm_device(driver: ExporterDriver) -> TtmDevice | None:
+    """The TTM device behind an exporter; None for a static exporter (habanalabs), which
+    never moves memory."""
+    bdev = getattr(driver, "bdev", None)
+    return bdev if isinstance(bdev, TtmDevice) else None
 
 
 class CopyEngine:
@@ -122,7 +140,7 @@ class CopyEngine:
             stats.clears += 1
         else:
             stats.moves += 1
-            stats.bytes_moved += job.nbytes
+            stats.bytes_migrated += job.nbytes
         if self.on_job is not None:
             self.on_job(job, start, end)
         self.running -= 1

@@ -8,12 +8,18 @@ qualified ``"<node>/<link>/<direction>"``; a single-node platform uses the node 
 ``"node"``), and attaches a :class:`~pinlab.sim.copy_engine.CopyEngine` to every TTM device, so
 migrations and evictions take time and their fences signal when the bytes have moved.
 
-Workloads are SimPy generator functions ``workload(ctx, **params)``; :class:`Ctx` is what they
-see: their process (``ctx.proc``, a :class:`pinlab.uapi.Process`), syscalls that wait for the
-fences the kernel collected (``yield from ctx.call(...)``), NIC transfers and copies over the
-flow network (``yield from ctx.transfer(...)``; the NIC helpers of
-:mod:`pinlab.sim.workloads`), and their statistics. Time enters the model
-only here: the kernel never sleeps, the simulator waits on its fences.
+A tenant runs a SimPy generator function of one :class:`Ctx` (the built-in workloads of
+:mod:`pinlab.sim.workloads` bind their typed parameters and result first); :class:`Ctx` is
+what it sees: its process (``ctx.proc``, a :class:`pinlab.uapi.Process`), syscalls that wait
+for the fences the kernel collected (``yield from ctx.call(...)``), transfers over the flow
+network (``yield from ctx.transfer(...)``; the NIC helpers of :mod:`pinlab.sim.workloads`),
+and its statistics. Time enters the model only here: the kernel never sleeps, the simulator
+waits on its fences. Userspace enters the model only through the process's syscalls, and the
+faults through the machine's operations (``System.hot_unplug``, ``System.reset_nic``).
+
+What a tenant achieved is reported by the tenant itself (:meth:`Tenant.report`); the copy
+engines report their moves; :meth:`Simulation.teardown` ends every process and reports what a
+real kernel would leak.
 
 Determinism: one seeded ``random.Random`` per tenant (derived from the run seed and the tenant
 name), SimPy's FIFO event order, and no wall-clock reads -- the same scenario and seed give the
@@ -36,17 +42,29 @@ from pinlab.drivers.base import ExporterDriver
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
-from pinlab.kernel.ttm import CopyJob, TtmDevice
+from pinlab.kernel.ttm import CopyJob
 from pinlab.platform.cluster import Cluster, ClusterSpec, build_cluster
 from pinlab.platform.topology import LinkUse, Machine, PlatformSpec, build
-from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
+from pinlab.sim.collective import Collectives
+from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate, ttm_device
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
-from pinlab.sim.metrics import Recorder, TenantStats, TraceArgs, track_name
+from pinlab.sim.metrics import (
+    Metric,
+    Recorder,
+    TenantResult,
+    TenantStats,
+    TraceArgs,
+    metric,
+    num,
+    report_fields,
+    track_name,
+)
 from pinlab.uapi.process import Process
 
 T = TypeVar("T")
-Workload = Callable[..., Generator[simpy.Event, Any, Any]]
+Run = Callable[["Ctx"], Generator[simpy.Event, Any, Any]]
+"""What a tenant runs: a generator function of its :class:`Ctx`."""
 
 SINGLE_NODE = "node"
 
@@ -58,15 +76,75 @@ def _seed(run_seed: int, name: str) -> int:
 
 @dataclass(slots=True)
 class Tenant:
-    """One workload instance: its process, statistics and SimPy process."""
+    """One workload instance: its process, statistics, result and SimPy process."""
 
     name: str
     node: str
     proc: Process
     stats: TenantStats
+    result: TenantResult
     ctx: Ctx
     process: simpy.Process | None = None
     error: BaseException | None = None
+
+    def report(self, duration: float) -> dict[str, Metric]:
+        """``tenant.<name>.*``: what it moved and suffered, its denials (counted by its process
+        at the syscall boundary, by errno and by the policy that refused), whether it was gone
+        at the end or died of an error, and its workload's result fields once it started."""
+        stats, result, denials = self.stats, self.result, self.proc.stats
+        base = f"tenant.{self.name}"
+        start = result.data_start
+        if start is None:
+            start = stats.started if stats.started is not None else 0.0
+        end = result.data_end
+        if end is None:
+            end = stats.finished if stats.finished is not None else duration
+        elapsed = max(end - start, 0.0)
+        m = {
+            f"{base}.throughput": Metric(
+                num(stats.bytes / elapsed if elapsed > 0 else 0.0),
+                "B/s",
+                "bytes moved per second of the data phase (after setup)",
+            ),
+            f"{base}.bytes": Metric(num(stats.bytes), "B", "bytes moved"),
+            f"{base}.transfers": Metric(stats.transfers, "count", "transfers completed"),
+            f"{base}.latency_p50": Metric(num(stats.percentile(50)), "s", "median latency"),
+            f"{base}.latency_p99": Metric(num(stats.percentile(99)), "s", "99th percentile"),
+            f"{base}.stall_time": Metric(
+                num(stats.stall_time), "s", "waiting for fences and ODP faults"
+            ),
+            f"{base}.odp_faults": Metric(stats.odp_faults, "count", "NIC page faults taken"),
+            f"{base}.denials": Metric(denials.total, "count", "calls the kernel refused"),
+        }
+        for errno in sorted(denials.denials):
+            m[f"{base}.denied.{errno.lstrip('-')}"] = Metric(
+                denials.denials[errno], "count", f"calls refused with {errno}"
+            )
+        for policy in sorted(denials.denials_by_policy):
+            m[f"{base}.denied_by.{policy}"] = Metric(
+                denials.denials_by_policy[policy], "count", f"refusals by the {policy} policy"
+            )
+        m[f"{base}.killed"] = Metric(
+            0 if self.proc.alive else 1, "count", "1 if the process was gone at the end"
+        )
+        m[f"{base}.failed"] = Metric(
+            1 if self.error is not None else 0, "count", "1 if an unhandled error ended it"
+        )
+        if stats.started is not None:
+            m.update(report_fields(result, base))
+        return m
+
+
+@dataclass(slots=True)
+class Leaks:
+    """What :meth:`Simulation.teardown` found after every process exited."""
+
+    leaks: int = metric(
+        "count", "what a real kernel would leak, after exit", default=0, integral=True
+    )
+    leaked_bytes: int = metric(
+        "B", "device memory still allocated after every process exited", default=0, integral=True
+    )
 
 
 @dataclass(slots=True)
@@ -104,9 +182,7 @@ class Simulation:
         self.tenants: dict[str, Tenant] = {}
         self._by_process: dict[tuple[str, int], Tenant] = {}
         self.nodes: dict[str, NodeState] = {}
-        # state that workloads of one run share, e.g. the collectives of allreduce; keyed by
-        # the owner's name; never read by the engine itself
-        self.shared: dict[str, Any] = {}
+        self.collectives = Collectives(self.env, self.net)
         clock = self._now
         if isinstance(platform, ClusterSpec):
             prof = profile if isinstance(profile, KernelProfile) else None
@@ -156,8 +232,8 @@ class Simulation:
         machine = node.machine
         cost = machine.cost
         for name, driver in machine.exporters.items():
-            bdev = getattr(driver, "bdev", None)
-            if not isinstance(bdev, TtmDevice):
+            bdev = ttm_device(driver)
+            if bdev is None:
                 continue  # static exporters (habanalabs) never move memory
             spec = machine.spec.device(name)
             host = machine.host_of(name)
@@ -208,11 +284,9 @@ class Simulation:
     def _copy_done(
         self, node: str, device: str, kind: str, nbytes: int, start: float, end: float
     ) -> None:
-        rec = self.recorder
-        rec.count(f"device/{node}/{device}/copies_{kind}")
-        if kind == "move":
-            rec.count(f"device/{node}/{device}/bytes_migrated", nbytes)
-        rec.event(start, f"copy-{kind}", f"{node}/{device} {nbytes} B for {end - start:.6f} s")
+        self.recorder.event(
+            start, f"copy-{kind}", f"{node}/{device} {nbytes} B for {end - start:.6f} s"
+        )
 
     # -- tenants ---------------------------------------------------------------------------
     def node(self, name: str | None = None) -> NodeState:
@@ -226,34 +300,37 @@ class Simulation:
     def spawn(
         self,
         name: str,
-        workload: Workload,
+        run: Run,
         *,
+        result: TenantResult | None = None,
         node: str | None = None,
         start: float = 0.0,
         process_args: dict[str, Any] | None = None,
-        **params: Any,
     ) -> Tenant:
-        """Start ``workload(ctx, **params)`` as tenant ``name`` at ``start`` seconds."""
+        """Start ``run(ctx)`` as tenant ``name`` on ``node`` at ``start`` seconds, in a new
+        process (``process_args``: ``System.spawn``'s credentials and limits); ``result`` is
+        what the workload fills in (default: a bare :class:`TenantResult`). Built-in
+        workloads start through :func:`pinlab.sim.workloads.spawn`."""
         if name in self.tenants:
             raise ValueError(f"tenant {name!r} already exists")
         state = self.node(node)
         proc = state.machine.system.spawn(name, **(process_args or {}))
         stats = self.recorder.tenant(name)
         ctx = Ctx(self, state, proc, stats, random.Random(_seed(self.seed, name)))
-        tenant = Tenant(name, state.name, proc, stats, ctx)
+        tenant = Tenant(name, state.name, proc, stats, result or TenantResult(), ctx)
         self.tenants[name] = tenant
         self._by_process[(state.name, proc.pid)] = tenant
-        tenant.process = self.env.process(self._run_tenant(tenant, workload, start, params))
+        tenant.process = self.env.process(self._run_tenant(tenant, run, start))
         return tenant
 
     def _run_tenant(
-        self, tenant: Tenant, workload: Workload, start: float, params: dict[str, Any]
+        self, tenant: Tenant, run: Run, start: float
     ) -> Generator[simpy.Event, Any, None]:
         if start > 0:
             yield self.env.timeout(start)
         tenant.stats.started = self.env.now
         try:
-            yield from workload(tenant.ctx, **params)
+            yield from run(tenant.ctx)
         except simpy.Interrupt:
             pass
         except KernelError as e:
@@ -306,10 +383,14 @@ class Simulation:
                 self.sample_regions(node.name, dev, driver)
                 if rec.tracing:
                     self._trace_move_notify(node.name, dev, driver, now)
-            rec.sample(f"stale_dma/{node.name}", now, len(node.machine.system.detector.incidents))
-        for name, stats in rec.tenants.items():
-            rec.sample(f"tenant/{name}/bytes", now, stats.bytes)
-            rec.sample(f"tenant/{name}/denials", now, sum(stats.denials.values()))
+            rec.sample(
+                f"node.{node.name}.stale_dma_incidents",
+                now,
+                len(node.machine.system.detector.incidents),
+            )
+        for name, tenant in self.tenants.items():
+            rec.sample(f"tenant.{name}.bytes", now, tenant.stats.bytes)
+            rec.sample(f"tenant.{name}.denials", now, tenant.proc.stats.total)
         dt = now - self._last_sample
         if dt <= 0:
             return
@@ -319,7 +400,7 @@ class Simulation:
             before = self._sampled_bytes.get(key, 0.0)
             if carried != before or key in self._sampled_bytes:
                 rec.sample(
-                    f"link/{key}/utilisation",
+                    f"link.{key}.utilisation",
                     now,
                     round((carried - before) / (link.capacity * dt), 6),
                 )
@@ -332,11 +413,11 @@ class Simulation:
         now = self.env.now
         rec = self.recorder
         for region in driver.regions():
-            base = f"device/{node}/{device}/{region.name}"
-            rec.sample(f"{base}/used", now, region.used)
-            rec.sample(f"{base}/pinned", now, region.pinned)
-            rec.sample(f"{base}/free", now, region.free)
-            rec.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
+            base = f"device.{node}/{device}.{region.name}"
+            rec.sample(f"{base}.used", now, region.used)
+            rec.sample(f"{base}.pinned", now, region.pinned)
+            rec.sample(f"{base}.free", now, region.free)
+            rec.sample(f"{base}.fragmentation", now, round(region.fragmentation, 6))
 
     def _trace_move_notify(self, node: str, dev: str, driver: ExporterDriver, now: float) -> None:
         """A ``move_notify`` instant on the device's track when its count grew since the last
@@ -359,6 +440,25 @@ class Simulation:
     def stale_incidents(self) -> int:
         return sum(len(n.machine.system.detector.incidents) for n in self.nodes.values())
 
+    def teardown(self) -> Leaks:
+        """End of the run: every process exits (in kernel order, ``Process.exit``); then what
+        a real kernel would leak (``kernel.leaks``) and the device memory (VRAM, GTT) still
+        allocated, unplugged devices included."""
+        out = Leaks()
+        for node in self.nodes.values():
+            system = node.machine.system
+            for proc in list(system.live_processes()):
+                proc.exit()
+            system.reap()
+            kernel = node.kernel
+            kernel.take_waits()
+            out.leaks += len(kernel.leaks)
+            for driver in [*system.exporters.values(), *node.unplugged.values()]:
+                for region in driver.regions():
+                    if region.name in ("vram", "gtt"):
+                        out.leaked_bytes += region.used
+        return out
+
 
 class Ctx:
     """What a workload sees: its process, syscalls that wait in simulated time, transfers."""
@@ -379,10 +479,6 @@ class Ctx:
         self.proc = proc
         self.stats = stats
         self.rng = rng
-        # pinlab addition (scenarios): scalar results a workload reports beyond TenantStats
-        # (``data_start``, ``frames``, ``missed_frames`` ...); the scenario runner turns them
-        # into metrics. Values are numbers, keys are metric-name fragments.
-        self.notes: dict[str, float] = {}
 
     @property
     def now(self) -> float:
@@ -415,8 +511,8 @@ class Ctx:
     def call(
         self, fn: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Generator[simpy.Event, Any, T]:
-        """Run a syscall; count a denial (by errno and, where a policy refused, by policy)
-        and re-raise it; then wait for the fences the kernel collected (stall time)."""
+        """Run a syscall (a denial is logged, :meth:`call_nowait`, and re-raised); then wait
+        for the fences the kernel collected (stall time)."""
         try:
             result = self.call_nowait(fn, *args, **kwargs)
         except KernelError:
@@ -426,34 +522,22 @@ class Ctx:
         return result
 
     def call_nowait(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a syscall with :meth:`call`'s denial accounting but without waiting: the
-        fences it collected stay in ``proc.waits`` until :meth:`wait_pending`, so that one
-        tenant can start several migrations and wait for them together, as parallel
-        registrations on several devices do.
+        """Run a syscall without waiting: the fences it collected stay in ``proc.waits``
+        until :meth:`wait_pending`, so that one tenant can start several migrations and wait
+        for them together, as parallel registrations on several devices do.
 
-        A denial is attributed to ``dmem.max`` when the dmem controller refused a charge
-        during the call (its ``limit_hits`` grew) and no pin policy claimed it: TTM turns the
-        controller's ``-EAGAIN`` into the ``-ENOMEM`` userspace sees, so the errno alone
-        cannot say that an administrator's limit was the cause.
-        """
-        dmem = self.machine.kernel.dmem
-        hits_before = getattr(dmem, "limit_hits", None)
+        A denial is counted once, by the process at the syscall boundary
+        (``Process.stats``); here it is logged as an event and a trace instant, with the
+        policy that refused (``KernelError.policy``)."""
         try:
             return fn(*args, **kwargs)
         except KernelError as e:
-            self.stats.denials[str(e.errno)] += 1
-            policy = e.policy
-            hits_after = getattr(dmem, "limit_hits", hits_before)
-            if policy is None and hits_before is not None and hits_after > hits_before:
-                policy = "dmem.max"
-            if policy:
-                self.stats.denials_by_policy[policy] += 1
             rec = self.sim.recorder
             rec.event(self.now, "denial", f"{self.proc.comm}: {e}")
             if rec.tracing:
                 tenants = track_name(self.node.name, "tenants")
                 rec.add_process(tenants, "tenants")
-                rec.instant(self.now, tenants, self.proc.comm, "denial", f"{e} ({policy or '-'})")
+                rec.instant(self.now, tenants, self.proc.comm, "denial", f"{e} ({e.policy or '-'})")
             raise
 
     def wait_pending(self) -> Generator[simpy.Event, Any, None]:

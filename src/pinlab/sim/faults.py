@@ -14,7 +14,8 @@ simulation; this module only schedules them (:func:`inject`) and counts them:
   every MR on the NIC is deregistered by the kernel; the owner's next work request on it fails
   and the workloads register again.
 
-Each fault is recorded as an event and counted (``faults/<kind>``).
+Each fault is logged as an event and, with what it did, as a
+:class:`~pinlab.sim.metrics.FaultRecord` (``Recorder.faults``).
 """
 
 from __future__ import annotations
@@ -22,19 +23,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pinlab.sim.engine import Simulation
+from pinlab.sim.metrics import FaultRecord
 
 __all__ = ["FAULTS", "hot_unplug", "inject", "kill", "nic_reset"]
 
 
-def kill(sim: Simulation, target: str, node: str | None = None) -> None:
+def kill(sim: Simulation, target: str, node: str | None = None) -> FaultRecord:
     """Kill tenant ``target`` (``node`` is ignored: tenants have unique names)."""
     if target not in sim.tenants:
         raise KeyError(f"no tenant named {target!r} (have {', '.join(sim.tenants)})")
     sim.kill(target)
-    sim.recorder.count("faults/kill")
+    return FaultRecord(sim.env.now, "kill", target, sim.tenants[target].node, killed=1)
 
 
-def hot_unplug(sim: Simulation, target: str, node: str | None = None) -> None:
+def hot_unplug(sim: Simulation, target: str, node: str | None = None) -> FaultRecord:
     """Unplug device (or NIC) ``target`` on ``node`` (default: the first node):
     :meth:`System.hot_unplug <pinlab.uapi.system.System.hot_unplug>`; the device's regions
     are sampled one last time, as the unplug left them."""
@@ -43,20 +45,18 @@ def hot_unplug(sim: Simulation, target: str, node: str | None = None) -> None:
     if unplugged.exporter is not None:
         state.unplugged[target] = unplugged.exporter
         sim.sample_regions(state.name, target, unplugged.exporter)
-    sim.recorder.count("faults/hot-unplug")
-    sim.recorder.count("faults/hot-unplug/killed", len(unplugged.killed))
+    return FaultRecord(sim.env.now, "hot-unplug", target, state.name, killed=len(unplugged.killed))
 
 
-def nic_reset(sim: Simulation, target: str, node: str | None = None) -> None:
+def nic_reset(sim: Simulation, target: str, node: str | None = None) -> FaultRecord:
     """Reset NIC ``target`` on ``node``: :meth:`System.reset_nic
     <pinlab.uapi.system.System.reset_nic>` drops every MR on it."""
     state = sim.node(node)
     dropped = state.machine.system.reset_nic(target)
-    sim.recorder.count("faults/nic-reset")
-    sim.recorder.count(f"nic/{state.name}/{target}/reset_mrs", dropped)
+    return FaultRecord(sim.env.now, "nic-reset", target, state.name, mrs_dropped=dropped)
 
 
-FAULTS: dict[str, Callable[[Simulation, str, str | None], None]] = {
+FAULTS: dict[str, Callable[[Simulation, str, str | None], FaultRecord]] = {
     "kill": kill,
     "hot-unplug": hot_unplug,
     "nic-reset": nic_reset,
@@ -72,6 +72,6 @@ def inject(sim: Simulation, at: float, kind: str, target: str, node: str | None 
         raise KeyError(f"no fault kind {kind!r} (expected one of {', '.join(FAULTS)})") from None
 
     def fire() -> None:
-        action(sim, target, node)
+        sim.recorder.faults.append(action(sim, target, node))
 
     sim.at(at, fire, f"{kind} {target}" + (f" on {node}" if node else ""))

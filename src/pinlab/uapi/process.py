@@ -16,6 +16,7 @@ user's ``locked_vm`` return what the process charged. Nothing leaks.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from pinlab.kernel.kernel import (
 )
 from pinlab.kernel.umem import IB_ACCESS_ON_DEMAND
 from pinlab.policy import rlimit
+from pinlab.policy.dmem import DmemCgroupController
 
 if TYPE_CHECKING:
     from pinlab.uapi.system import System
@@ -93,13 +95,21 @@ class HostMemoryRegion:
 
 @dataclass(slots=True)
 class ProcessStats:
-    """What happened to one process, for reports."""
+    """The calls the kernel refused this process -- the one place denials are counted, at the
+    syscall boundary: by errno (``"-ENOMEM"``) and by the policy that refused
+    (``KernelError.policy``: a pin proposal's name, or ``dmem.max``)."""
 
-    denials: dict[str, int] = field(default_factory=dict)  # "-ENOMEM" -> count
+    denials: Counter[str] = field(default_factory=Counter)  # "-ENOMEM" -> n
+    denials_by_policy: Counter[str] = field(default_factory=Counter)  # "dmem-pin-max" -> n
+
+    @property
+    def total(self) -> int:
+        return sum(self.denials.values())
 
     def deny(self, e: KernelError) -> None:
-        key = str(e.errno)
-        self.denials[key] = self.denials.get(key, 0) + 1
+        self.denials[str(e.errno)] += 1
+        if e.policy:
+            self.denials_by_policy[e.policy] += 1
 
 
 class Process(Task):
@@ -145,15 +155,26 @@ class Process(Task):
     @contextmanager
     def _syscall(self, name: str) -> Iterator[None]:
         """Run a call as this task; count a denial (:meth:`ProcessStats.deny`); collect the
-        fences the kernel handed to the waiter."""
+        fences the kernel handed to the waiter.
+
+        A denial no pin policy claimed is attributed to ``dmem.max`` (``e.policy``) when the
+        dmem controller refused a charge during the call (its ``limit_hits`` grew): TTM turns
+        the controller's ``-EAGAIN`` into the ``-ENOMEM`` userspace sees, so the errno alone
+        cannot say that an administrator's limit was the cause."""
         if not self.alive:
-            raise err(Errno.ESRCH, name, f"process {self.pid} has exited")
+            gone = err(Errno.ESRCH, name, f"process {self.pid} has exited")
+            self.stats.deny(gone)
+            raise gone
         kernel = self.system.kernel
+        dmem = kernel.dmem if isinstance(kernel.dmem, DmemCgroupController) else None
+        hits = dmem.limit_hits if dmem is not None else 0
         try:
             with self._as_current():
                 try:
                     yield
                 except KernelError as e:
+                    if e.policy is None and dmem is not None and dmem.limit_hits > hits:
+                        e.policy = "dmem.max"
                     self.stats.deny(e)
                     raise
                 finally:
