@@ -73,7 +73,7 @@ def test_builtin_scenarios_in_order_with_their_claims() -> None:
         assert claim.endswith(".") and claim.count(". ") == 0, name  # one sentence
         assert builtin_path(name).is_file()
         cfg = load_scenario(name)
-        assert cfg.name == name and cfg.claim == claim and cfg.claim_check == name
+        assert cfg.name == name and cfg.scenario.claim == claim and cfg.scenario.claim_check == name
         assert len(cfg.variants) >= 2
 
 

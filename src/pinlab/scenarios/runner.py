@@ -7,8 +7,8 @@ The API ``pinlab run`` codes against:
 * :func:`load_scenario` -- a built-in name or a TOML file (format: :mod:`pinlab.scenarios.schema`),
   with ``--set key=value`` overrides; every variant is validated up front, every problem is one
   :class:`~pinlab.errors.ConfigError` line;
-* :class:`ScenarioConfig` -- ``.name``, ``.claim``, ``.variants``, ``.to_toml(variant)``,
-  ``.with_profile(p)``, ``.with_seed(n)``;
+* :class:`ScenarioConfig` -- ``.name``, ``.scenario`` (``[scenario]``: claim, camp, judge),
+  ``.variants``, ``.to_toml(variant)``, ``.with_profile(p)``, ``.with_seed(n)``;
 * :func:`run_variant` -- one variant → :class:`~pinlab.scenarios.result.RunResult`;
 * :func:`run_scenario` -- all (or some) variants and the :class:`~pinlab.scenarios.result.Verdict`
   of :func:`pinlab.scenarios.claims.judge`.
@@ -47,6 +47,7 @@ from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
+    ScenarioMeta,
     apply_changes,
     apply_set,
     flatten_cost,
@@ -114,39 +115,38 @@ class ScenarioConfig(BaseModel):
 
     # -- what the CLI shows ------------------------------------------------------------------
     @property
-    def meta(self) -> dict[str, Any]:
-        scenario = self.document.get("scenario", {})
-        return scenario if isinstance(scenario, dict) else {}
-
-    @property
     def name(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.name)
-
-    @property
-    def claim(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.claim)
-
-    @property
-    def camp(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.camp)
-
-    @property
-    def claim_check(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.claim_check)
+        return self.scenario.name
 
     @property
     def variants(self) -> list[str]:
         """Variant names in file order (``["base"]`` without ``[variants]``)."""
         return list(self.variant_docs) or [BASE_VARIANT]
 
+    @property
+    def scenario(self) -> ScenarioMeta:
+        """``[scenario]`` as the first variant resolves it: ``.name``, ``.claim``, ``.camp``,
+        ``.claim_check`` ..."""
+        return self.resolve(self.variants[0]).scenario
+
+    @property
+    def camp(self) -> str:
+        return self.scenario.camp
+
     # -- resolution --------------------------------------------------------------------------
+    def _written_name(self) -> str:
+        """The scenario's name as the file writes it (before any variant resolves)."""
+        scenario = self.document.get("scenario")
+        name = scenario.get("name") if isinstance(scenario, dict) else None
+        return str(name) if name is not None else self.source
+
     def _check_variant(self, variant: str | None) -> str:
         name = variant if variant is not None else self.variants[0]
         if name not in self.variants:
             raise ConfigError(
                 self.source,
                 "variants",
-                f"expected a variant of {self.meta.get('name', self.source)} "
+                f"expected a variant of {self._written_name()} "
                 f"({', '.join(self.variants)}), found {name!r}",
             )
         return name

@@ -136,22 +136,13 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 _TENANT = re.compile(r"^[A-Za-z][A-Za-z0-9_+-]*$")
 
 
-def _name(value: object) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise ValueError(
-            "expected a name of letters, digits, '_', '.', '+' or '-' starting with a letter, "
-            f"found {value!r}"
-        )
-    return value
+def _matching(pattern: re.Pattern[str], expected: str) -> BeforeValidator:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not pattern.match(value):
+            raise ValueError(f"expected {expected}, found {value!r}")
+        return value
 
-
-def _tenant_name(value: object) -> str:
-    if not isinstance(value, str) or not _TENANT.match(value):
-        raise ValueError(
-            "expected a tenant name of letters, digits, '_', '+' or '-' starting with a letter "
-            f"(no '.' or '@': they build metric names), found {value!r}"
-        )
-    return value
+    return BeforeValidator(check)
 
 
 def _profile(value: object) -> object:
@@ -177,8 +168,18 @@ def _workload(value: object) -> object:
     return value
 
 
-Name = Annotated[str, BeforeValidator(_name)]
-TenantName = Annotated[str, BeforeValidator(_tenant_name)]
+Name = Annotated[
+    str,
+    _matching(_NAME, "a name of letters, digits, '_', '.', '+' or '-' starting with a letter"),
+]
+TenantName = Annotated[
+    str,
+    _matching(
+        _TENANT,
+        "a tenant name of letters, digits, '_', '+' or '-' starting with a letter "
+        "(no '.' or '@': they build metric names)",
+    ),
+]
 ProfileName = Annotated[str | None, BeforeValidator(_profile)]
 WorkloadName = Annotated[str, BeforeValidator(_workload)]
 

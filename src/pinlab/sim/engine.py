@@ -55,6 +55,8 @@ from pinlab.sim.metrics import (
     TenantResult,
     TenantStats,
     TraceArgs,
+    TraceInstant,
+    TraceSlice,
     metric,
     num,
     report_fields,
@@ -275,9 +277,10 @@ class Simulation:
                     "from": src,
                     "to": job.dst.name.lower(),
                 }
-                self.recorder.slice(process, "copy engine", name, "copy", start, end, args)
+                rec = self.recorder
+                rec.log(TraceSlice(process, "copy engine", name, "copy", start, end - start, args))
                 if job.evict:
-                    self.recorder.instant(start, process, "copy engine", "eviction", owner)
+                    rec.log(TraceInstant(start, process, "copy engine", "eviction", owner))
 
         return hook
 
@@ -425,9 +428,8 @@ class Simulation:
         count = int(getattr(driver, "move_notifies", 0))
         before = self._move_notifies.get((node, dev), 0)
         if count > before:
-            self.recorder.instant(
-                now, track_name(node, dev), None, "move_notify", f"{count - before} calls"
-            )
+            detail = f"{count - before} calls"
+            self.recorder.log(TraceInstant(now, track_name(node, dev), None, "move_notify", detail))
         self._move_notifies[(node, dev)] = count
 
     # -- running ---------------------------------------------------------------------------
@@ -499,7 +501,7 @@ class Ctx:
         rec = self.sim.recorder
         if rec.tracing:
             proc = track_name(self.node.name, process)
-            rec.slice(proc, thread, name, cat, start, self.now, args, flow)
+            rec.log(TraceSlice(proc, thread, name, cat, start, self.now - start, args, flow))
 
     def new_flow(self) -> int:
         """A flow id joining the stages of one staged message in ``trace.json``."""
@@ -537,7 +539,8 @@ class Ctx:
             if rec.tracing:
                 tenants = track_name(self.node.name, "tenants")
                 rec.add_process(tenants, "tenants")
-                rec.instant(self.now, tenants, self.proc.comm, "denial", f"{e} ({e.policy or '-'})")
+                detail = f"{e} ({e.policy or '-'})"
+                rec.log(TraceInstant(self.now, tenants, self.proc.comm, "denial", detail))
             raise
 
     def wait_pending(self) -> Generator[simpy.Event, Any, None]:

@@ -287,29 +287,16 @@ class Recorder:
         """Declare trace process ``name`` of ``kind`` (so it gets a track even if idle)."""
         self.processes.setdefault(name, kind)
 
-    def slice(
-        self,
-        process: str,
-        thread: str,
-        name: str,
-        cat: str,
-        start: float,
-        end: float,
-        args: TraceArgs | None = None,
-        flow: int | None = None,
-    ) -> None:
-        """Log one operation from ``start`` to ``end`` seconds (no-op when not tracing)."""
-        if self.tracing:
-            self.slices.append(
-                TraceSlice(process, thread, name, cat, float(start), float(end - start), args, flow)
-            )
-
-    def instant(
-        self, t: float, process: str, thread: str | None, name: str, detail: str = ""
-    ) -> None:
-        """Log one instant (no-op when not tracing)."""
-        if self.tracing:
-            self.instants.append(TraceInstant(float(t), process, thread, name, detail))
+    def log(self, entry: TraceSlice | TraceInstant) -> None:
+        """Append a slice or an instant to the trace log (no-op when not tracing)."""
+        if not self.tracing:
+            return
+        if isinstance(entry, TraceSlice):
+            entry.start, entry.dur = float(entry.start), float(entry.dur)
+            self.slices.append(entry)
+        else:
+            entry.t = float(entry.t)
+            self.instants.append(entry)
 
     def new_flow(self) -> int:
         """A fresh flow id joining the stages of one staged message (1, 2, ... per run)."""

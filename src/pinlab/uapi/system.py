@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pinlab.uapi.process import GemHandle, Process
 
 _T = TypeVar("_T")
+_I = TypeVar("_I", RdmaDevice, DisplayEngine, GpuImporter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,22 +69,20 @@ class System:
         return driver
 
     def add_nic(self, name: str, nic: RdmaDevice) -> RdmaDevice:
-        self._unique(name)
-        nic.detector = self.detector
-        self.nics[name] = nic
-        return nic
+        return self._add_importer(self.nics, name, nic)
 
     def add_display(self, name: str, display: DisplayEngine) -> DisplayEngine:
-        self._unique(name)
-        display.detector = self.detector
-        self.displays[name] = display
-        return display
+        return self._add_importer(self.displays, name, display)
 
     def add_gpu_importer(self, name: str, importer: GpuImporter) -> GpuImporter:
+        return self._add_importer(self.gpu_importers, name, importer)
+
+    def _add_importer(self, table: dict[str, _I], name: str, device: _I) -> _I:
+        """Register an importing device; its accesses go through this system's detector."""
         self._unique(name)
-        importer.detector = self.detector
-        self.gpu_importers[name] = importer
-        return importer
+        device.detector = self.detector
+        table[name] = device
+        return device
 
     def _unique(self, name: str) -> None:
         taken = self.exporters.keys() | self.nics.keys() | self.displays.keys()

@@ -7,7 +7,9 @@ process, fences waited for in simulated time), every byte moved is a flow of the
 ``cost-model.md``'s (the helper modules say which). The package:
 
 * :mod:`~.registry` -- :data:`WORKLOADS`, the one declaration of each workload (name,
-  parameter model, result, function), and :func:`spawn`;
+  parameter model, result, function), and :func:`spawn`; a workload's function is
+  ``WORKLOADS[name].fn`` (the package's attributes ``allreduce``, ``kv_transfer`` and
+  ``pressure`` are the family modules);
 * :mod:`~.base` -- the parameter base model and field helper (units, defaults,
   descriptions);
 * the families: :mod:`~.kv_transfer` (``kv-transfer``: KV-cache blocks as request/response
@@ -33,17 +35,10 @@ factor`` (one NIC per buffer), ``odp.fault_granularity``/``odp.rdma_prefetch_max
 ``uvm.*`` comparisons.
 """
 
-from pinlab.sim.workloads.allreduce import AllreduceParams, AllreduceResult, allreduce
+from pinlab.sim.workloads.allreduce import AllreduceParams, AllreduceResult
 from pinlab.sim.workloads.base import Fallback, WorkloadParams, idle, param, param_unit
-from pinlab.sim.workloads.desktop import (
-    AppParams,
-    AppResult,
-    CompositorParams,
-    CompositorResult,
-    app,
-    compositor,
-)
-from pinlab.sim.workloads.kv_transfer import KvTransferParams, KvTransferResult, kv_transfer
+from pinlab.sim.workloads.desktop import AppParams, AppResult, CompositorParams, CompositorResult
+from pinlab.sim.workloads.kv_transfer import KvTransferParams, KvTransferResult
 from pinlab.sim.workloads.nic import default_device, nearest_nic, nic_access
 from pinlab.sim.workloads.paths import (
     Side,
@@ -54,14 +49,7 @@ from pinlab.sim.workloads.paths import (
     staged_pipeline,
     staged_side,
 )
-from pinlab.sim.workloads.pressure import (
-    PinHogParams,
-    PinHogResult,
-    PressureParams,
-    PressureResult,
-    pin_hog,
-    pressure,
-)
+from pinlab.sim.workloads.pressure import PinHogParams, PinHogResult, PressureParams, PressureResult
 from pinlab.sim.workloads.registration import (
     ACCESS,
     Endpoint,
@@ -94,22 +82,16 @@ __all__ = [
     "Side",
     "WorkloadDef",
     "WorkloadParams",
-    "allreduce",
-    "app",
     "bounce_size",
-    "compositor",
     "default_device",
     "device_access",
     "dmabuf_reg_cost",
     "idle",
-    "kv_transfer",
     "nearest_nic",
     "nic_access",
     "nic_side",
     "param",
     "param_unit",
-    "pin_hog",
-    "pressure",
     "register_dmabuf",
     "register_host",
     "route",

@@ -13,14 +13,7 @@ from pydantic import model_validator
 from pinlab.sim.collective import Collective, FlowSpec
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import metric
-from pinlab.sim.workloads.base import (
-    FALLBACK_DESCRIPTION,
-    Fallback,
-    Gen,
-    WorkloadParams,
-    idle,
-    param,
-)
+from pinlab.sim.workloads.base import Fallback, Gen, WorkloadParams, at_most, fallback, idle, param
 from pinlab.sim.workloads.nic import nearest_nic
 from pinlab.sim.workloads.paths import device_access, route
 from pinlab.sim.workloads.registration import Endpoint, RdmaResult, check_access, setup_endpoint
@@ -54,7 +47,7 @@ class AllreduceParams(WorkloadParams):
     access: Literal["pinned", "odp"] = param(
         "pinned", "the MRs: pinned, or on-demand paging (IB_ACCESS_ON_DEMAND)"
     )
-    fallback: Fallback = param("auto", FALLBACK_DESCRIPTION)
+    fallback: Fallback = fallback()
     compute: bool = param(
         True,
         "model the accelerator's accesses to the buffer: gradients written, two "
@@ -66,10 +59,8 @@ class AllreduceParams(WorkloadParams):
 
     @model_validator(mode="after")
     def _size_fits(self) -> AllreduceParams:
-        if self.buffer != "all" and self.size > self.buffer:
-            raise ValueError(
-                f"expected size <= buffer ({self.buffer} B), found size = {self.size} B"
-            )
+        if self.buffer != "all":
+            at_most("size", self.size, "buffer", self.buffer)
         return self
 
 

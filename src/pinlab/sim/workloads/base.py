@@ -42,15 +42,27 @@ def param_unit(model: type[BaseModel], name: str) -> str:
     return str(extra.get("unit", "")) if isinstance(extra, dict) else ""
 
 
+def at_most(inner: str, inner_size: int, outer: str, outer_size: int) -> None:
+    """``ValueError`` when parameter ``inner`` (a size in bytes) exceeds ``outer``."""
+    if inner_size > outer_size:
+        raise ValueError(
+            f"expected {inner} <= {outer} ({outer_size} B), found {inner} = {inner_size} B"
+        )
+
+
 Fallback = Literal["auto", "none"]
 """``auto``: an ODP registration refused (``-EOPNOTSUPP``) retries pinned, a pinned one refused
 (habanalabs ``-EPERM`` without P2P, ``-EOPNOTSUPP``) stages through host memory; ``none``:
 the refusal ends the workload."""
 
-FALLBACK_DESCRIPTION = (
-    "auto: a refused ODP registration retries pinned, a refused pinned one stages through "
-    "host memory; none: the refusal ends the workload"
-)
+
+def fallback() -> Any:
+    """The ``fallback`` parameter of a workload that registers buffers (:data:`Fallback`)."""
+    return param(
+        "auto",
+        "auto: a refused ODP registration retries pinned, a refused pinned one stages through "
+        "host memory; none: the refusal ends the workload",
+    )
 
 
 def idle(ctx: Ctx) -> Gen:

@@ -10,14 +10,7 @@ from pydantic import model_validator
 
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import metric
-from pinlab.sim.workloads.base import (
-    FALLBACK_DESCRIPTION,
-    Fallback,
-    Gen,
-    WorkloadParams,
-    idle,
-    param,
-)
+from pinlab.sim.workloads.base import Fallback, Gen, WorkloadParams, at_most, fallback, idle, param
 from pinlab.sim.workloads.nic import default_device, nearest_nic
 from pinlab.sim.workloads.paths import device_access, send, staged_pipeline
 from pinlab.sim.workloads.registration import Endpoint, RdmaResult, check_access, setup_endpoint
@@ -42,15 +35,12 @@ class KvTransferParams(WorkloadParams):
     direction: Literal["send", "recv"] = param(
         "send", "send: the NIC reads the buffer; recv: it writes into it"
     )
-    fallback: Fallback = param("auto", FALLBACK_DESCRIPTION)
+    fallback: Fallback = fallback()
     domain: str = param("vram", "GEM domain of the buffer")
 
     @model_validator(mode="after")
     def _block_fits(self) -> KvTransferParams:
-        if self.block > self.buffer:
-            raise ValueError(
-                f"expected block <= buffer ({self.buffer} B), found block = {self.block} B"
-            )
+        at_most("block", self.block, "buffer", self.buffer)
         return self
 
 

@@ -216,32 +216,25 @@ def device_access(
         return
     machine = ctx.machine
     spec = machine.spec.device(device)
-    if location == "vram" or spec.is_carve_out:
+    local = location == "vram" or spec.is_carve_out
+    start = ctx.now
+    if local:
         uses = machine.path(device, device)
-        start = ctx.now
         if spec.is_carve_out and uses:
             yield ctx.sim.net.transfer(
                 nbytes, ctx.sim.links(ctx.node.name, uses[:1]), label=f"{device}:access"
             )
         else:
             yield ctx.sleep(nbytes / local_rate(machine, device))
-        ctx.trace(
-            device,
-            f"dma {ctx.proc.comm}",
-            "write" if write else "read",
-            "transfer",
-            start,
-            {"bytes": nbytes, "location": location or "-"},
-        )
-        return
-    host = machine.host_of(device)
-    uses = machine.path(device, host) if write else machine.path(host, device)
-    start = ctx.now
-    yield ctx.sim.net.transfer(nbytes, ctx.sim.links(ctx.node.name, uses), label=f"{device}:pcie")
+    else:
+        host = machine.host_of(device)
+        uses = machine.path(device, host) if write else machine.path(host, device)
+        links = ctx.sim.links(ctx.node.name, uses)
+        yield ctx.sim.net.transfer(nbytes, links, label=f"{device}:pcie")
     ctx.trace(
         device,
         f"dma {ctx.proc.comm}",
-        "write host" if write else "read host",
+        ("write" if write else "read") + ("" if local else " host"),
         "transfer",
         start,
         {"bytes": nbytes, "location": location or "-"},

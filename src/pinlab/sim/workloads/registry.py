@@ -16,25 +16,8 @@ from typing import Any, Generic, TypeVar
 
 from pinlab.sim.engine import Ctx, Simulation, Tenant
 from pinlab.sim.metrics import MetricSpec, TenantResult, declared
-from pinlab.sim.workloads.allreduce import AllreduceParams, AllreduceResult, allreduce
+from pinlab.sim.workloads import allreduce, desktop, kv_transfer, pressure
 from pinlab.sim.workloads.base import Gen, WorkloadParams
-from pinlab.sim.workloads.desktop import (
-    AppParams,
-    AppResult,
-    CompositorParams,
-    CompositorResult,
-    app,
-    compositor,
-)
-from pinlab.sim.workloads.kv_transfer import KvTransferParams, KvTransferResult, kv_transfer
-from pinlab.sim.workloads.pressure import (
-    PinHogParams,
-    PinHogResult,
-    PressureParams,
-    PressureResult,
-    pin_hog,
-    pressure,
-)
 
 P = TypeVar("P", bound=WorkloadParams)
 R = TypeVar("R", bound=TenantResult)
@@ -65,31 +48,41 @@ def _table(*defs: WorkloadDef[Any, Any]) -> dict[str, WorkloadDef[Any, Any]]:
 
 WORKLOADS: dict[str, WorkloadDef[Any, Any]] = _table(
     WorkloadDef(
-        AllreduceParams,
-        AllreduceResult,
-        allreduce,
+        allreduce.AllreduceParams,
+        allreduce.AllreduceResult,
+        allreduce.allreduce,
         "ring all-reduce over RDMA NICs; one rank per device, one ring across tenants and nodes",
     ),
     WorkloadDef(
-        KvTransferParams,
-        KvTransferResult,
-        kv_transfer,
+        kv_transfer.KvTransferParams,
+        kv_transfer.KvTransferResult,
+        kv_transfer.kv_transfer,
         "KV-cache blocks sent (or received) through one registered buffer; latency percentiles",
     ),
     WorkloadDef(
-        CompositorParams,
-        CompositorResult,
-        compositor,
+        desktop.CompositorParams,
+        desktop.CompositorResult,
+        desktop.compositor,
         "scanout at a frame rate; a new framebuffer every realloc_every; missed frames counted",
     ),
-    WorkloadDef(AppParams, AppResult, app, "a working set in device memory, touched every period"),
     WorkloadDef(
-        PinHogParams,
-        PinHogResult,
-        pin_hog,
+        desktop.AppParams,
+        desktop.AppResult,
+        desktop.app,
+        "a working set in device memory, touched every period",
+    ),
+    WorkloadDef(
+        pressure.PinHogParams,
+        pressure.PinHogResult,
+        pressure.pin_hog,
         "allocates and pins (dma-buf MRs) until refused; keeps all",
     ),
-    WorkloadDef(PressureParams, PressureResult, pressure, "allocation bursts that force eviction"),
+    WorkloadDef(
+        pressure.PressureParams,
+        pressure.PressureResult,
+        pressure.pressure,
+        "allocation bursts that force eviction",
+    ),
 )
 """Built-in workloads by name (``workload = "allreduce"`` in a scenario file)."""
 
