@@ -584,6 +584,3 @@ class Ctx:
         if record:
             self.stats.record_transfer(nbytes, elapsed)
         return elapsed
-
-    def exporter(self, device: str) -> ExporterDriver:
-        return self.machine.system.exporter(device)

@@ -151,10 +151,6 @@ class TenantStats:
         self.transfers += 1
         self.latencies.append(latency)
 
-    def throughput(self, elapsed: float) -> float:
-        """Bytes per second over ``elapsed``."""
-        return self.bytes / elapsed if elapsed > 0 else 0.0
-
     def percentile(self, q: float) -> float:
         """Latency percentile ``q`` (0-100) in seconds; 0 when nothing was transferred."""
         if not self.latencies:
@@ -185,16 +181,6 @@ class Series:
 
     def peak(self) -> float:
         return max((v for _, v in self.points), default=0.0)
-
-    def time_average(self, until: float) -> float:
-        """The mean value over [first point, until]."""
-        pts = self.points
-        if not pts or until <= pts[0][0]:
-            return pts[-1][1] if pts else 0.0
-        total = 0.0
-        for (t0, v), (t1, _) in zip(pts, [*pts[1:], (until, 0.0)], strict=True):
-            total += v * (min(t1, until) - t0)
-        return total / (until - pts[0][0])
 
 
 SINGLE_NODE = "node"  # the node name of a single-node platform (pinlab.sim.engine)

@@ -527,7 +527,3 @@ class Process(Task):
     def kill(self, signal: int = 9) -> None:
         """``kill -9``: the same teardown as :meth:`exit`, exit code 128 + signal."""
         self.exit(128 + signal)
-
-    @property
-    def devices(self) -> dict[str, RdmaDevice]:
-        return self.system.nics
