@@ -158,7 +158,14 @@ def test_set_errors_are_one_line_and_name_the_set(
     [
         (('duration = "2s"', "duration = 2"), r"scenario\.duration: expected a time"),
         (('camp = "mechanism"', 'camp = "tabs"'), r"scenario\.camp: expected 'stability'"),
-        (('workload = "kv-transfer"', 'workload = "nope"'), r"tenants\.kv\.workload"),
+        (
+            ('workload = "kv-transfer"', 'workload = "nope"'),
+            r"tenants\.kv\.workload: expected one of allreduce, .*, found 'nope'$",
+        ),
+        (
+            ('block = "64MiB"', 'block = "1GiB"'),
+            r"tenants\.kv\.params: expected block <= buffer \(\d+ B\), found block = \d+ B$",
+        ),
         (("rate = 50", "rate = 50, colour = 1"), r"tenants\.kv\.params\.colour: unknown field"),
         (('preset = "workstation"', 'preset = "mainframe"'), r"platform.*preset"),
         (("[kernel]", "[kernel]\nbogus = 1"), r"kernel\.bogus: unknown field"),

@@ -383,10 +383,12 @@ def flatten_cost(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> ConfigError:
     """The first error as one line; a tenant's field is named by the tenant's name
-    (``tenants.kv.params.block``), the way ``--set`` and ``[variants]`` address it, and
-    without the union's workload tag."""
+    (``tenants.kv.params.block``), the way ``--set`` and ``[variants]`` address it, without the
+    union's workload tag, and a parameter model's own check says only what it found."""
     err = config_error(e, source)
-    loc = list(e.errors()[0].get("loc", ()))
+    errors = e.errors()
+    first = errors[0]
+    loc = list(first.get("loc", ()))
     tenants = doc.get("tenants")
     if len(loc) < 2 or loc[0] != "tenants" or not isinstance(loc[1], int):
         return err
@@ -399,8 +401,16 @@ def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> 
     rest = loc[2:]
     if rest[:1] == ["params"] and len(rest) > 1 and rest[1] in WORKLOADS:
         del rest[1]
+    message = err.message
+    if first["type"] == "value_error":  # a model validator's "expected ..., found ..."
+        message = str(first["msg"]).removeprefix("Value error, ")
+    # an unknown workload leaves its params without a union member: not a second problem
+    others = [x for x in errors[1:] if not str(x["type"]).startswith("union_tag")]
+    message = re.sub(r" \(and \d+ more\)$", "", message)
+    if others:
+        message += f" (and {len(others)} more)"
     where = f"tenants.{quote(name)}" + (f".{format_loc(rest)}" if rest else "")
-    return ConfigError(source, where, err.message)
+    return ConfigError(source, where, message)
 
 
 def _nodes(spec: AnySpec) -> tuple[str, ...]:
