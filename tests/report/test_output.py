@@ -20,9 +20,9 @@ def make_result(
     *, variant: str = "pin-in-place", profile: str = "6.16", throughput: float = 1.5e10
 ) -> RunResult:
     rec = Recorder()
-    rec.sample("device/node/gpu0/vram/pinned", 0.0, 0.0)
-    rec.sample("device/node/gpu0/vram/pinned", 0.5, 4096.0)
-    rec.sample("stale_dma/node", 0.0, 0.0)
+    rec.sample("device.node/gpu0.vram.pinned", 0.0, 0.0)
+    rec.sample("device.node/gpu0.vram.pinned", 0.5, 4096.0)
+    rec.sample("node.node.stale_dma_incidents", 0.0, 0.0)
     return RunResult(
         scenario="toy",
         variant=variant,

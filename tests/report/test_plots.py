@@ -42,25 +42,25 @@ def make_result(
         per_step = rate / 10 / (i + 1)
         if byte_series:
             for k in range(11):
-                rec.sample(f"tenant/{name}/bytes", k / 10, per_step * k)
+                rec.sample(f"tenant.{name}.bytes", k / 10, per_step * k)
         stats.bytes = per_step * 10
         if i == 1:
             for k, t in enumerate((0.2, 0.4, 0.8), start=1):
                 rec.event(t, "denial", f"{name}: -ENOMEM (dma_buf_pin)")
                 if denial_series:
-                    rec.sample(f"tenant/{name}/denials", t, float(k))
+                    rec.sample(f"tenant.{name}.denials", t, float(k))
     for d in range(devices):
-        base = f"device/node/gpu{d}"
+        base = f"device.node/gpu{d}"
         for k in range(11):
             t = k / 10
             pinned = min(k, 8) * GiB
-            rec.sample(f"{base}/vram/pinned", t, pinned)
-            rec.sample(f"{base}/vram/used", t, pinned + GiB)
-            rec.sample(f"{base}/vram/free", t, 16 * GiB - pinned - GiB)
-            rec.sample(f"{base}/gtt/used", t, 0.0 if k < 5 else 2 * GiB)
-            rec.sample(f"{base}/gtt/pinned", t, 0.0)
-            rec.sample(f"{base}/gtt/free", t, 32 * GiB - (0.0 if k < 5 else 2 * GiB))
-    rec.sample("stale_dma/node", 0.0, 0.0)
+            rec.sample(f"{base}.vram.pinned", t, pinned)
+            rec.sample(f"{base}.vram.used", t, pinned + GiB)
+            rec.sample(f"{base}.vram.free", t, 16 * GiB - pinned - GiB)
+            rec.sample(f"{base}.gtt.used", t, 0.0 if k < 5 else 2 * GiB)
+            rec.sample(f"{base}.gtt.pinned", t, 0.0)
+            rec.sample(f"{base}.gtt.free", t, 32 * GiB - (0.0 if k < 5 else 2 * GiB))
+    rec.sample("node.node.stale_dma_incidents", 0.0, 0.0)
     rec.event(0.5, "fault", "kill hog")
     metrics = {
         "global.stale_dma_incidents": Metric(0, "count", "DMA through a stale mapping"),
@@ -191,9 +191,9 @@ def test_memory_has_a_panel_per_region_with_pinned_used_free() -> None:
 def test_memory_regions_that_held_nothing_are_left_out() -> None:
     result = make_result()
     for kind in ("used", "pinned", "free"):
-        del result.recorder.series[f"device/node/gpu0/gtt/{kind}"]
-    result.recorder.sample("device/node/gpu0/gtt/used", 0.0, 0.0)
-    result.recorder.sample("device/node/gpu0/gtt/free", 0.0, 32 * GiB)
+        del result.recorder.series[f"device.node/gpu0.gtt.{kind}"]
+    result.recorder.sample("device.node/gpu0.gtt.used", 0.0, 0.0)
+    result.recorder.sample("device.node/gpu0.gtt.free", 0.0, 32 * GiB)
     fig = plots.memory_over_time(result)
     assert [ax.get_title(loc="left") for ax in _axes(fig)] == ["node/gpu0 vram"]
 
@@ -212,7 +212,9 @@ def test_memory_of_many_devices_is_summed_per_region() -> None:
 
 def test_memory_without_device_series_says_so() -> None:
     result = make_result()
-    result.recorder.series = {k: v for k, v in result.recorder.series.items() if "device/" not in k}
+    result.recorder.series = {
+        k: v for k, v in result.recorder.series.items() if not k.startswith("device.")
+    }
     assert "no device memory series" in _texts(plots.memory_over_time(result))
 
 

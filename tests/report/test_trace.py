@@ -155,21 +155,15 @@ def test_staged_pipeline_stages_are_joined_by_flows() -> None:
     from pinlab.kernel import get_profile
     from pinlab.platform.presets import PRESETS
     from pinlab.sim.engine import Simulation
-    from pinlab.sim.workloads import WORKLOADS
+    from pinlab.sim.workloads import KvTransferParams, spawn
 
     spec = PRESETS["dl1"](efa_behind_switch=True)
     cost: dict[str, object] = {"stage.mode": "pipeline"}
     sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), cost_overrides=cost, seed=1)
-    sim.spawn(
-        "kv",
-        WORKLOADS["kv-transfer"].fn,
-        process_args={"memlock": 1 << 30},
-        device="gaudi0",
-        buffer=64 << 20,
-        block=16 << 20,
-        produce=False,
-        requests=1,
+    params = KvTransferParams(
+        device="gaudi0", buffer=64 << 20, block=16 << 20, produce=False, requests=1
     )
+    spawn(sim, "kv", params, process_args={"memlock": 1 << 30})
     rec = sim.run(1.0)
     result = RunResult("t", "staged", "5.16", 1, 1.0, {}, {}, rec)
     doc = json.loads(trace_json(result))

@@ -19,6 +19,8 @@ from pinlab.scenarios.runner import (
     run_variant,
 )
 from pinlab.scenarios.schema import parse_path, parse_value
+from pinlab.sim.workloads import KvTransferParams
+from pinlab.units import GiB, MiB
 
 SMALL = """
 [scenario]
@@ -71,7 +73,7 @@ def test_builtin_scenarios_in_order_with_their_claims() -> None:
         assert claim.endswith(".") and claim.count(". ") == 0, name  # one sentence
         assert builtin_path(name).is_file()
         cfg = load_scenario(name)
-        assert cfg.name == name and cfg.claim == claim and cfg.claim_check == name
+        assert cfg.name == name and cfg.scenario.claim == claim and cfg.scenario.claim_check == name
         assert len(cfg.variants) >= 2
 
 
@@ -99,20 +101,18 @@ def test_sets_reach_every_part_of_the_document(tmp_path: Path) -> None:
     r = cfg.resolve("b")
     assert r.scenario.duration == 0.5
     assert r.kernel.profile == "7.1"
-    assert r.tenants[0].params == {
-        "buffer": "1GiB",
-        "block": "128MiB",  # the variant's change stays
-        "rate": 50,
-    }
+    params = r.tenants[0].params
+    assert isinstance(params, KvTransferParams)  # validated once, into the workload's model
+    assert (params.buffer, params.block, params.rate) == (GiB, 128 * MiB, 50)  # variant stays
     assert r.cost == {"odp": {"fault": "2ms"}, "nic.alpha": "3us"}
 
 
 def test_sets_win_over_variants_and_may_address_a_variant(tmp_path: Path) -> None:
     cfg = load_scenario(write(tmp_path, SMALL), sets=["tenants.kv.params.block=32MiB"])
-    assert cfg.resolve("b").tenants[0].params["block"] == "32MiB"
+    assert cfg.resolve("b").tenants[0].params.block == 32 * MiB  # type: ignore[attr-defined]
     cfg = load_scenario(write(tmp_path, SMALL), sets=["variants.b.tenants.kv.params.rate=5"])
-    assert cfg.resolve("b").tenants[0].params["rate"] == 5
-    assert cfg.resolve("a").tenants[0].params["rate"] == 50
+    assert cfg.resolve("b").tenants[0].params.rate == 5  # type: ignore[attr-defined]
+    assert cfg.resolve("a").tenants[0].params.rate == 50  # type: ignore[attr-defined]
 
 
 def test_paths_and_values() -> None:
@@ -158,7 +158,14 @@ def test_set_errors_are_one_line_and_name_the_set(
     [
         (('duration = "2s"', "duration = 2"), r"scenario\.duration: expected a time"),
         (('camp = "mechanism"', 'camp = "tabs"'), r"scenario\.camp: expected 'stability'"),
-        (('workload = "kv-transfer"', 'workload = "nope"'), r"tenants\.kv\.workload"),
+        (
+            ('workload = "kv-transfer"', 'workload = "nope"'),
+            r"tenants\.kv\.workload: expected one of allreduce, .*, found 'nope'$",
+        ),
+        (
+            ('block = "64MiB"', 'block = "1GiB"'),
+            r"tenants\.kv\.params: expected block <= buffer \(\d+ B\), found block = \d+ B$",
+        ),
         (("rate = 50", "rate = 50, colour = 1"), r"tenants\.kv\.params\.colour: unknown field"),
         (('preset = "workstation"', 'preset = "mainframe"'), r"platform.*preset"),
         (("[kernel]", "[kernel]\nbogus = 1"), r"kernel\.bogus: unknown field"),

@@ -45,7 +45,7 @@ def test_k64_eviction_copy_takes_size_over_rate_and_signals_the_kernel_fence() -
     env.run(until=done)
     assert env.now == pytest.approx(bo.size / (12 * GB))
     assert fence.signaled and fence.timestamp == env.now
-    assert engine.stats.moves == 1 and engine.stats.bytes_moved == bo.size
+    assert engine.stats.moves == 1 and engine.stats.bytes_migrated == bo.size
     assert net.links["gpu0.up"].bytes_carried == pytest.approx(bo.size)
 
 

@@ -4,6 +4,8 @@ K-39, K-41, K-42 for the ODP paths; zero stale-DMA incidents wherever the model 
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -14,18 +16,22 @@ from pinlab.kernel import get_profile
 from pinlab.kernel.errno import KernelError
 from pinlab.platform.presets import PRESETS
 from pinlab.platform.topology import LinkUse
-from pinlab.sim.engine import Ctx, Simulation
+from pinlab.sim.collective import Collective
+from pinlab.sim.engine import Ctx, Simulation, Tenant
 from pinlab.sim.faults import inject
+from pinlab.sim.metrics import TenantResult, metric
 from pinlab.sim.workloads import (
     WORKLOADS,
     AllreduceParams,
-    Collective,
     KvTransferParams,
     dmabuf_reg_cost,
     nearest_nic,
     nic_access,
+    nic_side,
+    param_unit,
     register_dmabuf,
     send,
+    spawn,
 )
 from pinlab.units import STRICT_UNITS
 
@@ -39,12 +45,24 @@ def workstation(**params: Any) -> Simulation:
     return Simulation(spec, get_profile("6.16", move_notify=True), seed=1, sample_interval=0.1)
 
 
-def fn(name: str) -> Any:
-    return WORKLOADS[name].fn
+def start(
+    sim: Simulation,
+    tenant: str,
+    workload: str,
+    *,
+    node: str | None = None,
+    at: float = 0.0,
+    process_args: dict[str, Any] | None = None,
+    **params: Any,
+) -> Tenant:
+    """Start built-in ``workload`` with ``params`` validated into its parameter model."""
+    model = WORKLOADS[workload].params(**params)
+    return spawn(sim, tenant, model, node=node, start=at, process_args=process_args)
 
 
-def notes(sim: Simulation, tenant: str) -> dict[str, float]:
-    return sim.tenants[tenant].ctx.notes
+def result(sim: Simulation, tenant: str) -> Any:
+    """The tenant's typed result (its workload's ``TenantResult`` subclass)."""
+    return sim.tenants[tenant].result
 
 
 # -- registry and parameters -----------------------------------------------------------------------
@@ -59,9 +77,18 @@ def test_registry_has_the_six_workloads_with_parameter_models() -> None:
         "pin-hog",
         "pressure",
     }
-    for wd in WORKLOADS.values():
-        wd.params.model_validate({})  # every parameter has a default
+    for name, wd in WORKLOADS.items():
+        p = wd.params.model_validate({})  # every parameter has a default
+        assert p.workload == name == wd.name  # the discriminator is the workload's name
         assert wd.summary and wd.fn.__doc__
+        for field, info in wd.params.model_fields.items():
+            if field != "workload":  # the discriminator, not a parameter
+                assert info.description, f"{name}.{field} has no description"
+        for spec in wd.metrics():  # what it reports, with units
+            assert spec.unit in {"B/s", "B", "s", "count", "ratio"} and spec.description
+    assert param_unit(KvTransferParams, "block") == "B"
+    assert param_unit(KvTransferParams, "rate") == "1/s"
+    assert "setup_time" in [m.name for m in WORKLOADS["allreduce"].metrics()]
 
 
 def test_parameters_take_units_and_refuse_bare_times_in_files() -> None:
@@ -83,14 +110,14 @@ def test_dmabuf_registration_cost_grows_with_what_is_registered() -> None:
     NIC by this process; the pin-hog's third 256 MiB buffer lands when the sum says."""
     chunk = 256 * MiB
     sim = workstation()
-    sim.spawn("hog", fn("pin-hog"), chunk=chunk, limit=3 * chunk, retry="0s")
+    start(sim, "hog", "pin-hog", chunk=chunk, limit=3 * chunk, retry="0s")
     reg = sim.node().machine.cost.reg.dev
     one = reg.fixed + reg.per_own_byte * chunk
     t3 = 3 * one + reg.per_registered * (chunk + 2 * chunk)
     sim.run(t3 - 0.05)
-    assert notes(sim, "hog")["pinned_bytes"] == 2 * chunk
+    assert result(sim, "hog").pinned_bytes == 2 * chunk
     sim.run(t3 + 0.05)
-    assert notes(sim, "hog")["pinned_bytes"] == 3 * chunk
+    assert result(sim, "hog").pinned_bytes == 3 * chunk
     ctx = sim.tenants["hog"].ctx
     assert dmabuf_reg_cost(ctx, "mlx5_0", chunk, odp=True) == pytest.approx(reg.fixed)
     assert sim.stale_incidents() == 0
@@ -99,17 +126,17 @@ def test_dmabuf_registration_cost_grows_with_what_is_registered() -> None:
 def test_kv_transfer_runs_at_the_p2p_capacity() -> None:
     """§1 items 2, 3: back-to-back blocks at min(P2P capacity, NIC rate), nic.alpha each."""
     sim = workstation()
-    sim.spawn("kv", fn("kv-transfer"), buffer=512 * MiB, block=64 * MiB, produce=False)
+    start(sim, "kv", "kv-transfer", buffer=512 * MiB, block=64 * MiB, produce=False)
     sim.run(4.0)
     machine = sim.node().machine
     cap = machine.p2p_capacity("gpu0", "mlx5_0", nic_reads=True)
     assert cap is not None
-    n = notes(sim, "kv")
-    assert n["path_rate"] == pytest.approx(cap)
+    n = result(sim, "kv")
+    assert n.path_rate == pytest.approx(cap)
     stats = sim.tenants["kv"].stats
     per_block = 64 * MiB / cap + machine.cost.nic.alpha
     assert stats.percentile(50) == pytest.approx(per_block, rel=1e-6)
-    assert n["staged"] == 0 and sim.stale_incidents() == 0
+    assert n.staged == 0 and sim.stale_incidents() == 0
 
 
 def test_without_p2p_the_habanalabs_buffer_is_staged_through_host_memory() -> None:
@@ -117,9 +144,10 @@ def test_without_p2p_the_habanalabs_buffer_is_staged_through_host_memory() -> No
     K-52); the workload bounces through a pinned host buffer (§1 item 5, aggregate mode)."""
     spec = PRESETS["dl1"](efa_behind_switch=True)
     sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), seed=1, sample_interval=0.1)
-    sim.spawn(
+    start(
+        sim,
         "kv",
-        fn("kv-transfer"),
+        "kv-transfer",
         process_args={"memlock": 1 << 30},
         device="gaudi0",
         buffer=256 * MiB,
@@ -127,13 +155,13 @@ def test_without_p2p_the_habanalabs_buffer_is_staged_through_host_memory() -> No
     )
     sim.run(1.0)
     stats = sim.tenants["kv"].stats
-    assert stats.denials["-EPERM"] == 1
-    n = notes(sim, "kv")
-    assert n["staged"] == 1 and n["fallback_staged"] == 1
+    assert sim.tenants["kv"].proc.stats.denials["-EPERM"] == 1
+    n = result(sim, "kv")
+    assert n.staged == 1 and n.fallback_staged == 1
     cost = sim.node().machine.cost
     # pipeline_eff × min(D2H copy 12.9, Gen3 link 12, EFA 11.875) GB/s
     expected = cost.stage.pipeline_eff * min(cost.evict_d2h(3), 12e9, cost.nic_rate())
-    assert n["path_rate"] == pytest.approx(min(cost.evict_d2h(3), cost.nic_rate()))
+    assert n.path_rate == pytest.approx(min(cost.evict_d2h(3), cost.nic_rate()))
     rate = 64 * MiB / (stats.percentile(50) - cost.nic.alpha - cost.stage.copy_launch)
     assert rate == pytest.approx(expected, rel=0.05)
 
@@ -143,9 +171,10 @@ def test_staged_pipeline_mode_follows_the_chunk_algebra() -> None:
     spec = PRESETS["dl1"](efa_behind_switch=True)
     cost = {"stage.mode": "pipeline", "stage.pipeline_eff": 1.0}
     sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), cost_overrides=cost, seed=1)
-    sim.spawn(
+    start(
+        sim,
         "kv",
-        fn("kv-transfer"),
+        "kv-transfer",
         process_args={"memlock": 1 << 30},
         device="gaudi0",
         buffer=64 * MiB,
@@ -169,15 +198,15 @@ def test_odp_transfers_fault_after_pressure_and_never_touch_stale_memory() -> No
     results = {}
     for access in ("odp", "pinned"):
         sim = workstation()
-        sim.spawn("kv", fn("kv-transfer"), buffer=2 * GiB, block=64 * MiB, access=access)
-        sim.spawn("p", fn("pressure"), start=0.5, burst=15 * GiB, buffer=15 * GiB, period="1s")
+        start(sim, "kv", "kv-transfer", buffer=2 * GiB, block=64 * MiB, access=access)
+        start(sim, "p", "pressure", at=0.5, burst=15 * GiB, buffer=15 * GiB, period="1s")
         sim.run(3.0)
-        results[access] = (sim.tenants["kv"].stats, notes(sim, "p"), sim.stale_incidents())
+        results[access] = (sim.tenants["kv"].stats, result(sim, "p"), sim.stale_incidents())
     odp, pressure_odp, stale_odp = results["odp"]
     pinned, pressure_pinned, stale_pinned = results["pinned"]
     assert odp.odp_faults >= 2 and odp.stall_time > 0.01
-    assert pressure_odp["alloc_failures"] == 0
-    assert pinned.odp_faults == 0 and pressure_pinned["alloc_failures"] >= 2
+    assert pressure_odp.alloc_failures == 0
+    assert pinned.odp_faults == 0 and pressure_pinned.alloc_failures >= 2
     assert stale_odp == stale_pinned == 0
 
 
@@ -186,8 +215,8 @@ def test_odp_fault_tail_uses_the_tenant_generator() -> None:
     cost: dict[str, object] = {"odp.tail_prob": 1.0, "odp.tail_multiplier": 10}
     spec = PRESETS["workstation"](resizable_bar=True)
     sim = Simulation(spec, get_profile("6.16", move_notify=True), cost_overrides=cost, seed=1)
-    sim.spawn("kv", fn("kv-transfer"), buffer=2 * GiB, block=64 * MiB, access="odp", produce=False)
-    sim.spawn("p", fn("pressure"), start=0.2, burst=15 * GiB, buffer=15 * GiB, bursts=1)
+    start(sim, "kv", "kv-transfer", buffer=2 * GiB, block=64 * MiB, access="odp", produce=False)
+    start(sim, "p", "pressure", at=0.2, burst=15 * GiB, buffer=15 * GiB, bursts=1)
     sim.run(2.0)
     stats = sim.tenants["kv"].stats
     assert stats.odp_faults == 1
@@ -198,7 +227,7 @@ def test_open_loop_requests_follow_the_seed() -> None:
     def run(seed: int) -> list[float]:
         spec = PRESETS["workstation"](resizable_bar=True)
         sim = Simulation(spec, get_profile("6.16", move_notify=True), seed=seed)
-        sim.spawn("kv", fn("kv-transfer"), buffer=GiB, block=64 * MiB, rate=100.0)
+        start(sim, "kv", "kv-transfer", buffer=GiB, block=64 * MiB, rate=100.0)
         sim.run(9.0)
         return sim.tenants["kv"].stats.latencies
 
@@ -212,31 +241,31 @@ def test_open_loop_requests_follow_the_seed() -> None:
 
 def test_compositor_scans_out_every_frame_and_reallocates() -> None:
     sim = workstation()
-    sim.spawn("comp", fn("compositor"), fps=60, realloc_every="250ms")
+    start(sim, "comp", "compositor", fps=60, realloc_every="250ms")
     sim.run(1.0)
-    n = notes(sim, "comp")
-    assert n["frames"] == pytest.approx(60, abs=1)
-    assert n["missed_frames"] == 0 and n["framebuffers"] >= 4
+    n = result(sim, "comp")
+    assert n.frames == pytest.approx(60, abs=1)
+    assert n.missed_frames == 0 and n.framebuffers >= 4
     detector = sim.node().machine.system.detector
     assert detector.accesses >= 60 and sim.stale_incidents() == 0
 
 
 def test_compositor_counts_enomem_and_missed_frames_when_vram_is_pinned_full() -> None:
     sim = workstation(vram=2 * GiB)
-    sim.spawn("hog", fn("pin-hog"), chunk=GiB, min_chunk=64 * MiB, retry="0s")
-    sim.spawn("comp", fn("compositor"), start=20.0, fps=60, realloc_every="100ms")
+    start(sim, "hog", "pin-hog", chunk=GiB, min_chunk=64 * MiB, retry="0s")
+    start(sim, "comp", "compositor", at=20.0, fps=60, realloc_every="100ms")
     sim.run(21.0)
-    n = notes(sim, "comp")
-    assert notes(sim, "hog")["pinned_bytes"] == 2 * GiB
-    assert n["missed_frames"] == n["frames"] > 50
-    assert sim.tenants["comp"].stats.denials["-ENOMEM"] == n["alloc_failures"] > 0
+    n = result(sim, "comp")
+    assert result(sim, "hog").pinned_bytes == 2 * GiB
+    assert n.missed_frames == n.frames > 50
+    assert sim.tenants["comp"].proc.stats.denials["-ENOMEM"] == n.alloc_failures > 0
     assert sim.stale_incidents() == 0
 
 
 def test_app_is_evicted_by_pressure_and_moves_back() -> None:
     sim = workstation(vram=4 * GiB)
-    sim.spawn("app", fn("app"), working_set=2 * GiB, touch=1.0, period="100ms")
-    sim.spawn("p", fn("pressure"), start=0.5, burst=3 * GiB, buffer=GiB, hold="100ms")
+    start(sim, "app", "app", working_set=2 * GiB, touch=1.0, period="100ms")
+    start(sim, "p", "pressure", at=0.5, burst=3 * GiB, buffer=GiB, hold="100ms")
     sim.run(3.0)
     vram = sim.node().machine.exporters["gpu0"].bdev.managers  # type: ignore[attr-defined]
     evictions = sum(m.evictions for m in vram.values())
@@ -258,17 +287,17 @@ def test_allreduce_ring_across_nodes_and_a_member_dying() -> None:
         "size": 64 * MiB,
         "process_args": {"memlock": 1 << 40},
     }
-    sim.spawn("a", fn("allreduce"), node="node0", **params)
-    sim.spawn("b", fn("allreduce"), node="node1", **params)
+    start(sim, "a", "allreduce", node="node0", **params)
+    start(sim, "b", "allreduce", node="node1", **params)
     t_setup = 8.0
     sim.run(t_setup)
-    assert notes(sim, "a")["world_ranks"] == 16
-    it = notes(sim, "a")["iterations"]
-    assert it == notes(sim, "b")["iterations"] > 0
+    assert result(sim, "a").world_ranks == 16
+    it = result(sim, "a").iterations
+    assert it == result(sim, "b").iterations > 0
     inject(sim, t_setup + 0.01, "kill", "b")
     sim.run(t_setup + 1.0)
     assert not sim.tenants["b"].proc.alive
-    assert notes(sim, "a")["iterations"] > it + 5  # the ring goes on with node0's 8 ranks
+    assert result(sim, "a").iterations > it + 5  # the ring goes on with node0's 8 ranks
     assert sim.stale_incidents() == 0
 
 
@@ -277,9 +306,10 @@ def test_allreduce_models_agree_for_symmetric_ranks() -> None:
     times = {}
     for model in ("steps", "aggregate"):
         sim = Simulation(PRESETS["dl1"](efa_behind_switch=True), "5.16", seed=1)
-        sim.spawn(
+        start(
+            sim,
             "t",
-            fn("allreduce"),
+            "allreduce",
             buffer=256 * MiB,
             size=128 * MiB,
             iterations=2,
@@ -287,8 +317,8 @@ def test_allreduce_models_agree_for_symmetric_ranks() -> None:
             compute=False,
         )
         sim.run(10.0)
-        n = notes(sim, "t")
-        times[model] = (n["data_end"] - n["data_start"], sim.tenants["t"].stats.bytes)
+        n = result(sim, "t")
+        times[model] = (n.data_end - n.data_start, sim.tenants["t"].stats.bytes)
     assert times["steps"][1] == pytest.approx(times["aggregate"][1], rel=1e-6)
     assert times["steps"][0] == pytest.approx(times["aggregate"][0], rel=0.01)
 
@@ -324,20 +354,20 @@ def test_collective_barrier_waits_for_every_member() -> None:
 
 def test_nic_reset_drops_every_mr_and_the_workload_registers_again() -> None:
     sim = workstation()
-    sim.spawn("kv", fn("kv-transfer"), buffer=GiB, block=64 * MiB)
+    start(sim, "kv", "kv-transfer", buffer=GiB, block=64 * MiB)
     inject(sim, 5.0, "nic-reset", "mlx5_0")
     sim.run(12.0)
-    n = notes(sim, "kv")
-    assert n["reregistrations"] == 1
-    assert sim.recorder.counters["nic/node/mlx5_0/reset_mrs"] == 1
-    assert sim.tenants["kv"].stats.denials["-EINVAL"] == 1
+    n = result(sim, "kv")
+    assert n.reregistrations == 1
+    assert [(f.kind, f.mrs_dropped) for f in sim.recorder.faults] == [("nic-reset", 1)]
+    assert sim.tenants["kv"].proc.stats.denials["-EINVAL"] == 1
     assert sim.tenants["kv"].error is None and sim.stale_incidents() == 0
 
 
 def test_hot_unplug_kills_the_users_of_a_device() -> None:
     sim = workstation()
-    sim.spawn("comp", fn("compositor"))
-    sim.spawn("kv", fn("kv-transfer"), buffer=GiB, block=64 * MiB)
+    start(sim, "comp", "compositor")
+    start(sim, "kv", "kv-transfer", buffer=GiB, block=64 * MiB)
     inject(sim, 1.0, "hot-unplug", "mlx5_0")
     sim.run(2.0)
     assert not sim.tenants["kv"].proc.alive
@@ -351,7 +381,7 @@ def test_hot_unplug_kills_the_users_of_a_device() -> None:
 
 def test_kill_releases_the_hogs_pins() -> None:
     sim = workstation(vram=2 * GiB)
-    sim.spawn("hog", fn("pin-hog"), chunk=GiB, retry="0s")
+    start(sim, "hog", "pin-hog", chunk=GiB, retry="0s")
     inject(sim, 20.0, "kill", "hog")
     sim.run(19.0)
     vram = next(r for r in sim.node().machine.exporters["gpu0"].regions() if r.name == "vram")
@@ -361,27 +391,32 @@ def test_kill_releases_the_hogs_pins() -> None:
     assert vram.pinned == 0 and vram.used == 0
 
 
-def custom(ctx: Ctx) -> Generator[simpy.Event, Any, None]:
+@dataclass(slots=True)
+class CustomResult(TenantResult):
+    elapsed: float | None = metric("s", "one send of 64 MiB")
+
+
+def custom(ctx: Ctx, r: CustomResult) -> Generator[simpy.Event, Any, None]:
     """A custom workload built from the public helpers."""
     handle = yield from ctx.call(ctx.proc.gem_create, "gpu0", 256 * MiB)
     fd = yield from ctx.call(ctx.proc.prime_handle_to_fd, handle)
     mr, _cost = yield from register_dmabuf(ctx, "mlx5_0", fd, 256 * MiB)
-    from pinlab.sim.workloads import nic_side
-
-    result = yield from nic_access(ctx, mr, 64 * MiB)
-    side = nic_side(ctx, ctx.node.name, ctx.machine, "gpu0", "mlx5_0", p2p=result.p2p, write=False)
-    elapsed = yield from send(ctx, side, 64 * MiB)
-    ctx.notes["elapsed"] = elapsed
+    access = yield from nic_access(ctx, mr, 64 * MiB)
+    side = nic_side(ctx, ctx.node.name, ctx.machine, "gpu0", "mlx5_0", p2p=access.p2p, write=False)
+    r.elapsed = yield from send(ctx, side, 64 * MiB)
 
 
-def test_custom_workloads_use_the_same_helpers() -> None:
+def test_custom_workloads_use_the_same_helpers_and_report_their_own_metrics() -> None:
     sim = workstation()
-    sim.spawn("c", custom)
+    r = CustomResult()
+    tenant = sim.spawn("c", partial(custom, r=r), result=r)
     sim.run(5.0)
     machine = sim.node().machine
     cap = machine.p2p_capacity("gpu0", "mlx5_0", nic_reads=True)
     assert cap is not None
-    assert notes(sim, "c")["elapsed"] == pytest.approx(64 * MiB / cap + machine.cost.nic.alpha)
+    assert r.elapsed == pytest.approx(64 * MiB / cap + machine.cost.nic.alpha)
+    reported = tenant.report(5.0)["tenant.c.elapsed"]
+    assert reported.unit == "s" and reported.value == pytest.approx(r.elapsed)
 
 
 def test_transfer_many_gives_the_rates_of_one_by_one_starts() -> None:
@@ -408,12 +443,12 @@ def test_transfer_many_gives_the_rates_of_one_by_one_starts() -> None:
 
 def test_hot_unplug_of_the_gpu_ends_its_users_and_frees_its_memory() -> None:
     sim = workstation()
-    sim.spawn("comp", fn("compositor"))
-    sim.spawn("app", fn("app"), working_set=GiB)
+    start(sim, "comp", "compositor")
+    start(sim, "app", "app", working_set=GiB)
     inject(sim, 1.0, "hot-unplug", "gpu0")
     sim.run(1.5)
     assert not sim.tenants["comp"].proc.alive and not sim.tenants["app"].proc.alive
-    assert sim.recorder.series["device/node/gpu0/vram/used"].last == 0
+    assert sim.recorder.series["device.node/gpu0.vram.used"].last == 0
     with pytest.raises(KernelError, match="ENODEV"):
         sim.node().machine.system.exporter("gpu0")
     assert sim.stale_incidents() == 0
@@ -423,9 +458,9 @@ def test_cross_node_ring_steps_cross_the_fabric_core() -> None:
     spec = PRESETS["cluster"](nodes=2, core_bandwidth="50GB/s")
     sim = Simulation(spec, "6.16", seed=1, sample_interval=0.5)
     params: dict[str, Any] = {"buffer": 256 * MiB, "size": 64 * MiB, "iterations": 1}
-    sim.spawn("a", fn("allreduce"), node="node0", **params)
-    sim.spawn("b", fn("allreduce"), node="node1", **params)
+    start(sim, "a", "allreduce", node="node0", **params)
+    start(sim, "b", "allreduce", node="node1", **params)
     sim.run(8.0)
-    assert notes(sim, "a")["iterations"] == notes(sim, "b")["iterations"] == 1
+    assert result(sim, "a").iterations == result(sim, "b").iterations == 1
     assert sim.net.links["fabric:core/xfer"].bytes_carried > 0
     assert sim.links("node0", [LinkUse("fabric:core", "xfer")])[0].name == "fabric:core/xfer"

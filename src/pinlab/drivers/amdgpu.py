@@ -21,6 +21,8 @@ without the visible/invisible split, so the BAR size does not yet bound VRAM pin
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Unpack
 
 from pinlab.drivers.base import DeviceBuffer, ImportPath, register_exporter
@@ -49,11 +51,12 @@ from pinlab.kernel.dma_buf import (
     get_dma_buf,
 )
 from pinlab.kernel.errno import Errno, KernelError, err
+from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev, find_parent_pci_dev
 from pinlab.kernel.profile import VramPinRule
-from pinlab.kernel.resv import DmaResv
+from pinlab.kernel.resv import DmaResv, DmaResvUsage
 from pinlab.kernel.ttm import (
     TtmBoType,
     TtmBufferObject,
@@ -457,3 +460,106 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
         ttm_bo_release(abo.tbo)
         dma_buf_detach(dmabuf, attach)
         dma_buf_put(dmabuf)
+
+    # -- command submission (amdgpu_cs.c) ------------------------------------------------------
+    mm_stats: AmdgpuMoveStats | None = None
+    """The command-submission move throttle (``adev->mm_stats``, one per device); None: moves
+    back are not throttled (``cost-model.md`` §8 ``evict.moveback_throttle = off``)."""
+
+    def amdgpu_cs_get_threshold_for_moves(self, now: float) -> float | None:
+        """``amdgpu_cs_get_threshold_for_moves``: the bytes this submission may move, or None
+        when moves are not throttled.
+
+        The allowance accrues at the device's copy rate (``log2_max_MBps``) for the time since
+        the last update, capped at 200 ms worth (``us_upper_bound``); a device that moved more
+        than that is in debt (a negative allowance). ``now`` is the kernel's ``ktime_get()``,
+        passed in because the driver reads no clock: userspace's entry point
+        (:meth:`pinlab.uapi.process.Process.amdgpu_cs`) takes it from the machine's clock. The
+        first submission finds the full 200 ms banked (the kernel's ``last_update_us`` starts
+        at 0, longer ago than the cap since boot). Not modelled: the kernel's head start when
+        VRAM is at least 1/8 or 128 MiB free (``min_us`` from a quarter of free VRAM) and the
+        CPU-visible-VRAM threshold (pinlab has no visible/invisible split).
+        """
+        stats = self.mm_stats
+        if stats is None:
+            return None
+        if stats.last_update is None:
+            stats.accum = stats.max_rate * AMDGPU_CS_MOVE_WINDOW
+            stats.last_update = now
+        stats.accum = min(
+            stats.accum + (now - stats.last_update) * stats.max_rate,
+            stats.max_rate * AMDGPU_CS_MOVE_WINDOW,
+        )
+        stats.last_update = now
+        return stats.accum
+
+    def amdgpu_cs_report_moved_bytes(self, nbytes: int) -> None:
+        """``amdgpu_cs_report_moved_bytes``: what a submission moved leaves the allowance."""
+        if self.mm_stats is not None:
+            self.mm_stats.accum -= nbytes
+
+    def amdgpu_cs_ioctl(self, bos: Sequence[AmdgpuBo], now: float) -> list[DmaFence]:
+        """``amdgpu_cs_ioctl`` → ``amdgpu_cs_parser_bos`` → ``amdgpu_cs_bo_validate`` for a
+        submission whose BO list is ``bos``; returns the fences the job must wait for.
+
+        An unpinned, non-imported BO away from a preferred VRAM domain (evicted to GTT or
+        system memory, or without backing) is validated back into its preferred domains --
+        a TTM move that notifies importers (K-38) and is a copy job with a KERNEL fence (K-64),
+        and may evict others (K-62) -- when the move throttle allows it
+        (:meth:`amdgpu_cs_get_threshold_for_moves`); otherwise, or when nothing fits, the job
+        runs on the BO where it is (the kernel's fallback to ``allowed_domains``, which keeps
+        a GTT placement). Pinned BOs never move (K-37, K-61). The job then waits for every
+        BO's unsignalled KERNEL fences (a move or clear in flight, K-64), returned for the
+        caller's timeline.
+
+        The allowance is brought up to date only when a BO needs a move; the accrual is linear
+        up to its cap, so this equals the kernel's update at every submission. pinlab lets a
+        BO move only when the allowance covers all of it (the kernel starts a move while
+        anything is left, which with one BO per submission would let any BO through on a
+        positive balance) [assumption, ``cost-model.md`` §8 leaves the throttle open]; and it
+        also moves exported BOs back, where the kernel leaves a BO with dma-buf attachments in
+        its allowed domains.
+        """
+        allowance: float | None = None
+        checked = False
+        moved = 0
+        for abo in bos:
+            if abo.pinned or abo.is_import:
+                continue
+            loc = abo.location
+            if not (loc is None or (loc != "vram" and abo.preferred_domains & AmdgpuDomain.VRAM)):
+                continue
+            if not checked:
+                allowance, checked = self.amdgpu_cs_get_threshold_for_moves(now), True
+            if allowance is None or allowance - moved >= abo.size or loc is None:
+                before = self.bdev.moved_bytes
+                try:
+                    with abo.tbo.resv:
+                        ttm_bo_validate(
+                            abo.tbo, self.placement_from_domain(abo.preferred_domains, abo.flags)
+                        )
+                except KernelError:
+                    pass  # no room: the job runs on the buffer where it is
+                moved += self.bdev.moved_bytes - before
+        if checked:
+            self.amdgpu_cs_report_moved_bytes(moved)
+        fences: list[DmaFence] = []
+        for abo in bos:
+            fences.extend(abo.tbo.resv.fences(DmaResvUsage.KERNEL, unsignaled_only=True))
+        return fences
+
+
+AMDGPU_CS_MOVE_WINDOW = 0.2
+"""Seconds of copy bandwidth a device banks for command-submission moves (the 200 ms
+``us_upper_bound`` of ``amdgpu_cs_get_threshold_for_moves``)."""
+
+
+@dataclass(slots=True)
+class AmdgpuMoveStats:
+    """``adev->mm_stats`` as the move throttle uses it: ``max_rate`` (bytes/s, the driver's
+    ``log2_max_MBps`` estimate of its copy throughput), the allowance ``accum`` in bytes (the
+    kernel counts it in microseconds of ``max_rate``) and the time of its last update."""
+
+    max_rate: float
+    accum: float = 0.0
+    last_update: float | None = None

@@ -4,13 +4,13 @@ Every function takes :class:`~pinlab.scenarios.result.RunResult` objects and ret
 :class:`matplotlib.figure.Figure`:
 
 * :func:`throughput_over_time` -- each tenant's transfer rate over time, the derivative of the
-  cumulative ``tenant/<name>/bytes`` series (mean rate per time bin). Without that series the
+  cumulative ``tenant.<name>.bytes`` series (mean rate per time bin). Without that series the
   figure says so and draws each tenant's mean rate from its
   :class:`~pinlab.sim.metrics.TenantStats` instead;
 * :func:`memory_over_time` -- pinned, used and free bytes of every device memory region
-  (``device/<node>/<dev>/<region>/{pinned,used,free}``), one panel per region; with many
+  (``device.<node>/<dev>.<region>.{pinned,used,free}``), one panel per region; with many
   devices (a 128-accelerator cluster) regions of the same name are summed over the devices;
-* :func:`denials_over_time` -- cumulative denials per tenant, from ``tenant/<name>/denials``
+* :func:`denials_over_time` -- cumulative denials per tenant, from ``tenant.<name>.denials``
   or, where that series is absent, from the recorder's ``denial`` events;
 * :func:`variant_bars` -- one metric (or a ``*`` pattern of metrics, e.g.
   ``tenant.*.throughput``) compared across the variants of a scenario.
@@ -46,6 +46,7 @@ from matplotlib.ticker import MaxNLocator
 
 from pinlab import fsutil
 from pinlab.scenarios.result import Metric, RunResult
+from pinlab.sim.metrics import iter_series
 from pinlab.units import GB, KB, MB, TB, GiB, KiB, MiB, TiB, fmt_rate
 
 __all__ = [
@@ -182,15 +183,16 @@ def _note(ax: Axes, text: str) -> None:
 # -- series helpers ------------------------------------------------------------------------------
 
 
-def _series_by_suffix(result: RunResult, prefix: str, suffix: str) -> dict[str, np.ndarray]:
-    """``{middle: points array (n, 2)}`` for every series ``<prefix><middle><suffix>`` with
-    at least one point."""
+def _series_by_suffix(result: RunResult, scope: str, quantity: str) -> dict[str, np.ndarray]:
+    """``{middle: points array (n, 2)}`` for every series ``<scope>.<middle>.<quantity>``
+    (``docs/metrics.md``) with at least one point: the middle is the entity and, for a
+    device, its region (``node/gpu0.vram``)."""
     out: dict[str, np.ndarray] = {}
-    for key in sorted(result.recorder.series):
-        if key.startswith(prefix) and key.endswith(suffix) and len(key) > len(prefix + suffix):
-            points = result.recorder.series[key].points
-            if points:
-                out[key[len(prefix) : len(key) - len(suffix)]] = np.asarray(points, dtype=float)
+    for key, _entity, _q in iter_series(list(result.recorder.series), scope, quantity):
+        points = result.recorder.series[key].points
+        if points:
+            middle = key[len(scope) + 1 : len(key) - len(quantity) - 1]
+            out[middle] = np.asarray(points, dtype=float)
     return out
 
 
@@ -267,10 +269,10 @@ def _bin_edges(end: float, curves: Sequence[np.ndarray]) -> np.ndarray:
 
 def throughput_over_time(result: RunResult) -> Figure:
     """Each tenant's transfer rate over simulated time (GB/s), as the mean rate per time bin
-    of the cumulative ``tenant/<name>/bytes`` series. With more than :data:`MAX_LINES`
+    of the cumulative ``tenant.<name>.bytes`` series. With more than :data:`MAX_LINES`
     tenants the smaller ones are summed into one line. Without byte series, a note and each
     tenant's mean rate over its active time (dashed)."""
-    curves = _series_by_suffix(result, "tenant/", "/bytes")
+    curves = _series_by_suffix(result, "tenant", "bytes")
     with _style():
         fig, (ax,) = _figure(3.2 if curves else 1.8)
         end = _end_time(result, list(curves.values()))
@@ -332,7 +334,7 @@ def _mean_rates(ax: Axes, result: RunResult) -> None:
         metric = result.metrics.get(f"tenant.{name}.throughput")
         if metric is not None:
             rates.append(f"{name} {fmt_rate(float(metric.value))}")
-    text = "no per-tenant byte series (tenant/<name>/bytes) recorded in this run"
+    text = "no per-tenant byte series (tenant.<name>.bytes) recorded in this run"
     if rates:
         shown = rates[:4]
         more = f", and {len(rates) - len(shown)} more" if len(rates) > len(shown) else ""
@@ -342,18 +344,17 @@ def _mean_rates(ax: Axes, result: RunResult) -> None:
 
 
 def _region_label(key: str) -> str:
-    node, _, rest = key.partition("/")
-    dev, _, region = rest.partition("/")
-    return f"{node}/{dev} {region}"
+    device, _, region = key.partition(".")
+    return f"{device} {region}"
 
 
 def memory_over_time(result: RunResult) -> Figure:
     """Pinned (filled), used and free bytes of each device memory region over time, one
     panel per region that held anything. With more than :data:`MAX_PANELS` regions, regions
     of the same name (``hbm``, ``vram`` ...) are summed over all devices and nodes."""
-    pinned = _series_by_suffix(result, "device/", "/pinned")
-    used = _series_by_suffix(result, "device/", "/used")
-    free = _series_by_suffix(result, "device/", "/free")
+    pinned = _series_by_suffix(result, "device", "pinned")
+    used = _series_by_suffix(result, "device", "used")
+    free = _series_by_suffix(result, "device", "free")
     keys = sorted(set(pinned) | set(used) | set(free))
     kinds = {"pinned": pinned, "used": used, "free": free}
     # regions that never held anything (e.g. an unused GTT) are left out
@@ -371,7 +372,7 @@ def memory_over_time(result: RunResult) -> Figure:
     else:
         by_region: dict[str, list[str]] = {}
         for k in busy:
-            by_region.setdefault(k.rsplit("/", 1)[-1], []).append(k)
+            by_region.setdefault(k.rsplit(".", 1)[-1], []).append(k)
         for region, members in sorted(by_region.items())[:MAX_PANELS]:
             summed: dict[str, np.ndarray] = {}
             for c, d in kinds.items():
@@ -393,7 +394,7 @@ def memory_over_time(result: RunResult) -> Figure:
         )
         tscale = _time_axis(axes[-1], end)
         if not panels:
-            _note(axes[0], "no device memory series (device/<node>/<dev>/<region>/*) recorded")
+            _note(axes[0], "no device memory series (device.<node>/<dev>.<region>.*) recorded")
         peak = max(
             (float(np.max(p[:, 1])) for _, d in panels for p in d.values()),
             default=0.0,
@@ -431,9 +432,9 @@ def memory_over_time(result: RunResult) -> Figure:
 
 
 def _denial_curves(result: RunResult) -> dict[str, np.ndarray]:
-    """Cumulative denials per tenant: the ``tenant/<name>/denials`` series, or counted from
+    """Cumulative denials per tenant: the ``tenant.<name>.denials`` series, or counted from
     the recorder's ``denial`` events (detail ``"<comm>: <error>"``)."""
-    curves = _series_by_suffix(result, "tenant/", "/denials")
+    curves = _series_by_suffix(result, "tenant", "denials")
     if curves:
         return curves
     tenants = set(result.recorder.tenants)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pinlab.scenarios.result import RunResult
-from pinlab.sim.metrics import SINGLE_NODE, Recorder, TraceSlice, track_name
+from pinlab.sim.metrics import SINGLE_NODE, Recorder, TraceSlice, split_name, track_name
 
 __all__ = ["CATEGORIES", "DEFAULT_MAX_EVENTS", "TRACE_FILE", "parse_categories", "trace_json"]
 
@@ -144,16 +144,17 @@ def _coarsen(slices: list[_Slice], cat: str, factor: int) -> list[_Slice]:
 
 def _counters(rec: Recorder) -> list[tuple[str, str, str, int, float]]:
     """(process, counter name, arg key, t_ns, value) for every device region's pinned / used /
-    free bytes and every link direction's utilisation."""
+    free bytes (series ``device.<node>/<dev>.<region>.<quantity>``) and every link
+    direction's utilisation (``link.<key>.utilisation``)."""
     out: list[tuple[str, str, str, int, float]] = []
     for key in sorted(rec.series):
-        parts = key.split("/")
-        if parts[0] == "device" and len(parts) == 5 and parts[4] in _DEVICE_METRICS:
-            _, node, dev, region, metric = parts
+        scope, entity, quantity = split_name(key)
+        region, _, metric = quantity.rpartition(".")
+        if scope == "device" and region and "." not in region and metric in _DEVICE_METRICS:
+            node, _, dev = entity.partition("/")
             process, name, arg = track_name(node, dev), f"{region} bytes", metric
-        elif parts[0] == "link" and parts[-1] == "utilisation" and len(parts) >= 4:
-            link = parts[1:-2]
-            direction = parts[-2]
+        elif scope == "link" and quantity == "utilisation" and "/" in entity:
+            *link, direction = entity.split("/")
             if len(link) > 1 and link[0] == SINGLE_NODE:
                 link = link[1:]
             process, name, arg = f"link {'/'.join(link)}", "utilisation", direction

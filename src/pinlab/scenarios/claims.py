@@ -20,7 +20,7 @@ from pinlab.units import fmt_rate, fmt_size, fmt_time
 __all__ = ["JUDGES", "judge"]
 
 
-class _Scenario(Protocol):
+class _Meta(Protocol):
     @property
     def name(self) -> str: ...
 
@@ -29,6 +29,11 @@ class _Scenario(Protocol):
 
     @property
     def claim_check(self) -> str: ...
+
+
+class _Scenario(Protocol):
+    @property
+    def scenario(self) -> _Meta: ...
 
 
 Results = Mapping[str, RunResult]
@@ -65,13 +70,13 @@ def _missing(results: Results, needed: tuple[str, ...]) -> list[str]:
 def _verdict(
     cfg: _Scenario,
     results: Results,
-    columns: list[str],
     row: Callable[[str, RunResult], dict[str, str]],
     held: bool,
     explanation: str,
     needed: tuple[str, ...],
 ) -> Verdict:
     rows = [{"variant": name, **row(name, r)} for name, r in results.items()]
+    columns = [c for c in rows[0] if c != "variant"] if rows else []
     for r in results.values():
         rows_stale = _stale(r)
         if rows_stale:
@@ -90,7 +95,13 @@ def _verdict(
             f"variant(s) {', '.join(missing)} not run; the claim compares {', '.join(needed)}."
         )
     return Verdict(
-        cfg.name, cfg.claim, held, ["variant", *columns], rows, explanation.strip(), judged
+        cfg.scenario.name,
+        cfg.scenario.claim,
+        held,
+        ["variant", *columns],
+        rows,
+        explanation.strip(),
+        judged,
     )
 
 
@@ -139,8 +150,7 @@ def _efa_gaudi(cfg: _Scenario, results: Results) -> Verdict:
                 f" With the EFAs on root ports instead, staging costs only {a / b:.2f}x: all eight "
                 "Gaudis saturate the four EFAs either way."
             )
-    cols = ["NIC reads", "throughput", "per Gaudi", "P2P / this", "setup", "denials", "stale DMA"]
-    return _verdict(cfg, results, cols, row, held, text, needed)
+    return _verdict(cfg, results, row, held, text, needed)
 
 
 # -- desktop-pin-hog -------------------------------------------------------------------------------
@@ -201,16 +211,7 @@ def _desktop(cfg: _Scenario, results: Results) -> Verdict:
     text += "."
     if problems:
         text += " Failed: " + "; ".join(problems) + "."
-    cols = [
-        "hog pinned",
-        "hog denied (policy)",
-        "compositor -ENOMEM",
-        "missed frames",
-        "VRAM pinned peak",
-        "evictions",
-        "stale DMA",
-    ]
-    return _verdict(cfg, results, cols, row, held, text, needed)
+    return _verdict(cfg, results, row, held, text, needed)
 
 
 # -- cluster-128 -----------------------------------------------------------------------------------
@@ -262,17 +263,7 @@ def _cluster(cfg: _Scenario, results: Results) -> Verdict:
             f"{int(_get(c, 'global.denials'))} registrations were refused and "
             f"{int(_sum(c, 'tenant.', '.failed'))} of the nodes' jobs could not start."
         )
-    cols = [
-        "accelerators",
-        "HBM pinned",
-        "throughput",
-        "per accelerator",
-        "setup",
-        "denials",
-        "failed tenants",
-        "stale DMA",
-    ]
-    return _verdict(cfg, results, cols, row, held, text, needed)
+    return _verdict(cfg, results, row, held, text, needed)
 
 
 # -- odp-vs-pin ------------------------------------------------------------------------------------
@@ -339,18 +330,7 @@ def _odp(cfg: _Scenario, results: Results) -> Verdict:
     if problems:
         text += " Failed: " + "; ".join(problems) + "."
     held = not problems
-    cols = [
-        "MR",
-        "throughput",
-        "p99 latency",
-        "ODP faults",
-        "stall",
-        "setup",
-        "pressure -ENOMEM",
-        "-EOPNOTSUPP",
-        "stale DMA",
-    ]
-    return _verdict(cfg, results, cols, row, held, text, needed)
+    return _verdict(cfg, results, row, held, text, needed)
 
 
 # -- apu-display -----------------------------------------------------------------------------------
@@ -401,16 +381,7 @@ def _apu(cfg: _Scenario, results: Results) -> Verdict:
         )
     if problems:
         text += " Failed: " + "; ".join(problems) + "."
-    cols = [
-        "carve-out pinned peak",
-        "GTT pinned peak",
-        "compute",
-        "compositor -ENOMEM",
-        "missed frames",
-        "frames",
-        "stale DMA",
-    ]
-    return _verdict(cfg, results, cols, row, not problems, text, needed)
+    return _verdict(cfg, results, row, not problems, text, needed)
 
 
 # -- settlement ------------------------------------------------------------------------------------
@@ -473,16 +444,7 @@ def _settlement(cfg: _Scenario, results: Results) -> Verdict:
         )
     if problems:
         text += " Failed: " + "; ".join(problems) + "."
-    cols = [
-        "compositor -ENOMEM",
-        "RDMA job",
-        "ODP job",
-        "ODP faults",
-        "hog pinned",
-        "hog denied by policy",
-        "stale DMA",
-    ]
-    return _verdict(cfg, results, cols, row, not problems, text, needed)
+    return _verdict(cfg, results, row, not problems, text, needed)
 
 
 def _smoke(cfg: _Scenario, results: Results) -> Verdict:
@@ -508,9 +470,7 @@ def _smoke(cfg: _Scenario, results: Results) -> Verdict:
         if held
         else f"WARNs or leaks in {', '.join(bad)}."
     )
-    return _verdict(
-        cfg, results, ["throughput", "WARNs", "leaks", "stale DMA"], row, held, text, ()
-    )
+    return _verdict(cfg, results, row, held, text, ())
 
 
 JUDGES: dict[str, Judge] = {
@@ -535,11 +495,11 @@ def _generic(cfg: _Scenario, results: Results) -> Verdict:
             "stale DMA": str(_stale(r)),
         }
 
-    text = f"No judge named {cfg.claim_check!r} (known: {', '.join(JUDGES)}); not judged."
-    return _verdict(cfg, results, ["throughput", "denials", "stale DMA"], row, False, text, ())
+    text = f"No judge named {cfg.scenario.claim_check!r} (known: {', '.join(JUDGES)}); not judged."
+    return _verdict(cfg, results, row, False, text, ())
 
 
 def judge(cfg: _Scenario, results: list[RunResult]) -> Verdict:
     """The verdict on ``cfg``'s claim from the variants' results (in run order)."""
     by_name = {r.variant: r for r in results}
-    return JUDGES.get(cfg.claim_check, _generic)(cfg, by_name)
+    return JUDGES.get(cfg.scenario.claim_check, _generic)(cfg, by_name)

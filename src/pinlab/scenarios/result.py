@@ -3,7 +3,8 @@
 This is the contract between the scenario runner (``pinlab.scenarios.runner``) and everything
 that shows results (``pinlab run``, reports, sweeps). :meth:`RunResult.summary` is exactly what
 ``summary.json`` holds: deterministic (sorted keys, no wall-clock values), every number with
-its unit.
+its unit. :class:`~pinlab.sim.metrics.Metric` (value, unit, description) is declared with the
+simulator's recorder, where the metrics are recorded, and re-exported here for the outputs.
 """
 
 from __future__ import annotations
@@ -12,20 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinlab.sim.metrics import Recorder
+from pinlab.sim.metrics import Metric, Recorder
 
-
-@dataclass(frozen=True, slots=True)
-class Metric:
-    """One headline number: its value, its unit (``"B/s"``, ``"s"``, ``"B"``, ``"count"``,
-    ``"ratio"``) and what it measures."""
-
-    value: float | int
-    unit: str
-    description: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"value": self.value, "unit": self.unit, "description": self.description}
+__all__ = ["Metric", "RunResult", "Verdict"]
 
 
 @dataclass(slots=True)

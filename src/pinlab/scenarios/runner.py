@@ -7,8 +7,8 @@ The API ``pinlab run`` codes against:
 * :func:`load_scenario` -- a built-in name or a TOML file (format: :mod:`pinlab.scenarios.schema`),
   with ``--set key=value`` overrides; every variant is validated up front, every problem is one
   :class:`~pinlab.errors.ConfigError` line;
-* :class:`ScenarioConfig` -- ``.name``, ``.claim``, ``.variants``, ``.to_toml(variant)``,
-  ``.with_profile(p)``, ``.with_seed(n)``;
+* :class:`ScenarioConfig` -- ``.name``, ``.scenario`` (``[scenario]``: claim, camp, judge),
+  ``.variants``, ``.to_toml(variant)``, ``.with_profile(p)``, ``.with_seed(n)``;
 * :func:`run_variant` -- one variant → :class:`~pinlab.scenarios.result.RunResult`;
 * :func:`run_scenario` -- all (or some) variants and the :class:`~pinlab.scenarios.result.Verdict`
   of :func:`pinlab.scenarios.claims.judge`.
@@ -17,10 +17,11 @@ What a run does: build the platform (preset, patches) and one kernel per node wi
 variant's profile and switches; the simulator (:class:`~pinlab.sim.engine.Simulation`) with
 the cost overrides and the seed; on every node a cgroup tree with the dmem controller and the
 administrator's policy when the scenario has one (``apply_policy``); the tenants, each a
-process of its policy user (uid, RLIMIT_MEMLOCK, capabilities, cgroup); the faults; then the
-clock runs for ``duration`` and the metrics are collected (:func:`collect_metrics`). Finally
-every process exits, and what a real kernel would leak is reported (``global.leaks``,
-``global.leaked_bytes``).
+process of its policy user (uid, RLIMIT_MEMLOCK, capabilities, cgroup) running its workload
+with the parameters the schema validated; the faults; then the clock runs for ``duration``,
+every component reports its metrics (:func:`~pinlab.scenarios.metrics.collect_metrics`), and
+last the teardown: every process exits, and what a real kernel would leak is reported
+(``global.leaks``, ``global.leaked_bytes``).
 
 Nothing here reads a clock: a run is a function of the configuration and the seed.
 """
@@ -38,15 +39,15 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from pinlab.errors import ConfigError
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
-from pinlab.kernel.ttm import TtmDevice
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyError, apply_policy
 from pinlab.policy.dmem import DmemCgroupController
-from pinlab.scenarios.metrics import collect_metrics
+from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
+    ScenarioMeta,
     apply_changes,
     apply_set,
     flatten_cost,
@@ -59,7 +60,7 @@ from pinlab.scenarios.schema import (
 )
 from pinlab.sim.engine import Simulation
 from pinlab.sim.faults import inject
-from pinlab.sim.workloads import WORKLOADS
+from pinlab.sim.workloads import spawn
 from pinlab.tomlfile import read_toml
 
 __all__ = [
@@ -113,39 +114,38 @@ class ScenarioConfig(BaseModel):
 
     # -- what the CLI shows ------------------------------------------------------------------
     @property
-    def meta(self) -> dict[str, Any]:
-        scenario = self.document.get("scenario", {})
-        return scenario if isinstance(scenario, dict) else {}
-
-    @property
     def name(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.name)
-
-    @property
-    def claim(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.claim)
-
-    @property
-    def camp(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.camp)
-
-    @property
-    def claim_check(self) -> str:
-        return str(self.resolve(self.variants[0]).scenario.claim_check)
+        return self.scenario.name
 
     @property
     def variants(self) -> list[str]:
         """Variant names in file order (``["base"]`` without ``[variants]``)."""
         return list(self.variant_docs) or [BASE_VARIANT]
 
+    @property
+    def scenario(self) -> ScenarioMeta:
+        """``[scenario]`` as the first variant resolves it: ``.name``, ``.claim``, ``.camp``,
+        ``.claim_check`` ..."""
+        return self.resolve(self.variants[0]).scenario
+
+    @property
+    def camp(self) -> str:
+        return self.scenario.camp
+
     # -- resolution --------------------------------------------------------------------------
+    def _written_name(self) -> str:
+        """The scenario's name as the file writes it (before any variant resolves)."""
+        scenario = self.document.get("scenario")
+        name = scenario.get("name") if isinstance(scenario, dict) else None
+        return str(name) if name is not None else self.source
+
     def _check_variant(self, variant: str | None) -> str:
         name = variant if variant is not None else self.variants[0]
         if name not in self.variants:
             raise ConfigError(
                 self.source,
                 "variants",
-                f"expected a variant of {self.meta.get('name', self.source)} "
+                f"expected a variant of {self._written_name()} "
                 f"({', '.join(self.variants)}), found {name!r}",
             )
         return name
@@ -350,9 +350,7 @@ def _apply_policy(
         if dmem is None:
             doc.pop("regions", None)
         config = validate_policy(doc, source)
-        ttm = [
-            bdev for d in node.machine.exporters.values() if isinstance(bdev := d.bdev, TtmDevice)
-        ]
+        ttm = [bdev for d in node.machine.exporters.values() if (bdev := d.bdev) is not None]
         try:
             applied[name] = apply_policy(
                 config, kernel, tree, dmem, ttm_devices=ttm, source=f"{source}: policy"
@@ -377,7 +375,6 @@ def build_simulation(
     policies = _apply_policy(sim, cfg, source, base_dir) if cfg.policy is not None else {}
     for t in cfg.active_tenants():
         nodes = list(sim.nodes) if t.node == "*" else [t.node] if t.node else [None]
-        workload = WORKLOADS[t.workload]
         for node in nodes:
             name = t.name if t.node != "*" else f"{t.name}@{node}"
             node_name = node or next(iter(sim.nodes))
@@ -385,14 +382,7 @@ def build_simulation(
             applied = policies.get(node_name)
             if t.user is not None and applied is not None:
                 args = applied.spawn_args(t.user)
-            tenant = sim.spawn(
-                name,
-                workload.fn,
-                node=node,
-                start=t.start,
-                process_args=args,
-                **t.params,
-            )
+            tenant = spawn(sim, name, t.params, node=node, start=t.start, process_args=args)
             if applied is not None and "cgroup" in args:
                 applied.tree.attach(tenant.proc, args["cgroup"])
     for f in cfg.active_faults():
@@ -415,10 +405,11 @@ def run_variant(
     resolved = cfg.resolve(variant)
     spec = cfg.platform_spec(variant)
     base_dir = Path(cfg.base_dir) if cfg.base_dir else None
-    sim, policies = build_simulation(resolved, spec, cfg.source, base_dir)
+    sim, _policies = build_simulation(resolved, spec, cfg.source, base_dir)
     duration = float(resolved.scenario.duration)
     sim.run(duration)
-    metrics = collect_metrics(sim, duration, policies)
+    metrics = collect_metrics(sim, duration)
+    metrics.update(teardown_metrics(sim.teardown()))
     profile_name = resolved.kernel.profile or DEFAULT_PROFILE
     return RunResult(
         scenario=resolved.scenario.name,

@@ -18,7 +18,22 @@ from dataclasses import dataclass
 import simpy
 
 from pinlab.kernel.ttm import CopyJob, TtmDevice, TtmMemType
+from pinlab.platform.topology import Machine
 from pinlab.sim.flows import FlowNetwork, Link
+from pinlab.sim.metrics import metric
+
+
+def local_rate(machine: Machine, device: str) -> float:
+    """The on-device rate of ``device`` in bytes/s: its copy engine's clears and VRAM → VRAM
+    moves, and the accelerator's own accesses to its memory. The ``mem:<dev>`` link's rate,
+    memory bandwidth × ``hbm.copy_efficiency`` (``cost-model.md`` §8), when the spec gives a
+    bandwidth; else 10 × ``evict.d2h.genN`` [assumption: on-device copies are an order of
+    magnitude faster than over PCIe]."""
+    spec = machine.spec.device(device)
+    cost = machine.cost
+    if spec.memory_bandwidth:
+        return spec.memory_bandwidth * cost.hbm.copy_efficiency
+    return cost.evict_d2h(spec.gen) * 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +47,19 @@ class CopyRates:
 
 @dataclass(slots=True)
 class CopyStats:
+    """What one device's copy engine did; ``bytes_migrated`` is its reported metric
+    (``device.<node>/<dev>.bytes_migrated``; a device without a copy engine reports a fresh
+    ``CopyStats``: nothing moved)."""
+
     jobs: int = 0
     moves: int = 0
     clears: int = 0
-    bytes_moved: int = 0
+    bytes_migrated: int = metric(
+        "B",
+        "bytes its copy engine moved between memories (migrations, evictions, moves back)",
+        default=0,
+        integral=True,
+    )
     busy_time: float = 0.0
 
 
@@ -108,7 +132,7 @@ class CopyEngine:
             stats.clears += 1
         else:
             stats.moves += 1
-            stats.bytes_moved += job.nbytes
+            stats.bytes_migrated += job.nbytes
         if self.on_job is not None:
             self.on_job(job, start, end)
         self.running -= 1

@@ -8,11 +8,18 @@ qualified ``"<node>/<link>/<direction>"``; a single-node platform uses the node 
 ``"node"``), and attaches a :class:`~pinlab.sim.copy_engine.CopyEngine` to every TTM device, so
 migrations and evictions take time and their fences signal when the bytes have moved.
 
-Workloads are SimPy generator functions ``workload(ctx, **params)``; :class:`Ctx` is what they
-see: their process (``ctx.proc``, a :class:`pinlab.uapi.Process`), syscalls that wait for the
-fences the kernel collected (``yield from ctx.call(...)``), NIC transfers and copies over the
-flow network (``yield from ctx.nic_send(...)``), and their statistics. Time enters the model
-only here: the kernel never sleeps, the simulator waits on its fences.
+A tenant runs a SimPy generator function of one :class:`Ctx` (the built-in workloads of
+:mod:`pinlab.sim.workloads` bind their typed parameters and result first); :class:`Ctx` is
+what it sees: its process (``ctx.proc``, a :class:`pinlab.uapi.Process`), syscalls that wait
+for the fences the kernel collected (``yield from ctx.call(...)``), transfers over the flow
+network (``yield from ctx.transfer(...)``; the NIC helpers of :mod:`pinlab.sim.workloads`),
+and its statistics. Time enters the model only here: the kernel never sleeps, the simulator
+waits on its fences. Userspace enters the model only through the process's syscalls, and the
+faults through the machine's operations (``System.hot_unplug``, ``System.reset_nic``).
+
+What a tenant achieved is reported by the tenant itself (:meth:`Tenant.report`); the copy
+engines report their moves; :meth:`Simulation.teardown` ends every process and reports what a
+real kernel would leak.
 
 Determinism: one seeded ``random.Random`` per tenant (derived from the run seed and the tenant
 name), SimPy's FIFO event order, and no wall-clock reads -- the same scenario and seed give the
@@ -25,26 +32,41 @@ import hashlib
 import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import simpy
 
+from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuMoveStats
 from pinlab.drivers.base import ExporterDriver
-from pinlab.drivers.rdma import MemoryRegion
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
-from pinlab.kernel.ttm import CopyJob, TtmDevice
+from pinlab.kernel.ttm import CopyJob
 from pinlab.platform import LinkUse, Machine, PlatformSpec, build
 from pinlab.platform.cluster import Cluster, ClusterSpec, build_cluster
-from pinlab.sim.copy_engine import CopyEngine, CopyRates
+from pinlab.sim.collective import Collectives
+from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
-from pinlab.sim.metrics import Recorder, TenantStats, TraceArgs, track_name
+from pinlab.sim.metrics import (
+    Metric,
+    Recorder,
+    TenantResult,
+    TenantStats,
+    TraceArgs,
+    TraceInstant,
+    TraceSlice,
+    metric,
+    num,
+    report_fields,
+    track_name,
+)
 from pinlab.uapi.process import Process
 
 T = TypeVar("T")
-Workload = Callable[..., Generator[simpy.Event, Any, Any]]
+Run = Callable[["Ctx"], Generator[simpy.Event, Any, Any]]
+"""What a tenant runs: a generator function of its :class:`Ctx`."""
 
 SINGLE_NODE = "node"
 
@@ -56,15 +78,75 @@ def _seed(run_seed: int, name: str) -> int:
 
 @dataclass(slots=True)
 class Tenant:
-    """One workload instance: its process, statistics and SimPy process."""
+    """One workload instance: its process, statistics, result and SimPy process."""
 
     name: str
     node: str
     proc: Process
     stats: TenantStats
+    result: TenantResult
     ctx: Ctx
     process: simpy.Process | None = None
     error: BaseException | None = None
+
+    def report(self, duration: float) -> dict[str, Metric]:
+        """``tenant.<name>.*``: what it moved and suffered, its denials (counted by its process
+        at the syscall boundary, by errno and by the policy that refused), whether it was gone
+        at the end or died of an error, and its workload's result fields once it started."""
+        stats, result, denials = self.stats, self.result, self.proc.stats
+        base = f"tenant.{self.name}"
+        start = result.data_start
+        if start is None:
+            start = stats.started if stats.started is not None else 0.0
+        end = result.data_end
+        if end is None:
+            end = stats.finished if stats.finished is not None else duration
+        elapsed = max(end - start, 0.0)
+        m = {
+            f"{base}.throughput": Metric(
+                num(stats.bytes / elapsed if elapsed > 0 else 0.0),
+                "B/s",
+                "bytes moved per second of the data phase (after setup)",
+            ),
+            f"{base}.bytes": Metric(num(stats.bytes), "B", "bytes moved"),
+            f"{base}.transfers": Metric(stats.transfers, "count", "transfers completed"),
+            f"{base}.latency_p50": Metric(num(stats.percentile(50)), "s", "median latency"),
+            f"{base}.latency_p99": Metric(num(stats.percentile(99)), "s", "99th percentile"),
+            f"{base}.stall_time": Metric(
+                num(stats.stall_time), "s", "waiting for fences and ODP faults"
+            ),
+            f"{base}.odp_faults": Metric(stats.odp_faults, "count", "NIC page faults taken"),
+            f"{base}.denials": Metric(denials.total, "count", "calls the kernel refused"),
+        }
+        for errno in sorted(denials.denials):
+            m[f"{base}.denied.{errno.lstrip('-')}"] = Metric(
+                denials.denials[errno], "count", f"calls refused with {errno}"
+            )
+        for policy in sorted(denials.denials_by_policy):
+            m[f"{base}.denied_by.{policy}"] = Metric(
+                denials.denials_by_policy[policy], "count", f"refusals by the {policy} policy"
+            )
+        m[f"{base}.killed"] = Metric(
+            0 if self.proc.alive else 1, "count", "1 if the process was gone at the end"
+        )
+        m[f"{base}.failed"] = Metric(
+            1 if self.error is not None else 0, "count", "1 if an unhandled error ended it"
+        )
+        if stats.started is not None:
+            m.update(report_fields(result, base))
+        return m
+
+
+@dataclass(slots=True)
+class Leaks:
+    """What :meth:`Simulation.teardown` found after every process exited."""
+
+    leaks: int = metric(
+        "count", "what a real kernel would leak, after exit", default=0, integral=True
+    )
+    leaked_bytes: int = metric(
+        "B", "device memory still allocated after every process exited", default=0, integral=True
+    )
 
 
 @dataclass(slots=True)
@@ -74,6 +156,8 @@ class NodeState:
     name: str
     machine: Machine
     engines: dict[str, CopyEngine] = field(default_factory=dict)
+    unplugged: dict[str, ExporterDriver] = field(default_factory=dict)
+    """Exporters a hot-unplug removed, by device name (their memory is reported as it was)."""
 
     @property
     def kernel(self) -> Kernel:
@@ -98,11 +182,9 @@ class Simulation:
         self.recorder = Recorder()
         self.sample_interval = sample_interval
         self.tenants: dict[str, Tenant] = {}
+        self._by_process: dict[tuple[str, int], Tenant] = {}
         self.nodes: dict[str, NodeState] = {}
-        # pinlab addition (scenarios): state that workloads of one run share, e.g. the
-        # collectives of pinlab.sim.workloads.allreduce or the devices a fault unplugged.
-        # Keyed by the owner's name; never read by the engine itself.
-        self.shared: dict[str, Any] = {}
+        self.collectives = Collectives(self.env, self.net)
         clock = self._now
         if isinstance(platform, ClusterSpec):
             prof = profile if isinstance(profile, KernelProfile) else None
@@ -123,6 +205,7 @@ class Simulation:
             for key, cap in machine.directed_capacities().items():
                 self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
         for node in self.nodes.values():
+            node.machine.system.on_exit.append(partial(self._process_exited, node.name))
             self._attach_copy_engines(node)
             for dev in node.machine.exporters:
                 self.recorder.add_process(track_name(node.name, dev), "device")
@@ -140,8 +223,7 @@ class Simulation:
     def key(self, node: str, use: LinkUse) -> str:
         """The flow-network name of a node link use."""
         if self.cluster is not None and ("/" in use.link or use.link in self.cluster.fabric):
-            # already qualified by the cluster, or a fabric link (pinlab fix: ``fabric:core``
-            # was qualified with the node name and not found)
+            # already qualified by the cluster, or a fabric link (shared by every node)
             return f"{use.link}/{use.direction}"
         return f"{node}/{use.link}/{use.direction}"
 
@@ -153,20 +235,21 @@ class Simulation:
         cost = machine.cost
         for name, driver in machine.exporters.items():
             bdev = driver.bdev
-            if not isinstance(bdev, TtmDevice):
+            if bdev is None:
                 continue  # static exporters (habanalabs) never move memory
             spec = machine.spec.device(name)
             host = machine.host_of(name)
             to_host = self.links(node.name, machine.path(name, host))
             from_host = self.links(node.name, machine.path(host, name))
-            local = (
-                spec.memory_bandwidth * cost.hbm.copy_efficiency
-                if spec.memory_bandwidth
-                else cost.evict_d2h(spec.gen) * 10
-            )
             rates = CopyRates(
-                d2h=cost.evict_d2h(spec.gen), h2d=cost.restore_h2d(spec.gen), local=local
+                d2h=cost.evict_d2h(spec.gen),
+                h2d=cost.restore_h2d(spec.gen),
+                local=local_rate(machine, name),
             )
+            if isinstance(driver, AmdgpuDevice) and cost.evict.moveback_throttle:
+                # amdgpu's estimate of its copy throughput is the copy engine's D2H rate
+                # (``evict.moveback_throttle``'s rate is an open assumption, cost-model.md §8)
+                driver.mm_stats = AmdgpuMoveStats(rates.d2h)
             node.engines[name] = CopyEngine(
                 self.env,
                 self.net,
@@ -194,20 +277,19 @@ class Simulation:
                     "from": src,
                     "to": job.dst.name.lower(),
                 }
-                self.recorder.slice(process, "copy engine", name, "copy", start, end, args)
+                rec = self.recorder
+                rec.log(TraceSlice(process, "copy engine", name, "copy", start, end - start, args))
                 if job.evict:
-                    self.recorder.instant(start, process, "copy engine", "eviction", owner)
+                    rec.log(TraceInstant(start, process, "copy engine", "eviction", owner))
 
         return hook
 
     def _copy_done(
         self, node: str, device: str, kind: str, nbytes: int, start: float, end: float
     ) -> None:
-        rec = self.recorder
-        rec.count(f"device/{node}/{device}/copies_{kind}")
-        if kind == "move":
-            rec.count(f"device/{node}/{device}/bytes_migrated", nbytes)
-        rec.event(start, f"copy-{kind}", f"{node}/{device} {nbytes} B for {end - start:.6f} s")
+        self.recorder.event(
+            start, f"copy-{kind}", f"{node}/{device} {nbytes} B for {end - start:.6f} s"
+        )
 
     # -- tenants ---------------------------------------------------------------------------
     def node(self, name: str | None = None) -> NodeState:
@@ -221,39 +303,42 @@ class Simulation:
     def spawn(
         self,
         name: str,
-        workload: Workload,
+        run: Run,
         *,
+        result: TenantResult | None = None,
         node: str | None = None,
         start: float = 0.0,
         process_args: dict[str, Any] | None = None,
-        **params: Any,
     ) -> Tenant:
-        """Start ``workload(ctx, **params)`` as tenant ``name`` at ``start`` seconds."""
+        """Start ``run(ctx)`` as tenant ``name`` on ``node`` at ``start`` seconds, in a new
+        process (``process_args``: ``System.spawn``'s credentials and limits); ``result`` is
+        what the workload fills in (default: a bare :class:`TenantResult`). Built-in
+        workloads start through :func:`pinlab.sim.workloads.spawn`."""
         if name in self.tenants:
             raise ValueError(f"tenant {name!r} already exists")
         state = self.node(node)
         proc = state.machine.system.spawn(name, **(process_args or {}))
         stats = self.recorder.tenant(name)
         ctx = Ctx(self, state, proc, stats, random.Random(_seed(self.seed, name)))
-        tenant = Tenant(name, state.name, proc, stats, ctx)
+        tenant = Tenant(name, state.name, proc, stats, result or TenantResult(), ctx)
         self.tenants[name] = tenant
-        tenant.process = self.env.process(self._run_tenant(tenant, workload, start, params))
+        self._by_process[(state.name, proc.pid)] = tenant
+        tenant.process = self.env.process(self._run_tenant(tenant, run, start))
         return tenant
 
     def _run_tenant(
-        self, tenant: Tenant, workload: Workload, start: float, params: dict[str, Any]
+        self, tenant: Tenant, run: Run, start: float
     ) -> Generator[simpy.Event, Any, None]:
         if start > 0:
             yield self.env.timeout(start)
         tenant.stats.started = self.env.now
         try:
-            yield from workload(tenant.ctx, **params)
+            yield from run(tenant.ctx)
         except simpy.Interrupt:
             pass
         except KernelError as e:
             # a denial the workload did not handle ends it; the program exits with status 1,
-            # which releases what it held (pinlab fix: the process used to stay alive with its
-            # buffers and pins, as no real program that died of an error does)
+            # which releases what it held, as a real program that dies of an error does
             tenant.error = e
             tenant.proc.exit(1)
         tenant.stats.finished = self.env.now
@@ -263,8 +348,7 @@ class Simulation:
         """Run ``action`` at simulated ``time`` (fault injection)."""
 
         def fire() -> Generator[simpy.Event, Any, None]:
-            # ``time`` is absolute (pinlab fix: it was a delay from the call, which differs
-            # once the simulation has run)
+            # ``time`` is absolute, not a delay from the call
             yield self.env.timeout(max(time - self.env.now, 0.0))
             self.recorder.event(self.env.now, "fault", label or action.__name__)
             action()
@@ -272,11 +356,18 @@ class Simulation:
         self.env.process(fire())
 
     def kill(self, tenant: str) -> None:
-        """``kill -9`` a tenant's process: its SimPy process stops, the kernel tears down."""
-        t = self.tenants[tenant]
-        if t.process is not None and t.process.is_alive:
-            t.process.interrupt("killed")
-        t.proc.kill()
+        """``kill -9`` a tenant's process: the kernel tears down, the workload stops."""
+        self.tenants[tenant].proc.kill()
+
+    def _process_exited(self, node: str, proc: Process) -> None:
+        """``System.on_exit`` of ``node``: a tenant's process is exiting (killed, its device
+        unplugged, or at the end of the run), so its workload stops -- unless the workload is
+        what runs now (it ends its process itself after an unhandled denial)."""
+        tenant = self._by_process.get((node, proc.pid))
+        if tenant is None or tenant.process is None:
+            return
+        if tenant.process.is_alive and tenant.process is not self.env.active_process:
+            tenant.process.interrupt("exited")
 
     # -- sampling --------------------------------------------------------------------------
     def _sampler(self) -> Generator[simpy.Event, Any, None]:
@@ -292,18 +383,17 @@ class Simulation:
         rec = self.recorder
         for node in self.nodes.values():
             for dev, driver in node.machine.exporters.items():
-                for region in driver.regions():
-                    base = f"device/{node.name}/{dev}/{region.name}"
-                    rec.sample(f"{base}/used", now, region.used)
-                    rec.sample(f"{base}/pinned", now, region.pinned)
-                    rec.sample(f"{base}/free", now, region.free)
-                    rec.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
+                self.sample_regions(node.name, dev, driver)
                 if rec.tracing:
                     self._trace_move_notify(node.name, dev, driver, now)
-            rec.sample(f"stale_dma/{node.name}", now, len(node.machine.system.detector.incidents))
-        for name, stats in rec.tenants.items():
-            rec.sample(f"tenant/{name}/bytes", now, stats.bytes)
-            rec.sample(f"tenant/{name}/denials", now, sum(stats.denials.values()))
+            rec.sample(
+                f"node.{node.name}.stale_dma_incidents",
+                now,
+                len(node.machine.system.detector.incidents),
+            )
+        for name, tenant in self.tenants.items():
+            rec.sample(f"tenant.{name}.bytes", now, tenant.stats.bytes)
+            rec.sample(f"tenant.{name}.denials", now, tenant.proc.stats.total)
         dt = now - self._last_sample
         if dt <= 0:
             return
@@ -313,12 +403,24 @@ class Simulation:
             before = self._sampled_bytes.get(key, 0.0)
             if carried != before or key in self._sampled_bytes:
                 rec.sample(
-                    f"link/{key}/utilisation",
+                    f"link.{key}.utilisation",
                     now,
                     round((carried - before) / (link.capacity * dt), 6),
                 )
             self._sampled_bytes[key] = carried
         self._last_sample = now
+
+    def sample_regions(self, node: str, device: str, driver: ExporterDriver) -> None:
+        """Record the used/pinned/free bytes and fragmentation of every region of ``device``
+        now (the sampler, and a hot-unplug for the device's last samples)."""
+        now = self.env.now
+        rec = self.recorder
+        for region in driver.regions():
+            base = f"device.{node}/{device}.{region.name}"
+            rec.sample(f"{base}.used", now, region.used)
+            rec.sample(f"{base}.pinned", now, region.pinned)
+            rec.sample(f"{base}.free", now, region.free)
+            rec.sample(f"{base}.fragmentation", now, round(region.fragmentation, 6))
 
     def _trace_move_notify(self, node: str, dev: str, driver: ExporterDriver, now: float) -> None:
         """A ``move_notify`` instant on the device's track when its count grew since the last
@@ -326,9 +428,8 @@ class Simulation:
         count = driver.move_notifies
         before = self._move_notifies.get((node, dev), 0)
         if count > before:
-            self.recorder.instant(
-                now, track_name(node, dev), None, "move_notify", f"{count - before} calls"
-            )
+            detail = f"{count - before} calls"
+            self.recorder.log(TraceInstant(now, track_name(node, dev), None, "move_notify", detail))
         self._move_notifies[(node, dev)] = count
 
     # -- running ---------------------------------------------------------------------------
@@ -340,6 +441,25 @@ class Simulation:
 
     def stale_incidents(self) -> int:
         return sum(len(n.machine.system.detector.incidents) for n in self.nodes.values())
+
+    def teardown(self) -> Leaks:
+        """End of the run: every process exits (in kernel order, ``Process.exit``); then what
+        a real kernel would leak (``kernel.leaks``) and the device memory (VRAM, GTT) still
+        allocated, unplugged devices included."""
+        out = Leaks()
+        for node in self.nodes.values():
+            system = node.machine.system
+            for proc in list(system.live_processes()):
+                proc.exit()
+            system.reap()
+            kernel = node.kernel
+            kernel.take_waits()
+            out.leaks += len(kernel.leaks)
+            for driver in [*system.exporters.values(), *node.unplugged.values()]:
+                for region in driver.regions():
+                    if region.name in ("vram", "gtt"):
+                        out.leaked_bytes += region.used
+        return out
 
 
 class Ctx:
@@ -361,10 +481,6 @@ class Ctx:
         self.proc = proc
         self.stats = stats
         self.rng = rng
-        # pinlab addition (scenarios): scalar results a workload reports beyond TenantStats
-        # (``data_start``, ``frames``, ``missed_frames`` ...); the scenario runner turns them
-        # into metrics. Values are numbers, keys are metric-name fragments.
-        self.notes: dict[str, float] = {}
 
     @property
     def now(self) -> float:
@@ -381,11 +497,11 @@ class Ctx:
         flow: int | None = None,
     ) -> None:
         """Log a ``trace.json`` slice from ``start`` to now on ``process`` (a device, NIC or
-        link of this node) / ``thread`` (pinlab addition for timelines)."""
+        link of this node) / ``thread``."""
         rec = self.sim.recorder
         if rec.tracing:
             proc = track_name(self.node.name, process)
-            rec.slice(proc, thread, name, cat, start, self.now, args, flow)
+            rec.log(TraceSlice(proc, thread, name, cat, start, self.now - start, args, flow))
 
     def new_flow(self) -> int:
         """A flow id joining the stages of one staged message in ``trace.json``."""
@@ -397,8 +513,8 @@ class Ctx:
     def call(
         self, fn: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Generator[simpy.Event, Any, T]:
-        """Run a syscall; count a denial (by errno and, where a policy refused, by policy)
-        and re-raise it; then wait for the fences the kernel collected (stall time)."""
+        """Run a syscall (a denial is logged, :meth:`call_nowait`, and re-raised); then wait
+        for the fences the kernel collected (stall time)."""
         try:
             result = self.call_nowait(fn, *args, **kwargs)
         except KernelError:
@@ -408,35 +524,23 @@ class Ctx:
         return result
 
     def call_nowait(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a syscall with :meth:`call`'s denial accounting but without waiting: the
-        fences it collected stay in ``proc.waits`` until :meth:`wait_pending` (pinlab
-        addition, so that one tenant can start several migrations and wait for them
-        together, as parallel registrations on several devices do).
+        """Run a syscall without waiting: the fences it collected stay in ``proc.waits``
+        until :meth:`wait_pending`, so that one tenant can start several migrations and wait
+        for them together, as parallel registrations on several devices do.
 
-        A denial is attributed to ``dmem.max`` when the dmem controller refused a charge
-        during the call (its ``limit_hits`` grew) and no pin policy claimed it: TTM turns the
-        controller's ``-EAGAIN`` into the ``-ENOMEM`` userspace sees, so the errno alone
-        cannot say that an administrator's limit was the cause (pinlab fix for the scenarios'
-        per-policy denial counts).
-        """
-        dmem = self.machine.kernel.dmem
-        hits_before = getattr(dmem, "limit_hits", None)
+        A denial is counted once, by the process at the syscall boundary
+        (``Process.stats``); here it is logged as an event and a trace instant, with the
+        policy that refused (``KernelError.policy``)."""
         try:
             return fn(*args, **kwargs)
         except KernelError as e:
-            self.stats.denials[str(e.errno)] += 1
-            policy = e.policy
-            hits_after = getattr(dmem, "limit_hits", hits_before)
-            if policy is None and hits_before is not None and hits_after > hits_before:
-                policy = "dmem.max"
-            if policy:
-                self.stats.denials_by_policy[policy] += 1
             rec = self.sim.recorder
             rec.event(self.now, "denial", f"{self.proc.comm}: {e}")
             if rec.tracing:
                 tenants = track_name(self.node.name, "tenants")
                 rec.add_process(tenants, "tenants")
-                rec.instant(self.now, tenants, self.proc.comm, "denial", f"{e} ({policy or '-'})")
+                detail = f"{e} ({e.policy or '-'})"
+                rec.log(TraceInstant(self.now, tenants, self.proc.comm, "denial", detail))
             raise
 
     def wait_pending(self) -> Generator[simpy.Event, Any, None]:
@@ -480,56 +584,3 @@ class Ctx:
         if record:
             self.stats.record_transfer(nbytes, elapsed)
         return elapsed
-
-    def nic_send(
-        self,
-        mr: MemoryRegion,
-        nbytes: float | None = None,
-        *,
-        write: bool = False,
-        extra: list[Link] | None = None,
-    ) -> Generator[simpy.Event, Any, float]:
-        """The NIC moves ``nbytes`` through ``mr`` to the wire (or, ``write``, from the wire
-        into it): an ODP fault first if the translation is gone (``odp.fault`` plus the
-        re-map's fence waits), then a flow over the path between the MR's memory -- device
-        memory peer-to-peer, or host memory after a migration -- and the NIC's port."""
-        nbytes = mr.length if nbytes is None else nbytes
-        t0 = self.env.now
-        faults_before = mr.faults
-        result = yield from self.call(self.proc.nic_dma, mr, int(nbytes), write=write)
-        nic = mr.nic.name
-        if mr.faults > faults_before:
-            n = mr.faults - faults_before
-            self.stats.odp_faults += n
-            t_fault = self.now
-            yield self.env.timeout(n * self.cost.odp.fault)
-            self.trace(nic, "odp faults", "odp fault", "odp", t_fault, {"faults": n})
-        machine = self.machine
-        loc = mr.dmabuf.locate() if mr.dmabuf.locate is not None else None
-        if result.p2p and loc is not None:
-            src = loc.device
-            cap = machine.p2p_capacity(src, nic, nic_reads=not write) or self.cost.nic_rate()
-        else:
-            src = machine.host_of(nic)
-            cap = self.cost.nic_rate()
-        path = machine.path(nic, src) if write else machine.path(src, nic)
-        port = LinkUse(machine.nic_port(nic), "rx" if write else "tx")
-        uses = [port, *path] if write else [*path, port]
-        links = self.sim.links(self.node.name, uses) + (extra or [])
-        yield self.env.timeout(self.cost.nic.alpha)
-        t1 = self.now
-        yield self.sim.net.transfer(nbytes, links, cap=cap, label=f"{self.proc.comm}:{nic}")
-        self.trace(
-            nic,
-            f"qp {self.proc.comm}",
-            "write" if write else "read",
-            "transfer",
-            t1,
-            {"bytes": nbytes, "p2p": int(bool(result.p2p)), "src": src},
-        )
-        elapsed = self.env.now - t0
-        self.stats.record_transfer(nbytes, elapsed)
-        return elapsed
-
-    def exporter(self, device: str) -> ExporterDriver:
-        return self.machine.system.exporter(device)

@@ -1,21 +1,21 @@
 """Fault injection: kill a tenant, hot-unplug a device, reset a NIC -- at a simulated time.
 
-* **kill** (:func:`kill`): ``kill -9`` of a tenant's process (``Simulation.kill``): its SimPy
-  process is interrupted and the kernel tears everything down in order (MRs, scanouts, imports,
-  fds, GEM handles), so its pins and allocations are released.
-* **hot-unplug** (:func:`hot_unplug`): a device leaves the bus. pinlab's model: every tenant
-  whose process uses it -- a GEM handle on it, an MR on it (a NIC), a scanout on one of its
-  displays -- is killed (as the SIGBUS of a mapped device BAR, or the driver's
-  ``drm_dev_unplug`` ending every client, would), which tears its buffers down; then the
-  device's driver is removed from the system, so later calls naming it fail with ``-ENODEV``
-  (``System`` lookups). Its memory is gone: its regions are reported at the time of the unplug.
-* **nic-reset** (:func:`nic_reset`): a NIC reset (``ib_dispatch_event(IB_EVENT_DEVICE_FATAL)``
-  followed by recovery): every MR on the NIC is deregistered by the kernel (unmap, unpin,
-  detach, put) and disappears from its owner's MR table. The owner's next work request on it
-  fails (``ibv_post_send`` → ``-EINVAL`` in the model, a completion error on hardware) and the
-  workloads register again (``ctx.notes["reregistrations"]``).
+The faults are operations of the machine (:class:`~pinlab.uapi.system.System`) and of the
+simulation; this module only schedules them (:func:`inject`) and counts them:
 
-Each fault is recorded as an event and counted (``faults/<kind>``).
+* **kill** (:func:`kill`): ``kill -9`` of a tenant's process (``Simulation.kill``): the kernel
+  tears everything down in order (MRs, scanouts, imports, fds, GEM handles), so its pins and
+  allocations are released, and the workload stops.
+* **hot-unplug** (:func:`hot_unplug`): the device leaves the bus (``System.hot_unplug``): every
+  process using it is killed, then its driver, displays and importer leave the system, so later
+  calls naming it fail with ``-ENODEV``. Its memory is gone: its regions are reported at the
+  time of the unplug.
+* **nic-reset** (:func:`nic_reset`): a fatal NIC error and its recovery (``System.reset_nic``):
+  every MR on the NIC is deregistered by the kernel; the owner's next work request on it fails
+  and the workloads register again.
+
+Each fault is logged as an event and, with what it did, as a
+:class:`~pinlab.sim.metrics.FaultRecord` (``Recorder.faults``).
 """
 
 from __future__ import annotations
@@ -23,88 +23,40 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pinlab.sim.engine import Simulation
+from pinlab.sim.metrics import FaultRecord
 
 __all__ = ["FAULTS", "hot_unplug", "inject", "kill", "nic_reset"]
 
 
-def kill(sim: Simulation, target: str, node: str | None = None) -> None:
+def kill(sim: Simulation, target: str, node: str | None = None) -> FaultRecord:
     """Kill tenant ``target`` (``node`` is ignored: tenants have unique names)."""
     if target not in sim.tenants:
         raise KeyError(f"no tenant named {target!r} (have {', '.join(sim.tenants)})")
     sim.kill(target)
-    sim.recorder.count("faults/kill")
+    return FaultRecord(sim.env.now, "kill", target, sim.tenants[target].node, killed=1)
 
 
-def _uses_device(tenant_proc: object, device: str, displays: set[str]) -> bool:
-    from pinlab.uapi.process import Process
-
-    assert isinstance(tenant_proc, Process)
-    proc = tenant_proc
-    if any(g.driver.name == device for g in proc.handles.values()):
-        return True
-    if any(mr.nic.name == device for mr in proc.mrs.values()):
-        return True
-    return any(s.display.name in displays for s in proc.scanouts)
-
-
-def hot_unplug(sim: Simulation, target: str, node: str | None = None) -> None:
-    """Unplug device (or NIC) ``target`` on ``node`` (default: the first node)."""
+def hot_unplug(sim: Simulation, target: str, node: str | None = None) -> FaultRecord:
+    """Unplug device (or NIC) ``target`` on ``node`` (default: the first node):
+    :meth:`System.hot_unplug <pinlab.uapi.system.System.hot_unplug>`; the device's regions
+    are sampled one last time, as the unplug left them."""
     state = sim.node(node)
-    machine = state.machine
-    system = machine.system
-    displays = {d.name for d in machine.spec.displays if d.device == target}
-    victims = [
-        t.name
-        for t in sim.tenants.values()
-        if t.node == state.name and t.proc.alive and _uses_device(t.proc, target, displays)
-    ]
-    for name in victims:
-        sim.kill(name)
-    system.reap()
-    unplugged: dict[str, object] = sim.shared.setdefault("unplugged", {})
-    driver = system.exporters.pop(target, None)
-    if driver is not None:
-        unplugged[f"{state.name}/{target}"] = driver
-        # the device's last samples: its regions as the unplug leaves them
-        now = sim.env.now
-        for region in driver.regions():
-            base = f"device/{state.name}/{target}/{region.name}"
-            sim.recorder.sample(f"{base}/used", now, region.used)
-            sim.recorder.sample(f"{base}/pinned", now, region.pinned)
-            sim.recorder.sample(f"{base}/free", now, region.free)
-            sim.recorder.sample(f"{base}/fragmentation", now, round(region.fragmentation, 6))
-    system.nics.pop(target, None)
-    for d in displays:
-        system.displays.pop(d, None)
-    system.gpu_importers.pop(f"{target}:import", None)
-    sim.recorder.count("faults/hot-unplug")
-    sim.recorder.count("faults/hot-unplug/killed", len(victims))
+    unplugged = state.machine.system.hot_unplug(target)
+    if unplugged.exporter is not None:
+        state.unplugged[target] = unplugged.exporter
+        sim.sample_regions(state.name, target, unplugged.exporter)
+    return FaultRecord(sim.env.now, "hot-unplug", target, state.name, killed=len(unplugged.killed))
 
 
-def nic_reset(sim: Simulation, target: str, node: str | None = None) -> None:
-    """Reset NIC ``target`` on ``node``: every MR on it is deregistered by the kernel."""
+def nic_reset(sim: Simulation, target: str, node: str | None = None) -> FaultRecord:
+    """Reset NIC ``target`` on ``node``: :meth:`System.reset_nic
+    <pinlab.uapi.system.System.reset_nic>` drops every MR on it."""
     state = sim.node(node)
-    system = state.machine.system
-    nic = system.nic(target)
-    kernel = system.kernel
-    dropped = 0
-    for proc in list(system.live_processes()):
-        for mr in [m for m in proc.mrs.values() if m.nic is nic]:
-            del proc.mrs[mr.lkey]
-            previous = kernel.current
-            kernel.current = proc
-            try:
-                nic.dereg_mr(mr)
-            finally:
-                kernel.current = previous
-                kernel.take_waits()
-            dropped += 1
-    system.reap()
-    sim.recorder.count("faults/nic-reset")
-    sim.recorder.count(f"nic/{state.name}/{target}/reset_mrs", dropped)
+    dropped = state.machine.system.reset_nic(target)
+    return FaultRecord(sim.env.now, "nic-reset", target, state.name, mrs_dropped=dropped)
 
 
-FAULTS: dict[str, Callable[[Simulation, str, str | None], None]] = {
+FAULTS: dict[str, Callable[[Simulation, str, str | None], FaultRecord]] = {
     "kill": kill,
     "hot-unplug": hot_unplug,
     "nic-reset": nic_reset,
@@ -120,6 +72,6 @@ def inject(sim: Simulation, at: float, kind: str, target: str, node: str | None 
         raise KeyError(f"no fault kind {kind!r} (expected one of {', '.join(FAULTS)})") from None
 
     def fire() -> None:
-        action(sim, target, node)
+        sim.recorder.faults.append(action(sim, target, node))
 
     sim.at(at, fire, f"{kind} {target}" + (f" on {node}" if node else ""))

@@ -1,10 +1,20 @@
-"""The metrics recorder: counters, time series and per-tenant statistics of one run.
+"""What a run records and how its results are named: metrics with units, time series,
+per-tenant statistics, the fault log and the trace log.
 
-Everything a verdict needs is recorded here (issue "The simulator", item 3): per tenant
-throughput, transfer latencies and denials by errno and by policy; per device pinned, used and
-free bytes and fragmentation over time, evictions, bytes migrated, move_notify calls, ODP
-faults and stall time; per link utilisation; stale-DMA incidents. Values carry units in their
-key names' registry (:data:`UNITS`) so ``summary.json`` can state them.
+**One naming scheme** serves ``summary.json``, ``series.csv``, ``trace.json`` and the report
+(every name is listed in ``docs/metrics.md``): ``<scope>.<entity>.<quantity>``, where the scope
+is ``tenant``, ``device``, ``nic``, ``link``, ``node`` or ``global`` (which has no entity), the
+entity is node-qualified with ``/`` (``node/gpu0``, ``node03/pcie:gaudi0/up``; a single-node
+platform's node is ``node``) and the quantity may carry a region (``vram.pinned_peak``) or a
+key (``denied.ENOMEM``). A time series and the summary metrics made from it share the stem:
+the series ``device.node/gpu0.vram.pinned`` gives ``device.node/gpu0.vram.pinned_peak`` and
+``..._final``; ``tenant.kv.bytes`` is a series and, its last value, a metric.
+
+**Components report their own results** (desmod's ``get_result_hook``): a metric is declared
+with its unit and description where it is recorded -- a field declared with :func:`metric` on
+a result dataclass (a workload's :class:`TenantResult`, the copy engine's statistics, the
+teardown's leak count), reported by :func:`report_fields` -- or built by the component's
+``report()``. Nothing guesses a unit from a name.
 
 Series store a point only when the value changes, so an idle device costs nothing. Output is
 deterministic: keys are sorted and floats printed with ``repr``.
@@ -13,24 +23,124 @@ deterministic: keys are sorted and floats printed with ``repr``.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import itertools
-from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+UNITS = ("B/s", "B", "s", "count", "ratio")
+"""The units a metric may have."""
+
+SCOPES = ("tenant", "device", "nic", "link", "node", "global")
+"""The first part of every metric and series name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One headline number: its value, its unit (one of :data:`UNITS`) and what it
+    measures."""
+
+    value: float | int
+    unit: str
+    description: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "unit": self.unit, "description": self.description}
+
+
+def num(x: float) -> float:
+    """Floats rounded to 12 significant digits: stable text, no float noise in summaries."""
+    return float(f"{x:.12g}")
+
+
+def metric(unit: str, description: str, *, default: Any = None, integral: bool = False) -> Any:
+    """A dataclass field that is a reported metric, with its unit and description.
+
+    :func:`report_fields` reports it unless its value is None (not known yet, e.g. a setup
+    time before setup ended): a float rounded by :func:`num`, or with ``integral`` an int."""
+    if unit not in UNITS:
+        raise ValueError(f"unit {unit!r} is not one of {', '.join(UNITS)}")
+    meta = {"unit": unit, "description": description, "integral": integral}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """A declared metric: its name below the component (``setup_time``), unit, meaning."""
+
+    name: str
+    unit: str
+    description: str
+
+
+def declared(cls: type) -> list[MetricSpec]:
+    """The metrics a result dataclass declares, in field order (for listings and docs)."""
+    return [
+        MetricSpec(f.name, f.metadata["unit"], f.metadata["description"])
+        for f in dataclasses.fields(cls)
+        if "unit" in f.metadata
+    ]
+
+
+def report_fields(obj: Any, prefix: str) -> dict[str, Metric]:
+    """``{"<prefix>.<field>": Metric}`` for every field of ``obj`` declared with
+    :func:`metric` whose value is not None."""
+    out: dict[str, Metric] = {}
+    for f in dataclasses.fields(obj):
+        meta = f.metadata
+        value = getattr(obj, f.name)
+        if "unit" not in meta or value is None:
+            continue
+        shown = int(value) if meta["integral"] else num(float(value))
+        out[f"{prefix}.{f.name}"] = Metric(shown, meta["unit"], meta["description"])
+    return out
+
+
+def bump(count: int | None, n: int = 1) -> int:
+    """``count + n`` for a counter that stays None (unreported) until it first counts."""
+    return (count or 0) + n
+
+
+@dataclass(slots=True)
+class TenantResult:
+    """What a workload reports beyond :class:`TenantStats`; each workload subclasses it with
+    its own fields declared with :func:`metric` (``pinlab.sim.workloads``), and they become
+    ``tenant.<name>.<field>`` once the workload has started.
+
+    ``data_start``/``data_end`` (seconds, not metrics) bound the data phase the tenant's
+    throughput is measured over: after its setup -- allocation, registration, migration -- to
+    the end of its work (default: the tenant's start and end, or the end of the run)."""
+
+    data_start: float | None = None
+    data_end: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRecord:
+    """One injected fault as it fired: when, what, on which node, and what it did."""
+
+    at: float
+    kind: str  # "kill" | "hot-unplug" | "nic-reset"
+    target: str
+    node: str
+    killed: int = 0  # processes a hot-unplug killed
+    mrs_dropped: int = 0  # MRs a NIC reset dropped
 
 
 @dataclass(slots=True)
 class TenantStats:
-    """What one tenant (a workload process) achieved and suffered."""
+    """What one tenant (a workload process) moved, how long it waited and how its transfers
+    took; its denials are its process's (``Process.stats``), counted once at the syscall
+    boundary."""
 
     name: str
     bytes: float = 0.0
     transfers: int = 0
     latencies: list[float] = field(default_factory=list)
-    denials: Counter[str] = field(default_factory=Counter)  # "-ENOMEM" -> n
-    denials_by_policy: Counter[str] = field(default_factory=Counter)  # "dmem-pin-max" -> n
     stall_time: float = 0.0  # waiting for fences and ODP faults
     odp_faults: int = 0
     started: float | None = None
@@ -40,10 +150,6 @@ class TenantStats:
         self.bytes += nbytes
         self.transfers += 1
         self.latencies.append(latency)
-
-    def throughput(self, elapsed: float) -> float:
-        """Bytes per second over ``elapsed``."""
-        return self.bytes / elapsed if elapsed > 0 else 0.0
 
     def percentile(self, q: float) -> float:
         """Latency percentile ``q`` (0-100) in seconds; 0 when nothing was transferred."""
@@ -76,18 +182,29 @@ class Series:
     def peak(self) -> float:
         return max((v for _, v in self.points), default=0.0)
 
-    def time_average(self, until: float) -> float:
-        """The mean value over [first point, until]."""
-        pts = self.points
-        if not pts or until <= pts[0][0]:
-            return pts[-1][1] if pts else 0.0
-        total = 0.0
-        for (t0, v), (t1, _) in zip(pts, [*pts[1:], (until, 0.0)], strict=True):
-            total += v * (min(t1, until) - t0)
-        return total / (until - pts[0][0])
-
 
 SINGLE_NODE = "node"  # the node name of a single-node platform (pinlab.sim.engine)
+
+
+def split_name(name: str) -> tuple[str, str, str]:
+    """``(scope, entity, quantity)`` of a metric or series name (module docstring):
+    ``device.node/gpu0.vram.used`` → ``("device", "node/gpu0", "vram.used")``,
+    ``global.denials`` → ``("global", "", "denials")``."""
+    scope, _, rest = name.partition(".")
+    if scope == "global":
+        return scope, "", rest
+    entity, _, quantity = rest.partition(".")
+    return scope, entity, quantity
+
+
+def iter_series(names: Iterable[str], scope: str, quantity: str) -> Iterator[tuple[str, str, str]]:
+    """``(name, entity, quantity)`` of every name in ``names`` of ``scope`` whose quantity is
+    ``quantity`` or ends with it (``"pinned"`` matches ``vram.pinned``), in sorted order."""
+    for name in sorted(names):
+        s, entity, q = split_name(name)
+        if s == scope and entity and (q == quantity or q.endswith("." + quantity)):
+            yield name, entity, q
+
 
 TraceArgs = dict[str, float | int | str]
 
@@ -129,7 +246,8 @@ class TraceInstant:
 
 
 class Recorder:
-    """All metrics of one simulation run.
+    """What one simulation run recorded: time series (named as in the module docstring),
+    tenant statistics, the fault log and the event log.
 
     Besides metrics, the recorder keeps the trace log ``trace.json`` is made of
     (:mod:`pinlab.report.trace`): :attr:`slices`, :attr:`instants` and :attr:`processes` (the
@@ -142,8 +260,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.series: dict[str, Series] = {}
-        self.counters: Counter[str] = Counter()
         self.tenants: dict[str, TenantStats] = {}
+        self.faults: list[FaultRecord] = []
         self.events: list[tuple[float, str, str]] = []  # (t, kind, detail) instants
         self.slices: list[TraceSlice] = []
         self.instants: list[TraceInstant] = []
@@ -155,29 +273,16 @@ class Recorder:
         """Declare trace process ``name`` of ``kind`` (so it gets a track even if idle)."""
         self.processes.setdefault(name, kind)
 
-    def slice(
-        self,
-        process: str,
-        thread: str,
-        name: str,
-        cat: str,
-        start: float,
-        end: float,
-        args: TraceArgs | None = None,
-        flow: int | None = None,
-    ) -> None:
-        """Log one operation from ``start`` to ``end`` seconds (no-op when not tracing)."""
-        if self.tracing:
-            self.slices.append(
-                TraceSlice(process, thread, name, cat, float(start), float(end - start), args, flow)
-            )
-
-    def instant(
-        self, t: float, process: str, thread: str | None, name: str, detail: str = ""
-    ) -> None:
-        """Log one instant (no-op when not tracing)."""
-        if self.tracing:
-            self.instants.append(TraceInstant(float(t), process, thread, name, detail))
+    def log(self, entry: TraceSlice | TraceInstant) -> None:
+        """Append a slice or an instant to the trace log (no-op when not tracing)."""
+        if not self.tracing:
+            return
+        if isinstance(entry, TraceSlice):
+            entry.start, entry.dur = float(entry.start), float(entry.dur)
+            self.slices.append(entry)
+        else:
+            entry.t = float(entry.t)
+            self.instants.append(entry)
 
     def new_flow(self) -> int:
         """A fresh flow id joining the stages of one staged message (1, 2, ... per run)."""
@@ -194,9 +299,6 @@ class Recorder:
         if series is None:
             series = self.series[key] = Series()
         series.set(t, value)
-
-    def count(self, key: str, n: int = 1) -> None:
-        self.counters[key] += n
 
     def event(self, t: float, kind: str, detail: str) -> None:
         self.events.append((t, kind, detail))

@@ -16,6 +16,7 @@ user's ``locked_vm`` return what the process charged. Nothing leaks.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,12 +35,14 @@ from pinlab.kernel.kernel import (
     CAP_SYS_RESOURCE,
     RLIM_INFINITY,
     RLIMIT_MEMLOCK,
+    Kernel,
     Rlimit,
     Task,
     UserStruct,
 )
 from pinlab.kernel.umem import IB_ACCESS_ON_DEMAND
 from pinlab.policy import rlimit
+from pinlab.policy.dmem import DmemCgroupController
 
 if TYPE_CHECKING:
     from pinlab.uapi.system import System
@@ -92,13 +95,21 @@ class HostMemoryRegion:
 
 @dataclass(slots=True)
 class ProcessStats:
-    """What happened to one process, for reports."""
+    """The calls the kernel refused this process -- the one place denials are counted, at the
+    syscall boundary: by errno (``"-ENOMEM"``) and by the policy that refused
+    (``KernelError.policy``: a pin proposal's name, or ``dmem.max``)."""
 
-    denials: dict[str, int] = field(default_factory=dict)  # "-ENOMEM" -> count
+    denials: Counter[str] = field(default_factory=Counter)  # "-ENOMEM" -> n
+    denials_by_policy: Counter[str] = field(default_factory=Counter)  # "dmem-pin-max" -> n
+
+    @property
+    def total(self) -> int:
+        return sum(self.denials.values())
 
     def deny(self, e: KernelError) -> None:
-        key = str(e.errno)
-        self.denials[key] = self.denials.get(key, 0) + 1
+        self.denials[str(e.errno)] += 1
+        if e.policy:
+            self.denials_by_policy[e.policy] += 1
 
 
 class Process(Task):
@@ -131,21 +142,44 @@ class Process(Task):
 
     # -- plumbing --------------------------------------------------------------------------
     @contextmanager
-    def _syscall(self, name: str) -> Iterator[None]:
-        """Run a call as this task; count denials; collect fence waits."""
-        if not self.alive:
-            raise err(Errno.ESRCH, name, f"process {self.pid} has exited")
+    def _as_current(self) -> Iterator[Kernel]:
+        """Run kernel code as this task (``current``), then restore the previous one."""
         kernel = self.system.kernel
         previous = kernel.current
         kernel.current = self
         try:
-            yield
-        except KernelError as e:
-            self.stats.deny(e)
-            raise
+            yield kernel
         finally:
-            self.waits.extend(kernel.take_waits())
             kernel.current = previous
+
+    @contextmanager
+    def _syscall(self, name: str) -> Iterator[None]:
+        """Run a call as this task; count a denial (:meth:`ProcessStats.deny`); collect the
+        fences the kernel handed to the waiter.
+
+        A denial no pin policy claimed is attributed to ``dmem.max`` (``e.policy``) when the
+        dmem controller refused a charge during the call (its ``limit_hits`` grew): TTM turns
+        the controller's ``-EAGAIN`` into the ``-ENOMEM`` userspace sees, so the errno alone
+        cannot say that an administrator's limit was the cause."""
+        if not self.alive:
+            gone = err(Errno.ESRCH, name, f"process {self.pid} has exited")
+            self.stats.deny(gone)
+            raise gone
+        kernel = self.system.kernel
+        dmem = kernel.dmem if isinstance(kernel.dmem, DmemCgroupController) else None
+        hits = dmem.limit_hits if dmem is not None else 0
+        try:
+            with self._as_current():
+                try:
+                    yield
+                except KernelError as e:
+                    if e.policy is None and dmem is not None and dmem.limit_hits > hits:
+                        e.policy = "dmem.max"
+                    self.stats.deny(e)
+                    raise
+                finally:
+                    self.waits.extend(kernel.take_waits())
+        finally:
             self.system.reap()
 
     def take_waits(self) -> list[DmaFence]:
@@ -196,6 +230,26 @@ class Process(Task):
             result = gem.importer.access(gem.buffer)
             self.waits.extend(result.wait)
             return result
+
+    def amdgpu_cs(self, handle: int) -> str | None:
+        """``DRM_IOCTL_AMDGPU_CS`` with the buffer behind ``handle`` in its BO list: a GPU job
+        that reads or writes it. Returns where the buffer is for the job (``vram``, ``gtt``,
+        ``system``).
+
+        On an amdgpu BO the driver validates it first
+        (:meth:`~pinlab.drivers.amdgpu.AmdgpuDevice.amdgpu_cs_ioctl`: an evicted, unpinned BO
+        moves back into VRAM when there is room and the per-device move throttle allows it)
+        and the job waits for the BO's KERNEL fences (K-64), collected in :attr:`waits`. The
+        throttle accrues with time: the call passes the machine's clock (``ktime_get()``, the
+        :class:`~pinlab.uapi.system.System` clock the simulator drives) so that the driver
+        never reads one. Other drivers' submission ioctls are not modelled: their job runs
+        on the buffer where it is.
+        """
+        with self._syscall("amdgpu_cs_ioctl"):
+            buf = self._handle(handle).buffer
+            if isinstance(buf, AmdgpuBo):
+                self.waits.extend(buf.adev.amdgpu_cs_ioctl([buf], self.system.now()))
+            return buf.location
 
     def gem_close(self, handle: int) -> None:
         """``DRM_IOCTL_GEM_CLOSE``: drop the handle (the buffer lives on while exported)."""
@@ -306,8 +360,8 @@ class Process(Task):
     def ibv_advise_mr(self, mr: MemoryRegion) -> int:
         """``ibv_advise_mr(IBV_ADVISE_MR_ADVICE_PREFETCH)``: fault the MR in; pages mapped.
 
-        ``-EINVAL`` for an MR this process does not own (pinlab fix: any process could
-        prefetch any MR), ``-EOPNOTSUPP`` for a pinned MR or a NIC without ODP.
+        ``-EINVAL`` for an MR this process does not own (the MR handle is looked up in the
+        caller's uverbs file), ``-EOPNOTSUPP`` for a pinned MR or a NIC without ODP.
         """
         with self._syscall("ibv_advise_mr"):
             if self.mrs.get(mr.lkey) is not mr:
@@ -415,15 +469,16 @@ class Process(Task):
         A driver that refuses to free memory that is still exported (habanalabs, K-82) keeps
         it alive past the exit: the dma-buf holds the device file (``get_file`` /
         ``hl_ctx_get`` at export), so the memory is freed when the last dma-buf from it is
-        released (:meth:`System.reap`). (pinlab fix: the exit used to stop half-way with the
-        driver's ``-EINVAL`` and leak the device memory.)
+        released (:meth:`System.reap`).
+
+        Whoever drives the process learns of the exit first (:attr:`System.on_exit`, as a
+        parent learns from ``SIGCHLD``): the simulator stops the workload.
         """
         if not self.alive:
             return
-        kernel = self.system.kernel
-        previous = kernel.current
-        kernel.current = self
-        try:
+        for listener in self.system.on_exit:
+            listener(self)
+        with self._as_current() as kernel:
             for mr in list(self.mrs.values()):
                 del self.mrs[mr.lkey]
                 mr.nic.dereg_mr(mr)
@@ -446,16 +501,29 @@ class Process(Task):
                 rlimit.io_ring_ctx_free(self.io_ring, kernel=kernel)
             rlimit.munlock_all(self, self.vm_locked, kernel=kernel)  # exit_mmap
             kernel.take_waits()
-        finally:
-            kernel.current = previous
         self.alive = False
         self.exit_code = code
         self.system.reap()
 
+    def uverbs_destroy_ufile_hw(self, nic: RdmaDevice) -> int:
+        """The kernel destroys this process's MRs on ``nic`` because the device goes away
+        (``ib_unregister_device`` → ``uverbs_destroy_ufile_hw(ufile,
+        RDMA_REMOVE_DRIVER_REMOVE)`` on every open uverbs file, as a NIC reset or removal
+        does): each MR leaves the MR table and is deregistered as :meth:`ibv_dereg_mr` would
+        (unmap, unpin, detach, put), as this task so that what it charged returns to it. The
+        fences the teardown collects are nobody's to wait for. The process lives on; its next
+        work request on such an MR fails. Returns how many MRs went."""
+        dropped = 0
+        for mr in [m for m in self.mrs.values() if m.nic is nic]:
+            del self.mrs[mr.lkey]
+            with self._as_current() as kernel:
+                try:
+                    nic.dereg_mr(mr)
+                finally:
+                    kernel.take_waits()
+            dropped += 1
+        return dropped
+
     def kill(self, signal: int = 9) -> None:
         """``kill -9``: the same teardown as :meth:`exit`, exit code 128 + signal."""
         self.exit(128 + signal)
-
-    @property
-    def devices(self) -> dict[str, RdmaDevice]:
-        return self.system.nics

@@ -4,6 +4,7 @@ processes, and the stale-DMA detector every device access goes through."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from pinlab.drivers.base import ExporterDriver
@@ -18,26 +19,48 @@ if TYPE_CHECKING:
     from pinlab.uapi.process import GemHandle, Process
 
 _T = TypeVar("_T")
+_I = TypeVar("_I", RdmaDevice, DisplayEngine, GpuImporter)
+
+
+@dataclass(frozen=True, slots=True)
+class Unplugged:
+    """What :meth:`System.hot_unplug` removed: the device's name, its exporting driver (None
+    for a NIC) and the processes it killed, in pid order."""
+
+    device: str
+    exporter: ExporterDriver | None
+    killed: tuple[Process, ...]
 
 
 class System:
     """One machine: ``kernel``, exporters, NICs, displays and GPU importers by device name.
 
-    ``clock`` stamps stale-DMA incidents (the simulator passes ``env.now``).
+    ``clock`` is the machine's time in seconds (``ktime_get()``; the simulator passes
+    ``env.now``): it stamps stale-DMA incidents and is the *now* of the kernel paths that
+    depend on elapsed time (amdgpu's command-submission move throttle). Without one, time
+    stands still at 0.
     """
 
     def __init__(self, kernel: Kernel, *, clock: Callable[[], float] | None = None) -> None:
         self.kernel = kernel
+        self.clock = clock
         self.detector = StaleDmaDetector(clock)
         self.exporters: dict[str, ExporterDriver] = {}
         self.nics: dict[str, RdmaDevice] = {}
         self.displays: dict[str, DisplayEngine] = {}
         self.gpu_importers: dict[str, GpuImporter] = {}
         self.processes: dict[int, Process] = {}
+        # called with each process at the start of its exit (whoever drives the processes
+        # learns of it, as a parent from SIGCHLD: the simulator stops the workload)
+        self.on_exit: list[Callable[[Process], None]] = []
         # GEM handles of exited processes whose memory the driver refused to free while it
         # was still exported (habanalabs, K-82); freed by reap() once no dma-buf is left
         self.orphans: list[GemHandle] = []
         self._next_pid = 1000
+
+    def now(self) -> float:
+        """The machine's time in seconds (0 without a clock)."""
+        return self.clock() if self.clock is not None else 0.0
 
     # -- devices ---------------------------------------------------------------------------
     def add_exporter(self, name: str, driver: ExporterDriver) -> ExporterDriver:
@@ -46,22 +69,20 @@ class System:
         return driver
 
     def add_nic(self, name: str, nic: RdmaDevice) -> RdmaDevice:
-        self._unique(name)
-        nic.detector = self.detector
-        self.nics[name] = nic
-        return nic
+        return self._add_importer(self.nics, name, nic)
 
     def add_display(self, name: str, display: DisplayEngine) -> DisplayEngine:
-        self._unique(name)
-        display.detector = self.detector
-        self.displays[name] = display
-        return display
+        return self._add_importer(self.displays, name, display)
 
     def add_gpu_importer(self, name: str, importer: GpuImporter) -> GpuImporter:
+        return self._add_importer(self.gpu_importers, name, importer)
+
+    def _add_importer(self, table: dict[str, _I], name: str, device: _I) -> _I:
+        """Register an importing device; its accesses go through this system's detector."""
         self._unique(name)
-        importer.detector = self.detector
-        self.gpu_importers[name] = importer
-        return importer
+        device.detector = self.detector
+        table[name] = device
+        return device
 
     def _unique(self, name: str) -> None:
         taken = self.exporters.keys() | self.nics.keys() | self.displays.keys()
@@ -86,6 +107,59 @@ class System:
             return table[name]
         except KeyError:
             raise err(Errno.ENODEV, "open", f"no {what} named {name!r}") from None
+
+    # -- device removal and reset ------------------------------------------------------------
+    def hot_unplug(self, device: str) -> Unplugged:
+        """Surprise removal of ``device``'s PCI function (``pci_stop_and_remove_bus_device``
+        → the bound driver's ``remove``: ``amdgpu_pci_remove`` → ``drm_dev_unplug`` for a
+        GPU, ``ib_unregister_device`` for a NIC).
+
+        pinlab's model of what userspace sees: every process using the device -- a GEM
+        handle on it (own or imported), an MR on it, a scanout on one of its displays -- is
+        killed (as the ``SIGBUS`` of a mapped BAR, or the driver ending every client, would),
+        which tears its buffers down in kernel order; then everything bound to the function
+        leaves the system -- the exporter, the NIC, its display engines, its GPU importer --
+        so later calls naming them fail with ``-ENODEV``. Returns what went, the exporter
+        with its memory regions as the unplug left them.
+        """
+        exporter = self.exporters.get(device)
+        nic = self.nics.get(device)
+        displays = [
+            n for n, d in self.displays.items() if exporter is not None and d.pdev is exporter.dev
+        ]
+        importers = [
+            n for n, i in self.gpu_importers.items() if exporter is not None and i.adev is exporter
+        ]
+        scanned = {self.displays[n] for n in displays}
+        victims = tuple(
+            p
+            for p in self.live_processes()
+            if any(g.driver is exporter for g in p.handles.values())
+            or any(mr.nic is nic for mr in p.mrs.values())
+            or any(s.display in scanned for s in p.scanouts)
+        )
+        for proc in victims:
+            proc.kill()
+        self.reap()
+        self.exporters.pop(device, None)
+        self.nics.pop(device, None)
+        for name in displays:
+            del self.displays[name]
+        for name in importers:
+            del self.gpu_importers[name]
+        return Unplugged(device, exporter, victims)
+
+    def reset_nic(self, name: str) -> int:
+        """A fatal error of NIC ``name`` and its recovery (mlx5's health recovery after
+        ``IB_EVENT_DEVICE_FATAL``: the ``ib_device`` is unregistered and registered again):
+        the kernel destroys every process's MRs on it
+        (:meth:`~pinlab.uapi.process.Process.uverbs_destroy_ufile_hw`); the NIC stays. The
+        owners' next work request on such an MR fails (``ibv_post_send`` → ``-EINVAL`` in
+        the model, a completion error on hardware). Returns how many MRs were dropped."""
+        nic = self.nic(name)
+        dropped = sum(proc.uverbs_destroy_ufile_hw(nic) for proc in list(self.live_processes()))
+        self.reap()
+        return dropped
 
     # -- processes -------------------------------------------------------------------------
     def spawn(

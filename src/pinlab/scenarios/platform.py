@@ -1,0 +1,107 @@
+"""``[platform]`` of a scenario: a preset (or a platform file) and its patches, built into
+the platform description the simulation runs on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pinlab.errors import ConfigError, config_error
+from pinlab.platform.cluster import ClusterSpec
+from pinlab.platform.presets import AnySpec, load_platform, platform_from_dict
+from pinlab.platform.spec import PlatformSpec
+from pinlab.scenarios.paths import quote
+from pinlab.units import STRICT_UNITS
+
+__all__ = ["PlatformConfig", "build_platform"]
+
+
+class PlatformConfig(BaseModel):
+    """``[platform]``: a preset with parameters (or a platform file) and patches."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    preset: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    file: str | None = None
+    devices: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    nics: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    add_switches: list[dict[str, Any]] = Field(default_factory=list)
+    add_devices: list[dict[str, Any]] = Field(default_factory=list)
+    add_nics: list[dict[str, Any]] = Field(default_factory=list)
+    add_displays: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PlatformConfig:
+        if (self.preset is None) == (self.file is None):
+            raise ValueError(
+                "expected exactly one of 'preset' and 'file', found "
+                + ("both" if self.preset is not None else "neither")
+            )
+        if self.file is not None and self.params:
+            raise ValueError("expected no 'params' with 'file', found some")
+        return self
+
+
+def build_platform(cfg: PlatformConfig, source: str, base_dir: Path | None = None) -> AnySpec:
+    """The platform description: the preset (or file), then the device/NIC patches and
+    additions (for a cluster, to its node). :class:`ConfigError` naming ``platform.<field>``."""
+    if cfg.file is not None:
+        path = Path(cfg.file)
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        spec = load_platform(path)
+    else:
+        try:
+            spec = platform_from_dict({"preset": cfg.preset, "params": dict(cfg.params)}, source)
+        except ConfigError as e:
+            raise ConfigError(source, f"platform.{e.where}", e.message) from None
+    node = spec.node if isinstance(spec, ClusterSpec) else spec
+    patched = _patch_node(node, cfg, source)
+    if isinstance(spec, ClusterSpec):
+        return spec.model_copy(update={"node": patched})
+    return patched
+
+
+def _patch_node(node: PlatformSpec, cfg: PlatformConfig, source: str) -> PlatformSpec:
+    if not (
+        cfg.devices
+        or cfg.nics
+        or cfg.add_switches
+        or cfg.add_devices
+        or cfg.add_nics
+        or cfg.add_displays
+    ):
+        return node
+    data = node.model_dump(mode="json", exclude_none=True)
+    for group, patches in (("devices", cfg.devices), ("nics", cfg.nics)):
+        names = [d["name"] for d in data[group]]
+        for name, fields in patches.items():
+            if name == "*":
+                data[group] = [{**d, **fields} for d in data[group]]
+                continue
+            if name not in names:
+                raise ConfigError(
+                    source,
+                    f"platform.{group}.{quote(name)}",
+                    f"expected one of the preset's {group} ({', '.join(names) or 'none'}), "
+                    f"found {name!r}",
+                )
+            i = names.index(name)
+            data[group][i] = {**data[group][i], **fields}
+    for group, extra in (
+        ("switches", cfg.add_switches),
+        ("devices", cfg.add_devices),
+        ("nics", cfg.add_nics),
+        ("displays", cfg.add_displays),
+    ):
+        data[group] = [*data.get(group, []), *extra]
+    try:
+        return PlatformSpec.model_validate(data, context=STRICT_UNITS)
+    except ValidationError as e:
+        err = config_error(e, source)
+        raise ConfigError(
+            source, f"platform (patched {node.name}).{err.where}", err.message
+        ) from None

@@ -1,0 +1,84 @@
+"""``[policy]`` of a scenario: an administrator policy document (``pinlab.policy.config``
+format, inline or a ``file``) with ``{device}`` placeholders and completed ``[regions]``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from pinlab.errors import ConfigError
+from pinlab.policy.config import PolicyConfig, PolicyError, parse_policy
+from pinlab.scenarios.paths import deep_merge
+from pinlab.tomlfile import read_toml
+
+__all__ = ["policy_document", "validate_policy"]
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.+-]*)\}")
+
+
+def _substitute(value: Any, names: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(lambda m: names.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {_substitute(k, names): _substitute(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, names) for v in value]
+    return value
+
+
+def _mentioned_regions(doc: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for spec in (doc.get("cgroups") or {}).values():
+        if not isinstance(spec, dict):
+            continue
+        for key, lines in spec.items():
+            if not key.startswith("dmem."):
+                continue
+            items = [lines] if isinstance(lines, str) else lines if isinstance(lines, list) else []
+            for line in items:
+                if isinstance(line, str):
+                    for part in line.splitlines():
+                        if part.split():
+                            out.append(part.split()[0])
+    return out
+
+
+def policy_document(
+    policy: Mapping[str, Any],
+    pci_names: Mapping[str, str],
+    regions: Mapping[str, int] | None,
+    base_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The policy as a ``pinlab.policy.config`` document: a ``file`` read, ``{device}``
+    placeholders replaced by PCI addresses, and ``[regions]`` completed -- from the machine's
+    registered regions when given, otherwise with a placeholder capacity for each region the
+    cgroups mention (validation before a machine exists)."""
+    doc: dict[str, Any] = dict(policy)
+    if "file" in doc:
+        path = Path(str(doc.pop("file")))
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        doc = deep_merge(read_toml(path, what="a policy file"), doc)
+    doc = _substitute(doc, pci_names)
+    declared = dict(doc.get("regions") or {})
+    if regions is not None:
+        for name, size in regions.items():
+            declared.setdefault(name, size)
+    else:
+        for name in _mentioned_regions(doc):
+            declared.setdefault(name, 1 << 40)
+    if declared:
+        doc["regions"] = declared
+    return doc
+
+
+def validate_policy(doc: Mapping[str, Any], source: str) -> PolicyConfig:
+    """Validate a policy document with ``pinlab.policy.config``'s one-line messages."""
+    try:
+        return parse_policy(tomli_w.dumps(dict(doc)), f"{source}: policy")
+    except PolicyError as e:
+        raise ConfigError("", "", str(e)) from None

@@ -1,0 +1,70 @@
+"""What every workload module shares: the parameter base model, field helpers, idling."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, Literal
+
+import simpy
+from pydantic import BaseModel, ConfigDict, Field
+
+from pinlab.sim.engine import Ctx
+
+Gen = Generator[simpy.Event, Any, Any]
+"""A workload's (or helper's) SimPy generator."""
+
+
+class WorkloadParams(BaseModel):
+    """The parameters of one workload, validated once from the scenario file.
+
+    Each workload's model names it in ``workload`` (a ``Literal``, the discriminator of the
+    scenario schema's union of all workloads' models); every other field has a default, a
+    unit where it has one (written as a scenario file writes it, ``"1GiB"``, ``"500ms"``, and
+    parsed by :mod:`pinlab.units`) and a description."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    workload: str
+
+
+def param(default: Any, description: str, *, unit: str = "", **constraints: Any) -> Any:
+    """A parameter field: its default (a size or time written as a scenario file writes it,
+    ``"1GiB"``, so it is validated and shown like a user's value), its unit (``B``, ``s``,
+    ``B/s``, ``1/s``, ``ratio``; none for names, counts and switches, kept in the field's
+    JSON schema as ``unit``) and what it means; ``constraints`` are pydantic's (``ge=0``)."""
+    extra: dict[str, Any] | None = {"unit": unit} if unit else None
+    return Field(default=default, description=description, json_schema_extra=extra, **constraints)
+
+
+def param_unit(model: type[BaseModel], name: str) -> str:
+    """The unit of parameter ``name`` of ``model`` ('' for none)."""
+    extra = model.model_fields[name].json_schema_extra
+    return str(extra.get("unit", "")) if isinstance(extra, dict) else ""
+
+
+def at_most(inner: str, inner_size: int, outer: str, outer_size: int) -> None:
+    """``ValueError`` when parameter ``inner`` (a size in bytes) exceeds ``outer``."""
+    if inner_size > outer_size:
+        raise ValueError(
+            f"expected {inner} <= {outer} ({outer_size} B), found {inner} = {inner_size} B"
+        )
+
+
+Fallback = Literal["auto", "none"]
+"""``auto``: an ODP registration refused (``-EOPNOTSUPP``) retries pinned, a pinned one refused
+(habanalabs ``-EPERM`` without P2P, ``-EOPNOTSUPP``) stages through host memory; ``none``:
+the refusal ends the workload."""
+
+
+def fallback() -> Any:
+    """The ``fallback`` parameter of a workload that registers buffers (:data:`Fallback`)."""
+    return param(
+        "auto",
+        "auto: a refused ODP registration retries pinned, a refused pinned one stages through "
+        "host memory; none: the refusal ends the workload",
+    )
+
+
+def idle(ctx: Ctx) -> Gen:
+    """Hold the process (and everything it owns) until the run ends."""
+    yield ctx.env.event()
