@@ -34,7 +34,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.errors import ConfigError
-from pinlab.kernel.pci import (
+from pinlab.kernel.pci_ids import (
     PCI_ANY_ID,
     PCI_P2PDMA_WHITELIST_V6_0,
     X86_VENDOR_AMD,
