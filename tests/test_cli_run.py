@@ -293,7 +293,7 @@ def test_ticker_advances_as_variants_finish() -> None:
     variant done when the next one starts, and the rest when the scenario returns."""
     from rich.progress import Progress
 
-    from pinlab.cli import _Ticker
+    from pinlab.cli.run import _Ticker
 
     progress = Progress(disable=True)
     task = progress.add_task("x", total=5)

@@ -1,0 +1,70 @@
+"""The ``pinlab`` command line.
+
+Subcommands:
+
+* ``pinlab demo [--profile P]`` -- the dma-buf pin/move walkthrough;
+* ``pinlab profiles`` -- the kernel profiles and the switches where they differ;
+* ``pinlab bufinfo FILE`` -- parse a real (or pinlab-written) debugfs ``dma_buf/bufinfo``;
+* ``pinlab matrix [--profile P] [--move-notify] [--json]`` -- every exporter × importer pair:
+  where import + pin + map puts the memory, whether the path is P2P, which K- items decide;
+* ``pinlab policy show FILE`` / ``pinlab policy check FILE`` -- an administrator policy file
+  (cgroup tree with dmem limits, users' RLIMIT_MEMLOCK, proposals on): rendered / validated;
+* ``pinlab run [NAME|FILE] [--variant V] [--profile P] [--set key=value] [--seed N]
+  [--out DIR] [--compare-profile P2] [--quiet]`` -- run one scenario (or, with no argument,
+  the whole debate suite), write each run's directory (``config.toml``, ``summary.json``,
+  ``series.csv``) and print one verdict table per scenario; exit 1 when a claim failed;
+* ``pinlab scenarios`` -- the built-in scenarios: name, camp and claim;
+* ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
+  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
+
+User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
+was expected and what was found, and exit with status 2 -- never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from pinlab import __version__
+from pinlab.cli import inspect, kernel, policy, run, sweep
+from pinlab.cli.common import UserError
+
+__all__ = ["build_parser", "main"]
+
+SUBCOMMANDS = (kernel, policy, inspect, run, sweep)
+"""The modules that add subcommands, in ``--help`` order."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pinlab",
+        description="Who may pin dma-buf device memory, where, how much, and at what cost.",
+    )
+    parser.add_argument("--version", action="version", version=f"pinlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    for module in SUBCOMMANDS:
+        module.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    console = Console()
+    try:
+        result: int = args.func(args, console)
+    except UserError as e:
+        # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
+        Console(stderr=True, soft_wrap=True).print(
+            f"pinlab: error: {e}", markup=False, highlight=False
+        )
+        return 2
+    return result
+
