@@ -12,19 +12,30 @@
 * times: ``ns``, ``us`` / ``µs`` / ``μs``, ``ms``, ``s``, ``min``, ``h``. Stored as seconds.
 * time per byte (registration costs, ``cost-model.md`` §6): ``"0.06ns/B"``, ``"98ms/GB"``.
 * fractions and factors: plain numbers, or percentages (``"75%"``); factors may end in ``x``.
+* limits (policy files): :func:`parse_limit` takes a word for "no limit" (``"unlimited"`` for
+  an rlimit, ``"max"`` for a cgroup file) and the kernel's ``memparse`` suffixes, a bare
+  ``K``/``M``/``G``/``T``/``P`` (binary), which :func:`parse_size` takes with ``memparse=True``.
+
+Every number is range-checked before it is used, with the bound named in the message: sizes
+are at most :data:`SIZE_MAX` (2^64-1, a ``u64``), rates at most :data:`RATE_MAX`, times at most
+:data:`TIME_MAX`, factors at most :data:`FACTOR_MAX`; ``inf``, ``nan`` and exponents beyond
+``1e±400`` are refused before any exact arithmetic (``"1e999999999B"`` never builds its
+integer); booleans are not numbers.
 
 Each kind has a pydantic-ready annotated type (:data:`Size`, :data:`Rate`, :data:`LineRate`,
 :data:`Duration`, :data:`SignedDuration`, :data:`TimePerByte`, :data:`Fraction`,
-:data:`Factor`, :data:`PciId`). Their validation errors say what was expected and what was
-found (``expected a size like "32GiB", found 'lots'``); they serialise back to exact unit strings
-(:func:`exact_size`, :func:`exact_rate`, ...), so ``model_validate(model_dump())`` and a TOML
-round trip give equal values. Python callers may pass plain numbers in base units (bytes,
-bytes/s, seconds); a loader that reads user files passes the validation context
-``{"units": "strict"}`` (:data:`STRICT_UNITS`), in which a bare number for a rate or a time is
-refused, because ``fault = 1`` in a file is far more likely to mean 1 ms than 1 s.
+:data:`Factor`, :data:`PciId`; :func:`unit_validator` makes more). Their validation errors say
+what was expected and what was found, the value as TOML writes it (``expected a size like
+"32GiB", found "lots"``); they serialise back to exact unit strings (:func:`exact_size`,
+:func:`exact_rate`, ...), so ``model_validate(model_dump())`` and a TOML round trip give equal
+values. Python callers may pass plain numbers in base units (bytes, bytes/s, seconds); a
+loader that reads user files passes the validation context ``{"units": "strict"}``
+(:data:`STRICT_UNITS`), in which a bare number for a rate or a time is refused, because
+``fault = 1`` in a file is far more likely to mean 1 ms than 1 s.
 
 :func:`fmt_size`, :func:`fmt_rate` and :func:`fmt_time` format values for people (three
-significant digits, a space before the unit).
+significant digits, a space before the unit). :func:`compact_size` writes a size short but exact
+(``"1.5GiB"``), as policy files and ``pinlab policy show`` do.
 """
 
 from __future__ import annotations
@@ -39,12 +50,18 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from pinlab.errors import show_value
+
 __all__ = [
+    "FACTOR_MAX",
     "GB",
     "KB",
     "MB",
+    "RATE_MAX",
+    "SIZE_MAX",
     "STRICT_UNITS",
     "TB",
+    "TIME_MAX",
     "Duration",
     "Factor",
     "Fraction",
@@ -59,6 +76,7 @@ __all__ = [
     "TiB",
     "TimePerByte",
     "UnitError",
+    "compact_size",
     "exact_line_rate",
     "exact_rate",
     "exact_size",
@@ -69,11 +87,13 @@ __all__ = [
     "fmt_time",
     "parse_factor",
     "parse_fraction",
+    "parse_limit",
     "parse_line_rate",
     "parse_rate",
     "parse_size",
     "parse_time",
     "parse_time_per_byte",
+    "unit_validator",
 ]
 
 KiB = 1 << 10
@@ -101,14 +121,39 @@ class UnitError(ValueError):
         self.found = found
         self.detail = detail
         extra = f" ({detail})" if detail else ""
-        super().__init__(f"expected {expected}, found {found!r}{extra}")
+        super().__init__(f"expected {expected}, found {show_value(found)}{extra}")
 
 
 # -- parsing ---------------------------------------------------------------------------------
 
 _NUMBER = re.compile(
-    r"^\s*(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>[^\s\d].*?)?\s*$"
+    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>[^\s\d].*)?$", re.DOTALL
 )
+"""A number and an optional unit, matched against the *stripped* text (so that nothing can
+backtrack over a long run of blanks)."""
+
+_MAX_DIGITS = 1000
+"""Most characters the number of a unit string may have (an exact rendering of the smallest
+float in picoseconds needs about 330): a longer one is refused before any arithmetic."""
+_MAX_ORDER = 400
+"""Decimal orders of magnitude a number may span either side of 1 (``1e-400`` …
+``1e400``). Checked on the :class:`~decimal.Decimal` before any exact arithmetic, so
+``"1e999999999B"`` is refused at once instead of building a billion-digit integer; every
+kind's own bound lies far inside it, and no float is closer to zero."""
+
+SIZE_MAX = 2**64 - 1
+"""The largest size: a ``u64`` (``RLIM_INFINITY``; what ``memparse`` reads before it wraps)."""
+RATE_MAX = 10**18
+"""The largest rate, 1 EB/s: a sanity bound far above any link, keeping rates finite floats."""
+TIME_MAX = 10**9
+"""The longest time, 10^9 s (about 32 years): a sanity bound far above any simulated run."""
+FACTOR_MAX = 10**6
+"""The largest factor (``"7x"``): a sanity bound far above any cost-model multiplier."""
+
+_SIZE_BOUND = "2^64-1 bytes, the largest size"
+_RATE_BOUND = "1EB/s, the largest rate"
+_TIME_BOUND = "1e9s, the longest time"
+_FACTOR_BOUND = "1e6, the largest factor"
 
 _PREFIX_DEC: dict[str, int] = {"": 1, "k": KB, "m": MB, "g": GB, "t": TB, "p": 10**15}
 _PREFIX_BIN: dict[str, int] = {"k": KiB, "m": MiB, "g": GiB, "t": TiB, "p": 1 << 50}
@@ -132,24 +177,52 @@ _TIME_EXPECTED = 'a time like "1.75us", "6ms" or "2s"'
 _TPB_EXPECTED = 'a time per byte like "0.06ns/B" or "98ms/GB"'
 _FRACTION_EXPECTED = 'a fraction between 0 and 1 like 0.8 or "80%"'
 _FACTOR_EXPECTED = 'a non-negative factor like 7 or "7x"'
+_NOT_FINITE = "not a finite number"
 
 
-def _split(text: str, expected: str) -> tuple[_Q, str]:
+def _split(value: str, expected: str, bound: str) -> tuple[_Q, str]:
+    """The exact number and the unit of a unit string; ``bound`` names the kind's largest
+    value for a number whose exponent alone puts it beyond every bound."""
+    text = value.strip()
     m = _NUMBER.match(text)
     if m is None:
-        raise UnitError(expected, text)
-    return _Q(m.group("num")), (m.group("unit") or "").strip()
+        word = text.lstrip("+-").lower()
+        finite = not word.startswith(("inf", "nan"))
+        raise UnitError(expected, value, "" if finite else _NOT_FINITE)
+    digits = m.group("num")
+    if len(digits) > _MAX_DIGITS:
+        raise UnitError(expected, value, f"a number of more than {_MAX_DIGITS} characters")
+    num = Decimal(digits)
+    if num and num.adjusted() > _MAX_ORDER:
+        raise UnitError(expected, value, f"above {bound}")
+    if num and num.adjusted() < -_MAX_ORDER:
+        raise UnitError(expected, value, f"closer to zero than 1e-{_MAX_ORDER}")
+    return _Q(num), (m.group("unit") or "").strip()
 
 
-def _size_unit(unit: str) -> int | None:
+def _exact_number(value: object, expected: str) -> _Q | None:
+    """A Python ``int``/``float`` as an exact rational (None: not a number; ``bool`` is not
+    one); infinities and NaN are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnitError(expected, value, _NOT_FINITE)
+    return _Q(value)
+
+
+def _size_unit(unit: str, memparse: bool = False) -> int | None:
     """Bytes per ``unit`` (``""``, ``B``, ``GB``, ``GiB`` ...), None if it is not a size unit.
 
     Binary prefixes are case-insensitive (``gib`` = ``GiB``). A decimal unit must end in an
-    upper-case ``B``, since ``Gb`` conventionally means gigabits.
+    upper-case ``B``, since ``Gb`` conventionally means gigabits. With ``memparse``, a bare
+    ``K``/``M``/``G``/``T``/``P`` (either case) is binary, as the kernel's ``memparse``
+    (``lib/cmdline.c``) reads it in cgroup files and on the command line.
     """
     if unit in ("", "B") or unit.lower() in ("byte", "bytes"):
         return 1
     low = unit.lower()
+    if memparse and len(low) == 1:
+        return _PREFIX_BIN.get(low)
     if len(low) == 3 and low.endswith("ib"):
         return _PREFIX_BIN.get(low[0])
     if len(unit) == 2 and unit[1] == "B":
@@ -161,31 +234,45 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def parse_size(value: object) -> int:
+def _size(value: object, expected: str, memparse: bool, bound: str) -> int:
+    exact = _exact_number(value, expected)
+    if exact is None:
+        if not isinstance(value, str):
+            raise UnitError(expected, value)
+        num, unit = _split(value, expected, bound)
+        scale = _size_unit(unit, memparse)
+        if scale is None:
+            raise UnitError(expected, value, f"unknown size unit {show_value(unit)}")
+        exact = num * scale
+    if exact.denominator != 1:
+        raise UnitError(expected, value, "not a whole number of bytes")
+    if exact < 0:
+        raise UnitError(expected, value, "negative")
+    if exact > SIZE_MAX:
+        raise UnitError(expected, value, f"above {bound}")
+    return int(exact)
+
+
+def parse_size(value: object, *, memparse: bool = False, bound: str = _SIZE_BOUND) -> int:
     """Bytes in ``value``: an ``int``, an integral ``float`` or a size string (exact).
 
-    ``parse_size("1.5GiB") == 1610612736``; ``parse_size("4096") == 4096``. Raises
-    :class:`UnitError` for negative values, unknown units and fractional byte counts.
+    ``parse_size("1.5GiB") == 1610612736``; ``parse_size("4096") == 4096``; with ``memparse``
+    also ``parse_size("64M", memparse=True) == 64 * MiB``. Raises :class:`UnitError` for
+    negative values, unknown units, fractional byte counts, infinities and values above
+    :data:`SIZE_MAX` (``bound`` is how that maximum is named in the message).
     """
-    if _is_number(value):
-        assert isinstance(value, int | float)
-        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-            raise UnitError(_SIZE_EXPECTED, value, "not a whole number of bytes")
-        n = int(value)
-    elif isinstance(value, str):
-        num, unit = _split(value, _SIZE_EXPECTED)
-        scale = _size_unit(unit)
-        if scale is None:
-            raise UnitError(_SIZE_EXPECTED, value, f"unknown size unit {unit!r}")
-        q = num * scale
-        if q.denominator != 1:
-            raise UnitError(_SIZE_EXPECTED, value, "not a whole number of bytes")
-        n = int(q)
-    else:
-        raise UnitError(_SIZE_EXPECTED, value)
-    if n < 0:
-        raise UnitError(_SIZE_EXPECTED, value, "negative")
-    return n
+    return _size(value, _SIZE_EXPECTED, memparse, bound)
+
+
+def parse_limit(
+    value: object, *, unlimited: str, memparse: bool = True, bound: str = _SIZE_BOUND
+) -> int | None:
+    """A size limit that may be unlimited: the word ``unlimited`` (any case; ``"unlimited"``
+    for an rlimit, ``"max"`` for a cgroup file) is None, anything else :func:`parse_size` (with
+    the kernel's ``memparse`` suffixes unless ``memparse`` is false)."""
+    if isinstance(value, str) and value.strip().lower() == unlimited:
+        return None
+    return _size(value, f'a size like "64MiB" or "{unlimited}"', memparse, bound)
 
 
 def _rate_scale(unit: str) -> _Q | None:
@@ -218,23 +305,23 @@ def parse_rate(value: object) -> float:
     """Bytes per second in ``value``: a positive number (bytes/s) or a rate string.
 
     ``parse_rate("25GB/s") == 25e9``; ``parse_rate("100Gbps") == 12.5e9``;
-    ``parse_rate("1GiB/s") == 2**30``.
+    ``parse_rate("1GiB/s") == 2**30``. At most :data:`RATE_MAX`.
     """
-    if _is_number(value):
-        assert isinstance(value, int | float)
-        rate = float(value)
-    elif isinstance(value, str):
-        num, unit = _split(value, _RATE_EXPECTED)
+    rate = _exact_number(value, _RATE_EXPECTED)
+    if rate is None:
+        if not isinstance(value, str):
+            raise UnitError(_RATE_EXPECTED, value)
+        num, unit = _split(value, _RATE_EXPECTED, _RATE_BOUND)
         scale = _rate_scale(unit)
         if scale is None:
-            detail = "a unit is required" if unit == "" else f"unknown rate unit {unit!r}"
+            detail = "a unit is required" if unit == "" else f"unknown rate unit {show_value(unit)}"
             raise UnitError(_RATE_EXPECTED, value, detail)
-        rate = float(num * scale)
-    else:
-        raise UnitError(_RATE_EXPECTED, value)
-    if not (math.isfinite(rate) and rate > 0):
+        rate = num * scale
+    if rate > RATE_MAX:
+        raise UnitError(_RATE_EXPECTED, value, f"above {_RATE_BOUND}")
+    if not rate > 0 or float(rate) == 0:
         raise UnitError(_RATE_EXPECTED, value, "must be positive")
-    return rate
+    return float(rate)
 
 
 def parse_line_rate(value: object) -> float:
@@ -243,29 +330,30 @@ def parse_line_rate(value: object) -> float:
 
 
 def _parse_time(value: object, expected: str, signed: bool) -> float:
-    if _is_number(value):
-        assert isinstance(value, int | float)
-        t = float(value)
-    elif isinstance(value, str):
-        num, unit = _split(value, expected)
+    t = _exact_number(value, expected)
+    if t is None:
+        if not isinstance(value, str):
+            raise UnitError(expected, value)
+        num, unit = _split(value, expected, _TIME_BOUND)
         if unit == "" and num == 0:
             return 0.0
         scale = _TIME_UNITS.get(unit)
         if scale is None:
-            detail = "a unit is required" if unit == "" else f"unknown time unit {unit!r}"
+            detail = "a unit is required" if unit == "" else f"unknown time unit {show_value(unit)}"
             raise UnitError(expected, value, detail)
-        t = float(num * scale)
-    else:
-        raise UnitError(expected, value)
-    if not math.isfinite(t) or (t < 0 and not signed):
-        raise UnitError(expected, value, "must be finite" if signed else "must be >= 0")
-    return t
+        t = num * scale
+    if t < 0 and not signed:
+        raise UnitError(expected, value, "must be >= 0")
+    if abs(t) > TIME_MAX:
+        raise UnitError(expected, value, f"above {_TIME_BOUND}")
+    return float(t)
 
 
 def parse_time(value: object, *, signed: bool = False) -> float:
     """Seconds in ``value``: a number of seconds or a time string (``"1.75us"`` → 1.75e-6).
 
-    Negative times are refused unless ``signed``. A bare ``"0"`` is zero seconds.
+    Negative times are refused unless ``signed``; ``|t|`` is at most :data:`TIME_MAX`. A bare
+    ``"0"`` is zero seconds.
     """
     return _parse_time(value, _TIME_EXPECTED, signed)
 
@@ -276,50 +364,52 @@ def parse_time_per_byte(value: object) -> float:
         head, _, tail = value.rpartition("/")
         try:
             t = _parse_time(head, _TPB_EXPECTED, False)
-        except UnitError:
-            raise UnitError(_TPB_EXPECTED, value) from None
+        except UnitError as e:
+            raise UnitError(_TPB_EXPECTED, value, e.detail) from None
         scale = _size_unit(tail.strip())
         if scale is None or tail.strip() == "":
-            raise UnitError(_TPB_EXPECTED, value, f"unknown size unit {tail.strip()!r}")
+            raise UnitError(_TPB_EXPECTED, value, f"unknown size unit {show_value(tail.strip())}")
         return t / scale
     if isinstance(value, str):
-        num, unit = _split(value, _TPB_EXPECTED)
+        num, unit = _split(value, _TPB_EXPECTED, _TIME_BOUND)
         if unit == "" and num == 0:
             return 0.0
         raise UnitError(_TPB_EXPECTED, value, "write it as time/size")
     return _parse_time(value, _TPB_EXPECTED, False)
 
 
-def _parse_ratio(value: object, expected: str, suffixes: tuple[str, ...]) -> float:
-    if _is_number(value):
-        assert isinstance(value, int | float)
-        x = float(value)
-    elif isinstance(value, str):
-        num, unit = _split(value, expected)
+def _parse_ratio(value: object, expected: str, suffixes: tuple[str, ...], bound: str) -> _Q:
+    x = _exact_number(value, expected)
+    if x is None:
+        if not isinstance(value, str):
+            raise UnitError(expected, value)
+        num, unit = _split(value, expected, bound)
         if unit == "%":
-            x = float(num / 100)
+            x = num / 100
         elif unit == "" or unit in suffixes:
-            x = float(num)
+            x = num
         else:
             raise UnitError(expected, value)
-    else:
-        raise UnitError(expected, value)
-    if not math.isfinite(x) or x < 0:
+    if x < 0:
         raise UnitError(expected, value, "must be >= 0")
     return x
 
 
 def parse_fraction(value: object) -> float:
     """A number in [0, 1]: ``0.8``, ``"0.8"`` or ``"80%"``."""
-    x = _parse_ratio(value, _FRACTION_EXPECTED, ())
+    x = _parse_ratio(value, _FRACTION_EXPECTED, (), "1")
     if x > 1:
         raise UnitError(_FRACTION_EXPECTED, value, "must be <= 1")
-    return x
+    return float(x)
 
 
 def parse_factor(value: object) -> float:
-    """A non-negative multiplier: ``7``, ``"7x"``, ``"7×"`` or ``"700%"``."""
-    return _parse_ratio(value, _FACTOR_EXPECTED, ("x", "×"))
+    """A non-negative multiplier: ``7``, ``"7x"``, ``"7×"`` or ``"700%"``; at most
+    :data:`FACTOR_MAX`."""
+    x = _parse_ratio(value, _FACTOR_EXPECTED, ("x", "×"), _FACTOR_BOUND)
+    if x > FACTOR_MAX:
+        raise UnitError(_FACTOR_EXPECTED, value, f"above {_FACTOR_BOUND}")
+    return float(x)
 
 
 def _parse_pci_id(value: object) -> int:
@@ -508,13 +598,33 @@ def fmt_time(t: float, *, digits: int = 3) -> str:
     return _scaled(t, (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9), ("ps", 1e-12)), digits)
 
 
+def compact_size(n: int | None, *, unlimited: str = "unlimited") -> str:
+    """A size short and still exact, as policy files write it: ``64MiB``, ``1.5GiB``,
+    ``4096B``; None (no limit) is ``unlimited``.
+
+    The largest binary unit up to TiB of which ``n`` is a whole number of sixteenths, shown
+    with up to four decimals (a sixteenth is 0.0625), all in integer arithmetic; else bytes.
+    """
+    if n is None:
+        return unlimited
+    for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale and n % (scale // 16) == 0:
+            whole, rest = divmod(n, scale)
+            decimals = f"{rest * 10**4 // scale:04d}".rstrip("0")
+            return f"{whole}.{decimals}{unit}" if decimals else f"{whole}{unit}"
+    return f"{n}B"
+
+
 # -- pydantic types ----------------------------------------------------------------------------
 
 
-def _pydantic(
+def unit_validator(
     parse: Callable[[object], Any], *, strict_numbers: bool = False
 ) -> Callable[[object, ValidationInfo], Any]:
-    """Wrap ``parse`` so that a :class:`UnitError` becomes a pydantic error with ctx."""
+    """A ``BeforeValidator`` function from ``parse``: a :class:`UnitError` becomes the pydantic
+    error ``pinlab_unit``, whose message is already ``expected ..., found ...`` (what
+    :func:`pinlab.errors.config_error` shows). With ``strict_numbers`` a bare number is refused
+    under :data:`STRICT_UNITS`."""
 
     def validate(value: object, info: ValidationInfo) -> Any:
         try:
@@ -527,7 +637,7 @@ def _pydantic(
                 "expected {expected}, found {found}{detail}",
                 {
                     "expected": e.expected,
-                    "found": repr(e.found),
+                    "found": show_value(e.found),
                     "detail": f" ({e.detail})" if e.detail else "",
                 },
             ) from None
@@ -541,6 +651,7 @@ def _expected_of(parse: Callable[[object], Any]) -> str:
         parse_line_rate: _RATE_EXPECTED,
         parse_time: _TIME_EXPECTED,
         parse_time_per_byte: _TPB_EXPECTED,
+        _signed_time: _TIME_EXPECTED,
     }
     return table.get(parse, "a value with a unit")
 
@@ -553,7 +664,7 @@ _UNIT_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "number"}]}
 
 Size = Annotated[
     int,
-    BeforeValidator(_pydantic(parse_size)),
+    BeforeValidator(unit_validator(parse_size)),
     PlainSerializer(exact_size, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["32GiB", "512KiB", "4096"]}),
 ]
@@ -561,7 +672,7 @@ Size = Annotated[
 
 Rate = Annotated[
     float,
-    BeforeValidator(_pydantic(parse_rate, strict_numbers=True)),
+    BeforeValidator(unit_validator(parse_rate, strict_numbers=True)),
     PlainSerializer(exact_rate, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["25GB/s", "12.5GiB/s", "100Gbps"]}),
 ]
@@ -569,7 +680,7 @@ Rate = Annotated[
 
 LineRate = Annotated[
     float,
-    BeforeValidator(_pydantic(parse_line_rate, strict_numbers=True)),
+    BeforeValidator(unit_validator(parse_line_rate, strict_numbers=True)),
     PlainSerializer(exact_line_rate, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["100Gbps", "400Gbps"]}),
 ]
@@ -577,7 +688,7 @@ LineRate = Annotated[
 
 Duration = Annotated[
     float,
-    BeforeValidator(_pydantic(parse_time, strict_numbers=True)),
+    BeforeValidator(unit_validator(parse_time, strict_numbers=True)),
     PlainSerializer(exact_time, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["1.75us", "6ms", "2s"]}),
 ]
@@ -585,7 +696,7 @@ Duration = Annotated[
 
 SignedDuration = Annotated[
     float,
-    BeforeValidator(_pydantic(_signed_time, strict_numbers=True)),
+    BeforeValidator(unit_validator(_signed_time, strict_numbers=True)),
     PlainSerializer(exact_time, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["-0.5us", "0.5us"]}),
 ]
@@ -593,7 +704,7 @@ SignedDuration = Annotated[
 
 TimePerByte = Annotated[
     float,
-    BeforeValidator(_pydantic(parse_time_per_byte, strict_numbers=True)),
+    BeforeValidator(unit_validator(parse_time_per_byte, strict_numbers=True)),
     PlainSerializer(exact_time_per_byte, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["0.06ns/B", "98ms/GB"]}),
 ]
@@ -601,21 +712,21 @@ TimePerByte = Annotated[
 
 Fraction = Annotated[
     float,
-    BeforeValidator(_pydantic(parse_fraction)),
+    BeforeValidator(unit_validator(parse_fraction)),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": [0.8, "80%"]}),
 ]
 """A number in [0, 1]; written ``0.8`` or ``"80%"``."""
 
 Factor = Annotated[
     float,
-    BeforeValidator(_pydantic(parse_factor)),
+    BeforeValidator(unit_validator(parse_factor)),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": [7, "7x"]}),
 ]
 """A non-negative multiplier; written ``7`` or ``"7x"``."""
 
 PciId = Annotated[
     int,
-    BeforeValidator(_pydantic(_parse_pci_id)),
+    BeforeValidator(unit_validator(_parse_pci_id)),
     PlainSerializer(_exact_pci_id, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["0x8086", "0x2030"]}),
 ]
