@@ -23,7 +23,14 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["ConfigError", "config_error", "format_validation_error", "show_value", "toml_path"]
+__all__ = [
+    "ConfigError",
+    "config_error",
+    "format_validation_error",
+    "show_value",
+    "toml_inline",
+    "toml_path",
+]
 
 
 class ConfigError(ValueError):
@@ -63,14 +70,21 @@ def toml_path(loc: Sequence[str | int]) -> str:
 
 
 _SHOWN_MAX = 60
-"""Longest inline rendering of an array or a table in a message; a longer one is described."""
+"""Longest rendering of a value in a message; a longer one is cut short or described."""
+
+
+def toml_inline(value: object) -> str:
+    """``value`` as an inline TOML value -- ``"1GiB"``, ``true``, ``inf``, ``[1, 2]``,
+    ``{ a = 1 }`` -- exactly, as a ``--set`` right-hand side that parses back to it.
+    ``TypeError`` for what TOML cannot hold (None, other objects)."""
+    return _inline(value, shown=False)
 
 
 def show_value(value: object) -> str:
-    """``value`` as a TOML file writes it: ``"lots"``, ``true``, ``5``, ``inf``, ``[1, 2]``,
-    ``{ soft = "1MiB" }``; a long string cut short with its length, a long array or table as
-    ``an array of N values`` / ``a table of N keys``; None (no value) as ``nothing``."""
-    text = _inline(value)
+    """``value`` as a message shows it: as TOML writes it (:func:`toml_inline`), a long string
+    cut short with its length, a long array or table as ``an array of N values`` / ``a table
+    of N keys``, None (no value) as ``nothing``, anything else by ``repr``."""
+    text = _inline(value, shown=True)
     if len(text) <= _SHOWN_MAX or not isinstance(value, list | tuple | Mapping):
         return text
     if isinstance(value, Mapping):
@@ -78,32 +92,32 @@ def show_value(value: object) -> str:
     return f"an array of {len(value)} values"
 
 
-def _inline(value: object) -> str:
-    if value is None:
-        return "nothing"
+def _inline(value: object, *, shown: bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str):
-        if len(value) > _SHOWN_MAX:
-            head = json.dumps(value[: _SHOWN_MAX - 10], ensure_ascii=False)
-            return f'{head[:-1]}…" ({len(value)} characters)'
-        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        return str(value)
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return repr(value)
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, str):
+        if shown and len(value) > _SHOWN_MAX:
+            head = json.dumps(value[: _SHOWN_MAX - 10], ensure_ascii=False)
+            return f'{head[:-1]}…" ({len(value)} characters)'
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_inline(v) for v in value) + "]"
+        return "[" + ", ".join(_inline(v, shown=shown) for v in value) + "]"
     if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        items = ", ".join(f"{_toml_key(str(k))} = {_inline(v)}" for k, v in value.items())
-        return "{ " + items + " }"
-    return repr(value)
+        items = ", ".join(
+            f"{_toml_key(str(k))} = {_inline(v, shown=shown)}" for k, v in value.items()
+        )
+        return "{ " + items + " }" if items else "{}"
+    if not shown:
+        raise TypeError(f"expected a TOML value, found {type(value).__name__}")
+    return "nothing" if value is None else repr(value)
 
 
 # -- pydantic errors ---------------------------------------------------------------------------
