@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.inspect.host import (
-    OK,
-    CpuInfo,
-    MemInfo,
-    PciInfo,
-    SystemInfo,
-    inspect_host,
-)
+from pinlab.inspect.cpu import CpuInfo
+from pinlab.inspect.host import inspect_host
+from pinlab.inspect.pci import PciInfo
 from pinlab.inspect.platform import (
     DEFAULT_DRAM_BANDWIDTH,
     platform_text,
@@ -22,6 +17,8 @@ from pinlab.inspect.platform import (
     to_platform,
     write_platform,
 )
+from pinlab.inspect.proc import MemInfo, SystemInfo
+from pinlab.inspect.source import OK
 from pinlab.inspect.summary import check_platform, plan_host
 from pinlab.platform.presets import load_platform
 from pinlab.platform.topology import PlatformSpec, build

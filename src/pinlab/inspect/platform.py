@@ -61,15 +61,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pinlab import fsutil
-from pinlab.inspect.host import (
-    OK,
-    CpuInfo,
-    DmemInfo,
-    MemInfo,
-    PciFunction,
-    PciInfo,
-    SystemInfo,
-)
+from pinlab.inspect.cgroup import DmemInfo
+from pinlab.inspect.cpu import CpuInfo
+from pinlab.inspect.pci import PciFunction, PciInfo
+from pinlab.inspect.proc import MemInfo, SystemInfo
+from pinlab.inspect.source import OK
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import dump_platform
 from pinlab.platform.topology import (
