@@ -22,6 +22,7 @@ from pinlab.inspect.source import (
     OK,
     ROOT,
     Record,
+    SourceRecord,
     opt_text,
     try_read,
     under,
@@ -41,7 +42,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class CgroupInfo(Record):
+class CgroupInfo(SourceRecord):
     """The cgroup v2 hierarchy as the caller sees it.
 
     ``mount`` is the ``cgroup2`` mount point (``/sys/fs/cgroup``; ``/sys/fs/cgroup/unified`` in
@@ -53,8 +54,6 @@ class CgroupInfo(Record):
     caller's ``cgroup.controllers`` (what its parent enabled), ``root_controllers`` the root's.
     """
 
-    status: str
-    source: str
     mount: str | None = None
     mount_root: str = "/"
     mode: str | None = None
@@ -78,7 +77,7 @@ class DmemFile(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class DmemInfo(Record):
+class DmemInfo(SourceRecord):
     """The dmem controller (Linux 6.14+, ``policy-semantics.md`` §2.2-§2.4).
 
     ``capacity`` is the root's ``dmem.capacity``: region name → bytes (regions are named
@@ -89,8 +88,6 @@ class DmemInfo(Record):
     parent's ``cgroup.subtree_control``).
     """
 
-    status: str
-    source: str
     capacity: Mapping[str, int] = field(default_factory=dict)
     files: tuple[DmemFile, ...] = ()
     detail: str = ""

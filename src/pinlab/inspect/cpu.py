@@ -13,13 +13,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinlab.inspect.source import OK, ROOT, Record, listdir, opt_int, opt_text, try_read, under
+from pinlab.inspect.source import (
+    OK,
+    ROOT,
+    SourceRecord,
+    listdir,
+    opt_int,
+    opt_text,
+    try_read,
+    under,
+)
 
 __all__ = ["CpuInfo", "read_cpu"]
 
 
 @dataclass(frozen=True, slots=True)
-class CpuInfo(Record):
+class CpuInfo(SourceRecord):
     """What ``cpu_supports_p2pdma`` reads (``boot_cpu_data.x86_vendor``, ``.x86``).
 
     ``vendor`` is ``"intel"``, ``"amd"`` or ``"other"`` (Hygon, ARM ... for which the kernel
@@ -28,8 +37,6 @@ class CpuInfo(Record):
     indices (0-based, in package-id order).
     """
 
-    status: str
-    source: str
     vendor: str = "other"
     vendor_id: str = ""
     family: int = 0

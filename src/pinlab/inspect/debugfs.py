@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from pinlab.inspect.cgroup import read_mounts
-from pinlab.inspect.source import MISSING, OK, ROOT, Record, read_text, under, unreadable, why
+from pinlab.inspect.source import (
+    MISSING,
+    OK,
+    ROOT,
+    SourceRecord,
+    read_text,
+    under,
+    unreadable,
+    why,
+)
 from pinlab.kernel.bufinfo import BufinfoDump, BufinfoParseError, parse_bufinfo
 
 __all__ = ["BUFINFO", "DEBUGFS", "BufinfoInfo", "read_bufinfo"]
@@ -22,11 +31,9 @@ BUFINFO = f"{DEBUGFS}/dma_buf/bufinfo"
 
 
 @dataclass(frozen=True, slots=True)
-class BufinfoInfo(Record):
+class BufinfoInfo(SourceRecord):
     """debugfs ``dma_buf/bufinfo``, parsed (``kernel-semantics.md`` §4.1)."""
 
-    status: str
-    source: str
     dump: BufinfoDump | None = None
     detail: str = ""
 

@@ -37,7 +37,7 @@ from pinlab.inspect.proc import (
     read_memlock,
     read_system,
 )
-from pinlab.inspect.source import ROOT, Record, unreadable
+from pinlab.inspect.source import ROOT, Record, SourceRecord, unreadable
 
 __all__ = ["HostReport", "inspect_host"]
 
@@ -64,7 +64,7 @@ class HostReport(Record):
 
 _Reader = Callable[[Path, dict[str, Any]], Any]
 
-_SOURCES: tuple[tuple[str, type[Record], _Reader], ...] = (
+_SOURCES: tuple[tuple[str, type[SourceRecord], _Reader], ...] = (
     ("memlock", MemlockInfo, lambda root, _: read_memlock(root)),
     ("capabilities", CapabilityInfo, lambda root, _: read_capabilities(root)),
     ("cgroup", CgroupInfo, lambda root, _: read_cgroup(root)),
@@ -88,5 +88,5 @@ def inspect_host(root: Path = ROOT) -> HostReport:
             done[name] = read(root, done)
         except Exception as e:
             status = unreadable(f"unexpected {type(e).__name__} reading {name}: {e}")
-            done[name] = record(status, "")  # type: ignore[call-arg]
+            done[name] = record(status, "")
     return HostReport(root=root, **done)

@@ -22,6 +22,7 @@ from pinlab.inspect.source import (
     OK,
     ROOT,
     Record,
+    SourceRecord,
     listdir,
     opt_int,
     opt_text,
@@ -113,11 +114,6 @@ class PciFunction(Record):
         return self.base_class == 0x02
 
     @property
-    def is_infiniband(self) -> bool:
-        """An InfiniBand controller (0x0207)."""
-        return self.class_subclass == 0x0207
-
-    @property
     def is_accelerator(self) -> bool:
         """A processing accelerator (0x1200)."""
         return self.class_subclass == 0x1200
@@ -160,12 +156,10 @@ class PciFunction(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class PciInfo(Record):
+class PciInfo(SourceRecord):
     """The PCI functions of ``/sys/bus/pci/devices`` in address order; ``problems`` lists
     functions that could not be read (skipped)."""
 
-    status: str
-    source: str
     functions: tuple[PciFunction, ...] = ()
     problems: tuple[str, ...] = ()
     detail: str = ""

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pinlab.inspect.source import OK, ROOT, Record, opt_text, try_read, under, unreadable
+from pinlab.inspect.source import (
+    OK,
+    ROOT,
+    Record,
+    SourceRecord,
+    opt_text,
+    try_read,
+    under,
+    unreadable,
+)
 
 __all__ = [
     "CAP_IPC_LOCK",
@@ -62,7 +71,7 @@ def _kb(value: str | None) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class MemlockInfo(Record):
+class MemlockInfo(SourceRecord):
     """The caller's RLIMIT_MEMLOCK and its ``mm`` counters (``policy-semantics.md`` §1.1-§1.2).
 
     ``soft``/``hard`` are bytes, None for ``RLIM_INFINITY`` ("unlimited"). ``locked_vm`` /
@@ -71,8 +80,6 @@ class MemlockInfo(Record):
     (``ib_umem_get``), each compared with the limit on its own.
     """
 
-    status: str
-    source: str
     soft: int | None = None
     hard: int | None = None
     locked_vm: int | None = None
@@ -81,11 +88,9 @@ class MemlockInfo(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class CapabilityInfo(Record):
+class CapabilityInfo(SourceRecord):
     """The caller's effective capabilities (``CapEff``); None where unknown."""
 
-    status: str
-    source: str
     effective: int | None = None
     detail: str = ""
 
@@ -111,21 +116,17 @@ class CapabilityInfo(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class MemInfo(Record):
+class MemInfo(SourceRecord):
     """``MemTotal`` of ``/proc/meminfo`` in bytes."""
 
-    status: str
-    source: str
     total: int | None = None
     detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
-class SystemInfo(Record):
+class SystemInfo(SourceRecord):
     """The running kernel's release and the host name."""
 
-    status: str
-    source: str
     release: str = ""
     hostname: str = ""
     detail: str = ""

@@ -2,8 +2,8 @@
 root, and the record base.
 
 Each reader takes ``root`` (default ``/``) so that tests can point it at a fake sysfs/procfs
-tree, reads only files below it, and returns a small frozen :class:`Record` whose ``status``
-is one of
+tree, reads only files below it, and returns a small frozen :class:`SourceRecord` whose
+``status`` is one of
 
 * :data:`OK` -- the source was read (it may still say "nothing here", e.g. no regions);
 * :data:`MISSING` -- the file or directory does not exist (``detail`` says what that means);
@@ -19,6 +19,7 @@ No reader raises for a missing, unreadable or malformed source. Every file is op
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ __all__ = [
     "OK",
     "ROOT",
     "Record",
+    "SourceRecord",
     "listdir",
     "opt_int",
     "opt_text",
@@ -149,3 +151,12 @@ class Record:
         """The record as plain JSON types."""
         names = getattr(self, "__dataclass_fields__", {})
         return {name: _jsonable(getattr(self, name)) for name in names}
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord(Record):
+    """What one reader returns: its ``status`` (module docstring) and ``source``, the files it
+    read; each reader's record adds its fields (and a ``detail`` that explains the status)."""
+
+    status: str
+    source: str
