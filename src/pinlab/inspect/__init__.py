@@ -7,7 +7,7 @@
   tree), :mod:`~pinlab.inspect.cpu` -- each returns a record with a ``status`` (``ok``,
   ``missing``, ``unreadable: <reason>``, ``not applicable``; :mod:`~pinlab.inspect.source`) and
   never raises for a missing source;
-* :mod:`~pinlab.inspect.platform` -- :func:`to_platform` / :func:`plan_platform` map the PCI
+* :mod:`~pinlab.inspect.platform` -- :func:`plan_platform` maps the PCI
   tree, CPU and memory to a :class:`~pinlab.platform.topology.PlatformSpec`;
   :func:`platform_text` and :func:`write_platform` write the file ``pinlab run --platform``
   accepts;
@@ -23,7 +23,6 @@ from pinlab.inspect.platform import (
     PlatformPlan,
     plan_platform,
     platform_text,
-    to_platform,
     write_platform,
 )
 from pinlab.inspect.summary import (
@@ -45,6 +44,5 @@ __all__ = [
     "platform_text",
     "render_summary",
     "summary_json",
-    "to_platform",
     "write_platform",
 ]
