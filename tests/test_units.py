@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from pinlab.errors import format_validation_error
+from pinlab.errors import config_error
 from pinlab.units import (
     SIZE_MAX,
     STRICT_UNITS,
@@ -264,7 +264,7 @@ def test_pydantic_types_validate_and_serialise() -> None:
 def test_pydantic_error_says_expected_and_found() -> None:
     with pytest.raises(ValidationError) as exc:
         _Model.model_validate({"size": "lots"})
-    line = format_validation_error(exc.value, "f.toml")
+    line = str(config_error(exc.value, "f.toml"))
     assert line == f'f.toml: size: {SIZE}, found "lots"'
 
 
@@ -273,7 +273,7 @@ def test_strict_context_requires_units_for_rates_and_times() -> None:
     assert _Model(time=0.001).time == 0.001
     with pytest.raises(ValidationError) as exc:
         _Model.model_validate({"time": 1}, context=STRICT_UNITS)
-    assert "write the unit explicitly" in format_validation_error(exc.value)
+    assert "write the unit explicitly" in str(config_error(exc.value))
     with pytest.raises(ValidationError):
         _Model.model_validate({"rate": 25}, context=STRICT_UNITS)
     # sizes stay unambiguous as bare byte counts

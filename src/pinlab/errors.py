@@ -26,7 +26,6 @@ from pydantic import BaseModel, ValidationError
 __all__ = [
     "ConfigError",
     "config_error",
-    "format_validation_error",
     "show_value",
     "toml_inline",
     "toml_path",
@@ -260,12 +259,3 @@ def config_error(
         message += f" (and {len(errors) - 1} more)"
     return ConfigError(source, path or prefix, message.replace("\n", " "))
 
-
-def format_validation_error(
-    exc: ValidationError,
-    source: str = "",
-    prefix: str = "",
-    model: type[BaseModel] | None = None,
-) -> str:
-    """:func:`config_error`'s line as a string."""
-    return str(config_error(exc, source, prefix, model))

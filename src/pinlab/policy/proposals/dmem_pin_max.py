@@ -195,7 +195,7 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
         if held is not None:
             held.pins += 1
             return held
-        loc = dmabuf.locate() if dmabuf.locate is not None else None
+        loc = self._location(dmabuf)
         if loc is None:
             return None
         region = self._region_of(loc)
