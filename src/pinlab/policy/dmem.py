@@ -248,7 +248,7 @@ class PoolTable(Generic[P]):
             pool.cnt.detach()
 
     def forget_region(self, region: DmemRegion) -> None:
-        """``region``'s pools leave their cgroups (charges they hold stay uncharged-able)."""
+        """``region``'s pools leave their cgroups (the charges they hold can still be uncharged)."""
         for pools in self._by_cgroup.values():
             pools.pop(region, None)
 
