@@ -20,7 +20,6 @@ from typing import Any
 from pinlab.inspect.source import (
     OK,
     ROOT,
-    Record,
     SourceRecord,
     opt_text,
     try_read,
@@ -109,7 +108,7 @@ class CapabilityInfo(SourceRecord):
         return self.has(CAP_SYS_RESOURCE)
 
     def to_json(self) -> dict[str, Any]:
-        out = Record.to_json(self)
+        out = SourceRecord.to_json(self)
         out["cap_ipc_lock"] = self.cap_ipc_lock
         out["cap_sys_resource"] = self.cap_sys_resource
         return out
