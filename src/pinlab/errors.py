@@ -258,4 +258,3 @@ def config_error(
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more)"
     return ConfigError(source, path or prefix, message.replace("\n", " "))
-
