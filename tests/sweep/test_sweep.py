@@ -99,6 +99,70 @@ def test_validation_errors_are_one_line(
     assert err.startswith("pinlab: error: ") and "\n" not in err
 
 
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        (
+            ("seed = 5", "seed = -1"),
+            "sweep.seed: expected a number >= 0, found -1",
+        ),
+        (
+            ("seed = 5", 'seed = "5"'),
+            'sweep.seed: expected an integer, found "5"',
+        ),
+        (
+            ("seed = 5", "seed = 9223372036854775807"),
+            "sweep: expected seeds up to 9223372036854775807 (seed + replications - 1), "
+            "found 9223372036854775808",
+        ),
+        (
+            ("seed = 5", "seed = 9223372036854775808"),
+            "sweep.seed: expected an integer within TOML's 64-bit range (-2^63 to 2^63-1), "
+            "found 9223372036854775808",
+        ),
+        (
+            ("replications = 2\nseed = 5", "seeds = [1, 1]"),
+            "sweep: expected distinct seeds, found [1, 1]",
+        ),
+        (
+            ("replications = 2", "replications = 1000000000000"),
+            "sweep.replications: expected a number <= 100000, found 1000000000000",
+        ),
+        (
+            ("replications = 2", "replicatons = 2"),
+            "sweep.replicatons: unknown field (expected one of name, scenario, variants, "
+            "profile, seeds, replications, seed, mode, metrics)",
+        ),
+        (
+            ('"scenario.sample_interval" = ["500ms", "1s"]', '"scenario.sample_interval" = []'),
+            'factors."scenario.sample_interval": expected at least one value, found []',
+        ),
+        (
+            (
+                '"scenario.sample_interval" = ["500ms", "1s"]',
+                '"a.b" = '
+                + str(list(range(50)))
+                + '\n"c.d" = '
+                + str(list(range(50)))
+                + '\n"e.f" = '
+                + str(list(range(50))),
+            ),
+            "factors: expected at most 100000 points, found 500000 (250000 factor combinations"
+            " x 1 variants x 2 seeds)",
+        ),
+    ],
+)
+def test_seeds_and_sizes_are_bounded(tmp_path: Path, edit: tuple[str, str], line: str) -> None:
+    """Issue 10: seeds within 0 ... 2^63-1 (valid TOML when written back), no bool/str for an
+    integer, and a sweep too large to expand refused before it is expanded."""
+    path = tmp_path / "bad.toml"
+    assert edit[0] in SWEEP
+    path.write_text(SWEEP.replace(*edit), encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(path)
+    assert str(exc.value) == f"{path}: {line}"
+
+
 def test_run_point_row_has_config_seed_and_selected_metrics(sweep_file: Path) -> None:
     point = load_sweep(sweep_file).points[0]
     result = run_point(point.spec())

@@ -67,4 +67,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     return result
-

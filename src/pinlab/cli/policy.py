@@ -15,13 +15,14 @@ from pinlab.cli.common import UserError
 
 
 def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.policy.config import PolicyError, load_policy, preview_policy
+    from pinlab.errors import ConfigError
+    from pinlab.policy.config import load_policy, preview_policy
     from pinlab.policy.render import render_policy
 
     try:
         config = load_policy(args.file)
         applied = preview_policy(config, args.file)
-    except PolicyError as e:
+    except ConfigError as e:
         raise UserError(str(e)) from None
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
         console = Console(width=max(console.width, 140))
@@ -47,12 +48,13 @@ def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.policy.config import PolicyError, load_policy, preview_policy
+    from pinlab.errors import ConfigError
+    from pinlab.policy.config import load_policy, preview_policy
 
     try:
         config = load_policy(args.file)
         preview_policy(config, args.file)
-    except PolicyError as e:
+    except ConfigError as e:
         raise UserError(str(e)) from None
     on = ", ".join(config.proposals.enabled()) or "none"
     print(

@@ -87,7 +87,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from pinlab.errors import ConfigError, config_error, format_loc
+from pinlab.errors import ConfigError, config_error, toml_path
 from pinlab.kernel.profile import CONFIG_SWITCHES, DEFAULT_PROFILE, get_profile
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
@@ -409,7 +409,7 @@ def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> 
     message = re.sub(r" \(and \d+ more\)$", "", message)
     if others:
         message += f" (and {len(others)} more)"
-    where = f"tenants.{quote(name)}" + (f".{format_loc(rest)}" if rest else "")
+    where = f"tenants.{quote(name)}" + (f".{toml_path(rest)}" if rest else "")
     return ConfigError(source, where, message)
 
 
