@@ -103,12 +103,17 @@ def test_named_test_files_exist_and_cite_the_item(entry: Entry) -> None:
         assert entry.number in cited, f"{entry.ident}: {name} does not cite it"
 
 
-@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.section == ADDED_AFTER_HEADING], ids=_id)
-def test_added_items_name_subject_author_and_date(entry: Entry) -> None:
-    source = entry.fields.get("Source", "")
-    assert _ADDED_SOURCE.search(source), (
-        f'{entry.ident}: Source must start with "<subject>", <author>, <YYYY-MM-DD>; '
-        f"found {source!r}"
+def test_added_items_name_subject_author_and_date() -> None:
+    """kernel.md keeps its §13 for items after the 2026 specification; each names its patch."""
+    assert ADDED_AFTER_HEADING in KERNEL_DOC.read_text(encoding="utf-8").splitlines()
+    for entry in (e for e in ENTRIES if e.section == ADDED_AFTER_HEADING):
+        source = entry.fields.get("Source", "")
+        assert _ADDED_SOURCE.search(source), (
+            f'{entry.ident}: Source must start with "<subject>", <author>, <YYYY-MM-DD>; '
+            f"found {source!r}"
+        )
+    assert _ADDED_SOURCE.search(
+        '"dma-buf: Add dma_buf_attach_revocable()", Leon Romanovsky, 2026-01-31'
     )
 
 
