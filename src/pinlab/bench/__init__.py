@@ -1,0 +1,148 @@
+"""``pinlab bench``: the microbenchmarks users already run, on a modelled machine.
+
+Each *tool* mirrors a real one -- its flag names, its output columns and number formats -- so
+that a published table can be reproduced line by line (``validation/``, ``pinlab validate``):
+``perftest`` (``ib_send_lat`` … ``ib_read_bw``), ``nvbandwidth``, ``p2p``
+(cuda-samples ``p2pBandwidthLatencyTest``), ``nccl-tests`` (``all_reduce_perf``), ``gdrcopy``
+(``copylat``). A tool parses the real tool's arguments, runs the matching scenario workload
+(:mod:`pinlab.sim.workloads`) in a :class:`~pinlab.sim.engine.Simulation` of the platform, and
+renders what the workload measured as the real tool prints it.
+
+The contract every tool keeps (:class:`BenchTool`): arguments are validated before anything
+runs (a bad flag is one :class:`~pinlab.errors.ConfigError` line naming the flag, what was
+expected and what was found); the same arguments, platform and seed give the same table, byte
+for byte; nothing is read from the wall clock.
+
+:func:`run_bench` is the one entry point (the CLI, ``pinlab validate`` and the public API use
+it). Tools register themselves in :data:`TOOLS` with :func:`register_tool`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pinlab.errors import ConfigError
+
+__all__ = ["TOOLS", "BenchTable", "BenchTool", "register_tool", "run_bench"]
+
+Cell = float | int | str
+
+
+@dataclass(frozen=True, slots=True)
+class BenchTable:
+    """What one tool run printed, as data and as text.
+
+    ``columns`` are the headers exactly as the tool prints them (``"BW average[Gb/sec]"``);
+    ``rows`` one tuple per printed line of results. For matrix outputs (``p2p``,
+    ``nvbandwidth``) the first column names the row (``"gpu0"``) and the other columns name
+    the destinations; :meth:`cell` reads one. ``text`` is the whole output as the tool would
+    print it; ``meta`` says how it was made (platform, NIC model, seed, pinlab version).
+    """
+
+    tool: str
+    test: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    text: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def column(self, name: str) -> list[Cell]:
+        """Every row's value in column ``name`` (``KeyError`` naming the known columns)."""
+        try:
+            i = self.columns.index(name)
+        except ValueError:
+            raise KeyError(
+                f"{self.tool} {self.test} has no column {name!r} "
+                f"(columns: {', '.join(self.columns)})"
+            ) from None
+        return [row[i] for row in self.rows]
+
+    def cell(self, row_key: str, col_key: str) -> float:
+        """The value at row ``row_key`` (first column) and column ``col_key`` of a matrix."""
+        keys = [str(row[0]) for row in self.rows]
+        if row_key not in keys:
+            raise KeyError(f"{self.tool} {self.test} has no row {row_key!r} (rows: {keys})")
+        value = self.column(col_key)[keys.index(row_key)]
+        if isinstance(value, str):
+            raise KeyError(f"{self.tool} {self.test}: cell {row_key}->{col_key} is {value!r}")
+        return float(value)
+
+
+class BenchTool(Protocol):
+    """One tool: ``run`` parses ``argv`` (the real tool's arguments, test name first where the
+    tool has several) and runs it; ``ConfigError`` for bad arguments, before any work."""
+
+    name: str
+    summary: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        platform: str,
+        platform_params: Mapping[str, Any],
+        nodes: int | None,
+        sets: Sequence[str],
+        seed: int,
+    ) -> BenchTable: ...
+
+
+TOOLS: dict[str, BenchTool] = {}
+"""The registered tools by name (``perftest``, ``nvbandwidth`` ...)."""
+
+
+def register_tool(tool: BenchTool) -> BenchTool:
+    """Make ``tool`` available to :func:`run_bench` and ``pinlab bench`` under ``tool.name``."""
+    if tool.name in TOOLS:
+        raise ValueError(f"bench tool {tool.name!r} is already registered")
+    TOOLS[tool.name] = tool
+    return tool
+
+
+def _load_tools() -> None:
+    """Import the built-in tools (each registers itself)."""
+    import importlib
+
+    for module in ("perftest", "nvbandwidth", "p2p", "nccl_tests", "gdrcopy"):
+        try:
+            importlib.import_module(f"pinlab.bench.{module}")
+        except ModuleNotFoundError as e:
+            if e.name != f"pinlab.bench.{module}":
+                raise
+
+
+def tool(name: str) -> BenchTool:
+    """The tool called ``name``; ``ConfigError`` naming the known ones."""
+    _load_tools()
+    try:
+        return TOOLS[name]
+    except KeyError:
+        known = ", ".join(sorted(TOOLS)) or "none"
+        raise ConfigError("bench", "tool", f"expected one of {known}, found {name!r}") from None
+
+
+def run_bench(
+    tool_name: str,
+    argv: Sequence[str],
+    *,
+    platform: str = "cx-pair",
+    platform_params: Mapping[str, Any] | None = None,
+    nodes: int | None = None,
+    sets: Sequence[str] = (),
+    seed: int = 0,
+) -> BenchTable:
+    """Run ``tool_name`` with the real tool's ``argv`` on ``platform`` (a preset name, or a
+    platform file) with ``platform_params``; ``nodes`` overrides how many nodes the tool
+    spans (perftest needs two, nccl-tests ``--nodes``); ``sets`` are ``key=value`` cost
+    overrides; ``seed`` seeds every random draw. ``ConfigError`` on bad input."""
+    return tool(tool_name).run(
+        argv,
+        platform=platform,
+        platform_params=dict(platform_params or {}),
+        nodes=nodes,
+        sets=tuple(sets),
+        seed=seed,
+    )
+
