@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_LINKS",
     "REPORT_FILE",
     "TRACE_FILE",
+    "content_security_policy",
     "inline_svg",
     "render_run_html",
     "render_suite_html",
@@ -146,7 +147,9 @@ CHECK_SCRIPT = """
 """.strip()
 
 
-def _csp() -> str:
+def content_security_policy() -> str:
+    """The page's Content-Security-Policy: nothing may load; inline styles, ``data:`` images
+    and the check script (by its hash) are allowed. Every pinlab page uses it."""
     digest = base64.b64encode(hashlib.sha256(CHECK_SCRIPT.encode("utf-8")).digest()).decode()
     return (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
@@ -385,7 +388,12 @@ def _render(template: str, **context: Any) -> str:
     return (
         _env()
         .get_template(template)
-        .render(csp=_csp(), script=Markup(CHECK_SCRIPT), version=__version__, **context)
+        .render(
+            csp=content_security_policy(),
+            script=Markup(CHECK_SCRIPT),
+            version=__version__,
+            **context,
+        )
     )
 
 
