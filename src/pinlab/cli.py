@@ -15,7 +15,10 @@ Subcommands:
   ``series.csv``) and print one verdict table per scenario; exit 1 when a claim failed;
 * ``pinlab scenarios`` -- the built-in scenarios: name, camp and claim;
 * ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
-  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
+  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable;
+* ``pinlab validate [TABLE...] [--dir DIR] [--holdout DIR] [--out DIR] [--json]`` -- the cost
+  model against published tables: every point's error, per table and overall; exit 1 when a
+  table is outside its tolerance.
 
 User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
 was expected and what was found, and exit with status 2 -- never a traceback.
@@ -729,6 +732,55 @@ def _add_sweep_parser(sub: Any) -> None:
     sweep.set_defaults(func=_cmd_sweep)
 
 
+def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
+    """``pinlab validate``: :func:`pinlab.validate.validate_command`, its bad input as the
+    one-line user error."""
+    from pinlab.errors import ConfigError
+    from pinlab.validate import validate_command
+
+    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
+        console = Console(width=max(console.width, 120))
+    try:
+        return validate_command(
+            args.tables,
+            console,
+            directory=args.dir,
+            holdout=args.holdout,
+            out=args.out,
+            as_json=args.json,
+        )
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+
+
+def _add_validate_parser(sub: Any) -> None:
+    validate = sub.add_parser(
+        "validate",
+        help="compare pinlab bench with published measurement tables (validation/)",
+        description=(
+            "Run every validation table (or the TABLEs named) with pinlab bench, print each "
+            "point's measured and simulated value and error, each table's geometric-mean "
+            "error against its tolerance and the overall error, and write DIR/report.html. "
+            "Exit status: 0 when every table is within its tolerance, 1 when one is not, "
+            "2 for bad input."
+        ),
+    )
+    validate.add_argument(
+        "tables", nargs="*", metavar="TABLE", help="a table id or a table file (default: all)"
+    )
+    validate.add_argument(
+        "--dir", default="validation", metavar="DIR", help="the tables (default validation)"
+    )
+    validate.add_argument(
+        "--holdout", metavar="DIR", help="also run the holdout tables in DIR, summed apart"
+    )
+    validate.add_argument(
+        "--out", metavar="DIR", help="where report.html goes (default: the --dir directory)"
+    )
+    validate.add_argument("--json", action="store_true", help="machine-readable output")
+    validate.set_defaults(func=_cmd_validate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinlab",
@@ -815,6 +867,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.set_defaults(func=_cmd_inspect)
     _add_run_parsers(sub)
     _add_sweep_parser(sub)
+    _add_validate_parser(sub)
     return parser
 
 
