@@ -146,7 +146,7 @@ class Source(_Strict):
             return f"{self.repo} #{self.issue}"
         if self.pr is not None:
             return f"{self.repo} PR #{self.pr}"
-        at = f"@{self.commit}" if self.commit else ""
+        at = f"@{self.commit[:12]}" if self.commit else ""
         return f"{self.repo} {self.file}{at}"
 
     def citation(self) -> str:
