@@ -97,7 +97,7 @@ HOLDOUT_SOURCES: tuple[tuple[str, str, int], ...] = (
 )
 """The reserved tables (repository, kind of reference, number): never calibration data."""
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
+_ID = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
