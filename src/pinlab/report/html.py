@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,8 +49,8 @@ __all__ = [
     "DEFAULT_LINKS",
     "REPORT_FILE",
     "TRACE_FILE",
-    "content_security_policy",
     "inline_svg",
+    "render_page",
     "render_run_html",
     "render_suite_html",
     "run_path",
@@ -147,9 +148,7 @@ CHECK_SCRIPT = """
 """.strip()
 
 
-def content_security_policy() -> str:
-    """The page's Content-Security-Policy: nothing may load; inline styles, ``data:`` images
-    and the check script (by its hash) are allowed. Every pinlab page uses it."""
+def _csp() -> str:
     digest = base64.b64encode(hashlib.sha256(CHECK_SCRIPT.encode("utf-8")).digest()).decode()
     return (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
@@ -367,33 +366,30 @@ def _slug(text: str) -> str:
 
 # -- rendering -----------------------------------------------------------------------------------
 
-_ENV: jinja2.Environment | None = None
+
+@functools.cache
+def _env(packages: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The templates of ``packages`` (each with a ``templates/`` directory), then report's own
+    (``base.html.j2``, ``macros.html.j2``, the run and suite pages)."""
+    loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "pinlab.report")]
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
-def _env() -> jinja2.Environment:
-    global _ENV
-    if _ENV is None:
-        _ENV = jinja2.Environment(
-            loader=jinja2.PackageLoader("pinlab.report", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=True,
-        )
-    return _ENV
-
-
-def _render(template: str, **context: Any) -> str:
+def render_page(template: str, *, packages: Sequence[str] = (), **context: Any) -> str:
+    """Render a pinlab page: ``template`` from ``packages``' templates or report's, with the
+    Content-Security-Policy, the check script and the version every page carries. Another
+    package's page extends ``base.html.j2`` the same way the run and suite pages do."""
     return (
-        _env()
+        _env(tuple(packages))
         .get_template(template)
-        .render(
-            csp=content_security_policy(),
-            script=Markup(CHECK_SCRIPT),
-            version=__version__,
-            **context,
-        )
+        .render(csp=_csp(), script=Markup(CHECK_SCRIPT), version=__version__, **context)
     )
 
 
@@ -449,7 +445,7 @@ def render_run_html(
         )
         if t is not None
     ]
-    return _render(
+    return render_page(
         "run.html.j2",
         title=f"{result.scenario} / {result.variant}",
         result=result,
@@ -594,7 +590,7 @@ def render_suite_html(
             )
         )
     held = sum(1 for s in scenarios if s.verdict.held)
-    return _render(
+    return render_page(
         "suite.html.j2",
         title=title,
         scenarios=scenarios,

@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
-from pinlab import __version__
-from pinlab.report.html import CHECK_SCRIPT, content_security_policy, inline_svg, write_report
+from pinlab.report.html import inline_svg, render_page, write_report
 from pinlab.report.plots import figure_svg
 from pinlab.validate.output import fmt_error, fmt_number, fmt_pct, fmt_x, summary_line
 from pinlab.validate.plots import parity_figure, table_figure
@@ -105,28 +103,6 @@ def _table_view(r: TableResult, index: int) -> dict[str, Any]:
     }
 
 
-_ENV: jinja2.Environment | None = None
-
-
-def _env() -> jinja2.Environment:
-    global _ENV
-    if _ENV is None:
-        _ENV = jinja2.Environment(
-            loader=jinja2.ChoiceLoader(
-                [
-                    jinja2.PackageLoader("pinlab.validate", "templates"),
-                    jinja2.PackageLoader("pinlab.report", "templates"),
-                ]
-            ),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=True,
-        )
-    return _ENV
-
-
 def render_validation_html(result: ValidationResult) -> str:
     """The validation report page for ``result``."""
     tables = [_table_view(r, i) for i, r in enumerate(result.results)]
@@ -143,19 +119,14 @@ def render_validation_html(result: ValidationResult) -> str:
             caption,
             inline_svg(figure_svg(parity_figure(result.results)), "vp-", caption),
         )
-    return (
-        _env()
-        .get_template("validate.html.j2")
-        .render(
-            csp=content_security_policy(),
-            script=Markup(CHECK_SCRIPT),
-            version=__version__,
-            title="Validation against published measurements",
-            summary=summary,
-            tables=tables,
-            parity=parity,
-            expected_images=len(tables) + (1 if parity else 0),
-        )
+    return render_page(
+        "validate.html.j2",
+        packages=("pinlab.validate",),
+        title="Validation against published measurements",
+        summary=summary,
+        tables=tables,
+        parity=parity,
+        expected_images=len(tables) + (1 if parity else 0),
     )
 
 

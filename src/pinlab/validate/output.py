@@ -13,7 +13,15 @@ from rich.table import Table
 
 from pinlab.validate.runner import Summary, TableResult, ValidationResult
 
-__all__ = ["fmt_error", "fmt_number", "fmt_x", "print_result", "result_json", "summary_line"]
+__all__ = [
+    "fmt_error",
+    "fmt_number",
+    "fmt_pct",
+    "fmt_x",
+    "print_result",
+    "result_json",
+    "summary_line",
+]
 
 
 def fmt_error(error: float) -> str:
