@@ -29,12 +29,12 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from pinlab import __version__
-from pinlab.cli import inspect, kernel, policy, run, sweep
+from pinlab.cli import inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, run, sweep)
+SUBCOMMANDS = (kernel, policy, inspect, run, sweep, validate)
 """The modules that add subcommands, in ``--help`` order."""
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -49,6 +50,7 @@ __all__ = [
     "REPORT_FILE",
     "TRACE_FILE",
     "inline_svg",
+    "render_page",
     "render_run_html",
     "render_suite_html",
     "run_path",
@@ -364,26 +366,28 @@ def _slug(text: str) -> str:
 
 # -- rendering -----------------------------------------------------------------------------------
 
-_ENV: jinja2.Environment | None = None
+
+@functools.cache
+def _env(packages: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The templates of ``packages`` (each with a ``templates/`` directory), then report's own
+    (``base.html.j2``, ``macros.html.j2``, the run and suite pages)."""
+    loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "pinlab.report")]
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
-def _env() -> jinja2.Environment:
-    global _ENV
-    if _ENV is None:
-        _ENV = jinja2.Environment(
-            loader=jinja2.PackageLoader("pinlab.report", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=True,
-        )
-    return _ENV
-
-
-def _render(template: str, **context: Any) -> str:
+def render_page(template: str, *, packages: Sequence[str] = (), **context: Any) -> str:
+    """Render a pinlab page: ``template`` from ``packages``' templates or report's, with the
+    Content-Security-Policy, the check script and the version every page carries. Another
+    package's page extends ``base.html.j2`` the same way the run and suite pages do."""
     return (
-        _env()
+        _env(tuple(packages))
         .get_template(template)
         .render(csp=_csp(), script=Markup(CHECK_SCRIPT), version=__version__, **context)
     )
@@ -441,7 +445,7 @@ def render_run_html(
         )
         if t is not None
     ]
-    return _render(
+    return render_page(
         "run.html.j2",
         title=f"{result.scenario} / {result.variant}",
         result=result,
@@ -586,7 +590,7 @@ def render_suite_html(
             )
         )
     held = sum(1 for s in scenarios if s.verdict.held)
-    return _render(
+    return render_page(
         "suite.html.j2",
         title=title,
         scenarios=scenarios,

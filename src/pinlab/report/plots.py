@@ -57,6 +57,7 @@ __all__ = [
     "memory_over_time",
     "run_figures",
     "save_figure",
+    "style",
     "throughput_over_time",
     "variant_bars",
 ]
@@ -116,7 +117,9 @@ MAX_BARS = 8
 
 
 @contextmanager
-def _style() -> Iterator[None]:
+def style() -> Iterator[None]:
+    """The report's matplotlib settings (fonts, grid, deterministic SVG ids), for drawing and
+    saving every pinlab figure."""
     with matplotlib.rc_context(cast(Any, _RC)):
         yield
 
@@ -273,7 +276,7 @@ def throughput_over_time(result: RunResult) -> Figure:
     tenants the smaller ones are summed into one line. Without byte series, a note and each
     tenant's mean rate over its active time (dashed)."""
     curves = _series_by_suffix(result, "tenant", "bytes")
-    with _style():
+    with style():
         fig, (ax,) = _figure(3.2 if curves else 1.8)
         end = _end_time(result, list(curves.values()))
         tscale = _time_axis(ax, end)
@@ -382,7 +385,7 @@ def memory_over_time(result: RunResult) -> Figure:
                     total = np.sum([_step_at(p, grid) for p in present], axis=0)
                     summed[c] = np.column_stack([grid, total])
             panels.append((f"{region}, summed over {len(members)} devices", summed))
-    with _style():
+    with style():
         n = max(1, len(panels))
         fig, axes = _figure(1.0 + 1.7 * n, n)
         fig.suptitle(
@@ -413,7 +416,7 @@ def memory_over_time(result: RunResult) -> Figure:
                     linewidth=0,
                 )
                 ax.step(t / tscale, v / vscale, where="post", color=PINNED_COLOUR, label="pinned")
-            for kind, colour, style in (("used", USED_COLOUR, "-"), ("free", FREE_COLOUR, "--")):
+            for kind, colour, dash in (("used", USED_COLOUR, "-"), ("free", FREE_COLOUR, "--")):
                 if kind in d:
                     t, v = _step_xy(d[kind], end)
                     ax.step(
@@ -421,7 +424,7 @@ def memory_over_time(result: RunResult) -> Figure:
                         v / vscale,
                         where="post",
                         color=colour,
-                        linestyle=style,
+                        linestyle=dash,
                         label=kind,
                     )
             ax.set_ylabel(vunit)
@@ -460,7 +463,7 @@ def denials_over_time(result: RunResult) -> Figure:
     """Cumulative denials (calls the kernel refused) per tenant over simulated time."""
     curves = _denial_curves(result)
     curves = {n: p for n, p in curves.items() if float(np.max(p[:, 1])) > 0}
-    with _style():
+    with style():
         fig, (ax,) = _figure(3.0 if curves else 1.8)
         end = _end_time(result, list(curves.values()))
         tscale = _time_axis(ax, end)
@@ -560,7 +563,7 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
     values = [v for _, vs in series for v in vs if v is not None]
     peak = max((abs(v) for v in values), default=0.0)
     vscale, vunit = value_scale(unit, peak)
-    with _style():
+    with style():
         fig = Figure(figsize=(WIDTH_IN, 2.7), layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
@@ -630,7 +633,7 @@ def _freeze(fig: Figure) -> None:
     if fig.get_layout_engine() is not None and not isinstance(
         fig.get_layout_engine(), PlaceHolderLayoutEngine
     ):
-        with _style():
+        with style():
             fig.draw_without_rendering()
         fig.set_layout_engine("none")
 
@@ -639,7 +642,7 @@ def figure_svg(fig: Figure) -> str:
     """``fig`` as SVG text, deterministic (fixed id salt, no date or version metadata)."""
     _freeze(fig)
     buf = io.BytesIO()
-    with _style():
+    with style():
         fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
     return buf.getvalue().decode("utf-8")
 
@@ -648,7 +651,7 @@ def figure_png(fig: Figure) -> bytes:
     """``fig`` as PNG bytes (100 dpi, no software metadata)."""
     _freeze(fig)
     buf = io.BytesIO()
-    with _style():
+    with style():
         fig.savefig(buf, format="png", metadata=_PNG_METADATA)
     return buf.getvalue()
 
