@@ -184,7 +184,12 @@ class Transfer:
 
 
 class FlowNetwork:
-    """Links and the transfers sharing them, on one SimPy environment."""
+    """Links and the transfers sharing them, on one SimPy environment.
+
+    Counters: ``recomputes`` -- starts and ends after which rates were solved (some transfer
+    active); ``resolved`` -- transfers whose rate was solved, summed over those (the other
+    active transfers kept theirs); ``completed`` -- transfers finished.
+    """
 
     __slots__ = (
         "_active",
@@ -202,8 +207,8 @@ class FlowNetwork:
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
         self.links: dict[str, Link] = {}
-        self.recomputes = 0  # changes after which rates were solved (some transfer active)
-        self.resolved = 0  # transfers whose rate was solved, summed over those changes
+        self.recomputes = 0
+        self.resolved = 0
         self.completed = 0
         self._active: dict[simpy.Event, Transfer] = {}  # by completion event, in start order
         self._busy: dict[Link, None] = {}  # links with an active transfer, an ordered set
