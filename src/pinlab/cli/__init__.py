@@ -24,7 +24,10 @@ was expected and what was found, and exit with status 2 -- never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rich.console import Console
 
@@ -38,8 +41,20 @@ SUBCOMMANDS = (kernel, policy, inspect, run, sweep, validate)
 """The modules that add subcommands, in ``--help`` order."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with pinlab's one-line errors: ``pinlab: error: run: --seed: expected ...``
+    and exit status 2, without the usage block (``--help`` still prints it)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("pinlab").strip()
+        where = f"{command}: " if command else ""
+        line = f"pinlab: error: {where}{message} (see pinlab {command} --help)".replace("  ", " ")
+        Console(stderr=True, soft_wrap=True).print(line, markup=False, highlight=False)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pinlab",
         description="Who may pin dma-buf device memory, where, how much, and at what cost.",
     )
@@ -60,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     try:
         result: int = args.func(args, console)
+    except BrokenPipeError:
+        # the reader went away (``pinlab matrix --json | head``): end quietly, and keep the
+        # interpreter's own flush at exit from raising again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except UserError as e:
         # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
         Console(stderr=True, soft_wrap=True).print(

@@ -37,6 +37,35 @@ def _check_profile(option: str, profile: str | None) -> None:
         )
 
 
+def _check_profiles(
+    plan: list[tuple[ScenarioConfig, list[str]]], profile: str | None, compare: str | None
+) -> None:
+    """Before the first run: every variant must be valid under ``--profile`` and, with
+    ``--compare-profile``, under that one too, and the two must differ -- so a comparison that
+    cannot be made is refused with its real reason, not after the first half has run."""
+    from pinlab.errors import ConfigError
+
+    for cfg, variants in plan:
+        for option, name in (("--profile", profile), ("--compare-profile", compare)):
+            if name is None:
+                continue
+            try:
+                alt = cfg.with_profile(name)
+                for variant in variants:
+                    alt.resolve(variant)
+            except ConfigError as e:
+                raise UserError(f"{option} {name}: {e}") from None
+        if compare is not None:
+            for variant in variants:
+                base = cfg.with_profile(profile).resolve(variant) if profile else None
+                runs_under = (base or cfg.resolve(variant)).kernel.profile
+                if runs_under == compare:
+                    raise UserError(
+                        f"--compare-profile {compare}: expected a profile other than the one "
+                        f"{cfg.name} variant {variant} runs under ({runs_under}), found the same"
+                    )
+
+
 def _load_configs(
     names: Sequence[str], sets: tuple[str, ...], platform: str | None = None
 ) -> list[ScenarioConfig]:
@@ -211,6 +240,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     _check_profile("--compare-profile", args.compare_profile)
     names = [args.scenario] if args.scenario else list(runner.BUILTIN)
     plan = _plan(_load_configs(names, sets, args.platform), args.variant)
+    _check_profiles(plan, args.profile, args.compare_profile)
     out = Path(args.out)
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
         console = Console(width=max(console.width, 160))
@@ -328,8 +358,10 @@ def _seed_arg(text: str) -> int:
         seed = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer seed, found {text!r}") from None
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"expected a seed >= 0, found {text!r}")
+    from pinlab.scenarios.schema import SEED_MAX
+
+    if not 0 <= seed <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2^63-1, found {text!r}")
     return seed
 
 

@@ -208,6 +208,13 @@ class ExporterDriver(Driver, ABC):
         one where it does not raises ``ValueError``)."""
         return True
 
+    @classmethod
+    def domain_error(cls, domain: str) -> str | None:
+        """Why its GEM create would refuse ``domain`` by name alone (the ``expected ...`` part
+        of a message), or None; lets a scenario be validated before a machine exists. The
+        default accepts every name and leaves the decision to the create ioctl."""
+        return None
+
     @property
     def dynamic(self) -> bool:
         """Whether the exporter has ``pin``/``unpin`` ops (``dma_buf_is_dynamic``, K-6)."""

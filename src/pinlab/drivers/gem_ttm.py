@@ -46,7 +46,7 @@ from pinlab.kernel.dma_buf import (
     get_dma_buf,
 )
 from pinlab.kernel.dmem import dmem_cgroup_register_region
-from pinlab.kernel.errno import Errno, err
+from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.range_alloc import PAGE_SIZE
@@ -308,6 +308,14 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         """Wrap a freshly created BO in the driver's buffer type (drivers that create BOs
         through :meth:`bo_create` implement it)."""
         raise NotImplementedError(f"{type(self).__name__} creates its BOs itself")
+
+    @classmethod
+    def domain_error(cls, domain: str) -> str | None:
+        try:
+            parse_ttm_domain(domain, cls.domain_aliases, cls.driver_name)
+        except KernelError as e:
+            return e.reason
+        return None
 
     def parse_domain(self, domain: str) -> tuple[TtmMemType, ...]:
         """The memory types a ``create_buffer`` domain string names; ``-EINVAL`` if it names

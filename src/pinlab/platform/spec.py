@@ -26,6 +26,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    StrictBool,
     ValidationError,
     model_validator,
 )
@@ -209,7 +210,7 @@ class SwitchSpec(_Spec):
     parent: Name = Field(description="host bridge or switch this switch hangs below")
     gen: PcieGen = 4
     width: PcieWidth = 16
-    acs_redirect: bool = False
+    acs_redirect: StrictBool = False
     vendor: PciId = Field(default=0x10B5, description="switch vendor ID (default Broadcom/PLX)")
     device: PciId = 0
     link: LinkSpec | None = None
@@ -239,15 +240,15 @@ class DeviceSpec(_Spec):
     bar: Size | None = Field(default=None, description="BAR window (default: = memory)")
     gen: PcieGen = 4
     width: PcieWidth = 16
-    rciep: bool = Field(
+    rciep: StrictBool = Field(
         default=False, description="root-complex integrated endpoint (an APU's iGPU)"
     )
-    carve_out: bool | None = Field(
+    carve_out: StrictBool | None = Field(
         default=None,
         description="device memory is carved out of host DRAM (default: what the driver "
         "declares, true for 'apu')",
     )
-    gpu_import: bool | None = Field(
+    gpu_import: StrictBool | None = Field(
         default=None,
         description="register a GPU importer too (default: drivers that import dma-bufs, "
         "the amdgpu family)",
@@ -289,7 +290,7 @@ class NicSpec(_Spec):
     driver: RdmaDriverName = Field(description="RDMA driver name in pinlab.drivers.IMPORTERS")
     parent: Name = Field(description="host bridge or switch the NIC hangs below")
     line_rate: LineRate | None = None
-    odp: bool = Field(default=False, description="on-demand paging (drivers with ODP: mlx5)")
+    odp: StrictBool = Field(default=False, description="on-demand paging (drivers with ODP: mlx5)")
     gen: PcieGen = 4
     width: PcieWidth = 16
     vendor: PciId = 0
@@ -322,7 +323,7 @@ class WhitelistEntrySpec(_Spec):
 
     vendor: PciId
     device: PciId | Literal["any"]
-    same_host_bridge: bool = False
+    same_host_bridge: StrictBool = False
 
     def entry(self) -> P2pdmaWhitelistEntry:
         """The kernel-model entry."""

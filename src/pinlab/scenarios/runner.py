@@ -44,12 +44,14 @@ from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyError, apply_policy
 from pinlab.policy.dmem import DmemCgroupController
 from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
+from pinlab.scenarios.paths import quote
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
     ScenarioMeta,
     apply_changes,
     apply_set,
+    check_name,
     flatten_cost,
     normalise_path,
     parse_path,
@@ -156,7 +158,9 @@ class ScenarioConfig(BaseModel):
         name = self._check_variant(variant)
         doc = copy.deepcopy(self.document)
         if name in self.variant_docs:
-            doc = apply_changes(doc, self.variant_docs[name], f"{self.source}: variants.{name}")
+            doc = apply_changes(
+                doc, self.variant_docs[name], f"{self.source}: variants.{quote(name)}"
+            )
         for path, value, text in self.sets:
             apply_set(doc, list(path), value, f"--set {text}")
         if self.profile_override is not None:
@@ -202,7 +206,9 @@ class ScenarioConfig(BaseModel):
                 except ValueError:
                     continue
                 if where == key or where.startswith(key + ".") or key.startswith(where + "."):
-                    return ConfigError(f"{self.source}: variants.{variant}", e.where, e.message)
+                    return ConfigError(
+                        f"{self.source}: variants.{quote(variant)}", e.where, e.message
+                    )
         return e
 
     def to_toml(self, variant: str | None = None) -> str:
@@ -267,6 +273,8 @@ def load_scenario(
         raise ConfigError(
             source, "variants", "expected tables [variants.<name>], found something else"
         )
+    for name in variants:
+        check_name(str(name), source, f"variants.{quote(str(name))}")
     parsed: list[tuple[tuple[str, ...], Any, str]] = []
     for expr in sets:
         p, value = parse_set(expr)

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
@@ -103,8 +103,10 @@ from pinlab.scenarios.paths import (
     where_of,
 )
 from pinlab.scenarios.platform import PlatformConfig, build_platform
-from pinlab.scenarios.policy import policy_document, validate_policy
+from pinlab.scenarios.policy import dmem_settings, policy_document, validate_policy
+from pinlab.scenarios.references import check_references
 from pinlab.sim.workloads import WORKLOADS, WorkloadParams
+from pinlab.sim.workloads.base import MAX_EVENTS
 from pinlab.units import STRICT_UNITS, Duration
 
 __all__ = [
@@ -136,13 +138,49 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 _TENANT = re.compile(r"^[A-Za-z][A-Za-z0-9_+-]*$")
 
 
-def _matching(pattern: re.Pattern[str], expected: str) -> BeforeValidator:
+RESERVED_NAMES = frozenset(
+    {"report.html", "summary.json", "series.csv", "config.toml", "trace.json", "points"}
+)
+"""Names of files a run directory holds: a scenario or variant named so would collide with one
+(every name becomes a directory below ``--out``)."""
+
+NAME_MAX = 100
+"""The longest scenario, variant or tenant name (a path component stays well below 255)."""
+
+
+def _checker(pattern: re.Pattern[str], expected: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         if not isinstance(value, str) or not pattern.match(value):
             raise ValueError(f"expected {expected}, found {value!r}")
+        if len(value) > NAME_MAX:
+            raise ValueError(f"expected at most {NAME_MAX} characters, found {len(value)}")
+        if value.lower() in RESERVED_NAMES or value.lower().startswith("plot-"):
+            raise ValueError(
+                f"expected a name that is not one of a run directory's files "
+                f"({', '.join(sorted(RESERVED_NAMES))}, plot-*), found {value!r}"
+            )
         return value
 
-    return BeforeValidator(check)
+    return check
+
+
+def _matching(pattern: re.Pattern[str], expected: str) -> BeforeValidator:
+    return BeforeValidator(_checker(pattern, expected))
+
+
+def check_name(name: str, source: str, where: str) -> None:
+    """:class:`ConfigError` unless ``name`` may become a directory of a run (:data:`Name`)."""
+    try:
+        _NAME_CHECK(name)
+    except ValueError as e:
+        raise ConfigError(source, where, str(e)) from None
+
+
+SEED_MAX = 2**63 - 1
+"""Seeds are 0 … 2⁶³−1: what TOML's 64-bit integers hold, so ``config.toml`` stays valid."""
+
+MAX_SAMPLES = 1_000_000
+"""The most points a run samples per series (``duration / sample_interval``)."""
 
 
 def _profile(value: object) -> object:
@@ -168,10 +206,10 @@ def _workload(value: object) -> object:
     return value
 
 
-Name = Annotated[
-    str,
-    _matching(_NAME, "a name of letters, digits, '_', '.', '+' or '-' starting with a letter"),
-]
+_NAME_CHECK = _checker(
+    _NAME, "a name of letters, digits, '_', '.', '+' or '-' starting with a letter"
+)
+Name = Annotated[str, BeforeValidator(_NAME_CHECK)]
 TenantName = Annotated[
     str,
     _matching(
@@ -196,7 +234,7 @@ validation, so a scenario file writes it once)."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
 
 class ScenarioMeta(_Model):
@@ -206,7 +244,7 @@ class ScenarioMeta(_Model):
     claim: str = Field(min_length=1, description="the claim, in one sentence")
     camp: Literal["stability", "performance", "mechanism", "ai", "settlement"]
     duration: Duration = Field(description="simulated time of each variant")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     claim_check: str = Field(description="the judge in pinlab.scenarios.claims")
     sample_interval: Duration | None = Field(
         default=None, description="time-series resolution (default duration / 200)"
@@ -219,6 +257,13 @@ class ScenarioMeta(_Model):
             raise ValueError(f"expected a duration above 0, found {self.duration!r} s")
         if self.sample_interval is not None and self.sample_interval <= 0:
             raise ValueError(f"expected a sample_interval above 0, found {self.sample_interval}")
+        interval = self.sample_interval or self.duration / 200
+        if self.duration / interval > MAX_SAMPLES:
+            raise ValueError(
+                f"expected at most {MAX_SAMPLES} samples per series (duration / "
+                f"sample_interval), found {self.duration:g} s / {interval:g} s = "
+                f"{self.duration / interval:.3g}"
+            )
         return self
 
 
@@ -274,7 +319,7 @@ class ResolvedScenario(_Model):
     """One variant, fully resolved: what ``config.toml`` holds."""
 
     scenario: ScenarioMeta
-    variant: str = "base"
+    variant: Name = "base"
     platform: PlatformConfig
     kernel: KernelConfig = Field(default_factory=KernelConfig)
     cost: dict[str, Any] = Field(default_factory=dict)
@@ -447,6 +492,14 @@ def validate_document(
     if resolved.policy is not None:
         names = {d.name: d.name for d in node.devices}
         pdoc = policy_document(resolved.policy, names, None, base_dir)
+        needs = dmem_settings(pdoc)
+        if needs and not get_profile(profile, **resolved.kernel.switches()).dmem:
+            raise ConfigError(
+                source,
+                f"policy.{needs[0]}",
+                "expected a kernel with the cgroup v2 dmem controller (profiles 6.14 and "
+                f"later), found profile {profile}, which has none",
+            )
         users = set(validate_policy(pdoc, source).users)
     nodes = _nodes(spec)
     seen: set[str] = set()
@@ -474,6 +527,15 @@ def validate_document(
                 source,
                 f"{where}.node",
                 f"expected no node on a single-node platform, found {t.node!r}",
+            )
+        check_references(t.params, node, source, where)
+        planned = t.params.events(max(resolved.scenario.duration - t.start, 0.0))
+        if planned > MAX_EVENTS:
+            raise ConfigError(
+                source,
+                f"{where}.params",
+                f"expected at most {MAX_EVENTS:.0e} workload iterations in a run, found "
+                f"{planned:.3g} ({t.workload} over {resolved.scenario.duration:g} s)",
             )
     devices = {d.name for d in node.devices}
     nics = {n.name for n in node.nics}

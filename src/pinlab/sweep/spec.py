@@ -58,7 +58,7 @@ Seed = Annotated[StrictInt, Field(ge=0, le=SEED_MAX)]
 class SweepSection(BaseModel):
     """The ``[sweep]`` table."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str | None = None
     scenario: str
@@ -90,7 +90,7 @@ class SweepSection(BaseModel):
 class SweepFile(BaseModel):
     """A whole sweep file: ``[sweep]``, ``[fixed]`` and ``[factors]``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     sweep: SweepSection
     fixed: dict[str, Any] = Field(default_factory=dict)

@@ -120,7 +120,7 @@ _NCCL_UNITS = {"time": "us", "algbw": "GB/s", "busbw": "GB/s"}
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 Scalar = StrictStr | StrictBool | StrictInt | StrictFloat
