@@ -254,7 +254,8 @@ def test_bad_seed_is_rejected_by_argparse(
             main(["run", "--seed", bad])
         assert exc.value.code == 2
         err = capsys.readouterr().err
-        assert err.startswith("pinlab: error: run: argument --seed: expected") and err.count("\n") == 1
+        assert err.startswith("pinlab: error: run: argument --seed: expected")
+        assert err.count("\n") == 1
 
 
 def test_compare_profile_prints_the_difference(
