@@ -325,19 +325,6 @@ class PcieLat(_Group):
         source="[assumption] no measurement of a root-complex P2P read latency was found "
         "(tools-and-mechanisms.md 'Gaps')",
     )
-    bar_read: Duration = _p(
-        "0.66us",
-        unit="us",
-        section="§2.3",
-        sweep=("0.4us", "1.2us"),
-        marker="derived",
-        confidence="low",
-        desc="completer latency of a device BAR read by a peer (the device fetches from its "
-        "memory and returns the completion), for devices whose spec gives none",
-        source="calibrated: geometric mean of the A100 (0.91 µs, validation-tables.md A2) and "
-        "H200 (0.48 µs, A3) values of cx-pair's GPUs (presets.GPUS); CPU loads from a V100 BAR "
-        "take 0.86–1.7 µs (`NVIDIA/gdrcopy` README copylat), an upper-bound proxy",
-    )
     write: Duration = _p(
         "0.21us",
         unit="us",
@@ -347,6 +334,62 @@ class PcieLat(_Group):
         desc="posted write from a device until the data is visible in host DRAM",
         source=f"write-then-read 760 ns vs read 546 ns at 64 B ({_PCIE_BENCH}, LAT_DMA_WRRD)",
     )
+
+
+_BAR_SRC = (
+    "calibrated with pcie.read.bar_slots = 20 so that the NIC-reads-GPU plateau of one "
+    "ConnectX on cx-pair (its GPU behind the NIC's switch) is the measured one"
+)
+
+
+class PcieBarRead(_Group):
+    """Completer latency of a device BAR read by a peer, per device model (the device fetches
+    from its memory and returns the completion): a device names its row
+    (``DeviceSpec.bar_read``), others use ``default``."""
+
+    default: Duration = _p(
+        "0.66us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.4us", "1.2us"),
+        marker="derived",
+        confidence="low",
+        desc="a device whose platform entry names no row",
+        source="[derived] geometric mean of the A100 and H200 rows; CPU loads from a V100 BAR "
+        "take 0.86–1.7 µs (`NVIDIA/gdrcopy` README copylat), an upper-bound proxy",
+    )
+    a100: Duration = _p(
+        "0.91us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.6us", "1.2us"),
+        marker="derived",
+        confidence="medium",
+        desc="NVIDIA A100",
+        source=f"{_BAR_SRC}: A100-SXM4-80GB + ConnectX-6, --use_cuda, 2 QPs, 81 Gb/s "
+        "(validation-tables.md A2)",
+    )
+    h200: Duration = _p(
+        "0.48us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.3us", "0.8us"),
+        marker="derived",
+        confidence="medium",
+        desc="NVIDIA H200 (and, [assumption], H100: the same Hopper die)",
+        source=f"{_BAR_SRC}: H200 + ConnectX-7 RoCE, --use_cuda_dmabuf, 1 QP, 141 Gb/s "
+        "(validation-tables.md A3)",
+    )
+
+    def of(self, name: str | None) -> float:
+        """The row ``name`` (None: ``default``); ``KeyError`` for an unknown row."""
+        if name is None:
+            return self.default
+        if name not in type(self).model_fields:
+            known = ", ".join(type(self).model_fields)
+            raise KeyError(f"no pcie.bar_read row {name!r} (expected one of {known})")
+        value: float = getattr(self, name)
+        return value
 
 
 class PcieRead(_Group):
@@ -364,8 +407,7 @@ class PcieRead(_Group):
         "this bounds a peer's read window",
         source="calibrated: ConnectX-7 reading H200 memory reaches 85 % of its 141 Gb/s plateau "
         "at 8 KiB with 2 messages per QP in flight, which needs a 10–11 KB window "
-        "(validation-tables.md A3); with it pcie.lat.bar_read and the GPUs' latencies set the "
-        "plateaus of A2 and A3",
+        "(validation-tables.md A3); with it the pcie.bar_read rows set the plateaus of A2 and A3",
     )
 
 
@@ -497,6 +539,7 @@ class Pcie(_Group):
     tlp: PcieTlp = _group(PcieTlp, "TLP and DLLP byte costs (§2.3)")
     lat: PcieLat = _group(PcieLat, "read and write latencies (§2.3)")
     read: PcieRead = _group(PcieRead, "outstanding reads (§2.3)")
+    bar_read: PcieBarRead = _group(PcieBarRead, "device BAR read latency by device (§2.3)")
     rc: PcieRc = _group(PcieRc, "host-bridge P2P forwarding (§3.1)")
     mps: Size = _p(
         256,

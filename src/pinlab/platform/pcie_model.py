@@ -24,7 +24,7 @@ each). At most ``window`` bytes are requested and not yet returned, so (:func:`r
 with ``window = min(requester tags, completer slots) × MRRS`` -- a device BAR serves at most
 ``pcie.read.bar_slots`` requests at once -- and the **read latency** (:func:`read_latency`) of
 the path: host DRAM on the same socket ``pcie.lat.host_read`` (0.55 µs), a device BAR its
-completer latency (``DeviceSpec.bar_read_latency``, default ``pcie.lat.bar_read``) plus
+completer latency (the ``pcie.bar_read`` row the device names, ``DeviceSpec.bar_read``) plus
 ``pcie.lat.rc_p2p`` when a host bridge turns the request around, ``pcie.lat.switch`` per switch
 on the path and ``pcie.lat.remote_socket`` per socket crossing. This is what makes a NIC
 *reading* device memory slower than one reading host memory, and slower than one *writing*
@@ -141,8 +141,8 @@ class PciePath:
         sockets: socket crossings (0 or 1).
         socket_link: the inter-socket link's capacity per direction (bytes/s), None if none.
         target_kind: ``"host"`` (DRAM behind the root complex) or ``"device"`` (a BAR).
-        completer_latency: the target device's BAR read latency (None: ``pcie.lat.bar_read``;
-            unused for host memory).
+        completer_latency: the target device's BAR read latency (its ``pcie.bar_read`` row;
+            None: ``pcie.bar_read.default``; unused for host memory).
         mps: the smallest Max_Payload_Size along the path.
         mrrs: the initiator's Max_Read_Request_Size.
     """
@@ -279,7 +279,8 @@ def read_latency(cost: CostModel, path: PciePath) -> float:
     if path.target_kind == "host":
         base = lat.host_read
     else:
-        base = lat.bar_read if path.completer_latency is None else path.completer_latency
+        bar = cost.pcie.bar_read.default
+        base = bar if path.completer_latency is None else path.completer_latency
         if path.p2p_bridge is not None:
             base += lat.rc_p2p
     return base + lat.switch * path.switches + lat.remote_socket * path.sockets

@@ -56,7 +56,6 @@ from pinlab.units import (
     Rate,
     Size,
     parse_rate,
-    parse_time,
 )
 
 __all__ = [
@@ -415,8 +414,7 @@ class _Gpu:
     gen: PcieGen
     vendor: int
     device: int
-    bar_read_latency: str | None
-    source: str
+    bar_read: str | None
 
 
 GPUS: dict[str, _Gpu] = {
@@ -428,9 +426,7 @@ GPUS: dict[str, _Gpu] = {
         4,
         _NVIDIA,
         0x20B2,
-        "0.91us",
-        "BAR read latency calibrated on validation-tables.md A2 (A100 + ConnectX-6, "
-        "--use_cuda, plateau 81 Gb/s)",
+        "a100",
     ),
     "h100": _Gpu(
         "NVIDIA H100 80GB HBM3",
@@ -440,8 +436,7 @@ GPUS: dict[str, _Gpu] = {
         5,
         _NVIDIA,
         0x2330,
-        "0.48us",
-        "[assumption] BAR read latency as the H200 (same Hopper die)",
+        "h200",
     ),
     "h200": _Gpu(
         "NVIDIA H200",
@@ -451,9 +446,7 @@ GPUS: dict[str, _Gpu] = {
         5,
         _NVIDIA,
         0x2335,
-        "0.48us",
-        "BAR read latency calibrated on validation-tables.md A3 (H200 + ConnectX-7 RoCE, "
-        "--use_cuda_dmabuf, plateau 141 Gb/s)",
+        "h200",
     ),
     "mi210": _Gpu(
         "AMD Instinct MI210",
@@ -464,10 +457,11 @@ GPUS: dict[str, _Gpu] = {
         _AMD_GPU,
         0x740F,
         None,
-        "no BAR read measurement: pcie.lat.bar_read",
     ),
 }
-"""GPUs ``cx-pair`` can place next to its NIC (HBM sizes and rates: vendor data sheets)."""
+"""GPUs ``cx-pair`` can place next to its NIC (HBM sizes and rates: vendor data sheets; the
+BAR read latency is the cost model's ``pcie.bar_read`` row, the H100 [assumption] the
+H200's)."""
 
 _NIC_GEN: dict[str, PcieGen] = {"cx5": 3, "cx6": 4, "cx7": 5}
 """The PCIe generation of each ConnectX's host link (x16): CX-5 Gen3 (Gen4 on some SKUs), CX-6
@@ -494,7 +488,7 @@ def _gpu_device(gpu: _Gpu, parent: str) -> DeviceSpec:
         width=16,
         vendor=gpu.vendor,
         device=gpu.device,
-        bar_read_latency=None if gpu.bar_read_latency is None else parse_time(gpu.bar_read_latency),
+        bar_read=gpu.bar_read,
         gpu_import=False,
     )
 
