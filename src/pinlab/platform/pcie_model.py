@@ -311,7 +311,9 @@ def read_rate(cost: CostModel, path: PciePath, requester_tags: int) -> float:
     if not p2p_reads_forwarded(cost, path):
         return 0.0
     completion = _completion_size(cost, path)
-    rate = read_window(cost, path, requester_tags) / read_latency(cost, path)
+    latency = read_latency(cost, path)
+    window = read_window(cost, path, requester_tags)
+    rate = window / latency if latency > 0 else math.inf
     for link in path.links:
         rate = min(rate, completion_rate(cost, link.gen, link.width, link.mps, completion))
     if path.socket_link is not None:
