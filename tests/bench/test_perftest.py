@@ -288,7 +288,7 @@ def test_bad_arguments_are_one_line(argv: list[str], message: str) -> None:
 
 
 def test_bad_platform_choices_are_one_line() -> None:
-    with pytest.raises(ConfigError, match="-d: expected an IB device of .* found 'mlx5_9'"):
+    with pytest.raises(ConfigError, match=r"-d: expected an IB device of .* found 'mlx5_9'"):
         run_bench("perftest", ["ib_write_bw", "-d", "mlx5_9"])
     with pytest.raises(ConfigError, match=r"--use_cuda: expected a nvidia-compute device index"):
         run_bench("perftest", ["ib_write_bw", "--use_cuda=0"])
