@@ -731,15 +731,16 @@ def cluster(
     nodes: int = 16,
     node: PlatformSpec | None = None,
     efa_behind_switch: bool = False,
+    nic: NicChoice = "efa",
     core_bandwidth: Rate | None = None,
 ) -> ClusterSpec:
     """``nodes`` DL1-like nodes (default 16: the debate's 128-accelerator cluster, seed-brief).
 
-    ``node`` defaults to :func:`dl1` (``efa_behind_switch`` passed on). The fabric is
+    ``node`` defaults to :func:`dl1` (``efa_behind_switch`` and ``nic`` passed on). The fabric is
     non-blocking unless ``core_bandwidth`` is given; one kernel per node, one profile for all
     (:mod:`pinlab.platform.cluster`).
     """
-    spec = node if node is not None else dl1(efa_behind_switch=efa_behind_switch)
+    spec = node if node is not None else dl1(efa_behind_switch=efa_behind_switch, nic=nic)
     return ClusterSpec(
         name=f"cluster{nodes}-{spec.name}",
         description=f"{nodes} × {spec.name} joined by a "
