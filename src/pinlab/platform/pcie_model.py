@@ -229,23 +229,25 @@ def rc_forwarding(cost: CostModel, rc_class: RcClass | None) -> PcieRcClass | No
     return None if rc_class is None else cost.pcie.rc.of(rc_class)
 
 
-def p2p_reads_forwarded(cost: CostModel, path: PciePath) -> bool:
-    """Whether the path's reads get through: True unless a host bridge that turns them around
-    does not forward P2P reads (Intel client root ports) or is of an unknown class."""
+def _forwarded(cost: CostModel, path: PciePath, *, reads: bool) -> bool:
     hb = path.p2p_bridge
     if hb is None:
         return True
     rules = rc_forwarding(cost, hb.rc_class)
-    return rules is not None and rules.p2p_reads
+    if rules is None:
+        return False
+    return rules.p2p_reads if reads else rules.p2p_writes
+
+
+def p2p_reads_forwarded(cost: CostModel, path: PciePath) -> bool:
+    """Whether the path's reads get through: True unless a host bridge that turns them around
+    does not forward P2P reads (Intel client root ports) or is of an unknown class."""
+    return _forwarded(cost, path, reads=True)
 
 
 def p2p_writes_forwarded(cost: CostModel, path: PciePath) -> bool:
     """Whether the path's posted writes get through (see :func:`p2p_reads_forwarded`)."""
-    hb = path.p2p_bridge
-    if hb is None:
-        return True
-    rules = rc_forwarding(cost, hb.rc_class)
-    return rules is not None and rules.p2p_writes
+    return _forwarded(cost, path, reads=False)
 
 
 # -- rates and latencies of a path ------------------------------------------------------------
@@ -257,16 +259,21 @@ def path_write_rate(cost: CostModel, path: PciePath) -> float:
     them peer to peer (0 when it does not forward them; ``inf`` for a path with no link)."""
     if not p2p_writes_forwarded(cost, path):
         return 0.0
-    rate = math.inf
-    for link in path.links:
-        rate = min(rate, write_rate(cost, link.gen, link.width, link.mps))
+    links = (write_rate(cost, x.gen, x.width, x.mps) for x in path.links)
+    return _path_limits(cost, path, min(links, default=math.inf), reads=False)
+
+
+def _path_limits(cost: CostModel, path: PciePath, rate: float, *, reads: bool) -> float:
+    """``rate`` capped by the inter-socket link and the forwarding limit (reads or writes) of
+    a host bridge that turns the path's requests around."""
     if path.socket_link is not None:
         rate = min(rate, path.socket_link)
     hb = path.p2p_bridge
-    if hb is not None:
-        rules = rc_forwarding(cost, hb.rc_class)
-        if rules is not None and rules.write_limit is not None:
-            rate = min(rate, rules.write_limit)
+    rules = None if hb is None else rc_forwarding(cost, hb.rc_class)
+    if rules is not None:
+        limit = rules.read_limit if reads else rules.write_limit
+        if limit is not None:
+            rate = min(rate, limit)
     return rate
 
 
@@ -316,14 +323,7 @@ def read_rate(cost: CostModel, path: PciePath, requester_tags: int) -> float:
     rate = window / latency if latency > 0 else math.inf
     for link in path.links:
         rate = min(rate, completion_rate(cost, link.gen, link.width, link.mps, completion))
-    if path.socket_link is not None:
-        rate = min(rate, path.socket_link)
-    hb = path.p2p_bridge
-    if hb is not None:
-        rules = rc_forwarding(cost, hb.rc_class)
-        if rules is not None and rules.read_limit is not None:
-            rate = min(rate, rules.read_limit)
-    return rate
+    return _path_limits(cost, path, rate, reads=True)
 
 
 def read_time(cost: CostModel, path: PciePath, nbytes: int, requester_tags: int) -> float:

@@ -103,10 +103,16 @@ NicChoice = Literal["efa", "cx5", "cx6", "cx7"]
 
 
 def _rdma_nic(
-    model: NicChoice, i: int, parent: str, *, gen: PcieGen, line_rate: float | None = None
+    model: NicChoice,
+    i: int,
+    parent: str,
+    *,
+    gen: PcieGen,
+    line_rate: float | None = None,
+    odp: bool = False,
 ) -> NicSpec:
     """NIC ``i`` of a preset: ``efa<i>`` (EFA, 100 Gbps) or ``mlx5_<i>`` (ConnectX ``model``,
-    its own line rate unless ``line_rate``)."""
+    its own line rate unless ``line_rate``; ``odp`` for on-demand paging)."""
     if model == "efa":
         return NicSpec(
             name=f"efa{i}",
@@ -125,6 +131,7 @@ def _rdma_nic(
         model=model,
         parent=parent,
         line_rate=line_rate,
+        odp=odp,
         gen=gen,
         width=16,
         vendor=_MELLANOX,
@@ -637,19 +644,7 @@ def workstation_amd(
                 device=0x73A3,
             ),
         ),
-        nics=(
-            NicSpec(
-                name="mlx5_0",
-                driver="mlx5",
-                model=nic_model,
-                parent=parent,
-                odp=True,
-                gen=_NIC_GEN[nic_model],
-                width=16,
-                vendor=_MELLANOX,
-                device=_CX_DEVICE[nic_model],
-            ),
-        ),
+        nics=(_rdma_nic(nic_model, 0, parent, gen=_NIC_GEN[nic_model], odp=True),),
     )
 
 
