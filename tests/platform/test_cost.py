@@ -181,3 +181,12 @@ def test_pcie_and_nic_parameters_are_documented() -> None:
     for p in parameters():
         if p.key.startswith(owned) or p.key.startswith(("reg.efa.", "reg.mlx5.")):
             assert f"`{p.key}`" in doc, p.key
+
+
+def test_low_confidence_pcie_and_nic_parameters_have_a_range() -> None:
+    """--robust varies every low-confidence parameter over its range: the ones issue 11 adds
+    all have one."""
+    owned = ("pcie.", "nic.", "rdma.", "reg.efa.", "reg.mlx5.", "stage.")
+    for p in parameters():
+        if p.key.startswith(owned) and p.confidence == "low":
+            assert p.sweep or p.choices, p.key

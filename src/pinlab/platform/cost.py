@@ -483,6 +483,8 @@ _ZEN = _rc_fields(
     True,
     None,
     None,
+    read_sweep=("10GB/s", "64GB/s"),
+    write_sweep=("10GB/s", "64GB/s"),
     source="Threadripper PRO 7965WX and 2× EPYC 9374F: GPU↔GPU P2P writes 26.32 GB/s = Gen4 x16, "
     "same and cross socket (`luigifcruz/stelline`, validation-tables.md C3, C4); reads "
     "[assumption] as writes; kernel P2PDMA allows Zen host bridges (kernel-semantics.md §8.3)",
@@ -799,6 +801,8 @@ _MTU = (
 _BF = "`linux-rdma/rdma-core` providers/mlx5/qp.c (mlx5_bf_copy)"
 _LAT_SWEEP = ("0.05us", "0.5us")
 _SLOT_SWEEP = (1, 8)
+_TAG_SWEEP = (32, 768)
+_P2P_TAG_SWEEP = (32, 256)
 _QP_SWEEP = ("0.15us", "0.45us")
 
 
@@ -816,8 +820,8 @@ class NicCx5(NicModel):
     )
     max_rd_atom: int = _nic("max_rd_atom", 16, _RD_ATOM)
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
-    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low")
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -851,8 +855,8 @@ class NicCx6(NicModel):
         "low",
         _SLOT_SWEEP,
     )
-    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low")
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -867,7 +871,11 @@ class NicCx7(NicModel):
     link_layer: LinkLayer = _nic("link_layer", "ib", "ConnectX-7 VPI: InfiniBand or Ethernet")
     mtu: Size = _nic("mtu", 4096, _MTU, "medium")
     msg_rate: float = _nic(
-        "msg_rate", 330.0, "[unverified] 330–370 Mpps, not found in a primary source", "low"
+        "msg_rate",
+        330.0,
+        "[unverified] 330–370 Mpps, not found in a primary source",
+        "low",
+        (215.0, 370.0),
     )
     qp_msg_cost: Duration = _nic(
         "qp_msg_cost",
@@ -887,9 +895,9 @@ class NicCx7(NicModel):
         _SLOT_SWEEP,
     )
     read_tags: int = _nic(
-        "read_tags", 768, "[assumption] 10-bit tags (PCIe Gen5): 768 usable", "low"
+        "read_tags", 768, "[assumption] 10-bit tags (PCIe Gen5): 768 usable", "low", _TAG_SWEEP
     )
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -918,6 +926,7 @@ class NicEfa(NicModel):
         "[assumption] no public EFA message-rate ceiling; one endpoint is bound by "
         "nic.efa.qp_msg_cost long before",
         "low",
+        (10.0, 100.0),
     )
     qp_msg_cost: Duration = _nic(
         "qp_msg_cost",
@@ -927,10 +936,10 @@ class NicEfa(NicModel):
         "medium",
         ("1us", "3us"),
     )
-    max_rd_atom: int = _nic("max_rd_atom", 16, "[assumption] as mlx5", "low")
+    max_rd_atom: int = _nic("max_rd_atom", 16, "[assumption] as mlx5", "low", (1, 16))
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
-    read_tags: int = _nic("read_tags", 256, "[assumption] as ConnectX", "low")
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    read_tags: int = _nic("read_tags", 256, "[assumption] as ConnectX", "low", _TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     rx_latency: Duration = _nic("rx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     blueflame: bool = _nic("blueflame", False, "[assumption] EFA rings a doorbell", "low")
