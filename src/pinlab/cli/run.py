@@ -353,7 +353,7 @@ def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _seed_arg(text: str) -> int:
+def seed_arg(text: str) -> int:
     try:
         seed = int(text, 0)
     except ValueError:
@@ -419,7 +419,7 @@ def add_parsers(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="override a scenario field, e.g. --set scenario.duration=30s (repeatable)",
     )
-    run.add_argument("--seed", type=_seed_arg, metavar="N", help="the run seed")
+    run.add_argument("--seed", type=seed_arg, metavar="N", help="the run seed")
     run.add_argument(
         "--platform",
         metavar="FILE",

@@ -39,6 +39,7 @@ from pinlab.drivers.base import (
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
     DmaBuf,
+    DmaBufAttachment,
     DmaBufExportInfo,
     SgTable,
     dma_buf_export,
@@ -400,6 +401,11 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         bo = self._own(buf)
         if bo.tbo.deleted:
             raise err(Errno.EINVAL, "drm_gem_prime_export", f"{bo.name} was freed")
+        attach = bo.tbo.import_attach
+        if isinstance(attach, DmaBufAttachment):
+            # drm_gem_prime_handle_to_fd: an imported object is exported as the dma-buf it
+            # came from (one more reference), never wrapped in a second one
+            return get_dma_buf(attach.dmabuf)
         dmabuf = bo.tbo.dma_buf
         if isinstance(dmabuf, DmaBuf) and not dmabuf.released:
             return get_dma_buf(dmabuf)

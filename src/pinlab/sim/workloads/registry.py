@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from pinlab.sim.engine import Ctx, Simulation, Tenant
 from pinlab.sim.metrics import MetricSpec, TenantResult, declared
-from pinlab.sim.workloads import allreduce, desktop, kv_transfer, pressure
+from pinlab.sim.workloads import allreduce, desktop, kv_transfer, perftest, pressure
 from pinlab.sim.workloads.base import Gen, WorkloadParams
 
 P = TypeVar("P", bound=WorkloadParams)
@@ -70,6 +70,12 @@ WORKLOADS: dict[str, WorkloadDef[Any, Any]] = _table(
         desktop.AppResult,
         desktop.app,
         "a working set in device memory, touched every period",
+    ),
+    WorkloadDef(
+        perftest.PerftestParams,
+        perftest.PerftestResult,
+        perftest.perftest,
+        "perftest's ib_{send,write,read}_{lat,bw} between a client and a server on two nodes",
     ),
     WorkloadDef(
         pressure.PinHogParams,
