@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, m
 
 from pinlab.errors import ConfigError, config_error, show_value, toml_inline, toml_path
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
-from pinlab.scenarios.schema import parse_path
+from pinlab.scenarios.schema import Name, check_name, parse_path
 from pinlab.tomlfile import read_toml
 
 __all__ = ["MAX_POINTS", "SEED_MAX", "Point", "Sweep", "SweepFile", "load_sweep"]
@@ -60,7 +60,7 @@ class SweepSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: str | None = None
+    name: Name | None = None
     scenario: str
     variants: list[str] | None = None
     profile: str | None = None
@@ -308,8 +308,11 @@ def load_sweep(path: str | Path) -> Sweep:
                 f"({show_value(p.factors)}, {p.variant}, seed {p.seed})",
             )
         seen[p.id] = p.index
+    name = sec.name or path.stem
+    if sec.name is None:
+        check_name(name, source, "sweep.name (default: the file's stem)")
     return Sweep(
-        name=sec.name or path.stem,
+        name=name,
         source=source,
         factor_names=tuple(doc.factors),
         points=tuple(points),
