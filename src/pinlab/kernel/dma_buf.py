@@ -25,6 +25,7 @@ import enum
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.errno import Errno, KernelBug, KernelError, NotInProfile, err
@@ -156,6 +157,15 @@ class Module:
         self.refcnt -= 1
 
 
+class BufferLocator(Protocol):
+    """What an exporter publishes on its dma-bufs (``DmaBuf.locator``): where one of them is
+    (model-only; the pin hooks of ``pin_hooks.py`` read it through :meth:`DmaBuf.locate`)."""
+
+    def locate(self, dmabuf: DmaBuf) -> BufferLocation:
+        """The location of ``dmabuf``'s bytes now."""
+        ...
+
+
 @dataclass(slots=True)
 class DmaBufExportInfo:
     """``struct dma_buf_export_info`` (``DEFINE_DMA_BUF_EXPORT_INFO``)."""
@@ -178,7 +188,7 @@ class DmaBuf:
         "file",
         "ino",
         "kernel",
-        "locate",
+        "locator",
         "move_notify_count",
         "name",
         "ops",
@@ -219,13 +229,20 @@ class DmaBuf:
         )
         self.move_notify_count = 0
         self.released = False
-        # model-only: the exporter says where the bytes are (policies read it, pin_hooks.py)
-        self.locate: Callable[[], BufferLocation] | None = None
+        # model-only: who says where the bytes are (policies ask it through locate()); one
+        # object per exporter, so a buffer carries a reference and no closure of its own
+        self.locator: BufferLocator | None = None
 
     @property
     def refcount(self) -> int:
         """``file_count(dmabuf->file)``: what bufinfo prints as ``count`` (K-68)."""
         return self.file.f_count
+
+    def locate(self) -> BufferLocation | None:
+        """Where the bytes are now, as the exporter reports it (model-only, pin_hooks.py);
+        None when the exporter publishes no location."""
+        locator = self.locator
+        return None if locator is None else locator.locate(self)
 
     def __repr__(self) -> str:
         return f"<dma_buf {self.exp_name} ino={self.ino} size={self.size}>"

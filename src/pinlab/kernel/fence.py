@@ -41,7 +41,9 @@ class DmaFence:
         self.signaled = False
         self.error = 0
         self.timestamp: float | None = None
-        self._callbacks: list[FenceCallback] = []
+        # created on the first add_callback: most fences never get one, and a signalled
+        # fence that is kept (in its resv, K-65) should not keep an empty list either
+        self._callbacks: list[FenceCallback] | None = None
 
     def signal(self, timestamp: float | None = None, error: int = 0) -> bool:
         """``dma_fence_signal``: signal once and run the callbacks in registration order.
@@ -54,8 +56,8 @@ class DmaFence:
         self.signaled = True
         self.error = error
         self.timestamp = timestamp
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
+        callbacks, self._callbacks = self._callbacks, None
+        for cb in callbacks or ():
             cb(self)
         return True
 
@@ -63,7 +65,10 @@ class DmaFence:
         """``dma_fence_add_callback``: False (kernel ``-ENOENT``) if already signalled."""
         if self.signaled:
             return False
-        self._callbacks.append(cb)
+        if self._callbacks is None:
+            self._callbacks = [cb]
+        else:
+            self._callbacks.append(cb)
         return True
 
     def is_later_or_same(self, other: DmaFence) -> bool:
