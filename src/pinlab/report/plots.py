@@ -19,12 +19,21 @@ Injected faults (the recorder's ``fault`` events) are drawn as dotted vertical l
 time plots. Axes carry units: sizes in binary units (GiB), rates in decimal units (GB/s),
 times in s/ms/µs, chosen from the data's magnitude.
 
-Rendering uses the Agg canvas (PNG) and matplotlib's SVG backend directly, never pyplot: no
-display, no global figure registry, nothing to close. Output is deterministic -- a fixed SVG
-hash salt and no dates or version strings in the metadata -- so the same run gives
-byte-identical SVG and PNG files. :func:`save_figure` writes both formats atomically
-(temporary file + :func:`os.replace`); :func:`figure_svg` and :func:`figure_png` return them
-in memory (the HTML report inlines the SVG).
+Rendering is built for a report of many runs:
+
+* matplotlib is imported by the first figure, never by importing this module, so a run that
+  writes no report (``pinlab run --no-report``) never loads it;
+* the layout is fixed, computed from constant margins in inches (:data:`LAYOUT`): no layout
+  engine measures text on every figure, and each figure is drawn once, into its SVG;
+* a series is thinned to the pixels the plot can show (:func:`thin_steps`: the first, lowest,
+  highest and last point of every pixel column), so a long run costs what a short one does;
+* matplotlib's figure classes are used directly, never pyplot: no display, no global figure
+  registry, nothing to close.
+
+SVG is the one output (the HTML report inlines it); :func:`figure_png` renders PNG on request.
+Output is deterministic -- a fixed SVG hash salt and no dates or version strings in the
+metadata -- so the same run gives byte-identical SVG (and PNG) bytes. :func:`save_figure`
+writes the files atomically (temporary file + :func:`os.replace`).
 """
 
 from __future__ import annotations
@@ -33,21 +42,20 @@ import fnmatch
 import io
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import matplotlib
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.layout_engine import PlaceHolderLayoutEngine
-from matplotlib.ticker import MaxNLocator
 
 from pinlab import fsutil
 from pinlab.scenarios.result import Metric, RunResult
 from pinlab.sim.metrics import iter_series
 from pinlab.units import GB, KB, MB, TB, GiB, KiB, MiB, TiB, fmt_rate
+
+if TYPE_CHECKING:  # matplotlib itself is imported by the first figure (module docstring)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = [
     "FIGURES",
@@ -55,10 +63,13 @@ __all__ = [
     "figure_png",
     "figure_svg",
     "memory_over_time",
+    "run_figure_svgs",
     "run_figures",
     "save_figure",
+    "thin_steps",
     "throughput_over_time",
     "variant_bars",
+    "variant_bars_svg",
 ]
 
 # -- style and determinism ---------------------------------------------------------------------
@@ -81,6 +92,7 @@ _RC: dict[str, Any] = {
     "savefig.dpi": 100.0,
     "path.simplify": True,
     "text.parse_math": False,  # a "$" in a tenant name is text, not mathtext
+    "axes.titley": 1.0,  # a fixed title position: matplotlib does not measure for one
 }
 _SVG_METADATA: dict[str, str | None] = {"Date": None, "Creator": None, "Format": None}
 _PNG_METADATA: dict[str, str | None] = {"Software": None}
@@ -105,7 +117,33 @@ FREE_COLOUR = "#2ca02c"
 FAULT_COLOUR = "#555555"
 
 WIDTH_IN = 8.0
-"""Figure width in inches (800 px in PNG)."""
+"""Figure width in inches (800 px at 100 dpi)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The fixed layout of every figure, in inches: margins around the plot area, room for
+    the legend to its right, and where the axis labels sit. Computed once, never measured."""
+
+    left: float = 0.8  # y tick labels and the y label
+    right: float = 0.3  # without a legend
+    legend: float = 1.75  # with one: the legend's column (labels are cut to fit it)
+    top: float = 0.42  # the title
+    suptitle: float = 0.24  # a figure title above the panels' own
+    bottom: float = 0.5  # x tick labels and the x label
+    gap: float = 0.42  # between stacked panels: the lower panel's title
+    ylabel: float = 0.5  # the y label, left of the plot area
+    xlabel: float = 0.32  # the x label, below it
+    legend_chars: int = 24  # longest legend label that fits the legend column
+
+    def plot_width(self, legend: bool) -> float:
+        return WIDTH_IN - self.left - (self.legend if legend else self.right)
+
+
+LAYOUT = Layout()
+DPI = 100.0
+COLUMNS = int(LAYOUT.plot_width(legend=True) * DPI)
+"""Pixel columns of a time plot's area: what :func:`thin_steps` thins a series to."""
 
 MAX_LINES = 8
 """At most this many tenant lines per plot; beyond it the smaller ones are summed."""
@@ -117,16 +155,100 @@ MAX_BARS = 8
 
 @contextmanager
 def _style() -> Iterator[None]:
+    import matplotlib  # the first figure loads it (module docstring)
+
     with matplotlib.rc_context(cast(Any, _RC)):
         yield
 
 
-def _figure(height: float, nrows: int = 1) -> tuple[Figure, list[Axes]]:
-    """A new Agg-backed figure with ``nrows`` stacked axes sharing the x axis."""
-    fig = Figure(figsize=(WIDTH_IN, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, 1, sharex=True, squeeze=False)
-    return fig, [row[0] for row in axes]
+def _figure(
+    height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
+) -> tuple[Figure, list[Axes]]:
+    """A new figure with ``nrows`` stacked axes sharing the x axis, placed by :data:`LAYOUT`
+    (``title``: inches above the first panel); the x label of the bottom axes and every y
+    label sit at fixed offsets, so nothing is measured when the figure is drawn."""
+    from matplotlib.figure import Figure
+
+    lay = LAYOUT
+    fig = Figure(figsize=(WIDTH_IN, height))
+    panel = (height - title - lay.bottom - lay.gap * (nrows - 1)) / nrows
+    axes = fig.subplots(
+        nrows,
+        1,
+        sharex=True,
+        squeeze=False,
+        gridspec_kw={
+            "left": lay.left / WIDTH_IN,
+            "right": 1.0 - (lay.legend if legend else lay.right) / WIDTH_IN,
+            "top": 1.0 - title / height,
+            "bottom": lay.bottom / height,
+            "hspace": lay.gap / panel,
+        },
+    )
+    out = [row[0] for row in axes]
+    width = lay.plot_width(legend)
+    for ax in out:
+        ax.yaxis.set_label_coords(-lay.ylabel / width, 0.5)
+    out[-1].xaxis.set_label_coords(0.5, -lay.xlabel / panel)
+    return fig, out
+
+
+class _Canvas(Protocol):
+    """Where a figure function draws: :func:`_figure` (a new figure) or a kept one
+    (:func:`_kept`)."""
+
+    def __call__(
+        self, height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
+    ) -> tuple[Figure, list[Axes]]: ...
+
+
+_KEPT: dict[tuple[str, float, int, bool, float], tuple[Figure, list[Axes]]] = {}
+"""Figures kept for reuse by the report renderers, by figure kind and layout."""
+
+
+def _kept(kind: str) -> _Canvas:
+    """A canvas that hands out one kept figure per ``kind`` and layout, emptied to the state
+    of a new one (:func:`_empty`): building a figure -- axes, spines, ticks -- costs about as
+    much as drawing it. Only the SVG of a kept figure leaves this module; the tests hold it
+    byte-identical to a new figure's."""
+
+    def canvas(
+        height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
+    ) -> tuple[Figure, list[Axes]]:
+        key = (kind, height, nrows, legend, title)
+        kept = _KEPT.get(key)
+        if kept is None:
+            kept = _KEPT[key] = _figure(height, nrows, legend=legend, title=title)
+        else:
+            _empty(*kept)
+        return kept
+
+    return canvas
+
+
+def _empty(fig: Figure, axes: list[Axes]) -> None:
+    """Take everything a figure function drew off ``fig`` and reset what it set -- titles,
+    labels, tick locators and formatters, data and view limits, autoscaling -- keeping the
+    axes and their ticks."""
+    from matplotlib.ticker import AutoLocator, ScalarFormatter
+    from matplotlib.transforms import Bbox
+
+    for legend in list(fig.legends):
+        legend.remove()
+    for ax in axes:
+        for artist in [*ax.lines, *ax.patches, *ax.collections, *ax.texts]:
+            artist.remove()
+        ax.containers.clear()
+        ax.set_title("", loc="left")
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(AutoLocator())
+            axis.set_major_formatter(ScalarFormatter())
+        ax.dataLim.set(Bbox.null())
+        ax.ignore_existing_data_limits = True
+        ax.viewLim.set(Bbox.unit())
+        ax.set_autoscale_on(True)
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -205,13 +327,38 @@ def _step_at(points: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 
 def _step_xy(points: np.ndarray, until: float) -> tuple[np.ndarray, np.ndarray]:
-    """A step function's points extended to ``until`` (for ``drawstyle="steps-post"``)."""
+    """A step function's points extended to ``until`` (for ``drawstyle="steps-post"``) and
+    thinned to the plot's pixel columns (:func:`thin_steps`)."""
     t = points[:, 0]
     v = points[:, 1]
     if until > t[-1]:
         t = np.append(t, until)
         v = np.append(v, v[-1])
-    return t, v
+    return thin_steps(t, v, until)
+
+
+def thin_steps(
+    t: np.ndarray, v: np.ndarray, end: float, columns: int = COLUMNS
+) -> tuple[np.ndarray, np.ndarray]:
+    """A step series (each value held until the next point, times ascending, in ``[0,
+    end]``) thinned to what ``columns`` pixel columns can show: of the points falling in one
+    column, the first, the lowest, the highest and the last are kept, in time order. Every
+    extreme survives and the value at every column edge is exact, so the drawn line covers
+    the same pixels; a series of up to four points per column is returned as it is."""
+    if len(t) <= 4 * columns:
+        return t, v
+    span = end if end > 0 else 1.0
+    column = np.clip((t * (columns / span)).astype(np.int64), 0, columns - 1)
+    starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
+    lasts = np.r_[starts[1:], len(t)] - 1
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(t)]))
+    keep = [starts, lasts]
+    for extreme in (np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)):
+        hits = np.flatnonzero(v == extreme[group])
+        _, first = np.unique(group[hits], return_index=True)
+        keep.append(hits[first])
+    index = np.unique(np.concatenate(keep))
+    return t[index], v[index]
 
 
 def _end_time(result: RunResult, series: Sequence[np.ndarray] = ()) -> float:
@@ -245,11 +392,24 @@ def _faults(ax: Axes, result: RunResult, scale: float) -> None:
         )
 
 
+def _label(text: str, limit: int = LAYOUT.legend_chars) -> str:
+    """``text`` cut to ``limit`` characters (with an ellipsis) to fit the legend column."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _legend(fig: Figure, ax: Axes) -> None:
-    """``ax``'s legend to the right of the plot area (never over the data), if it has one."""
+    """``ax``'s legend in the legend column right of the plot area (never over the data),
+    level with the top of ``ax``, if it has one."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside right upper")
+        box = ax.get_position()
+        fig.legend(
+            handles,
+            labels,
+            loc="upper left",
+            bbox_to_anchor=(box.x1 + 0.12 / WIDTH_IN, box.y1),
+            borderaxespad=0.0,
+        )
 
 
 def _title(result: RunResult, what: str) -> str:
@@ -272,9 +432,13 @@ def throughput_over_time(result: RunResult) -> Figure:
     of the cumulative ``tenant.<name>.bytes`` series. With more than :data:`MAX_LINES`
     tenants the smaller ones are summed into one line. Without byte series, a note and each
     tenant's mean rate over its active time (dashed)."""
+    return _throughput(result, _figure)
+
+
+def _throughput(result: RunResult, canvas: _Canvas) -> Figure:
     curves = _series_by_suffix(result, "tenant", "bytes")
     with _style():
-        fig, (ax,) = _figure(3.2 if curves else 1.8)
+        fig, (ax,) = canvas(3.2 if curves else 1.8)
         end = _end_time(result, list(curves.values()))
         tscale = _time_axis(ax, end)
         ax.set_title(_title(result, "Throughput per tenant"))
@@ -296,7 +460,7 @@ def throughput_over_time(result: RunResult) -> Figure:
                 ax.stairs(
                     rate / vscale,
                     edges / tscale,
-                    label=name,
+                    label=_label(name),
                     color=PALETTE[i % len(PALETTE)],
                     linewidth=1.4,
                     baseline=None,
@@ -352,6 +516,10 @@ def memory_over_time(result: RunResult) -> Figure:
     """Pinned (filled), used and free bytes of each device memory region over time, one
     panel per region that held anything. With more than :data:`MAX_PANELS` regions, regions
     of the same name (``hbm``, ``vram`` ...) are summed over all devices and nodes."""
+    return _memory(result, _figure)
+
+
+def _memory(result: RunResult, canvas: _Canvas) -> Figure:
     pinned = _series_by_suffix(result, "device", "pinned")
     used = _series_by_suffix(result, "device", "used")
     free = _series_by_suffix(result, "device", "free")
@@ -384,11 +552,14 @@ def memory_over_time(result: RunResult) -> Figure:
             panels.append((f"{region}, summed over {len(members)} devices", summed))
     with _style():
         n = max(1, len(panels))
-        fig, axes = _figure(1.0 + 1.7 * n, n)
+        height = 1.0 + 1.7 * n
+        fig, axes = canvas(height, n, title=LAYOUT.top + LAYOUT.suptitle)
         fig.suptitle(
             _title(result, "Device memory: pinned vs free"),
             x=0.01,
+            y=1.0 - 0.08 / height,
             ha="left",
+            va="top",
             fontsize=10,
             fontweight="bold",
         )
@@ -458,10 +629,14 @@ def _denial_curves(result: RunResult) -> dict[str, np.ndarray]:
 
 def denials_over_time(result: RunResult) -> Figure:
     """Cumulative denials (calls the kernel refused) per tenant over simulated time."""
+    return _denials(result, _figure)
+
+
+def _denials(result: RunResult, canvas: _Canvas) -> Figure:
     curves = _denial_curves(result)
     curves = {n: p for n, p in curves.items() if float(np.max(p[:, 1])) > 0}
     with _style():
-        fig, (ax,) = _figure(3.0 if curves else 1.8)
+        fig, (ax,) = canvas(3.0 if curves else 1.8)
         end = _end_time(result, list(curves.values()))
         tscale = _time_axis(ax, end)
         ax.set_title(_title(result, "Denials per tenant (cumulative)"))
@@ -484,14 +659,22 @@ def denials_over_time(result: RunResult) -> Figure:
                     v,
                     where="post",
                     color=PALETTE[i % len(PALETTE)],
-                    label=f"{name} ({int(pts[-1, 1])})",
+                    label=_count_label(name, int(pts[-1, 1])),
                     linewidth=1.4,
                 )
             ax.set_ylim(bottom=0.0)
+            from matplotlib.ticker import MaxNLocator
+
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         _faults(ax, result, tscale)
         _legend(fig, ax)
     return fig
+
+
+def _count_label(name: str, count: int) -> str:
+    """``<name> (<count>)``, the name cut to fit the legend column."""
+    suffix = f" ({count})"
+    return _label(name, LAYOUT.legend_chars - len(suffix)) + suffix
 
 
 def _variant_label(result: RunResult, results: Sequence[RunResult]) -> str:
@@ -528,6 +711,15 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
     minimum, mean and maximum over the matched metrics). A variant lacking a metric gets
     no bar. A run under a compared profile is labelled ``<variant>@<profile>``.
     """
+    return _bars(results, metric, title, _figure)
+
+
+def variant_bars_svg(results: Sequence[RunResult], metric: str, *, title: str | None = None) -> str:
+    """:func:`variant_bars` as SVG text (drawn on a kept figure, :func:`_kept`)."""
+    return figure_svg(_bars(results, metric, title, _kept("bars")))
+
+
+def _bars(results: Sequence[RunResult], metric: str, title: str | None, canvas: _Canvas) -> Figure:
     names = _matched(results, metric)
     found: list[Metric] = [r.metrics[n] for r in results for n in names if n in r.metrics]
     unit = found[0].unit if found else ""
@@ -561,9 +753,7 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
     peak = max((abs(v) for v in values), default=0.0)
     vscale, vunit = value_scale(unit, peak)
     with _style():
-        fig = Figure(figsize=(WIDTH_IN, 2.7), layout="constrained")
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
+        fig, (ax,) = canvas(2.7, legend=len(series) > 1)
         ax.grid(axis="x", visible=False)
         ax.set_title(title or f"{metric} by variant")
         if not values:
@@ -578,7 +768,7 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
                 xs,
                 hs,
                 width * 0.92,
-                label=label if len(series) > 1 else None,
+                label=_label(label) if len(series) > 1 else None,
                 color=PALETTE[i % len(PALETTE)],
             )
             ax.bar_label(
@@ -616,28 +806,29 @@ FIGURES: dict[str, tuple[str, Callable[[RunResult], Figure]]] = {
 """The figures of one run's report: file stem -> (caption, function)."""
 
 
+_DRAW: dict[str, Callable[[RunResult, _Canvas], Figure]] = {
+    "throughput": _throughput,
+    "memory": _memory,
+    "denials": _denials,
+}
+
+
 def run_figures(result: RunResult) -> dict[str, Figure]:
-    """Every figure of :data:`FIGURES` for ``result``, by file stem."""
+    """Every figure of :data:`FIGURES` for ``result``, by file stem (new figures)."""
     return {stem: fn(result) for stem, (_, fn) in FIGURES.items()}
+
+
+def run_figure_svgs(result: RunResult) -> dict[str, str]:
+    """Every figure of :data:`FIGURES` for ``result`` as SVG text, by file stem: what a
+    report needs, drawn on kept figures (:func:`_kept`)."""
+    return {stem: figure_svg(_DRAW[stem](result, _kept(stem))) for stem in FIGURES}
 
 
 # -- output ---------------------------------------------------------------------------------------
 
 
-def _freeze(fig: Figure) -> None:
-    """Run the figure's layout engine once and keep the result: a figure with a layout
-    engine is otherwise laid out anew (one extra draw) on every save."""
-    if fig.get_layout_engine() is not None and not isinstance(
-        fig.get_layout_engine(), PlaceHolderLayoutEngine
-    ):
-        with _style():
-            fig.draw_without_rendering()
-        fig.set_layout_engine("none")
-
-
 def figure_svg(fig: Figure) -> str:
     """``fig`` as SVG text, deterministic (fixed id salt, no date or version metadata)."""
-    _freeze(fig)
     buf = io.BytesIO()
     with _style():
         fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
@@ -645,8 +836,8 @@ def figure_svg(fig: Figure) -> str:
 
 
 def figure_png(fig: Figure) -> bytes:
-    """``fig`` as PNG bytes (100 dpi, no software metadata)."""
-    _freeze(fig)
+    """``fig`` as PNG bytes (100 dpi, no software metadata): only on request, the reports
+    need none."""
     buf = io.BytesIO()
     with _style():
         fig.savefig(buf, format="png", metadata=_PNG_METADATA)
@@ -658,12 +849,11 @@ def write_atomic(path: Path | str, data: bytes | str) -> Path:
     return fsutil.write_atomic(path, data)
 
 
-def save_figure(fig: Figure, path_without_ext: Path | str) -> tuple[Path, Path]:
-    """Write ``fig`` as ``<path>.png`` and ``<path>.svg``, each atomically; returns both
-    paths. Both files are rendered before either is written."""
+def save_figure(fig: Figure, path_without_ext: Path | str, *, png: bool = False) -> list[Path]:
+    """Write ``fig`` as ``<path>.svg`` and, with ``png``, ``<path>.png``, each atomically;
+    returns the paths (SVG first). Every file is rendered before any is written."""
     base = Path(path_without_ext)
-    png, svg = figure_png(fig), figure_svg(fig)
-    return (
-        write_atomic(base.with_name(base.name + ".png"), png),
-        write_atomic(base.with_name(base.name + ".svg"), svg),
-    )
+    files: list[tuple[str, str | bytes]] = [(".svg", figure_svg(fig))]
+    if png:
+        files.append((".png", figure_png(fig)))
+    return [write_atomic(base.with_name(base.name + ext), data) for ext, data in files]
