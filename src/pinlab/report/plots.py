@@ -62,6 +62,7 @@ __all__ = [
     "denials_over_time",
     "figure_png",
     "figure_svg",
+    "legend_labels",
     "memory_over_time",
     "run_figure_svgs",
     "run_figures",
@@ -84,6 +85,7 @@ _RC: dict[str, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
+    "axes.grid.axis": "y",  # horizontal lines only: half the grid to draw
     "grid.alpha": 0.3,
     "grid.linewidth": 0.6,
     "legend.fontsize": 8.0,
@@ -135,6 +137,10 @@ class Layout:
     ylabel: float = 0.5  # the y label, left of the plot area
     xlabel: float = 0.32  # the x label, below it
     legend_chars: int = 24  # longest legend label that fits the legend column
+    legend_row: float = 0.17  # one legend entry
+    legend_key: float = 0.28  # the entry's line or patch
+    legend_pad: float = 0.1  # before the key, and between key and label
+    legend_size: float = 8.0  # points
 
     def plot_width(self, legend: bool) -> float:
         return WIDTH_IN - self.left - (self.legend if legend else self.right)
@@ -188,9 +194,25 @@ def _figure(
     out = [row[0] for row in axes]
     width = lay.plot_width(legend)
     for ax in out:
+        _tick_locators(ax)
         ax.yaxis.set_label_coords(-lay.ylabel / width, 0.5)
     out[-1].xaxis.set_label_coords(0.5, -lay.xlabel / panel)
     return fig, out
+
+
+X_TICKS = 6
+"""At most about this many ticks on a time or value axis (fewer ticks, less to draw)."""
+Y_TICKS = 5
+
+
+def _tick_locators(ax: Axes, *, integer: bool = False) -> None:
+    """The tick locators every figure starts with (``integer``: whole numbers on y)."""
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    ax.xaxis.set_major_locator(MaxNLocator(X_TICKS, steps=[1, 2, 2.5, 5, 10]))
+    ax.yaxis.set_major_locator(MaxNLocator(Y_TICKS, steps=[1, 2, 2.5, 5, 10], integer=integer))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_major_formatter(ScalarFormatter())
 
 
 class _Canvas(Protocol):
@@ -230,11 +252,11 @@ def _empty(fig: Figure, axes: list[Axes]) -> None:
     """Take everything a figure function drew off ``fig`` and reset what it set -- titles,
     labels, tick locators and formatters, data and view limits, autoscaling -- keeping the
     axes and their ticks."""
-    from matplotlib.ticker import AutoLocator, ScalarFormatter
     from matplotlib.transforms import Bbox
 
-    for legend in list(fig.legends):
-        legend.remove()
+    for artist in [*fig.artists, *fig.texts]:
+        if artist.get_label() == LEGEND_ENTRY:
+            artist.remove()
     for ax in axes:
         for artist in [*ax.lines, *ax.patches, *ax.collections, *ax.texts]:
             artist.remove()
@@ -242,9 +264,7 @@ def _empty(fig: Figure, axes: list[Axes]) -> None:
         ax.set_title("", loc="left")
         ax.set_xlabel("")
         ax.set_ylabel("")
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(AutoLocator())
-            axis.set_major_formatter(ScalarFormatter())
+        _tick_locators(ax)
         ax.dataLim.set(Bbox.null())
         ax.ignore_existing_data_limits = True
         ax.viewLim.set(Bbox.unit())
@@ -397,18 +417,72 @@ def _label(text: str, limit: int = LAYOUT.legend_chars) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+LEGEND_ENTRY = "_legend entry"
+"""The label of the figure artists :func:`_legend` draws (a leading ``_``: no legend lists
+them); the texts among them are the legend's labels."""
+
+
+def legend_labels(fig: Figure) -> list[str]:
+    """The labels of ``fig``'s legend, top to bottom."""
+    return [t.get_text() for t in fig.texts if t.get_label() == LEGEND_ENTRY]
+
+
 def _legend(fig: Figure, ax: Axes) -> None:
     """``ax``'s legend in the legend column right of the plot area (never over the data),
-    level with the top of ``ax``, if it has one."""
+    from the top of ``ax`` down, one entry per row: a key in the entry's colour and style,
+    then its label. Placed by :data:`LAYOUT`, as figure lines and texts: matplotlib's own
+    legend measures and packs every label anew on each draw (a third of a figure's cost)."""
+    from matplotlib.container import BarContainer
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle, StepPatch
+
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        box = ax.get_position()
-        fig.legend(
-            handles,
-            labels,
-            loc="upper left",
-            bbox_to_anchor=(box.x1 + 0.12 / WIDTH_IN, box.y1),
-            borderaxespad=0.0,
+    if not handles:
+        return
+    lay = LAYOUT
+    width, height = fig.get_size_inches()
+    box = ax.get_position()
+    x0 = box.x1 + lay.legend_pad / width
+    x1 = x0 + lay.legend_key / width
+    row = lay.legend_row / height
+    for i, (handle, label) in enumerate(zip(handles, labels, strict=True)):
+        y = box.y1 - (i + 0.5) * row
+        if isinstance(handle, Line2D | StepPatch):
+            colour = handle.get_color() if isinstance(handle, Line2D) else handle.get_edgecolor()
+            fig.add_artist(
+                Line2D(
+                    [x0, x1],
+                    [y, y],
+                    color=colour,
+                    linestyle=handle.get_linestyle(),
+                    linewidth=handle.get_linewidth(),
+                    transform=fig.transFigure,
+                    label=LEGEND_ENTRY,
+                )
+            )
+        else:  # a bar container: a filled key
+            patch = handle.patches[0] if isinstance(handle, BarContainer) else handle
+            assert isinstance(patch, Patch), f"no legend key for {handle!r}"
+            fig.add_artist(
+                Rectangle(
+                    (x0, y - 0.3 * row),
+                    x1 - x0,
+                    0.6 * row,
+                    facecolor=patch.get_facecolor(),
+                    linewidth=0,
+                    transform=fig.transFigure,
+                    label=LEGEND_ENTRY,
+                )
+            )
+        fig.text(
+            x1 + lay.legend_pad / width,
+            y,
+            label,
+            va="center",
+            ha="left",
+            fontsize=lay.legend_size,
+            color="#333333",
+            label=LEGEND_ENTRY,
         )
 
 
@@ -663,9 +737,7 @@ def _denials(result: RunResult, canvas: _Canvas) -> Figure:
                     linewidth=1.4,
                 )
             ax.set_ylim(bottom=0.0)
-            from matplotlib.ticker import MaxNLocator
-
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            _tick_locators(ax, integer=True)
         _faults(ax, result, tscale)
         _legend(fig, ax)
     return fig
