@@ -13,6 +13,17 @@ at any moment and run again finishes the rest; since a point's file is named by 
 the table is rebuilt from the files, every point is in the table exactly once. A point file
 of an id the sweep no longer has (the sweep file was edited) is left alone and left out.
 
+Local execution (``jobs`` processes) is this process plus a warm pool of ``jobs - 1``
+workers: each worker imports pinlab once, when it starts, and runs every task it is given;
+meanwhile this process runs points itself, so the workers' start costs the sweep little --
+and a sweep whose work left after its first point is less than starting a worker would take
+(:data:`WORKER_START_SECONDS`) runs in this process alone.
+A task is a *chunk* of consecutive points (which mostly share one configuration, loaded and
+validated once per process for the whole sweep: :func:`run_point`'s ``configs``), sized from
+the measured time per point to about :data:`TASK_SECONDS` of work and never more than a
+share of what is left, so short points do not pay a round trip each and the last tasks
+still balance. A point is recorded when its chunk comes back.
+
 Columns: ``point`` (index), ``point_id``, ``scenario``, ``variant``, ``profile``, ``seed``,
 then the factors (named by their ``--set`` path, in file order), then the selected metrics
 (sorted by name). The same sweep file gives byte-identical ``results.csv``.
@@ -23,7 +34,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -54,6 +68,14 @@ UNITS_FILE = "units.json"
 
 RunPoint = Callable[[dict[str, Any]], dict[str, Any]]
 Progress = Callable[[int, int], None]
+Configs = dict[tuple[str, tuple[str, ...]], Any]
+"""Loaded scenario configurations by (scenario, ``--set`` expressions)."""
+
+TASK_SECONDS = 1.0
+"""About how much work one pool task carries (see the module docstring)."""
+WORKER_START_SECONDS = 1.5
+"""About what a spawned worker takes to start and import pinlab (a 2-core machine): a pool
+starts only for more than twice this much work left after the first point."""
 
 
 class PointError(RuntimeError):
@@ -76,17 +98,24 @@ def _select(names: Iterable[str], patterns: Sequence[str] | None) -> list[str]:
     return sorted(n for n in names if any(fnmatchcase(n, p) for p in patterns))
 
 
-def run_point(spec: dict[str, Any]) -> dict[str, Any]:
+def run_point(spec: dict[str, Any], *, configs: Configs | None = None) -> dict[str, Any]:
     """Run one point (a :meth:`~pinlab.sweep.spec.Point.spec`): load the scenario with the
     point's ``--set`` overrides, run its variant under its profile and seed.
 
     Returns ``{"row": {...}, "units": {metric: unit}}``: the row has the meta columns, the
     factor values and the selected metrics' values. Pure and picklable; a failure is raised as
-    :class:`PointError`."""
+    :class:`PointError`. ``configs`` keeps loaded configurations for the points that follow
+    (the points of one sweep that share factor values share one): loading validates every
+    variant of the scenario, running a point resolves only its own."""
     from pinlab.scenarios.runner import load_scenario, run_variant
 
     try:
-        cfg = load_scenario(spec["scenario_ref"], sets=spec["sets"])
+        key = (spec["scenario_ref"], tuple(spec["sets"]))
+        cfg = configs.get(key) if configs is not None else None
+        if cfg is None:
+            cfg = load_scenario(spec["scenario_ref"], sets=spec["sets"])
+            if configs is not None:
+                configs[key] = cfg
         result = run_variant(cfg, spec["variant"], profile=spec["profile"], seed=spec["seed"])
     except ConfigError as e:
         raise PointError(f"point {spec['index']}: {e}", user=True) from None
@@ -229,16 +258,47 @@ def write_table(out: Path, sweep: Sweep, done: dict[str, dict[str, Any]]) -> int
 # -- executors ---------------------------------------------------------------------------------
 
 
+def _run_one(run: RunPoint, spec: dict[str, Any], configs: Configs) -> dict[str, Any]:
+    return run_point(spec, configs=configs) if run is run_point else run(spec)
+
+
 def _serial(points: list[Point], run: RunPoint) -> Iterator[tuple[Point, dict[str, Any]]]:
+    configs: Configs = {}
     for point in points:
-        yield point, run(point.spec())
+        yield point, _run_one(run, point.spec(), configs)
+
+
+_WORKER_CONFIGS: Configs = {}
+"""A pool worker's loaded configurations (a worker serves one sweep)."""
+
+
+def _start_worker(parent: int) -> None:
+    """Pool-worker initializer: watch the sweep process (:func:`_watch_parent`) and import
+    what every point needs now, once, rather than in the first task."""
+    _watch_parent(parent)
+    import pinlab.scenarios.runner  # noqa: F401
+
+
+def _run_chunk(
+    run: RunPoint, specs: list[dict[str, Any]]
+) -> tuple[list[tuple[dict[str, Any], float]], PointError | None]:
+    """A pool task: run ``specs`` in order; each point's result with its wall time, and the
+    first failure (the points before it still come back)."""
+    done: list[tuple[dict[str, Any], float]] = []
+    for spec in specs:
+        start = time.perf_counter()
+        try:
+            result = _run_one(run, spec, _WORKER_CONFIGS)
+        except PointError as e:
+            return done, e
+        done.append((result, time.perf_counter() - start))
+    return done, None
 
 
 def _watch_parent(pid: int, interval: float = 0.5) -> None:
-    """Pool-worker initializer: a daemon thread that ends the worker once process ``pid``
-    (the sweep) has gone -- killed with SIGKILL, it could not shut its pool down."""
+    """A daemon thread that ends this pool worker once process ``pid`` (the sweep) has gone
+    -- killed with SIGKILL, it could not shut its pool down."""
     import threading
-    import time
 
     def watch() -> None:
         while True:
@@ -253,24 +313,79 @@ def _watch_parent(pid: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="pinlab-sweep-watchdog", daemon=True).start()
 
 
+class _Chunker:
+    """Chunk sizes from the measured wall time per point (module docstring)."""
+
+    __slots__ = ("points", "seconds")
+
+    def __init__(self) -> None:
+        self.points = 0
+        self.seconds = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.points += 1
+        self.seconds += seconds
+
+    def size(self, remaining: int, processes: int) -> int:
+        """Points for the next task: one until a point has been timed, then about
+        :data:`TASK_SECONDS` of them, at most a ``2 * processes``-th of ``remaining``."""
+        if not self.points or self.seconds <= 0:
+            return 1
+        per_task = int(TASK_SECONDS / (self.seconds / self.points))
+        return max(1, min(per_task, math.ceil(remaining / (2 * processes))))
+
+
 def _local(points: list[Point], run: RunPoint, jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
+    """``jobs`` processes: this one and a pool of ``jobs - 1`` workers (module docstring).
+    Results come in the order their points (or chunks) finish."""
     import multiprocessing
 
+    todo = deque(points)
+    chunker = _Chunker()
+    configs: Configs = {}
+
+    def own() -> tuple[Point, dict[str, Any]]:
+        """This process's share: the next point."""
+        point = todo.popleft()
+        start = time.perf_counter()
+        result = _run_one(run, point.spec(), configs)
+        chunker.add(time.perf_counter() - start)
+        return point, result
+
+    yield own()  # timed before any worker starts: the chunk sizes and the check below need it
+    if chunker.seconds * len(todo) <= 2 * WORKER_START_SECONDS:
+        while todo:  # less work left than starting a worker costs
+            yield own()
+        return
     # spawn: safe beside the progress bar's thread; each worker watches this process and
     # exits when it is gone, so a killed sweep leaves no worker behind
     ctx = multiprocessing.get_context("spawn")
+    workers = jobs - 1
     with ProcessPoolExecutor(
-        max_workers=jobs, mp_context=ctx, initializer=_watch_parent, initargs=(os.getpid(),)
+        max_workers=workers, mp_context=ctx, initializer=_start_worker, initargs=(os.getpid(),)
     ) as pool:
-        pending: dict[Future[dict[str, Any]], Point] = {
-            pool.submit(run, p.spec()): p for p in points
-        }
+        pending: dict[Future[Any], list[Point]] = {}
         try:
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in sorted(finished, key=lambda f: pending[f].index):
-                    point = pending.pop(fut)
-                    yield point, fut.result()
+            while todo or pending:
+                finished, _ = wait(
+                    pending, timeout=0 if todo else None, return_when=FIRST_COMPLETED
+                )
+                for fut in sorted(finished, key=lambda f: pending[f][0].index):
+                    chunk = pending.pop(fut)
+                    results, error = fut.result()
+                    for point, (result, seconds) in zip(chunk, results, strict=False):
+                        chunker.add(seconds)
+                        yield point, result
+                    if error is not None:
+                        raise error
+                # keep every worker busy with one task and one more queued behind it, then
+                # run one point here
+                while todo and len(pending) < 2 * workers:
+                    n = chunker.size(len(todo), jobs)
+                    chunk = [todo.popleft() for _ in range(min(n, len(todo)))]
+                    pending[pool.submit(_run_chunk, run, [p.spec() for p in chunk])] = chunk
+                if todo:
+                    yield own()
         finally:
             for fut in pending:
                 fut.cancel()
