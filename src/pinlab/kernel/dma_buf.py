@@ -22,6 +22,7 @@ can be shown instead of silently lost.
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,11 +180,18 @@ class DmaBufExportInfo:
     owner: Module | None = None
 
 
+@functools.cache
+def _dma_buf_fmode(f_flags: int) -> int:
+    """The ``f_mode`` of a dma-buf file opened with ``f_flags``: one int object per flags
+    value, not one per buffer."""
+    return open_fmode(f_flags) | FMODE_LSEEK | FMODE_OPENED
+
+
 class DmaBuf:
     """``struct dma_buf``. Its refcount is its file's ``f_count``."""
 
     __slots__ = (
-        "attachments",
+        "_attachments",
         "exp_name",
         "file",
         "ino",
@@ -212,7 +220,8 @@ class DmaBuf:
         self.resv = (
             info.resv if info.resv is not None else DmaResv(kernel, f"dmabuf:{info.exp_name}")
         )
-        self.attachments: list[DmaBufAttachment] = []  # head = newest (K-11)
+        # head = newest (K-11); made by the first attach: most exported buffers never get one
+        self._attachments: list[DmaBufAttachment] | None = None
         self.vmapping_counter = 0
         self.vmap_ptr: int | None = None
         self.ino = kernel.next_ino()
@@ -223,7 +232,7 @@ class DmaBuf:
             "dma-buf",
             self,
             f_flags=f_flags,
-            f_mode=open_fmode(f_flags) | FMODE_LSEEK | FMODE_OPENED,
+            f_mode=_dma_buf_fmode(f_flags),
             ino=self.ino,
             release=_dma_buf_file_release,
         )
@@ -237,6 +246,12 @@ class DmaBuf:
     def refcount(self) -> int:
         """``file_count(dmabuf->file)``: what bufinfo prints as ``count`` (K-68)."""
         return self.file.f_count
+
+    @property
+    def attachments(self) -> list[DmaBufAttachment]:
+        """``dmabuf->attachments``, newest first (K-11); read-only for everyone but attach
+        and detach (an unattached buffer returns a new empty list)."""
+        return self._attachments if self._attachments is not None else []
 
     def locate(self) -> BufferLocation | None:
         """Where the bytes are now, as the exporter reports it (model-only, pin_hooks.py);
@@ -494,7 +509,10 @@ def dma_buf_dynamic_attach(
     if dmabuf.ops.attach is not None:
         dmabuf.ops.attach(dmabuf, attach)  # K-10: errors propagate; nothing listed
     with dmabuf.resv:
-        dmabuf.attachments.insert(0, attach)  # K-11
+        if dmabuf._attachments is None:
+            dmabuf._attachments = [attach]
+        else:
+            dmabuf._attachments.insert(0, attach)  # K-11
 
     if profile.cache_sgt_at_attach and (
         dma_buf_attachment_is_dynamic(attach) != dma_buf_is_dynamic(dmabuf)
@@ -559,8 +577,8 @@ def dma_buf_detach(dmabuf: DmaBuf | None, attach: DmaBufAttachment | None) -> No
             attach.sgt = None
             if dma_buf_is_dynamic(dmabuf) and attach.core_pins:
                 _exporter_unpin(attach)
-        if attach in dmabuf.attachments:
-            dmabuf.attachments.remove(attach)
+        if dmabuf._attachments is not None and attach in dmabuf._attachments:
+            dmabuf._attachments.remove(attach)
     if dmabuf.ops.detach is not None:
         dmabuf.ops.detach(dmabuf, attach)
     if attach.mappings:

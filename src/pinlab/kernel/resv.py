@@ -72,10 +72,11 @@ class DmaResv:
         self.kernel = kernel
         self.name = name
         self._holder: object = _UNLOCKED
-        # the entries: fences in insertion order and, byte for byte, their usages. A list of
-        # (fence, usage) pairs would cost a tuple per fence; the list is made with the first
-        # fence (many resvs never get one) and one-byte strings are shared by CPython.
-        self._fences: list[DmaFence] | None = None
+        # the entries: fences in insertion order and, byte for byte, their usages -- a tuple
+        # and a byte string, replaced on change: a resv holds a few fences, most none or one
+        # (a list of (fence, usage) pairs costs a list, its array and a tuple per fence; the
+        # empty tuple and one-byte strings are shared by CPython)
+        self._fences: tuple[DmaFence, ...] = ()
         self._usages = b""
 
     # -- locking ---------------------------------------------------------------------------
@@ -171,26 +172,19 @@ class DmaResv:
         """
         self.assert_held("dma_resv_add_fence")
         usage = DmaResvUsage(usage)
-        fences = self._fences
-        if fences is None:
-            self._fences = [fence]
-            self._usages = _USAGE_BYTES[usage]
-            return
-        usages = self._usages
+        fences, usages = self._fences, self._usages
         for i, old in enumerate(fences):
             if (
                 old.context == fence.context and usages[i] >= usage and fence.is_later_or_same(old)
             ) or old.signaled:
-                fences[i] = fence
+                self._fences = (*fences[:i], fence, *fences[i + 1 :])
                 self._usages = usages[:i] + _USAGE_BYTES[usage] + usages[i + 1 :]
                 return
-        fences.append(fence)
+        self._fences = (*fences, fence)
         self._usages = usages + _USAGE_BYTES[usage]
 
     def iter_fences(self, usage: DmaResvUsage) -> Iterator[tuple[DmaFence, DmaResvUsage]]:
         """``dma_resv_for_each_fence``: entries with usage <= ``usage``, in insertion order."""
-        if self._fences is None:
-            return
         for fence, fence_usage in zip(self._fences, self._usages, strict=True):
             if fence_usage <= usage:
                 yield fence, _USAGES[fence_usage]
@@ -220,14 +214,12 @@ class DmaResv:
 
     def prune(self) -> None:
         """Drop signalled fences (what ``dma_resv_reserve_fences`` recycling achieves)."""
-        if self._fences is None:
-            return
         kept = [(f, u) for f, u in zip(self._fences, self._usages, strict=True) if not f.signaled]
-        self._fences = [f for f, _ in kept] or None
+        self._fences = tuple(f for f, _ in kept)
         self._usages = bytes(u for _, u in kept)
 
     def __len__(self) -> int:
-        return len(self._fences) if self._fences is not None else 0
+        return len(self._fences)
 
     def __repr__(self) -> str:
         return f"<dma_resv {self.name}>" if self.name else f"<dma_resv {id(self):#x}>"
