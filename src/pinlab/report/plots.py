@@ -24,7 +24,11 @@ Rendering is built for a report of many runs:
 * matplotlib is imported by the first figure, never by importing this module, so a run that
   writes no report (``pinlab run --no-report``) never loads it;
 * the layout is fixed, computed from constant margins in inches (:data:`LAYOUT`): no layout
-  engine measures text on every figure, and each figure is drawn once, into its SVG;
+  engine measures text on every figure, and each figure is drawn once, into its SVG; the
+  legend is keys and labels placed in a fixed column (:func:`legend_labels` reads it back);
+* the report renderers (:func:`run_figure_svgs`, :func:`variant_bars_svg`) draw on kept
+  figures, emptied to the state of new ones, and return only SVG; the figure functions
+  (:func:`throughput_over_time` ...) return new figures;
 * a series is thinned to the pixels the plot can show (:func:`thin_steps`: the first, lowest,
   highest and last point of every pixel column), so a long run costs what a short one does;
 * matplotlib's figure classes are used directly, never pyplot: no display, no global figure
