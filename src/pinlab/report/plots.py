@@ -163,12 +163,24 @@ MAX_BARS = 8
 """At most this many bars per variant; beyond it min/mean/max of the matched metrics."""
 
 
+_STYLED = [0]
+"""How deep inside :func:`_style` the caller is: only the outermost one sets rcParams (each
+rc_context copies and restores all of them, ~1 ms)."""
+
+
 @contextmanager
 def _style() -> Iterator[None]:
+    if _STYLED[0]:
+        yield
+        return
     import matplotlib  # the first figure loads it (module docstring)
 
     with matplotlib.rc_context(cast(Any, _RC)):
-        yield
+        _STYLED[0] += 1
+        try:
+            yield
+        finally:
+            _STYLED[0] -= 1
 
 
 def _figure(
@@ -792,7 +804,8 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
 
 def variant_bars_svg(results: Sequence[RunResult], metric: str, *, title: str | None = None) -> str:
     """:func:`variant_bars` as SVG text (drawn on a kept figure, :func:`_kept`)."""
-    return figure_svg(_bars(results, metric, title, _kept("bars")))
+    with _style():
+        return figure_svg(_bars(results, metric, title, _kept("bars")))
 
 
 def _bars(results: Sequence[RunResult], metric: str, title: str | None, canvas: _Canvas) -> Figure:
@@ -897,7 +910,8 @@ def run_figures(result: RunResult) -> dict[str, Figure]:
 def run_figure_svgs(result: RunResult) -> dict[str, str]:
     """Every figure of :data:`FIGURES` for ``result`` as SVG text, by file stem: what a
     report needs, drawn on kept figures (:func:`_kept`)."""
-    return {stem: figure_svg(_DRAW[stem](result, _kept(stem))) for stem in FIGURES}
+    with _style():
+        return {stem: figure_svg(_DRAW[stem](result, _kept(stem))) for stem in FIGURES}
 
 
 # -- output ---------------------------------------------------------------------------------------
