@@ -1,12 +1,12 @@
 """Benchmark: a parameter sweep on one worker process against two (issue 12, item 4).
 
 Target (on a 2-core machine): two workers at least 1.8x faster than one, on a sweep whose
-points take at least a second each. The sweep is ``benchmarks/sweep-bench.toml``: eight
-equal points of a built-in scenario over a long simulated duration.
+points take at least a second each. The sweep is ``benchmarks/sweep-bench.toml``: 24 equal
+points of a built-in scenario over a long simulated duration.
 
 The script runs the whole sweep twice through :func:`pinlab.sweep.run_sweep`, each time into
 a fresh results directory -- ``jobs=1`` (every point in this process) and ``jobs=2`` (this
-process and a pool of one worker, started, warmed and shut down inside the timing) -- and
+process and one worker, started and stopped inside the timing) -- and
 prints both wall times, the seconds per point of the one-worker run and the ratio. The two
 ``results.csv`` files must be byte-identical (the table does not depend on how the sweep ran).
 A machine shared with other work cannot give two processes two cores' worth: the script
@@ -14,8 +14,8 @@ first measures what it does give -- the same pure-Python loop in one process, th
 once -- and prints that ratio beside the sweep's (a sweep cannot beat it).
 
 Usage: ``python benchmarks/bench_sweep.py [--quick]``; ``--quick`` runs four of the points
-(a CI-time run: too short to judge). About a minute in full. Always exits 0 (it reports; the
-PASS/FAIL line says whether the target was met).
+(a CI-time run: too short to judge). About a minute in full, two on a busy machine. Always
+exits 0 (it reports; the PASS/FAIL line says whether the target was met).
 """
 
 from __future__ import annotations

@@ -249,43 +249,59 @@ def test_max_points_then_rerun_and_stray_files(
     assert len(ids) == len(set(ids)) == 8
 
 
-def test_a_tiny_sweep_starts_no_pool(
+def test_a_tiny_sweep_starts_no_worker(
     sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 12, item 4: with less work left after the first point than starting a worker
     costs, --jobs 2 runs every point in this process."""
 
-    def no_pool(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a pool was started")
+    def no_workers(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker was started")
 
-    monkeypatch.setattr(execute, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr("multiprocessing.get_context", no_workers)
     monkeypatch.setattr(execute, "WORKER_START_SECONDS", 3600.0)
     outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
     assert outcome.ran == 8 and outcome.complete
 
 
-def test_chunks_carry_about_a_second_of_points_and_leave_a_tail() -> None:
-    chunker = execute._Chunker()
-    assert chunker.size(1000, 2) == 1  # nothing timed yet
-    for _ in range(4):
-        chunker.add(0.01)
-    assert chunker.size(1000, 2) == round(execute.TASK_SECONDS / 0.01)
-    assert chunker.size(40, 2) == 10  # a quarter of what is left, for two processes
-    assert chunker.size(1, 2) == 1
-    chunker.add(30.0)
-    assert chunker.size(1000, 2) == 1  # long points: one per task
+def test_chunks_carry_about_a_second_of_points_and_shrink_to_the_end() -> None:
+    sizes = execute.chunk_sizes(1000, 0.01, 2)
+    assert sum(sizes) == 1000 and sizes[0] == round(execute.TASK_SECONDS / 0.01)
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert execute.chunk_sizes(40, 0.01, 2)[0] == 10  # a quarter of what is left
+    assert execute.chunk_sizes(5, 30.0, 2) == [1] * 5  # long points: one per task
 
 
 def test_a_chunk_returns_the_points_before_a_failure(sweep_file: Path) -> None:
-    """A pool task runs its points in order; a failing point ends it, and the points already
-    run still come back (and are recorded), each with its wall time."""
+    """A task runs its points in order; a failing point ends it, and the points already
+    run still come back (and are recorded)."""
     points = load_sweep(sweep_file).points
     bad = points[1].spec()
     bad["variant"] = "nope"
-    done, error = execute._run_chunk(run_point, [points[0].spec(), bad, points[2].spec()])
-    assert [result["row"]["point"] for result, _ in done] == [0]
-    assert done[0][1] > 0
+    done, error = execute._run_chunk(run_point, [points[0].spec(), bad, points[2].spec()], {})
+    assert [result["row"]["point"] for result in done] == [0]
     assert isinstance(error, PointError) and error.user and "point 1" in str(error)
+
+
+def failing_at_5(spec: dict[str, Any]) -> dict[str, Any]:
+    """A point runner (picklable, for the workers) whose point 5 fails."""
+    if spec["index"] == 5:
+        raise PointError("point 5: made to fail")
+    return run_point(spec)
+
+
+def test_a_failure_on_a_worker_stops_the_sweep_and_keeps_the_rest(
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
+    sweep = load_sweep(sweep_file)
+    out = tmp_path / "out"
+    with pytest.raises(PointError, match="point 5: made to fail"):
+        run_sweep(sweep, out, jobs=2, run=failing_at_5)
+    recorded = len(list((out / "points").glob("*.json")))
+    assert 1 <= recorded <= 7 and len(_rows(out)) == 1 + recorded
+    outcome = run_sweep(sweep, out, jobs=2)
+    assert outcome.skipped == recorded and outcome.ran == 8 - recorded and outcome.complete
 
 
 def test_points_sharing_a_configuration_load_it_once(
