@@ -919,10 +919,10 @@ def run_figure_svgs(result: RunResult) -> dict[str, str]:
 
 def figure_svg(fig: Figure) -> str:
     """``fig`` as SVG text, deterministic (fixed id salt, no date or version metadata)."""
-    buf = io.BytesIO()
+    buf = io.StringIO()  # text: matplotlib writes it as is (bytes go through a codec writer)
     with _style():
         fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
-    return buf.getvalue().decode("utf-8")
+    return buf.getvalue()
 
 
 def figure_png(fig: Figure) -> bytes:
