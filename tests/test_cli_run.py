@@ -147,7 +147,7 @@ def test_run_all_prints_one_verdict_per_scenario(
         run_dir = tmp_path / scenario / variant
         names = {p.name for p in run_dir.iterdir()}
         assert {"config.toml", "series.csv", "summary.json", "report.html"} <= names
-        assert {"plot-throughput.svg", "plot-memory.png"} <= names
+        assert {"plot-throughput.svg", "plot-memory.svg"} <= names
     assert (tmp_path / "report.html").is_file()  # the suite page
     assert [c["variants"] for c in fake.calls] == [["pin", "odp"], ["odp", "migrate"]]
 

@@ -17,7 +17,7 @@ import pytest
 
 from pinlab.cli import main
 from pinlab.errors import ConfigError
-from pinlab.sweep import load_sweep, run_point, run_sweep
+from pinlab.sweep import PointError, execute, load_sweep, run_point, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "sweeps" / "pin-cap.toml"
@@ -175,8 +175,9 @@ def test_run_point_row_has_config_seed_and_selected_metrics(sweep_file: Path) ->
 
 
 def test_local_pool_writes_parquet_and_csv_with_factor_columns(
-    sweep_file: Path, tmp_path: Path
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # a pool even for tiny points
     out = tmp_path / "out"
     assert main(["sweep", str(sweep_file), "--out", str(out), "--jobs", "2", "--quiet"]) == 0
     table = pq.read_table(out / "results.parquet")
@@ -246,6 +247,85 @@ def test_max_points_then_rerun_and_stray_files(
     assert "8/8 points (4 run now, 4 already done; complete)" in capsys.readouterr().out
     ids = [row.split(",")[1] for row in _rows(out)[1:]]
     assert len(ids) == len(set(ids)) == 8
+
+
+def test_a_tiny_sweep_starts_no_worker(
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 4: with less work left after the first point than starting a worker
+    costs, --jobs 2 runs every point in this process."""
+
+    def no_workers(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr("multiprocessing.get_context", no_workers)
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 3600.0)
+    outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
+    assert outcome.ran == 8 and outcome.complete
+
+
+def test_chunks_carry_about_a_second_of_points_and_shrink_to_the_end() -> None:
+    sizes = execute.chunk_sizes(1000, 0.01, 2)
+    assert sum(sizes) == 1000 and sizes[0] == round(execute.TASK_SECONDS / 0.01)
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert execute.chunk_sizes(40, 0.01, 2)[0] == 10  # a quarter of what is left
+    assert execute.chunk_sizes(5, 30.0, 2) == [1] * 5  # long points: one per task
+
+
+def test_a_chunk_returns_the_points_before_a_failure(sweep_file: Path) -> None:
+    """A task runs its points in order; a failing point ends it, and the points already
+    run still come back (and are recorded)."""
+    points = load_sweep(sweep_file).points
+    bad = points[1].spec()
+    bad["variant"] = "nope"
+    done, error = execute._run_chunk(run_point, [points[0].spec(), bad, points[2].spec()], {})
+    assert [result["row"]["point"] for result in done] == [0]
+    assert isinstance(error, PointError) and error.user and "point 1" in str(error)
+
+
+def failing_at_5(spec: dict[str, Any]) -> dict[str, Any]:
+    """A point runner (picklable, for the workers) whose point 5 fails."""
+    if spec["index"] == 5:
+        raise PointError("point 5: made to fail")
+    return run_point(spec)
+
+
+def test_a_failure_on_a_worker_stops_the_sweep_and_keeps_the_rest(
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
+    sweep = load_sweep(sweep_file)
+    out = tmp_path / "out"
+    with pytest.raises(PointError, match="point 5: made to fail"):
+        run_sweep(sweep, out, jobs=2, run=failing_at_5)
+    recorded = len(list((out / "points").glob("*.json")))
+    assert 1 <= recorded <= 7 and len(_rows(out)) == 1 + recorded
+    outcome = run_sweep(sweep, out, jobs=2)
+    assert outcome.skipped == recorded and outcome.ran == 8 - recorded and outcome.complete
+
+
+def test_points_sharing_a_configuration_load_it_once(
+    sweep_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 4: no per-point loading (and validation of every variant) of the
+    scenario -- points with the same factor values share one configuration."""
+    from pinlab.scenarios import runner
+
+    loads: list[tuple[str, ...]] = []
+    real = runner.load_scenario
+
+    def counting(ref: str, *, sets: tuple[str, ...] = ()) -> Any:
+        loads.append(tuple(sets))
+        return real(ref, sets=sets)
+
+    monkeypatch.setattr(runner, "load_scenario", counting)
+    sweep = load_sweep(sweep_file)
+    loads.clear()
+    configs: execute.Configs = {}
+    rows = [run_point(p.spec(), configs=configs)["row"] for p in sweep.points]
+    assert len(loads) == 4 == len({tuple(p.sets()) for p in sweep.points})  # 4 factor combos
+    alone = [run_point(p.spec())["row"] for p in sweep.points]
+    assert rows == alone
 
 
 @pytest.mark.slow  # a Dask LocalCluster takes a few seconds to start

@@ -118,6 +118,15 @@ def parse_ttm_domain(
     return tuple(sorted(found, reverse=True))
 
 
+_PLACEMENTS: dict[TtmPlacement, TtmPlacement] = {}
+
+
+def shared_placement(placement: TtmPlacement) -> TtmPlacement:
+    """The one stored copy of ``placement``: places are frozen values and a driver makes a
+    handful of distinct placements, so every BO keeps a shared tuple, not its own."""
+    return _PLACEMENTS.setdefault(placement, placement)
+
+
 class TtmGemBuffer(DeviceBuffer):
     """A GEM object backed by a TTM BO.
 
@@ -135,7 +144,7 @@ class TtmGemBuffer(DeviceBuffer):
         self.tbo = tbo
         self.name = tbo.name
         self.size = tbo.size
-        self.placements = placements
+        self.placements = shared_placement(placements)
         self.refs = 1
         tbo.driver_priv = self
 
@@ -420,7 +429,7 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
                 owner=self.module,
             ),
         )
-        self.publish_location(dmabuf, bo)
+        self.publish_location(dmabuf)
         bo.tbo.dma_buf = dmabuf
         bo.refs += 1
         return dmabuf

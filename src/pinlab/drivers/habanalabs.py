@@ -201,7 +201,7 @@ class HabanalabsDevice(ExporterDriver):
                 ops=self.ops, size=buf.size, priv=buf, exp_name=self.exp_name, owner=self.module
             ),
         )
-        self.publish_location(dmabuf, buf)
+        self.publish_location(dmabuf)
         buf.exporting_cnt += 1
         return dmabuf
 

@@ -34,9 +34,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from markupsafe import Markup
 
 from pinlab import __version__
@@ -44,6 +43,9 @@ from pinlab.report import plots
 from pinlab.report.output import CONFIG_FILE, SERIES_FILE, SUMMARY_FILE, run_dir_name
 from pinlab.report.verdict import fmt_value
 from pinlab.scenarios.result import Metric, RunResult, Verdict
+
+if TYPE_CHECKING:  # jinja2 is loaded by the first page rendered
+    import jinja2
 
 __all__ = [
     "DEFAULT_LINKS",
@@ -82,7 +84,7 @@ COLLAPSE_ROWS = 16
 """Metric tables with more rows than this are shown folded (``<details>``)."""
 
 PLOT_PREFIX = "plot-"
-"""Plot files in a run directory: ``plot-<stem>.png`` / ``plot-<stem>.svg``."""
+"""Plot files in a run directory: ``plot-<stem>.svg`` (and ``plot-<stem>.png`` on request)."""
 
 CAMPS: dict[str, str] = {
     "stability": "Stability first (König, Airlie)",
@@ -370,7 +372,10 @@ def _slug(text: str) -> str:
 @functools.cache
 def _env(packages: tuple[str, ...] = ()) -> jinja2.Environment:
     """The templates of ``packages`` (each with a ``templates/`` directory), then report's own
-    (``base.html.j2``, ``macros.html.j2``, the run and suite pages)."""
+    (``base.html.j2``, ``macros.html.j2``, the run and suite pages). jinja2 is imported here,
+    by the first page rendered, not by ``import pinlab``."""
+    import jinja2
+
     loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "pinlab.report")]
     return jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
@@ -400,7 +405,7 @@ def _run_plots(
     id_prefix: str = "",
 ) -> list[_Plot]:
     if figures is None:
-        figures = plots.run_figures(result)
+        figures = plots.run_figure_svgs(result)
     present = set(files)
     out = []
     for i, (stem, fig) in enumerate(figures.items()):
@@ -431,7 +436,7 @@ def render_run_html(
     directory (relative names: ``summary.json``, ``trace.json``, ``plot-memory.png`` ...):
     only those are linked. ``camp`` defaults to the run's ``config["scenario"]["camp"]``.
     ``figures`` maps a plot stem to a matplotlib Figure or ready SVG text (default:
-    :func:`pinlab.report.plots.run_figures`).
+    :func:`pinlab.report.plots.run_figure_svgs`).
     """
     links = list(links)
     camp_key = _camp_of(result, camp)
@@ -547,8 +552,8 @@ def render_suite_html(
         )
         figs: dict[str, str] = {}
         for pattern, chart_title in charts:
-            fig = plots.variant_bars(results, pattern, title=f"{chart_title} ({pattern})")
-            figs[chart_title] = plots.figure_svg(fig)
+            title = f"{chart_title} ({pattern})"
+            figs[chart_title] = plots.variant_bars_svg(results, pattern, title=title)
         scenario_plots = [
             _Plot(f"s{k}-bars{i}", name, inline_svg(svg, f"s{k}b{i}-", name))
             for i, (name, svg) in enumerate(figs.items())
@@ -619,19 +624,19 @@ def run_report_files(
     links: Iterable[str] = DEFAULT_LINKS,
     *,
     camp: str | None = None,
-    png: bool = True,
+    png: bool = False,
 ) -> dict[str, str | bytes]:
     """The report files of one run, by name, for a run-directory writer: ``report.html``,
-    ``plot-<stem>.svg`` (text) and, with ``png``, ``plot-<stem>.png`` (bytes). ``links`` are
-    the other files the directory will hold (the plot files are added to them). Each figure
-    is rendered once and serves both its file and the inline copy."""
-    figures = plots.run_figures(result)
+    ``plot-<stem>.svg`` (text) and, only with ``png``, ``plot-<stem>.png`` (bytes: an extra
+    raster rendering the page does not use). ``links`` are the other files the directory will
+    hold (the plot files are added to them). Each figure is drawn once into its SVG, which
+    serves both its file and the inline copy."""
+    svgs = plots.run_figure_svgs(result)
     files: dict[str, str | bytes] = {}
-    svgs: dict[str, str] = {}
-    for stem, fig in figures.items():
-        svgs[stem] = plots.figure_svg(fig)
-        files[f"{PLOT_PREFIX}{stem}.svg"] = svgs[stem]
-        if png:
+    for stem, svg in svgs.items():
+        files[f"{PLOT_PREFIX}{stem}.svg"] = svg
+    if png:
+        for stem, fig in plots.run_figures(result).items():
             files[f"{PLOT_PREFIX}{stem}.png"] = plots.figure_png(fig)
     html = render_run_html(result, verdict, [*links, *files], camp=camp, figures=svgs)
     return {REPORT_FILE: html, **files}
@@ -643,12 +648,12 @@ def write_run_report(
     verdict: Verdict | None = None,
     *,
     camp: str | None = None,
-    png: bool = True,
+    png: bool = False,
 ) -> Path:
     """Render ``result``'s report into its existing run directory (as written by
-    :func:`pinlab.report.output.write_run`): the plot files first, then ``report.html``,
-    each atomically. Links go to the files present in the directory (``trace.json`` only
-    if it is there). Returns the path of ``report.html``."""
+    :func:`pinlab.report.output.write_run`): the plot files first (SVG; PNG too with
+    ``png``), then ``report.html``, each atomically. Links go to the files present in the
+    directory (``trace.json`` only if it is there). Returns the path of ``report.html``."""
     run_dir = Path(run_dir)
     files = run_report_files(result, verdict, _dir_files(run_dir), camp=camp, png=png)
     html = files.pop(REPORT_FILE)
