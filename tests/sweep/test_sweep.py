@@ -215,7 +215,8 @@ def test_interrupted_sweep_resumes_each_point_exactly_once(
     with pytest.raises(KeyboardInterrupt):
         run_sweep(sweep, out, jobs=1, run=dying)
     assert len(list((out / "points").glob("*.json"))) == 3
-    assert len(_rows(out)) == 1 + 3  # the partial table
+    assert len(_rows(out)) == 1 + 3  # the partial table, marked as such
+    assert (out / "INCOMPLETE").read_text(encoding="utf-8").startswith("3 of 8 points")
 
     rerun: list[int] = []
 
@@ -229,22 +230,44 @@ def test_interrupted_sweep_resumes_each_point_exactly_once(
     ids = [row.split(",")[1] for row in _rows(out)[1:]]
     assert sorted(ids) == sorted(p.id for p in sweep.points)
     assert (out / "results.csv").read_bytes() == (clean / "results.csv").read_bytes()
+    assert not (out / "INCOMPLETE").exists()
     # a third run has nothing to do
     assert run_sweep(sweep, out, jobs=1, run=counting).ran == 0
+
+
+def test_a_sweep_that_fails_before_any_point_leaves_nothing(
+    sweep_file: Path, tmp_path: Path
+) -> None:
+    """A first point that fails (or a scheduler that cannot be reached) in a new --out: no
+    results.csv, no points/, no directory (issue "Hardening", item 2)."""
+    sweep = load_sweep(sweep_file)
+    out = tmp_path / "new"
+
+    def failing(spec: dict[str, Any]) -> dict[str, Any]:
+        raise PointError("point 0: made to fail")
+
+    with pytest.raises(PointError):
+        run_sweep(sweep, out, jobs=1, run=failing)
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"expected Dask|expected a reachable Dask"):
+        run_sweep(sweep, out, dask="not-a-scheme://")
+    assert not out.exists()
 
 
 def test_max_points_then_rerun_and_stray_files(
     sweep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    assert main(["sweep", str(sweep_file), "--out", str(out), "--max-points", "5"]) == 0
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--max-points", "5"]) == 1
     assert "5/8 points" in capsys.readouterr().out
+    assert (out / "INCOMPLETE").read_text(encoding="utf-8").startswith("5 of 8 points; 3 missing")
     # a half-written temp file and a torn point file (never left by pinlab) are not results
     (out / "points" / ".junk.json.tmp-0000").write_text("{", encoding="utf-8")
     torn = next(iter(sorted((out / "points").glob("*.json"))))
     torn.write_text('{"row": ', encoding="utf-8")
     assert main(["sweep", str(sweep_file), "--out", str(out), "--jobs", "2"]) == 0
     assert "8/8 points (4 run now, 4 already done; complete)" in capsys.readouterr().out
+    assert not (out / "INCOMPLETE").exists()
     ids = [row.split(",")[1] for row in _rows(out)[1:]]
     assert len(ids) == len(set(ids)) == 8
 

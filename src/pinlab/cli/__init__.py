@@ -81,6 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # what finished is kept (run directories and sweep points are atomic); say so in one
+        # line, with the shell's status for SIGINT
+        Console(stderr=True, soft_wrap=True).print(
+            "pinlab: interrupted; finished runs and sweep points are kept", markup=False
+        )
+        return 130
     except UserError as e:
         # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
         Console(stderr=True, soft_wrap=True).print(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -209,7 +210,7 @@ def _save(
     """Write each run's directory under ``out`` (and, with ``report``, its ``report.html``
     and plots); the number written. ``trace_filter`` limits the categories of
     ``trace.json`` (``--trace-filter``), ``trace_max_events`` caps its size."""
-    from pinlab.report.html import write_run_report
+    from pinlab.report.html import run_report_files
     from pinlab.report.output import write_run
     from pinlab.report.trace import DEFAULT_MAX_EVENTS
 
@@ -217,15 +218,14 @@ def _save(
     max_events = DEFAULT_MAX_EVENTS if trace_max_events is None else trace_max_events
     try:
         for result in results:
-            path = write_run(
+            write_run(
                 result,
                 out,
                 compare_profile=compare,
                 trace_categories=categories,
                 trace_max_events=max_events,
+                extra=partial(run_report_files, result, verdict) if report else None,
             )
-            if report:
-                write_run_report(path, result, verdict)
     except OSError as e:
         raise UserError(f"--out {out}: cannot write the run directory: {e.strerror or e}") from None
     return len(results)

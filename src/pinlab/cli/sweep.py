@@ -73,7 +73,11 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         except OSError as e:
             raise UserError(f"--out {out}: cannot write the sweep: {e.strerror or e}") from None
     if not args.quiet:
-        state = "complete" if outcome.complete else "incomplete; run again to finish"
+        state = (
+            "complete"
+            if outcome.complete
+            else f"incomplete (see {out}/INCOMPLETE); run again to finish"
+        )
         console.print(
             f"{sweep.name}: {outcome.rows}/{outcome.total} points ({outcome.ran} run now, "
             f"{outcome.skipped} already done; {state}) -> {out}/results.parquet, "
@@ -82,7 +86,7 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             highlight=False,
             soft_wrap=True,
         )
-    return 0
+    return 0 if outcome.complete else 1
 
 
 def add_parsers(sub: Any) -> None:

@@ -34,6 +34,7 @@ import io
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ POINTS_DIR = "points"
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
 UNITS_FILE = "units.json"
+INCOMPLETE_FILE = "INCOMPLETE"
+"""Present beside the tables while they hold fewer rows than the sweep has points (an
+interrupted or ``--max-points`` run): what is missing and how to finish."""
 
 RunPoint = Callable[[dict[str, Any]], dict[str, Any]]
 Progress = Callable[[int, int], None]
@@ -245,9 +249,19 @@ def write_table(out: Path, sweep: Sweep, done: dict[str, dict[str, Any]]) -> int
     """Rebuild ``results.parquet``, ``results.csv`` and ``units.json`` from the finished
     points, each atomically; the number of rows."""
     columns, rows, units = build_table(sweep, done)
+    marker = out / INCOMPLETE_FILE
+    missing = len(sweep.points) - len(rows)
+    if missing:  # before the tables: a reader never sees partial tables without the marker
+        _write_atomic(
+            marker,
+            f"{len(rows)} of {len(sweep.points)} points; {missing} missing. Run the sweep "
+            "again to finish (finished points are kept).\n".encode(),
+        )
     _write_atomic(out / PARQUET_FILE, table_parquet(columns, rows, units))
     _write_atomic(out / CSV_FILE, table_csv(columns, rows).encode())
     _write_atomic(out / UNITS_FILE, (json.dumps(units, indent=2, sort_keys=True) + "\n").encode())
+    if not missing:
+        marker.unlink(missing_ok=True)
     return len(rows)
 
 
@@ -427,9 +441,9 @@ def _local(points: list[Point], run: RunPoint, jobs: int) -> Iterator[tuple[Poin
             q.close()
 
 
-def _dask(
-    points: list[Point], run: RunPoint, address: str
-) -> Iterator[tuple[Point, dict[str, Any]]]:
+def _dask_connect(address: str) -> tuple[Any, Any]:
+    """A Dask client (and the LocalCluster behind ``"local"``); ``ConfigError`` when Dask is
+    missing or the scheduler cannot be reached -- before the sweep writes anything."""
     import importlib
     import logging
 
@@ -459,6 +473,15 @@ def _dask(
             raise ConfigError(
                 "--dask", "", f"expected a reachable Dask scheduler, found {address!r}: {e}"
             ) from None
+    return client, cluster
+
+
+def _dask(
+    points: list[Point], run: RunPoint, client: Any, cluster: Any
+) -> Iterator[tuple[Point, dict[str, Any]]]:
+    import importlib
+
+    dist: Any = importlib.import_module("distributed")
     try:
         futures = client.map(
             run, [p.spec() for p in points], key=[f"pinlab-point-{p.id}" for p in points]
@@ -470,9 +493,7 @@ def _dask(
         finally:
             client.cancel(futures)
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        _close(client, cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,7 +530,14 @@ def run_sweep(
     On any failure the finished points stay recorded and the table is rebuilt before the
     error propagates."""
     out = Path(out)
-    (out / POINTS_DIR).mkdir(parents=True, exist_ok=True)
+    connection = _dask_connect(dask) if dask is not None else None
+    created = not out.exists()
+    try:
+        (out / POINTS_DIR).mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        if connection is not None:
+            _close(*connection)
+        raise
     done = load_points(out, sweep)
     skipped = len(done)
     todo = [p for p in sweep.points if p.id not in done]
@@ -520,8 +548,10 @@ def run_sweep(
         progress(skipped, total)
     if not todo:
         executor: Iterator[tuple[Point, dict[str, Any]]] = iter(())
-    elif dask is not None:
-        executor = _dask(todo, run, dask)
+        if connection is not None:
+            _close(*connection)
+    elif connection is not None:
+        executor = _dask(todo, run, *connection)
     else:
         n = jobs if jobs is not None else (os.cpu_count() or 1)
         n = max(1, min(n, len(todo)))
@@ -538,5 +568,15 @@ def run_sweep(
         close = getattr(executor, "close", None)
         if close is not None:
             close()
-        rows = write_table(out, sweep, done)
+        rows = 0
+        if created and not done:
+            shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave nothing behind
+        else:
+            rows = write_table(out, sweep, done)
     return SweepOutcome(total=total, skipped=skipped, ran=ran, rows=rows, out=out)
+
+
+def _close(client: Any, cluster: Any) -> None:
+    client.close()
+    if cluster is not None:
+        cluster.close()
