@@ -240,6 +240,27 @@ def split_name(name: str) -> tuple[str, str, str]:
     return scope, entity, quantity
 
 
+SERIES_UNITS: dict[tuple[str, str], str] = {
+    ("device", "used"): "B",
+    ("device", "pinned"): "B",
+    ("device", "free"): "B",
+    ("device", "fragmentation"): "ratio",
+    ("tenant", "bytes"): "B",
+    ("tenant", "denials"): "count",
+    ("link", "utilisation"): "ratio",
+    ("node", "stale_dma_incidents"): "count",
+}
+"""The unit of each time series by (scope, last part of its quantity) -- the series
+``Recorder.sample`` is called with (``docs/metrics.md``, ``series.csv``)."""
+
+
+def series_unit(name: str) -> str:
+    """The unit of series ``name`` (``device.node/gpu0.vram.pinned`` → ``B``); ``""`` for a
+    series this table does not know."""
+    scope, _entity, quantity = split_name(name)
+    return SERIES_UNITS.get((scope, quantity.rpartition(".")[2]), "")
+
+
 def iter_series(names: Iterable[str], scope: str, quantity: str) -> Iterator[tuple[str, str, str]]:
     """``(name, entity, quantity)`` of every name in ``names`` of ``scope`` whose quantity is
     ``quantity`` or ends with it (``"pinned"`` matches ``vram.pinned``), in sorted order."""
