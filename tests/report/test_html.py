@@ -80,7 +80,7 @@ def test_run_page_has_claim_verdict_metrics_plots_and_links() -> None:
     page = render_run_html(make_result(), make_verdict())
     assert "<title>toy / pin-in-place</title>" in page
     assert "Pinning in place is at least 1.5x faster." in page
-    assert "Performance first (Hubbard)" in page  # the camp, from config["scenario"]["camp"]
+    assert "Performance first (Hubbard)" in page  # the camp, from config["claim"]["camp"]
     assert '<span class="badge held">HELD</span>' in page
     assert "pin-in-place moved 2.5x the bytes of migrate-on-pin." in page
     # the verdict table, this run's row marked

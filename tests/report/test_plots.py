@@ -81,7 +81,7 @@ def make_result(
         profile="6.16",
         seed=7,
         duration=1.0,
-        config={"scenario": {"name": "toy", "claim": claim, "camp": camp}},
+        config={"scenario": {"name": "toy"}, "claim": {"statement": claim, "camp": camp}},
         metrics=metrics,
         recorder=rec,
     )

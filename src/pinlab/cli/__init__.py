@@ -12,8 +12,12 @@ Subcommands:
 * ``pinlab run [NAME|FILE] [--variant V] [--profile P] [--set key=value] [--seed N]
   [--out DIR] [--compare-profile P2] [--quiet]`` -- run one scenario (or, with no argument,
   the whole debate suite), write each run's directory (``config.toml``, ``summary.json``,
-  ``series.csv``) and print one verdict table per scenario; exit 1 when a claim failed;
-* ``pinlab scenarios`` -- the built-in scenarios: name, camp and claim;
+  ``series.csv``) and print one verdict table per scenario; exit 1 when a claim failed (0 when
+  it held or was not judged: no expectations, or its variants not all run);
+* ``pinlab scenarios [show NAME]``, ``pinlab workloads [NAME]``, ``pinlab params [PATTERN]``,
+  ``pinlab metrics SCENARIO`` (each with ``--json``) -- what a scenario can use: the built-in
+  scenarios and their TOML, the workloads' parameters, the cost parameters, the metric names
+  a claim can compare;
 * ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
   [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
 
@@ -32,12 +36,12 @@ from typing import NoReturn
 from rich.console import Console
 
 from pinlab import __version__
-from pinlab.cli import bench, inspect, kernel, policy, run, sweep, validate
+from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, run, sweep, bench, validate)
+SUBCOMMANDS = (kernel, policy, inspect, run, discover, sweep, bench, validate)
 """The modules that add subcommands, in ``--help`` order."""
 
 

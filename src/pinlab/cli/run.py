@@ -1,4 +1,4 @@
-"""``pinlab run`` and ``pinlab scenarios``: the debate's scenarios and the user's own."""
+"""``pinlab run``: the debate's scenarios and the user's own (``pinlab scenarios``: discover)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
 
 from pinlab.kernel.profile import PRESETS
 
@@ -319,38 +318,13 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         console.print(
             f"{len(plan)} scenario{'s' if len(plan) != 1 else ''}: {held} claim"
             f"{'s' if held != 1 else ''} held, {len(failed)} failed"
-            + (f", {unjudged} not judged (variants not run)" if unjudged else "")
+            + (f", {unjudged} not judged" if unjudged else "")
             + "; "
             f"{written} run director{'ies' if written != 1 else 'y'} in {out}/",
             markup=False,
             highlight=False,
         )
     return 1 if failed else 0
-
-
-def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.errors import ConfigError
-    from pinlab.scenarios import runner
-
-    rows = []
-    for name, claim in runner.list_scenarios():
-        try:
-            camp = str(getattr(runner.load_scenario(name), "camp", "") or "")
-        except ConfigError:  # a broken built-in still shows up in the list
-            camp = ""
-        rows.append((name, camp, claim))
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 160))
-    table = Table(title="built-in scenarios (pinlab run NAME)", title_justify="left")
-    table.add_column("name", no_wrap=True)
-    with_camp = any(camp for _, camp, _ in rows)
-    if with_camp:
-        table.add_column("camp")
-    table.add_column("claim")
-    for name, camp, claim in rows:
-        table.add_row(name, *((camp,) if with_camp else ()), claim)
-    console.print(table)
-    return 0
 
 
 def seed_arg(text: str) -> int:
@@ -460,6 +434,3 @@ def add_parsers(sub: Any) -> None:
         help="cap trace.json at N events, coarsening the finest first (default 200000)",
     )
     run.set_defaults(func=_cmd_run)
-
-    scenarios = sub.add_parser("scenarios", help="list the built-in scenarios and their claims")
-    scenarios.set_defaults(func=_cmd_scenarios)

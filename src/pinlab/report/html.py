@@ -334,8 +334,8 @@ def _camp_of(result: RunResult | None, camp: str | None) -> str:
         return camp
     if result is None:
         return ""
-    meta = result.config.get("scenario")
-    value = meta.get("camp") if isinstance(meta, Mapping) else result.config.get("camp")
+    meta = result.config.get("claim")
+    value = meta.get("camp") if isinstance(meta, Mapping) else None
     return str(value) if value else ""
 
 
@@ -344,8 +344,8 @@ def _claim_of(result: RunResult | None, verdict: Verdict | None) -> str:
         return verdict.claim
     if result is None:
         return ""
-    meta = result.config.get("scenario")
-    value = meta.get("claim") if isinstance(meta, Mapping) else None
+    meta = result.config.get("claim")
+    value = meta.get("statement") if isinstance(meta, Mapping) else None
     return str(value) if value else ""
 
 
@@ -434,7 +434,7 @@ def render_run_html(
     ``verdict`` is the scenario's verdict over all its variants (this run's row is marked);
     without it the page shows no verdict. ``links`` names the files that exist in the run
     directory (relative names: ``summary.json``, ``trace.json``, ``plot-memory.png`` ...):
-    only those are linked. ``camp`` defaults to the run's ``config["scenario"]["camp"]``.
+    only those are linked. ``camp`` defaults to the run's ``config["claim"]["camp"]``.
     ``figures`` maps a plot stem to a matplotlib Figure or ready SVG text (default:
     :func:`pinlab.report.plots.run_figure_svgs`).
     """

@@ -1,17 +1,24 @@
 """Scenario files: TOML, validated into typed configuration with one-line errors.
 
-A scenario states one claim of the 2021 debate in one sentence, describes a machine, a kernel,
-an administrator's policy and the tenants that run on it, and lists *variants* -- the same
-scenario with a few settings changed -- whose outcomes decide the claim::
+A scenario describes a machine, a kernel, an administrator's policy and the tenants that run
+on it, lists *variants* -- the same scenario with a few settings changed -- and states a claim
+whose expectations the variants' outcomes decide (``[claim]``, :mod:`pinlab.scenarios.claimspec`;
+the whole format with examples: ``docs/scenarios.md``)::
 
     [scenario]
     name = "desktop-pin-hog"
-    claim = "Without limits a pin-hog starves the compositor; each policy contains it."
-    camp = "stability"            # stability | performance | mechanism | ai | settlement
     duration = "100s"             # simulated time of each variant
     seed = 1                      # the same seed gives byte-identical summary.json
-    claim_check = "desktop-pin-hog"   # the judge in pinlab.scenarios.claims
     sample_interval = "500ms"     # optional: time-series resolution (default duration/200)
+
+    [claim]
+    statement = "Without limits a pin-hog starves the compositor; each policy contains it."
+    camp = "stability"            # stability | performance | mechanism | ai | settlement
+    [[claim.expect]]
+    variant = "none"
+    metric = "tenant.compositor.denied.ENOMEM"
+    op = ">"
+    value = 0
 
     [platform]
     preset = "workstation"        # dl1 | p4d | workstation | apu-laptop | cluster
@@ -93,6 +100,7 @@ from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.cost import CostModel
 from pinlab.platform.presets import AnySpec
+from pinlab.scenarios.claimspec import CAMPS, ClaimSpec
 from pinlab.scenarios.paths import (
     deep_merge,
     parse_path,
@@ -111,6 +119,7 @@ from pinlab.units import STRICT_UNITS, Duration
 
 __all__ = [
     "CAMPS",
+    "ClaimSpec",
     "FaultSpec",
     "KernelConfig",
     "PlatformConfig",
@@ -131,8 +140,6 @@ __all__ = [
     "validate_policy",
 ]
 
-CAMPS = ("stability", "performance", "mechanism", "ai", "settlement")
-"""The debate's camps (``seed-brief.md``) plus the settlement."""
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 _TENANT = re.compile(r"^[A-Za-z][A-Za-z0-9_+-]*$")
@@ -238,14 +245,11 @@ class _Model(BaseModel):
 
 
 class ScenarioMeta(_Model):
-    """``[scenario]``: what is claimed and how long each variant runs."""
+    """``[scenario]``: its name and how long each variant runs (the claim: ``[claim]``)."""
 
     name: Name
-    claim: str = Field(min_length=1, description="the claim, in one sentence")
-    camp: Literal["stability", "performance", "mechanism", "ai", "settlement"]
     duration: Duration = Field(description="simulated time of each variant")
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
-    claim_check: str = Field(description="the judge in pinlab.scenarios.claims")
     sample_interval: Duration | None = Field(
         default=None, description="time-series resolution (default duration / 200)"
     )
@@ -316,9 +320,12 @@ class FaultSpec(_Model):
 
 
 class ResolvedScenario(_Model):
-    """One variant, fully resolved: what ``config.toml`` holds."""
+    """One variant, fully resolved: what ``config.toml`` holds. Its ``claim`` is the
+    scenario's statement and camp; the expectations compare variants, so they stay with the
+    scenario (``ScenarioConfig.claim``) and a ``config.toml`` run alone is not judged."""
 
     scenario: ScenarioMeta
+    claim: ClaimSpec = Field(default_factory=ClaimSpec)
     variant: Name = "base"
     platform: PlatformConfig
     kernel: KernelConfig = Field(default_factory=KernelConfig)
@@ -337,6 +344,11 @@ class ResolvedScenario(_Model):
         """The TOML-serialisable document (units as exact strings, no nulls, every parameter
         of every tenant with its value)."""
         data: dict[str, Any] = _drop_none(self.model_dump(mode="json", exclude_none=True))
+        claim = {k: data["claim"][k] for k in ("statement", "camp") if data["claim"].get(k)}
+        if claim:
+            data["claim"] = claim
+        else:
+            del data["claim"]
         for tenant in data.get("tenants", []):
             tenant["params"].pop("workload", None)
         return data
