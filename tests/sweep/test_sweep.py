@@ -373,3 +373,27 @@ def test_example_loads_and_dry_run_lists_points(
     out = capsys.readouterr().out
     assert "8 points" in out and "drm/{gpu0}/vram 8GiB" in out
     assert not (tmp_path / "pinlab-sweeps").exists()
+
+
+def test_dry_run_of_a_large_sweep_lists_without_validating_every_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue "Hardening" item 1: a ``--dry-run`` of a huge sweep lists its points without
+    loading each point's scenario first; the run itself still refuses the bad point."""
+    durations = ", ".join(f'"{n}s"' for n in range(1, 2001))
+    path = tmp_path / "big.toml"
+    path.write_text(
+        '[sweep]\nscenario = "desktop-pin-hog"\nvariants = ["none"]\n'
+        f'[factors]\n"scenario.duration" = [{durations}, "-1s"]\n',
+        encoding="utf-8",
+    )
+    assert main(["sweep", str(path), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("big: 2001 points")
+    assert lines[1].split("\t")[:4] == ["point", "id", "variant", "seed"]
+    assert len(lines) == 2 + 2001 and lines[-1].split("\t")[-1] == "-1s"
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "scenario.duration" in err and "\n" not in err
+    assert not out.exists()

@@ -206,9 +206,13 @@ def _combinations(source: str, mode: str, factors: dict[str, list[Any]]) -> list
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
-def load_sweep(path: str | Path) -> Sweep:
+def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
     """Read, validate and expand a sweep file. Every scenario configuration the sweep will run
-    is loaded (and so validated) now; the first problem is one :class:`ConfigError` line."""
+    is loaded (and so validated) now; the first problem is one :class:`ConfigError` line.
+
+    With ``validate_points=False`` (``pinlab sweep --dry-run``) only the first combination is
+    loaded -- enough to know the variants -- so that listing a sweep of :data:`MAX_POINTS`
+    points takes moments; the run validates them all before its first point."""
     path = Path(path)
     source = str(path)
     data = _read(path)
@@ -252,7 +256,7 @@ def load_sweep(path: str | Path) -> Sweep:
     combos = _combinations(source, sec.mode, doc.factors)
     fixed = dict(doc.fixed)
     variants: list[str] | None = None
-    for combo in combos:
+    for combo in combos if validate_points else combos[:1]:
         sets = [f"{k}={toml_inline(v)}" for k, v in (*fixed.items(), *combo.items())]
         try:
             cfg: ScenarioConfig = load_scenario(ref, sets=sets)
