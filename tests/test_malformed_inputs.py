@@ -186,6 +186,15 @@ CASES: dict[str, Case] = {
     "a cgroup name with a newline": expect(
         policy('[cgroups."system.slice"]', '[cgroups."system\\nslice"]'), r"cgroups"
     ),
+    "a raw newline in a --set value": expect(
+        scenario(
+            "seed = 1",
+            "seed = 1",
+            "--set",
+            'scenario.name="a\nb"',
+        ),
+        r"--set scenario\.name=\"a\\nb\"",
+    ),
     "a cgroup named like an interface file": expect(
         policy('[cgroups."system.slice"]', '[cgroups."cgroup.procs"]'), r"cgroups"
     ),

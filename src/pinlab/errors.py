@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 __all__ = [
     "ConfigError",
     "config_error",
+    "one_line",
     "show_value",
     "toml_inline",
     "toml_path",
@@ -44,7 +45,16 @@ class ConfigError(ValueError):
         self.where = where
         self.message = message
         parts = [p for p in (source, where) if p]
-        super().__init__(": ".join([*parts, message]))
+        super().__init__(one_line(": ".join([*parts, message])))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters (a newline in a ``--set`` value or a cgroup name the
+    user typed) shown as escapes, so that the error stays the one line it promises."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")

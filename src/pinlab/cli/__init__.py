@@ -38,6 +38,7 @@ from rich.console import Console
 from pinlab import __version__
 from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
+from pinlab.errors import one_line
 
 __all__ = ["build_parser", "main"]
 
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
         Console(stderr=True, soft_wrap=True).print(
-            f"pinlab: error: {e}", markup=False, highlight=False
+            f"pinlab: error: {one_line(str(e))}", markup=False, highlight=False
         )
         return 2
     return result

@@ -42,13 +42,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, m
 
 from pinlab.errors import ConfigError, config_error, show_value, toml_inline, toml_path
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
-from pinlab.scenarios.schema import Name, check_name, parse_path
+from pinlab.scenarios.schema import SEED_MAX, Name, check_name, parse_path
 from pinlab.tomlfile import read_toml
 
 __all__ = ["MAX_POINTS", "SEED_MAX", "Point", "Sweep", "SweepFile", "load_sweep"]
 
-SEED_MAX = 2**63 - 1
-"""The largest seed: TOML's largest integer, so that every seed can be written back to a file."""
 MAX_POINTS = 100_000
 """The most points a sweep may expand to; a larger one is refused before it is expanded."""
 
