@@ -22,6 +22,7 @@ from pinlab.scenarios.runner import builtin_path
 SCENARIO = builtin_path("desktop-pin-hog").read_text(encoding="utf-8")
 POLICY = (Path(__file__).parents[1] / "examples/policy/desktop.toml").read_text(encoding="utf-8")
 SWEEP = (Path(__file__).parents[1] / "examples/sweeps/pin-cap.toml").read_text(encoding="utf-8")
+KV = builtin_path("odp-vs-pin").read_text(encoding="utf-8")
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -44,6 +45,10 @@ def scenario(old: str, new: str, *extra: str) -> Case:
         "",
         {"s.toml": edit(SCENARIO, old, new)},
     )
+
+
+def kv_scenario(old: str, new: str) -> Case:
+    return Case(["run", "s.toml", "--no-report", "--quiet"], "", {"s.toml": edit(KV, old, new)})
 
 
 def policy(old: str, new: str) -> Case:
@@ -157,6 +162,13 @@ CASES: dict[str, Case] = {
         scenario('realloc_every = "500ms"', 'realloc_every = "0s"'),
         r"realloc_every: expected a number > 0",
     ),
+    "a zero message size": expect(
+        kv_scenario('block = "64MiB"', 'block = "0B"'), r"block: expected a number > 0"
+    ),
+    "a message size that can never finish": expect(
+        kv_scenario('block = "64MiB"', 'block = "1B"'),
+        r"expected at most 1e\+07 workload iterations",
+    ),
     "a zero frame rate": expect(scenario("fps = 60", "fps = 0"), r"fps: expected a number > 0"),
     # -- references ------------------------------------------------------------------------------
     "an unknown device": expect(
@@ -167,6 +179,9 @@ CASES: dict[str, Case] = {
     "an unknown NIC": expect(
         scenario('retry = "1s" }', 'retry = "1s", nic = "mlx5_9" }'),
         r"tenants\.hog\.params\.nic: expected an RDMA NIC",
+    ),
+    "an unknown NIC of a KV transfer": expect(
+        kv_scenario('nic = "mlx5_0"', 'nic = "mlx5_7"'), r"params\.nic: expected an RDMA NIC"
     ),
     "an unknown display": expect(
         scenario("fps = 60,", 'fps = 60, display = "hdmi9",'),

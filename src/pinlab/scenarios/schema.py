@@ -94,7 +94,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from pinlab.errors import ConfigError, config_error, toml_path
+from pinlab.errors import ConfigError, config_error, show_value, toml_path
 from pinlab.kernel.profile import CONFIG_SWITCHES, DEFAULT_PROFILE, get_profile
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
@@ -196,9 +196,9 @@ def _profile(value: object) -> object:
         value = repr(value)
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if value is not None and value not in KERNEL_PRESETS:
+    if value is not None and (not isinstance(value, str) or value not in KERNEL_PRESETS):
         raise ValueError(
-            f"expected a kernel profile ({', '.join(KERNEL_PRESETS)}), found {value!r}"
+            f"expected a kernel profile ({', '.join(KERNEL_PRESETS)}), found {show_value(value)}"
         )
     return value
 
@@ -303,7 +303,8 @@ class TenantSpec(_Model):
         if not isinstance(data, dict):
             return data
         params = data.get("params", {})
-        if data.get("workload") in WORKLOADS and isinstance(params, dict):
+        workload = data.get("workload")
+        if isinstance(workload, str) and workload in WORKLOADS and isinstance(params, dict):
             data = {**data, "params": {"workload": data["workload"], **params}}
         return data
 

@@ -13,7 +13,16 @@ from pydantic import model_validator
 from pinlab.sim.collective import Collective, FlowSpec
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import metric
-from pinlab.sim.workloads.base import Fallback, Gen, WorkloadParams, at_most, fallback, idle, param
+from pinlab.sim.workloads.base import (
+    FASTEST_PATH,
+    Fallback,
+    Gen,
+    WorkloadParams,
+    at_most,
+    fallback,
+    idle,
+    param,
+)
 from pinlab.sim.workloads.nic import nearest_nic
 from pinlab.sim.workloads.paths import device_access, route
 from pinlab.sim.workloads.registration import Endpoint, RdmaResult, check_access, setup_endpoint
@@ -26,10 +35,12 @@ class AllreduceParams(WorkloadParams):
     workload: Literal["allreduce"] = "allreduce"
 
     devices: list[str] | Literal["all"] = param(
-        "all", "the node's devices that are ranks ('all': every one)"
+        "all", "the node's devices that are ranks ('all': every one)", ref="device"
     )
     nics: list[str] | Literal["auto"] = param(
-        "auto", "a NIC per rank; 'auto': one behind the same switch, else spread evenly"
+        "auto",
+        "a NIC per rank; 'auto': one behind the same switch, else spread evenly",
+        ref="nic",
     )
     buffer: Size | Literal["all"] = param(
         "1GiB",
@@ -37,7 +48,7 @@ class AllreduceParams(WorkloadParams):
         "device's whole memory -- a job locking all HBM)",
         unit="B",
     )
-    size: Size = param("256MiB", "bytes all-reduced per iteration", unit="B")
+    size: Size = param("256MiB", "bytes all-reduced per iteration", unit="B", gt=0)
     iterations: int = param(0, "iterations (0: until the run ends)", ge=0)
     model: Literal["steps", "aggregate"] = param(
         "steps",
@@ -56,7 +67,15 @@ class AllreduceParams(WorkloadParams):
     )
     group: str = param("allreduce", "ranks of one group form one ring")
     world: int = param(0, "tenants expected in the group (0: all)", ge=0)
-    domain: str = param("vram", "GEM domain of the buffers")
+    domain: str = param("vram", "GEM domain of the buffers", ref="domain")
+
+    def events(self, duration: float) -> float:
+        # an iteration moves 2(N-1)/N x size >= size through each rank's NIC, in 2(N-1) steps
+        # of which each rank's process waits on about two per step
+        iterations = duration * FASTEST_PATH / self.size
+        if self.iterations:
+            iterations = min(iterations, self.iterations)
+        return iterations * (1 if self.model == "aggregate" else 4)
 
     @model_validator(mode="after")
     def _size_fits(self) -> AllreduceParams:

@@ -34,6 +34,11 @@ class WorkloadParams(BaseModel):
         return 0.0
 
 
+FASTEST_PATH = 1e12
+"""Bytes per second no path pinlab models exceeds (NVLink 4 moves 900 GB/s per GPU): a
+workload that sends back to back makes at most ``duration * FASTEST_PATH / message`` messages,
+its events' upper estimate."""
+
 MAX_EVENTS = 10_000_000
 """The most workload iterations one tenant may plan in a run (``events``); a scenario above it
 is a config error naming the bound (10⁷ iterations is minutes of wall time)."""

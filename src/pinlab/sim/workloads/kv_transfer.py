@@ -10,7 +10,16 @@ from pydantic import model_validator
 
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import metric
-from pinlab.sim.workloads.base import Fallback, Gen, WorkloadParams, at_most, fallback, idle, param
+from pinlab.sim.workloads.base import (
+    FASTEST_PATH,
+    Fallback,
+    Gen,
+    WorkloadParams,
+    at_most,
+    fallback,
+    idle,
+    param,
+)
 from pinlab.sim.workloads.nic import default_device, nearest_nic
 from pinlab.sim.workloads.paths import device_access, send, staged_pipeline
 from pinlab.sim.workloads.registration import Endpoint, RdmaResult, check_access, setup_endpoint
@@ -21,10 +30,10 @@ class KvTransferParams(WorkloadParams):
     """``kv-transfer``: KV-cache blocks sent (or received) through one registered buffer."""
 
     workload: Literal["kv-transfer"] = "kv-transfer"
-    device: str | None = param(None, "exporting device (default: the node's first)")
-    nic: str | None = param(None, "RDMA NIC (default: the nearest, nearest_nic)")
-    buffer: Size = param("1GiB", "KV cache allocated, exported and registered", unit="B")
-    block: Size = param("64MiB", "bytes per request", unit="B")
+    device: str | None = param(None, "exporting device (default: the node's first)", ref="device")
+    nic: str | None = param(None, "RDMA NIC (default: the nearest, nearest_nic)", ref="nic")
+    buffer: Size = param("1GiB", "KV cache allocated, exported and registered", unit="B", gt=0)
+    block: Size = param("64MiB", "bytes per request", unit="B", gt=0)
     rate: float = param(0.0, "requests per second, Poisson (0: back to back)", unit="1/s", ge=0)
     requests: int = param(0, "requests to serve (0: until the end)", ge=0)
     access: Literal["pinned", "odp"] = param(
@@ -36,7 +45,13 @@ class KvTransferParams(WorkloadParams):
         "send", "send: the NIC reads the buffer; recv: it writes into it"
     )
     fallback: Fallback = fallback()
-    domain: str = param("vram", "GEM domain of the buffer")
+    domain: str = param("vram", "GEM domain of the buffer", ref="domain")
+
+    def events(self, duration: float) -> float:
+        if self.requests:
+            return float(self.requests)
+        back_to_back = duration * FASTEST_PATH / self.block
+        return min(back_to_back, 2 * duration * self.rate) if self.rate else back_to_back
 
     @model_validator(mode="after")
     def _block_fits(self) -> KvTransferParams:

@@ -98,10 +98,18 @@ class PerftestParams(WorkloadParams):
     inline_size: int = param(0, "payloads up to this size travel in the WQE (-I)", ge=0)
     out_reads: int | None = param(None, "outstanding RDMA READs per QP (-o; default the NIC's)")
     device: str | None = param(
-        None, "device whose memory holds the buffer (dma-buf MR); None: host memory"
+        None,
+        "device whose memory holds the buffer (dma-buf MR); None: host memory",
+        ref="device",
     )
-    nic: str | None = param(None, "the RDMA NIC (-d; default the node's first)")
+    nic: str | None = param(None, "the RDMA NIC (-d; default the node's first)", ref="nic")
     group: str = param("perftest", "the client and its server share a group name")
+
+    def events(self, duration: float) -> float:
+        # every message (a latency test: both trips) is computed one by one, on every QP
+        return float(
+            len(self.sizes) * self.iterations * self.qps * (2 if self.kind == "lat" else 1)
+        )
 
     @model_validator(mode="after")
     def _check(self) -> PerftestParams:
