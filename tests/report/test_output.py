@@ -54,7 +54,7 @@ def test_writes_the_four_files(tmp_path: Path) -> None:
     assert (path / "summary.json").read_bytes() == result.summary_json().encode()
     summary = json.loads((path / "summary.json").read_text())
     assert summary["metrics"]["tenant.trainer.throughput"]["unit"] == "B/s"
-    assert (path / "series.csv").read_text().splitlines()[0] == "series,time_s,value"
+    assert (path / "series.csv").read_text().splitlines()[0] == "series,time_s,value,unit"
     config = tomllib.loads((path / "config.toml").read_text())
     assert config["scenario"] == {"name": "toy", "seed": 7}  # None has no TOML form: omitted
     assert config["platform"]["nodes"] == [1, 2]

@@ -72,7 +72,7 @@ DEFAULT_LINKS: tuple[str, ...] = (SUMMARY_FILE, SERIES_FILE, CONFIG_FILE)
 
 FILE_DESCRIPTIONS: dict[str, str] = {
     SUMMARY_FILE: "every headline metric with its unit (JSON)",
-    SERIES_FILE: "every time series: series, time_s, value (CSV)",
+    SERIES_FILE: "every time series: series, time_s, value, unit (CSV)",
     CONFIG_FILE: "the fully resolved configuration of this run (TOML)",
     TRACE_FILE: "timeline for Perfetto (ui.perfetto.dev) or chrome://tracing",
     BUFINFO_FILE: "the kernel's dma_buf bufinfo at the end of the run",

@@ -5,7 +5,7 @@ One run -- one variant of one scenario under one profile -- writes one directory
     <out>/<scenario>/<variant>/
         config.toml    the fully resolved configuration (RunResult.config)
         summary.json   every headline metric with its unit (RunResult.summary_json(), verbatim)
-        series.csv     every time series, ``series,time_s,value`` (RunResult.series_csv())
+        series.csv     every time series, ``series,time_s,value,unit`` (RunResult.series_csv())
         trace.json     the timeline, Chrome trace-event JSON for ui.perfetto.dev
                        (pinlab.report.trace.trace_json)
 

@@ -94,7 +94,7 @@ class RunResult:
         return json.dumps(self.summary(), indent=2, sort_keys=True) + "\n"
 
     def series_csv(self) -> str:
-        """Every time series as CSV (``series,time_s,value``)."""
+        """Every time series as CSV (``series,time_s,value,unit``)."""
         return self.recorder.series_csv()
 
     def metrics_table(self) -> pa.Table:
@@ -120,7 +120,7 @@ class RunResult:
             unit = series_unit(key)
             for t, v in self.recorder.series[key].points:
                 cols["series"].append(key)
-                cols["time_s"].append(float(t))
+                cols["time_s"].append(round(float(t), 9))
                 cols["value"].append(float(v))
                 cols["unit"].append(unit)
         n = len(cols["series"])

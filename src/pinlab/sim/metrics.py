@@ -48,6 +48,15 @@ class Metric:
     unit: str
     description: str = ""
 
+    def __post_init__(self) -> None:
+        # counts and bytes are whole numbers: ``5``, never ``5.0``, in summary.json and claims
+        if (
+            self.unit in ("count", "B")
+            and isinstance(self.value, float)
+            and self.value.is_integer()
+        ):
+            object.__setattr__(self, "value", int(self.value))
+
     def to_json(self) -> dict[str, Any]:
         return {"value": self.value, "unit": self.unit, "description": self.description}
 
@@ -254,6 +263,13 @@ SERIES_UNITS: dict[tuple[str, str], str] = {
 ``Recorder.sample`` is called with (``docs/metrics.md``, ``series.csv``)."""
 
 
+def _csv_number(x: float) -> str:
+    """``x`` as ``series.csv`` writes it: ``3`` for a whole number, else :func:`num`'s digits."""
+    if x == int(x) and abs(x) < 2**53:
+        return str(int(x))
+    return repr(num(x))
+
+
 def series_unit(name: str) -> str:
     """The unit of series ``name`` (``device.node/gpu0.vram.pinned`` → ``B``); ``""`` for a
     series this table does not know."""
@@ -368,11 +384,16 @@ class Recorder:
         self.events.append((t, kind, detail))
 
     def series_csv(self) -> str:
-        """Every series as CSV rows ``series,time_s,value``, sorted by series then time."""
+        """Every series as CSV rows ``series,time_s,value,unit``, sorted by series then time.
+
+        Times are written at nanosecond resolution (a sample time built by adding intervals
+        reads ``4.05``, not ``4.049999999999994``), values as integers when they are whole
+        and otherwise to 12 significant digits (:func:`num`), units by :func:`series_unit`."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["series", "time_s", "value"])
+        writer.writerow(["series", "time_s", "value", "unit"])
         for key in sorted(self.series):
+            unit = series_unit(key)
             for t, v in self.series[key].points:
-                writer.writerow([key, repr(float(t)), repr(float(v))])
+                writer.writerow([key, _csv_number(round(t, 9)), _csv_number(v), unit])
         return buf.getvalue()
