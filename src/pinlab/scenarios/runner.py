@@ -133,8 +133,13 @@ class ScenarioConfig(BaseModel):
 
     @property
     def variants(self) -> list[str]:
-        """Variant names in file order (``["base"]`` without ``[variants]``)."""
-        return list(self.variant_docs) or [BASE_VARIANT]
+        """Variant names in file order. Without ``[variants]``: the file's own top-level
+        ``variant`` (a run's ``config.toml`` names the variant it resolved, so rerunning it
+        keeps that name), else ``["base"]``."""
+        if self.variant_docs:
+            return list(self.variant_docs)
+        own = self.document.get("variant")
+        return [own if isinstance(own, str) and own else BASE_VARIANT]
 
     @property
     def scenario(self) -> ScenarioMeta:
