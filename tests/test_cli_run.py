@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import pinlab.scenarios
+from pinlab import __version__
 from pinlab.cli import main
 from pinlab.errors import ConfigError
 from pinlab.scenarios.result import Metric, RunResult, Verdict
@@ -333,17 +334,23 @@ REAL = "efa-gaudi"  # a short built-in scenario
 
 def test_same_seed_gives_byte_identical_summary(tmp_path: Path) -> None:
     """design.md, "Scenario files": the same scenario and seed give byte-identical results --
-    every run directory's summary.json (and config.toml, series.csv) match byte for byte."""
+    every run directory's summary.json, series.csv and trace.json match byte for byte, and
+    config.toml below its provenance header."""
     for out in ("a", "b"):
         argv = ["run", REAL, "--seed", "11", "--quiet", "--out", str(tmp_path / out)]
         assert main(argv) in (0, 1)  # the claim's verdict is not this test's business
     runs = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a" / REAL).iterdir())
     assert len(runs) >= 2
     for run in runs:
-        for name in ("summary.json", "config.toml", "series.csv"):
+        for name in ("summary.json", "series.csv", "trace.json"):
             a = (tmp_path / "a" / run / name).read_bytes()
             b = (tmp_path / "b" / run / name).read_bytes()
             assert a == b, f"{run}/{name} differs between two runs with seed 11"
+        # config.toml: identical below the header naming the version and the command line
+        configs = [(tmp_path / o / run / "config.toml").read_text().splitlines() for o in "ab"]
+        assert configs[0][0] == f"# written by pinlab {__version__}"
+        assert configs[0][1].startswith("# command: pinlab run efa-gaudi --seed 11")
+        assert configs[0][2:] == configs[1][2:]
         summary = json.loads((tmp_path / "a" / run / "summary.json").read_text())
         assert summary["seed"] == 11
         assert all("unit" in m and "value" in m for m in summary["metrics"].values())
@@ -458,7 +465,7 @@ def test_platform_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     host = tmp_path / "host.toml"
     assert main(["inspect", "--out", str(host)]) == 0
     capsys.readouterr()
-    # a scenario whose variants patch the preset's parameters cannot take a platform file
+    # a scenario whose tenants need devices the host lacks cannot take its platform file
     assert main(["run", "efa-gaudi", "--platform", str(host), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "variants." in err
+    assert err.count("\n") == 1 and ("variants." in err or "params.devices" in err)

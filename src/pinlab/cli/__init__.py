@@ -35,7 +35,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from pinlab import __version__
+from pinlab import __version__, provenance
 from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 from pinlab.errors import one_line
@@ -79,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     console = Console()
     try:
-        result: int = args.func(args, console)
+        with provenance.recording(sys.argv[1:] if argv is None else argv):
+            result: int = args.func(args, console)
     except BrokenPipeError:
         # the reader went away (``pinlab matrix --json | head``): end quietly, and keep the
         # interpreter's own flush at exit from raising again

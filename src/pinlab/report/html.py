@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from pinlab import __version__
+from pinlab import __version__, provenance
 from pinlab.report import plots
 from pinlab.report.output import CONFIG_FILE, SERIES_FILE, SUMMARY_FILE, run_dir_name
 from pinlab.report.verdict import fmt_value
@@ -394,7 +394,13 @@ def render_page(template: str, *, packages: Sequence[str] = (), **context: Any) 
     return (
         _env(tuple(packages))
         .get_template(template)
-        .render(csp=_csp(), script=Markup(CHECK_SCRIPT), version=__version__, **context)
+        .render(
+            csp=_csp(),
+            script=Markup(CHECK_SCRIPT),
+            version=__version__,
+            command=provenance.command(),
+            **context,
+        )
     )
 
 

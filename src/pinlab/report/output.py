@@ -35,6 +35,7 @@ from typing import Any
 
 import tomli_w
 
+from pinlab import provenance
 from pinlab.report.trace import DEFAULT_MAX_EVENTS, TRACE_FILE, trace_json
 from pinlab.scenarios.result import RunResult
 
@@ -71,8 +72,9 @@ def _drop_none(value: Any) -> Any:
 
 
 def config_toml(config: Mapping[str, Any]) -> str:
-    """``config`` as TOML text (``None`` values omitted; key order kept as given)."""
-    return tomli_w.dumps(_drop_none(config))
+    """``config`` as TOML text (``None`` values omitted; key order kept as given), below
+    comment lines naming the pinlab version and command that wrote it."""
+    return provenance.header() + tomli_w.dumps(_drop_none(config))
 
 
 def _write_file(path: Path, data: str | bytes) -> None:

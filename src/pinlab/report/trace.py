@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pinlab import provenance
 from pinlab.scenarios.result import RunResult
 from pinlab.sim.metrics import SINGLE_NODE, Recorder, TraceSlice, split_name, track_name
 
@@ -377,6 +378,7 @@ def trace_json(
         "displayTimeUnit": "ms",
         "metadata": {
             "pinlab": {
+                "version": provenance.version(),
                 "scenario": result.scenario,
                 "variant": result.variant,
                 "profile": result.profile,

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pinlab import provenance
 from pinlab.sim.metrics import Metric, Recorder, series_unit
 from pinlab.sim.workloads import WORKLOADS
 from pinlab.units import UnitError, parse_time
@@ -81,6 +82,7 @@ class RunResult:
     def summary(self) -> dict[str, Any]:
         """The ``summary.json`` document."""
         return {
+            "pinlab_version": provenance.version(),
             "scenario": self.scenario,
             "variant": self.variant,
             "profile": self.profile,

@@ -42,7 +42,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from pinlab import fsutil
+from pinlab import fsutil, provenance
 from pinlab.errors import ConfigError
 from pinlab.sweep.spec import Point, Sweep
 
@@ -233,13 +233,19 @@ def _column(values: list[Any]) -> Any:
 def table_parquet(
     columns: Sequence[str], rows: Sequence[dict[str, Any]], units: dict[str, str]
 ) -> bytes:
-    """The table as Parquet bytes; the units are in the schema metadata (``pinlab.units``)."""
+    """The table as Parquet bytes; the units are in the schema metadata (``pinlab.units``),
+    with the version and command that wrote it (``pinlab``, :mod:`pinlab.provenance`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     arrays = [_column([row.get(c) for row in rows]) for c in columns]
     table = pa.Table.from_arrays(arrays, names=list(columns))
-    table = table.replace_schema_metadata({"pinlab.units": json.dumps(units, sort_keys=True)})
+    table = table.replace_schema_metadata(
+        {
+            "pinlab.units": json.dumps(units, sort_keys=True),
+            "pinlab": json.dumps(provenance.stamp(), sort_keys=True),
+        }
+    )
     sink = io.BytesIO()
     pq.write_table(table, sink)
     return sink.getvalue()
