@@ -532,9 +532,16 @@ class _Claimed(Protocol):
     def bound_claim(self) -> BoundClaim: ...
 
 
-def _sentence(parts: Sequence[str]) -> str:
+def _sentence(parts: Sequence[str], names: Sequence[str] = ()) -> str:
+    """``parts`` joined into one sentence, capitalised unless its first word is a name -- a
+    variant (``big: ...``) or a metric (``tenant.kv.throughput ...``) is written as it is."""
     text = "; ".join(p for p in parts if p)
-    return (text[:1].upper() + text[1:] + ".") if text else ""
+    if not text:
+        return ""
+    first = text.split(" ", 1)[0].rstrip(":,")
+    if first not in names and "." not in first:
+        text = text[:1].upper() + text[1:]
+    return text + "."
 
 
 def judge(cfg: _Claimed, results: Sequence[RunResult]) -> Verdict:
@@ -554,9 +561,9 @@ def judge(cfg: _Claimed, results: Sequence[RunResult]) -> Verdict:
     elif failed:
         held = False
         passed = [o.text for o in deciding if o.held]
-        explanation = "Failed: " + _sentence([o.text for o in failed]).rstrip(".") + "."
+        explanation = "Failed: " + "; ".join(o.text for o in failed) + "."
         if passed:
-            explanation += " Held: " + _sentence(passed)
+            explanation += " Held: " + "; ".join(passed) + "."
     elif undecided:
         held, judged = False, False
         missing = [v for v in claim.needed() if v not in by_name]
@@ -567,9 +574,9 @@ def judge(cfg: _Claimed, results: Sequence[RunResult]) -> Verdict:
         context = []
     else:
         held = True
-        explanation = _sentence([o.text for o in deciding])
+        explanation = _sentence([o.text for o in deciding], list(by_name))
     if context:
-        explanation += " " + _sentence(context)
+        explanation += " " + _sentence(context, list(by_name))
     columns = claim.columns() if deciding else _default_columns(results)
     rows = [
         {
