@@ -38,6 +38,7 @@ from rich.console import Console
 from pinlab import __version__
 from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
+from pinlab.plugins import PluginError
 
 __all__ = ["build_parser", "main"]
 
@@ -85,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except UserError as e:
+    except (UserError, PluginError) as e:
         # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
         Console(stderr=True, soft_wrap=True).print(
             f"pinlab: error: {e}", markup=False, highlight=False

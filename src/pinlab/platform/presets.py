@@ -45,6 +45,7 @@ from pinlab.platform.spec import (
     PlatformSpec,
     SwitchSpec,
 )
+from pinlab.plugins import PluginRegistry, describe
 from pinlab.tomlfile import read_toml
 from pinlab.units import (
     GB,
@@ -746,17 +747,31 @@ def cluster(
     )
 
 
-PRESETS: dict[str, Callable[..., AnySpec]] = {
-    "dl1": dl1,
-    "p4d": p4d,
-    "workstation": workstation,
-    "workstation-amd": workstation_amd,
-    "cx-pair": cx_pair,
-    "apu-laptop": apu_laptop,
-    "cluster": cluster,
-    "matrix": matrix,
-}
-"""Preset platforms by name (``pinlab run --platform NAME``)."""
+PRESETS: PluginRegistry[str, Callable[..., AnySpec]] = PluginRegistry(
+    {
+        "dl1": dl1,
+        "p4d": p4d,
+        "workstation": workstation,
+        "workstation-amd": workstation_amd,
+        "cx-pair": cx_pair,
+        "apu-laptop": apu_laptop,
+        "cluster": cluster,
+        "matrix": matrix,
+    }
+)
+"""Preset platforms by name (``pinlab run --platform NAME``): the built-in ones, then the
+installed plugins' (``pinlab.plugins``)."""
+
+
+def _register_plugin(name: str, obj: object) -> None:
+    if not callable(obj):
+        raise TypeError(f"expected a function giving a platform spec, found {describe(obj)}")
+    if name in PRESETS:
+        raise ValueError(f"expected a new preset name, found {name!r} (already registered)")
+    PRESETS[name] = obj
+
+
+PRESETS.plugins("pinlab.presets", _register_plugin)
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -777,9 +792,15 @@ def _preset(name: object, params: object, source: str) -> AnySpec:
                 f"expected a parameter of preset {name!r} ({', '.join(allowed)}), found {key!r}",
             )
     try:
-        return func(**params)
+        spec = func(**params)
     except ValidationError as e:
         raise config_error(e, source, "params") from None
+    if not isinstance(spec, PlatformSpec | ClusterSpec):
+        # a plugin's preset function (``pinlab.presets``) may give anything
+        raise ConfigError(
+            source, "preset", f"expected {name!r} to give a platform spec, found {spec!r}"[:200]
+        )
+    return spec
 
 
 def platform_from_dict(data: Mapping[str, Any], source: str = "platform") -> AnySpec:
