@@ -192,6 +192,19 @@ def test_an_unreported_counter_is_zero_and_an_unknown_metric_fails_saying_why(cl
     assert "late had not started by the end of the run" in unknown.explanation
 
 
+def test_a_tenant_that_never_reached_its_data_phase_observed_nothing(claim) -> None:  # type: ignore[no-untyped-def]
+    """A rate of 0 from a tenant that had not started is no observation: ``>= 0`` and a
+    comparison with another variant's equally idle tenant do not hold, and say why."""
+    v = claim(
+        '[[claim.expect]]\nvariant = "big"\nmetric = "tenant.late.throughput"\nop = ">="\n'
+        'than = { variant = "small" }\n'
+    )
+    assert v.judged and not v.held
+    assert "late had not started by the end of the run" in v.explanation
+    plain = claim('[[claim.expect]]\nmetric = "tenant.late.throughput"\nop = ">="\nvalue = 0')
+    assert not plain.held
+
+
 # -- groups, context, not judged ----------------------------------------------------------------
 
 HELD = '{ metric = "global.stale_dma_incidents", op = "==", value = 0 }'

@@ -444,8 +444,14 @@ def _evaluate_check(check: Check, run: _Run) -> Outcome:
         if check.rhs is not None:
             base = run.reading(check.rhs, check.rhs_variant or v)
             expected = None if base.value is None else base.value * check.times
+        # a side read only from tenants that never reached their data phase (still in setup,
+        # not started, failed) is no observation: 0 >= 1.2 × 0 does not hold
+        unobserved = bool(_states(run.results[v], lhs)) or (
+            base is not None and bool(_states(run.results[check.rhs_variant or v], base))
+        )
         held = (
-            lhs.value is not None
+            not unobserved
+            and lhs.value is not None
             and expected is not None
             and _compare(lhs.value, check.op, expected, check.tolerance)
         )
@@ -501,6 +507,9 @@ def _fragment(
     if base is not None and base.value and lhs.value is not None:
         text += f" ({lhs.value / base.value:.2f}x)"
     states = _states(run.results[variant], lhs)
+    if base is not None:
+        other = run.results[check.rhs_variant or variant]
+        states += [s for s in _states(other, base) if s not in states]
     if states:
         text += " (" + ", ".join(f"{t} {_STATE_TEXT.get(s, s)}" for t, s in states) + ")"
     return text
