@@ -181,6 +181,24 @@ def test_every_group_is_usable_from_a_scenario(plugged: Path, tmp_path: Path) ->
     assert listing.returncode == 0 and "time between ticks" in listing.stdout
 
 
+def test_a_plugin_rdma_importer_is_a_matrix_column(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    install(
+        site,
+        "pinlab-clone",
+        {"pinlab.importers": {"cx-clone": "pinlab_clone:Clone"}},
+        "from pinlab.drivers.mlx5 import Mlx5Device\n\n\n"
+        "class Clone(Mlx5Device):\n    'An mlx5-like NIC under another name.'\n",
+    )
+    done = pinlab(site, "matrix", "--json", "--no-move-notify", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    matrix = json.loads(done.stdout)
+    cells = [c for c in matrix["cells"] if c["importer"].startswith("cx-clone")]
+    assert {c["exporter"] for c in cells} == set(matrix["exporters"])
+    mlx5 = {c["exporter"]: c["outcome"] for c in matrix["cells"] if c["importer"] == "mlx5-no-odp"}
+    assert {c["exporter"]: c["outcome"] for c in cells} == mlx5
+
+
 @pytest.mark.parametrize(
     ("group", "target", "expected"),
     [
