@@ -228,6 +228,16 @@ def _range_text(p: Any) -> str:
     return ""
 
 
+_VALUE_UNIT = {
+    **dict.fromkeys(("ns", "us", "ms"), "s"),
+    **dict.fromkeys(("KiB", "MiB", "GiB"), "B"),
+    **dict.fromkeys(("GB/s", "Gbps"), "B/s"),
+    **dict.fromkeys(("ns/B", "ms/GB", "ms/MB", "ms/GiB"), "s/B"),
+}
+"""The unit of a parameter's ``value`` (held in base units) where the cost-model document
+writes it in another (``unit``: ``us`` -> a value in s); ``text`` is the value in the doc's."""
+
+
 def _cmd_params(args: argparse.Namespace, console: Console) -> int:
     from pinlab.platform.cost import parameters
 
@@ -245,6 +255,7 @@ def _cmd_params(args: argparse.Namespace, console: Console) -> int:
                 {
                     "key": p.key,
                     "value": p.value,
+                    "value_unit": _VALUE_UNIT.get(p.unit, p.unit),
                     "text": p.text,
                     "unit": p.unit,
                     "sweep": p.sweep,
