@@ -33,6 +33,8 @@ def test_scenarios_and_show(capsys: pytest.CaptureFixture[str]) -> None:
 def test_workloads_with_parameters_and_metrics(capsys: pytest.CaptureFixture[str]) -> None:
     every = listing(capsys, "workloads")
     assert [w["name"] for w in every] == list(WORKLOADS)  # type: ignore[union-attr]
+    types = {p["type"] for w in every for p in w["params"]}  # type: ignore[union-attr]
+    assert "list of str | all" in types and not any("Union" in t for t in types), types
     kv = listing(capsys, "workloads", "kv-transfer")
     assert isinstance(kv, dict)
     params = {p["name"]: p for p in kv["params"]}

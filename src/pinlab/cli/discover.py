@@ -17,6 +17,7 @@ import argparse
 import fnmatch
 import json
 import sys
+import types
 import typing
 from typing import Any
 
@@ -102,6 +103,12 @@ def _type_text(annotation: Any, unit: str) -> str:
     if args and type(None) in args:
         inner = [a for a in args if a is not type(None)]
         return " | ".join(_type_text(a, "") for a in inner) + " or none"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_text(a, "") for a in args)
+    if origin in (list, tuple) and args:
+        return f"list of {_type_text(args[0], '')}"
+    if origin is typing.Annotated or hasattr(annotation, "__metadata__"):
+        return _type_text(args[0], unit) if args else str(annotation)
     return getattr(annotation, "__name__", str(annotation))
 
 
