@@ -39,6 +39,7 @@ from pinlab import __version__, provenance
 from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 from pinlab.errors import one_line
+from pinlab.plugins import PluginError
 
 __all__ = ["build_parser", "main"]
 
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "pinlab: interrupted; finished runs and sweep points are kept", markup=False
         )
         return 130
-    except UserError as e:
+    except (UserError, PluginError) as e:
         # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
         Console(stderr=True, soft_wrap=True).print(
             f"pinlab: error: {one_line(str(e))}", markup=False, highlight=False

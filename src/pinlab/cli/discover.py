@@ -17,6 +17,7 @@ import argparse
 import fnmatch
 import json
 import sys
+import types
 import typing
 from typing import Any
 
@@ -102,6 +103,12 @@ def _type_text(annotation: Any, unit: str) -> str:
     if args and type(None) in args:
         inner = [a for a in args if a is not type(None)]
         return " | ".join(_type_text(a, "") for a in inner) + " or none"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_text(a, "") for a in args)
+    if origin in (list, tuple) and args:
+        return f"list of {_type_text(args[0], '')}"
+    if origin is typing.Annotated or hasattr(annotation, "__metadata__"):
+        return _type_text(args[0], unit) if args else str(annotation)
     return getattr(annotation, "__name__", str(annotation))
 
 
@@ -228,6 +235,16 @@ def _range_text(p: Any) -> str:
     return ""
 
 
+_VALUE_UNIT = {
+    **dict.fromkeys(("ns", "us", "ms"), "s"),
+    **dict.fromkeys(("KiB", "MiB", "GiB"), "B"),
+    **dict.fromkeys(("GB/s", "Gbps"), "B/s"),
+    **dict.fromkeys(("ns/B", "ms/GB", "ms/MB", "ms/GiB"), "s/B"),
+}
+"""The unit of a parameter's ``value`` (held in base units) where the cost-model document
+writes it in another (``unit``: ``us`` -> a value in s); ``text`` is the value in the doc's."""
+
+
 def _cmd_params(args: argparse.Namespace, console: Console) -> int:
     from pinlab.platform.cost import parameters
 
@@ -245,6 +262,7 @@ def _cmd_params(args: argparse.Namespace, console: Console) -> int:
                 {
                     "key": p.key,
                     "value": p.value,
+                    "value_unit": _VALUE_UNIT.get(p.unit, p.unit),
                     "text": p.text,
                     "unit": p.unit,
                     "sweep": p.sweep,

@@ -17,4 +17,8 @@ from pinlab.drivers import efa, mlx5, display, gpu_import  # noqa: F401
 from pinlab.drivers.base import EXPORTERS, DeviceBuffer, ExporterDriver, RegionUsage
 from pinlab.drivers.importer import IMPORTERS, Importer
 
+# then the installed plugins' drivers (``pinlab.plugins``), after every built-in one
+EXPORTERS.plugins("pinlab.exporters", lambda n, o: EXPORTERS.register_plugin(n, o, ExporterDriver))
+IMPORTERS.plugins("pinlab.importers", lambda n, o: IMPORTERS.register_plugin(n, o, Importer))
+
 __all__ = ["EXPORTERS", "IMPORTERS", "DeviceBuffer", "ExporterDriver", "Importer", "RegionUsage"]

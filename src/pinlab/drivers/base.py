@@ -19,7 +19,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar, cast
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
@@ -36,6 +36,7 @@ from pinlab.kernel.pci import PciDev
 from pinlab.kernel.pin_hooks import BufferLocation
 from pinlab.kernel.profile import KernelProfile
 from pinlab.kernel.ttm import TtmDevice
+from pinlab.plugins import PluginRegistry, describe
 
 DriverOptions = Mapping[str, bool | int | str]
 """A platform file's ``driver_options``: extra constructor keyword arguments."""
@@ -145,8 +146,9 @@ class Driver:
 _D = TypeVar("_D", bound=Driver)
 
 
-class Registry(dict[str, type[_D]]):
-    """Driver classes by name, in registration order."""
+class Registry(PluginRegistry[str, type[_D]]):
+    """Driver classes by name, in registration order: the built-in ones, then the installed
+    plugins' (``pinlab.plugins``, loaded on the first read)."""
 
     def register(self, name: str) -> Callable[[type[_D]], type[_D]]:
         """Class decorator: make a driver selectable by ``name`` (its ``driver_name``)."""
@@ -157,6 +159,23 @@ class Registry(dict[str, type[_D]]):
             return cls
 
         return deco
+
+    def register_plugin(self, name: str, obj: object, base: type) -> None:
+        """Register a plugin's driver class ``obj`` (an entry point's object) as ``name``;
+        ``TypeError``/``ValueError`` saying what was expected (``pinlab.plugins``)."""
+        if not (isinstance(obj, type) and issubclass(obj, base)):
+            raise TypeError(f"expected a {base.__name__} subclass, found {describe(obj)}")
+        abstract = sorted(getattr(obj, "__abstractmethods__", ()))
+        if abstract:
+            raise TypeError(
+                f"expected a concrete {base.__name__}, found {obj.__qualname__} without "
+                f"{', '.join(abstract)}"
+            )
+        if self.get(name, obj) is not obj:
+            raise ValueError(
+                f"expected a new driver name, found {name!r} (already {self[name].__qualname__})"
+            )
+        self.register(name)(cast("type[_D]", obj))
 
 
 class ExporterDriver(Driver, ABC):

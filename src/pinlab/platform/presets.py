@@ -30,7 +30,8 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import ConfigDict, ValidationError, validate_call
 
-from pinlab.drivers import EXPORTERS
+from pinlab.drivers import EXPORTERS, IMPORTERS
+from pinlab.drivers.rdma import RdmaDevice
 from pinlab.errors import ConfigError, config_error
 from pinlab.platform.cluster import ClusterSpec, FabricSpec
 from pinlab.platform.spec import (
@@ -45,6 +46,7 @@ from pinlab.platform.spec import (
     PlatformSpec,
     SwitchSpec,
 )
+from pinlab.plugins import PluginRegistry, describe
 from pinlab.tomlfile import read_toml
 from pinlab.units import (
     GB,
@@ -671,11 +673,23 @@ def matrix(
       a second amdgpu-like GPU (same sizes) that imports buffers (``gpu1:import``) and owns the
       display engine ``display0`` -- dma-buf scanout happens on the *second* GPU in practice
       (PRIME: one GPU renders, another scans out).
+    * ``<driver>0`` on the switch for every other registered RDMA driver (a plugin's).
 
     pinlab's assumptions beyond the matrix: host DRAM 64 GiB at 89.6 GB/s and the links'
     default rates (the matrix measures placements, not bandwidth).
     """
     integrated = exporter in EXPORTERS and EXPORTERS[exporter].carve_out
+    nics = (
+        NicSpec(name="efa0", driver="efa", parent="sw0"),
+        NicSpec(
+            name="mlx5_0",
+            driver="mlx5",
+            parent="sw0",
+            odp=True,
+            driver_options={"ignore_move_notify": True} if broken_mlx5 else {},
+        ),
+        NicSpec(name="mlx5_1", driver="mlx5", parent="sw0"),
+    )
     return PlatformSpec(
         name=f"matrix-{exporter}",
         description="pinlab matrix: one exporter, an EFA, two mlx5 (ODP, no ODP), a GPU "
@@ -705,19 +719,19 @@ def matrix(
                 system=2 * GiB,
             ),
         ),
-        nics=(
-            NicSpec(name="efa0", driver="efa", parent="sw0"),
-            NicSpec(
-                name="mlx5_0",
-                driver="mlx5",
-                parent="sw0",
-                odp=True,
-                driver_options={"ignore_move_notify": True} if broken_mlx5 else {},
-            ),
-            NicSpec(name="mlx5_1", driver="mlx5", parent="sw0"),
-        ),
+        nics=(*nics, *_other_rdma_nics({n.driver for n in nics})),
         displays=(DisplaySpec(name="display0", device="gpu1"),),
     )
+
+
+def _other_rdma_nics(used: set[str]) -> list[NicSpec]:
+    """One NIC ``<driver>0`` on the switch for each registered RDMA driver the matrix machine
+    has none of (a plugin's, ``pinlab.plugins``), so every RDMA importer is a matrix column."""
+    return [
+        NicSpec(name=f"{name}0", driver=name, parent="sw0")
+        for name, cls in IMPORTERS.items()
+        if issubclass(cls, RdmaDevice) and name not in used
+    ]
 
 
 @validate_call(config=ConfigDict(arbitrary_types_allowed=True))
@@ -746,17 +760,31 @@ def cluster(
     )
 
 
-PRESETS: dict[str, Callable[..., AnySpec]] = {
-    "dl1": dl1,
-    "p4d": p4d,
-    "workstation": workstation,
-    "workstation-amd": workstation_amd,
-    "cx-pair": cx_pair,
-    "apu-laptop": apu_laptop,
-    "cluster": cluster,
-    "matrix": matrix,
-}
-"""Preset platforms by name (``pinlab run --platform NAME``)."""
+PRESETS: PluginRegistry[str, Callable[..., AnySpec]] = PluginRegistry(
+    {
+        "dl1": dl1,
+        "p4d": p4d,
+        "workstation": workstation,
+        "workstation-amd": workstation_amd,
+        "cx-pair": cx_pair,
+        "apu-laptop": apu_laptop,
+        "cluster": cluster,
+        "matrix": matrix,
+    }
+)
+"""Preset platforms by name (``pinlab run --platform NAME``): the built-in ones, then the
+installed plugins' (``pinlab.plugins``)."""
+
+
+def _register_plugin(name: str, obj: object) -> None:
+    if not callable(obj):
+        raise TypeError(f"expected a function giving a platform spec, found {describe(obj)}")
+    if name in PRESETS:
+        raise ValueError(f"expected a new preset name, found {name!r} (already registered)")
+    PRESETS[name] = obj
+
+
+PRESETS.plugins("pinlab.presets", _register_plugin)
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -777,9 +805,15 @@ def _preset(name: object, params: object, source: str) -> AnySpec:
                 f"expected a parameter of preset {name!r} ({', '.join(allowed)}), found {key!r}",
             )
     try:
-        return func(**params)
+        spec = func(**params)
     except ValidationError as e:
         raise config_error(e, source, "params") from None
+    if not isinstance(spec, PlatformSpec | ClusterSpec):
+        # a plugin's preset function (``pinlab.presets``) may give anything
+        raise ConfigError(
+            source, "preset", f"expected {name!r} to give a platform spec, found {spec!r}"[:200]
+        )
+    return spec
 
 
 def platform_from_dict(data: Mapping[str, Any], source: str = "platform") -> AnySpec:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pinlab.plugins import PluginRegistry, describe
+
 __all__ = ["CLAIM_FUNCTIONS", "ClaimFunction", "register_claim_function"]
 
 Values = Sequence[Sequence[float]]
@@ -45,7 +47,7 @@ class ClaimFunction:
     apply: Callable[[Values], float | None]
 
 
-CLAIM_FUNCTIONS: dict[str, ClaimFunction] = {}
+CLAIM_FUNCTIONS: PluginRegistry[str, ClaimFunction] = PluginRegistry()
 """Claim functions by name (``fn = "<name>"`` in a scenario's ``[claim]``)."""
 
 
@@ -114,3 +116,16 @@ for _fn in (
     ClaimFunction("ratio", "the first metric over the second (one unit)", 2, _ratio_unit, _ratio),
 ):
     register_claim_function(_fn)
+
+
+def _register_plugin(name: str, obj: object) -> None:
+    if not isinstance(obj, ClaimFunction):
+        raise TypeError(
+            f"expected a pinlab.scenarios.claimfns.ClaimFunction, found {describe(obj)}"
+        )
+    if obj.name != name:
+        raise ValueError(f"expected a claim function named {name!r}, found {obj.name!r}")
+    register_claim_function(obj)
+
+
+CLAIM_FUNCTIONS.plugins("pinlab.claim_functions", _register_plugin)

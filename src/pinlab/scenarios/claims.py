@@ -444,8 +444,14 @@ def _evaluate_check(check: Check, run: _Run) -> Outcome:
         if check.rhs is not None:
             base = run.reading(check.rhs, check.rhs_variant or v)
             expected = None if base.value is None else base.value * check.times
+        # a side read only from tenants that never reached their data phase (still in setup,
+        # not started, failed) is no observation: 0 >= 1.2 × 0 does not hold
+        unobserved = bool(_states(run.results[v], lhs)) or (
+            base is not None and bool(_states(run.results[check.rhs_variant or v], base))
+        )
         held = (
-            lhs.value is not None
+            not unobserved
+            and lhs.value is not None
             and expected is not None
             and _compare(lhs.value, check.op, expected, check.tolerance)
         )
@@ -501,6 +507,9 @@ def _fragment(
     if base is not None and base.value and lhs.value is not None:
         text += f" ({lhs.value / base.value:.2f}x)"
     states = _states(run.results[variant], lhs)
+    if base is not None:
+        other = run.results[check.rhs_variant or variant]
+        states += [s for s in _states(other, base) if s not in states]
     if states:
         text += " (" + ", ".join(f"{t} {_STATE_TEXT.get(s, s)}" for t, s in states) + ")"
     return text
@@ -532,9 +541,16 @@ class _Claimed(Protocol):
     def bound_claim(self) -> BoundClaim: ...
 
 
-def _sentence(parts: Sequence[str]) -> str:
+def _sentence(parts: Sequence[str], names: Sequence[str] = ()) -> str:
+    """``parts`` joined into one sentence, capitalised unless its first word is a name -- a
+    variant (``big: ...``) or a metric (``tenant.kv.throughput ...``) is written as it is."""
     text = "; ".join(p for p in parts if p)
-    return (text[:1].upper() + text[1:] + ".") if text else ""
+    if not text:
+        return ""
+    first = text.split(" ", 1)[0].rstrip(":,")
+    if first not in names and "." not in first:
+        text = text[:1].upper() + text[1:]
+    return text + "."
 
 
 def judge(cfg: _Claimed, results: Sequence[RunResult]) -> Verdict:
@@ -554,9 +570,9 @@ def judge(cfg: _Claimed, results: Sequence[RunResult]) -> Verdict:
     elif failed:
         held = False
         passed = [o.text for o in deciding if o.held]
-        explanation = "Failed: " + _sentence([o.text for o in failed]).rstrip(".") + "."
+        explanation = "Failed: " + "; ".join(o.text for o in failed) + "."
         if passed:
-            explanation += " Held: " + _sentence(passed)
+            explanation += " Held: " + "; ".join(passed) + "."
     elif undecided:
         held, judged = False, False
         missing = [v for v in claim.needed() if v not in by_name]
@@ -567,9 +583,9 @@ def judge(cfg: _Claimed, results: Sequence[RunResult]) -> Verdict:
         context = []
     else:
         held = True
-        explanation = _sentence([o.text for o in deciding])
+        explanation = _sentence([o.text for o in deciding], list(by_name))
     if context:
-        explanation += " " + _sentence(context)
+        explanation += " " + _sentence(context, list(by_name))
     columns = claim.columns() if deciding else _default_columns(results)
     rows = [
         {

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from pinlab.plugins import PluginRegistry, describe
 from pinlab.sim.engine import Ctx, Simulation, Tenant
 from pinlab.sim.metrics import MetricSpec, TenantResult, declared
 from pinlab.sim.workloads import allreduce, desktop, kv_transfer, perftest, pressure
@@ -42,11 +43,11 @@ class WorkloadDef(Generic[P, R]):
         return declared(self.result)
 
 
-def _table(*defs: WorkloadDef[Any, Any]) -> dict[str, WorkloadDef[Any, Any]]:
-    return {d.name: d for d in defs}
+def _table(*defs: WorkloadDef[Any, Any]) -> PluginRegistry[str, WorkloadDef[Any, Any]]:
+    return PluginRegistry((d.name, d) for d in defs)
 
 
-WORKLOADS: dict[str, WorkloadDef[Any, Any]] = _table(
+WORKLOADS: PluginRegistry[str, WorkloadDef[Any, Any]] = _table(
     WorkloadDef(
         allreduce.AllreduceParams,
         allreduce.AllreduceResult,
@@ -90,7 +91,23 @@ WORKLOADS: dict[str, WorkloadDef[Any, Any]] = _table(
         "allocation bursts that force eviction",
     ),
 )
-"""Built-in workloads by name (``workload = "allreduce"`` in a scenario file)."""
+"""Workloads by name (``workload = "allreduce"`` in a scenario file): the built-in ones, then
+the installed plugins' (``pinlab.plugins``)."""
+
+
+def _register_plugin(name: str, obj: object) -> None:
+    if not isinstance(obj, WorkloadDef):
+        raise TypeError(f"expected a pinlab.sim.workloads.WorkloadDef, found {describe(obj)}")
+    if obj.name != name:
+        raise ValueError(
+            f"expected a workload named {name!r} (its params' workload), found {obj.name!r}"
+        )
+    if name in WORKLOADS:
+        raise ValueError(f"expected a new workload name, found {name!r} (already registered)")
+    WORKLOADS[name] = obj
+
+
+WORKLOADS.plugins("pinlab.workloads", _register_plugin)
 
 
 def workload(name: str) -> WorkloadDef[Any, Any]:

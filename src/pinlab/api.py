@@ -1,0 +1,147 @@
+"""The public Python API (``docs/api.md``): load a scenario, override it, run it, read the
+results as tables, judge its claim, write the run directories.
+
+Everything here is exported from ``pinlab`` itself (``pinlab.load_scenario``, ``pinlab.run``
+...); these names are stable. The API codes against the same functions as ``pinlab run``
+(:mod:`pinlab.scenarios.runner`, :mod:`pinlab.scenarios.claims`, :mod:`pinlab.report`), so a
+notebook and the command line give the same numbers and verdicts for the same scenario and
+seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from pinlab.scenarios.claims import judge as _judge
+from pinlab.scenarios.result import METRICS_SCHEMA, SERIES_SCHEMA, RunResult, Verdict
+from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, run_variant
+from pinlab.scenarios.runner import load_scenario as _load
+
+__all__ = [
+    "BUILTIN",
+    "Run",
+    "RunResult",
+    "Scenario",
+    "Verdict",
+    "judge",
+    "load_scenario",
+    "run",
+    "run_variant",
+]
+
+Scenario = ScenarioConfig
+"""A loaded, validated scenario (:class:`~pinlab.scenarios.runner.ScenarioConfig`)."""
+
+
+def load_scenario(
+    name_or_path: str | Path,
+    *,
+    sets: Sequence[str] = (),
+    platform: str | Path | None = None,
+    profile: str | None = None,
+    seed: int | None = None,
+) -> Scenario:
+    """A built-in scenario by name (:data:`BUILTIN`) or a scenario file, validated (its claim
+    too); ``sets`` are ``key=value`` overrides as ``pinlab run --set`` takes them,
+    ``platform`` a platform file replacing ``[platform]``, ``profile`` and ``seed`` override
+    the kernel profile and the seed of every variant. :class:`~pinlab.errors.ConfigError`
+    (one line) on the first problem."""
+    cfg = _load(name_or_path, sets=sets, platform=platform)
+    if profile is not None:
+        cfg = cfg.with_profile(profile)
+    if seed is not None:
+        cfg = cfg.with_seed(seed)
+    return cfg
+
+
+def judge(scenario: Scenario, results: Sequence[RunResult]) -> Verdict:
+    """The verdict on ``scenario``'s claim from ``results`` (variants in run order)."""
+    return _judge(scenario, list(results))
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What :func:`run` gives: the scenario, each variant's :class:`RunResult` (in run order,
+    also ``run["variant"]``) and the :class:`Verdict` on the claim."""
+
+    scenario: Scenario
+    results: tuple[RunResult, ...]
+    verdict: Verdict
+
+    def __getitem__(self, variant: str) -> RunResult:
+        for r in self.results:
+            if r.variant == variant:
+                return r
+        ran = ", ".join(r.variant for r in self.results)
+        raise KeyError(f"variant {variant!r} was not run (ran: {ran})")
+
+    def __iter__(self) -> Iterator[RunResult]:
+        return iter(self.results)
+
+    @property
+    def variants(self) -> list[str]:
+        return [r.variant for r in self.results]
+
+    def metrics(self) -> pa.Table:
+        """Every metric of every variant: scenario, variant, metric, value, unit, description
+        (``.to_pandas()`` for a DataFrame)."""
+        tables = [r.metrics_table() for r in self.results]
+        return pa.concat_tables(tables) if tables else METRICS_SCHEMA.empty_table()
+
+    def series(self) -> pa.Table:
+        """Every time-series point of every variant: scenario, variant, series, time_s,
+        value, unit."""
+        tables = [r.series_table() for r in self.results]
+        return pa.concat_tables(tables) if tables else SERIES_SCHEMA.empty_table()
+
+    def verdict_table(self) -> pa.Table:
+        """The verdict table (as ``pinlab run`` prints it): one row per variant, its cells as
+        text."""
+        columns = self.verdict.columns
+        return pa.table(
+            {c: [str(row.get(c, "")) for row in self.verdict.rows] for c in columns},
+            schema=pa.schema([(c, pa.string()) for c in columns]),
+        )
+
+    def write(self, out: str | Path, *, report: bool = False, trace: bool = True) -> list[Path]:
+        """Write each variant's run directory under ``out`` (``<out>/<scenario>/<variant>/``:
+        ``config.toml``, ``summary.json``, ``series.csv``, ``trace.json``), as ``pinlab run``
+        does; with ``report`` also each run's ``report.html`` and plots. Returns the
+        directories."""
+        from pinlab.report.html import write_run_report
+        from pinlab.report.output import write_run
+
+        paths = []
+        for result in self.results:
+            path = write_run(result, out, trace=trace)
+            if report:
+                write_run_report(path, result, self.verdict)
+            paths.append(path)
+        return paths
+
+
+def run(
+    scenario: Scenario | str | Path,
+    variants: Sequence[str] | str | None = None,
+    *,
+    sets: Sequence[str] = (),
+    profile: str | None = None,
+    seed: int | None = None,
+) -> Run:
+    """Run ``scenario`` (a :class:`Scenario`, a built-in name or a file) -- every variant, or
+    those named -- and judge its claim. ``sets``, ``profile`` and ``seed`` override as in
+    :func:`load_scenario`."""
+    cfg = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
+    if sets:
+        cfg = cfg.with_set(*sets)
+    if profile is not None:
+        cfg = cfg.with_profile(profile)
+    if seed is not None:
+        cfg = cfg.with_seed(seed)
+    names = [variants] if isinstance(variants, str) else list(variants or cfg.variants)
+    results = tuple(run_variant(cfg, name) for name in names)
+    return Run(cfg, results, _judge(cfg, list(results)))
