@@ -32,12 +32,12 @@ from typing import NoReturn
 from rich.console import Console
 
 from pinlab import __version__
-from pinlab.cli import bench, inspect, kernel, policy, run, sweep, validate
+from pinlab.cli import bench, doctor, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, run, sweep, bench, validate)
+SUBCOMMANDS = (kernel, policy, inspect, doctor, run, sweep, bench, validate)
 """The modules that add subcommands, in ``--help`` order."""
 
 

@@ -81,6 +81,7 @@ from pinlab.platform.spec import (
 from pinlab.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
 
 __all__ = [
+    "ALIASES_PREFIX",
     "DEFAULT_DEVICE_MEMORY",
     "DEFAULT_DRAM_BANDWIDTH",
     "DEFAULT_HOST_MEMORY",
@@ -91,6 +92,9 @@ __all__ = [
     "suggest_kernel",
     "write_platform",
 ]
+
+ALIASES_PREFIX = "aliases (host name=pinlab name, for pinlab run --map): "
+"""How the header line that lists :attr:`PlatformPlan.aliases` starts."""
 
 DEFAULT_DRAM_BANDWIDTH = parse_rate("89.6GB/s")
 """[assumption] Per-socket DRAM bandwidth written to the file: dual-channel DDR5-5600, the
@@ -149,6 +153,9 @@ class PlatformPlan:
     mapped: tuple[MappedItem, ...] = ()
     skipped: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    aliases: dict[str, str] = field(default_factory=dict)
+    """The host's names of each device and NIC → its pinlab name: the PCI address, the DRM
+    cards (``card1``), the RDMA and network devices (``mlx5_0``, ``enp5s0f0np0``)."""
 
 
 def suggest_kernel(system: SystemInfo | None) -> str | None:
@@ -495,6 +502,13 @@ def plan_platform(
         f"host bridges {len(host_bridges)}, switches {len(switches)}, devices {len(devices)}, "
         f"RDMA NICs {len(nics)}; dram.bandwidth assumed"
     )
+    aliases: dict[str, str] = {}
+    for item in mapped:
+        found = fns.get(item.address)
+        if found is not None and item.kind.startswith(("device", "NIC")):
+            names = (found.address, *found.drm_cards, *found.ib_devices, *found.net_devices)
+            for alias in names:
+                aliases.setdefault(alias, item.name)
     spec = PlatformSpec(
         name=spec_name,
         description=description,
@@ -507,7 +521,7 @@ def plan_platform(
         nics=tuple(nics),
         displays=tuple(displays),
     )
-    return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes))
+    return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes), aliases)
 
 
 def _bus_key(bus: str) -> tuple[int, ...]:
@@ -530,6 +544,8 @@ def platform_text(plan: PlatformPlan, *, source: str = "") -> str:
         "Mapping (pinlab name = PCI address: what):",
         *(f"  {m.name} = {m.address}: {m.kind}, {m.what}" for m in plan.mapped),
     ]
+    if plan.aliases:
+        header += ["", ALIASES_PREFIX + " ".join(f"{k}={v}" for k, v in plan.aliases.items())]
     if plan.skipped:
         header += ["", "Not mapped:", *(f"  {s}" for s in plan.skipped)]
     if plan.notes:

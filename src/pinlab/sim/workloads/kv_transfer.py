@@ -21,8 +21,10 @@ class KvTransferParams(WorkloadParams):
     """``kv-transfer``: KV-cache blocks sent (or received) through one registered buffer."""
 
     workload: Literal["kv-transfer"] = "kv-transfer"
-    device: str | None = param(None, "exporting device (default: the node's first)")
-    nic: str | None = param(None, "RDMA NIC (default: the nearest, nearest_nic)")
+    device: str | None = param(
+        None, "exporting device (default: the node's first)", ref="device"
+    )
+    nic: str | None = param(None, "RDMA NIC (default: the nearest, nearest_nic)", ref="nic")
     buffer: Size = param("1GiB", "KV cache allocated, exported and registered", unit="B")
     block: Size = param("64MiB", "bytes per request", unit="B")
     rate: float = param(0.0, "requests per second, Poisson (0: back to back)", unit="1/s", ge=0)
