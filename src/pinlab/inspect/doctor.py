@@ -69,8 +69,8 @@ STEP_ITEMS: dict[str, tuple[str, ...]] = {
     "ib_umem_dmabuf_get_pinned": ("K-45",),
     "ib_reg_user_mr_dmabuf": ("§6",),
     "mlx5_ib_reg_user_mr_dmabuf": ("§6",),
-    "efa_reg_mr": ("§6",),
-    "ib_uverbs_ioctl": ("§6",),
+    "efa_reg_user_mr_dmabuf": ("§5", "efa_verbs.c access check"),
+    "ib_uverbs_ioctl": ("§5", "UVERBS_METHOD_REG_DMABUF_MR, Linux 5.12 bfe0cc6eb249"),
     "hl_map_dmabuf": ("K-52",),
     "amdgpu_dma_buf_pin": ("K-49",),
     "amdgpu_bo_pin": ("K-50",),
@@ -83,6 +83,8 @@ STEP_ITEMS: dict[str, tuple[str, ...]] = {
 rule, not answers -- the errno and the function come from running the model."""
 
 _MN_OPTION = "DMABUF_MOVE_NOTIFY"
+REFUSED = "refused by P2PDMA"
+"""The path class when ``pci_p2pdma_distance`` < 0 (K-55)."""
 
 
 # -- the inputs -----------------------------------------------------------------------------------
@@ -348,7 +350,7 @@ class Diagnosis:
 
 def _rates(inputs: Inputs, device: str, nic: str) -> Rates:
     machine = build(inputs.spec, Kernel(inputs.profile))
-    path = machine.p2p_path_class(device, nic) or "refused by P2PDMA"
+    path = machine.p2p_path_class(device, nic) or REFUSED
     port = machine.nic_port_model(nic)
     wire = rdma_model.wire_rate(machine.cost, port)
     host = f"host:{machine.socket_of(nic)}"
@@ -400,22 +402,28 @@ def _evaluate(inputs: Inputs, snap: Snapshot, device: str, nic: str) -> PairRepo
             )
         )
     elif reg.location not in (None, "vram"):
+        items = ("K-48", "K-49") if "amdgpu" in _driver(inputs, device) else reg.items
+        why = ""
+        if rates.path == REFUSED:
+            why = f"; P2PDMA refuses the pair ({_refusal_reason(inputs, device)})"
+            items = (*items, "K-55", "K-83")
         findings.append(
             Finding(
                 "staged",
                 f"the {inputs.mode} MR succeeds but the buffer sits in {reg.location}, not device "
-                "memory: the NIC moves host memory, P2P is not used (staged)",
-                ("K-48", "K-49") if "amdgpu" in _driver(inputs, device) else reg.items,
+                f"memory: the NIC moves host memory, P2P is not used (staged){why}",
+                items,
             )
         )
     p2p_used = reg.ok and reg.location == "vram"
-    if p2p_used and rates.p2p_read == 0 and rates.p2p_write > 0:
+    if rates.p2p_read == 0 and rates.p2p_write > 0:
         findings.append(
             Finding(
                 "reads-fail",
-                f"P2P through the root complex: NIC writes into {device} work "
-                f"({fmt_rate(rates.p2p_write)}) but the host bridge does not forward P2P reads: "
-                "SENDs and RDMA WRITEs from, and RDMA READs of, device memory fail",
+                f"the host bridge between {device} and {nic} forwards peer-to-peer writes only: "
+                f"NIC writes into {device}'s memory work ({fmt_rate(rates.p2p_write)}), NIC reads "
+                "of it (a SEND or RDMA WRITE from it, an RDMA READ of it) fail"
+                + ("" if p2p_used else " wherever the exporter lets P2P through"),
                 ("pcie.rc.intel_client",),
             )
         )
@@ -458,6 +466,23 @@ def _evaluate(inputs: Inputs, snap: Snapshot, device: str, nic: str) -> PairRepo
         memlock=inputs.memlock,
         dmem=dmem_text,
         findings=tuple(findings),
+    )
+
+
+def _refusal_reason(inputs: Inputs, device: str) -> str:
+    """Why ``pci_p2pdma_distance`` is negative, in the terms of K-55/K-83."""
+    if not inputs.profile.pci_p2pdma:
+        return "CONFIG_PCI_P2PDMA is off"
+    spec = inputs.spec
+    parents = {s.name: s.parent for s in spec.switches}
+    at = spec.device(device).parent
+    while at in parents:
+        at = parents[at]
+    hb = next(h for h in spec.host_bridges if h.name == at)
+    return (
+        f"the path goes through host bridge {hb.vendor:04x}:{hb.device:04x}, which is not "
+        f"whitelisted, and the CPU ({spec.cpu.vendor} family 0x{spec.cpu.family:x}) is not an "
+        "AMD Zen"
     )
 
 

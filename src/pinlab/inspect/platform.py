@@ -38,7 +38,8 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
   speed. SR-IOV virtual functions are skipped (their physical function is mapped).
 * **Links**: gen/width = the lower of the function's and its parent port's ``max_link_*``
   (gen clamped to pinlab's 3-5, width to 1-16).
-* **CPU**: vendor (intel / amd / other), family, model, sockets; **DRAM**: ``MemTotal``
+* **CPU**: vendor (intel / amd / other), family, model, sockets, segment (an Intel model
+  name without "Xeon" is a client part); **DRAM**: ``MemTotal``
   split evenly over the sockets; bandwidth :data:`DEFAULT_DRAM_BANDWIDTH` -- sysfs does not
   show it.
 * **Kernel**: ``kernel`` = the newest pinlab kernel profile not newer than the running
@@ -166,6 +167,14 @@ def suggest_kernel(system: SystemInfo | None) -> str | None:
     return max(fitting, key=lambda p: p.version).name if fitting else None
 
 
+def _segment(cpu: CpuInfo) -> Literal["server", "client"]:
+    """``client`` for an Intel part whose model name is not a Xeon (Core, Core Ultra): its root
+    ports forward P2P writes only (``pcie.rc.intel_client``); ``server`` otherwise."""
+    if cpu.vendor == "intel" and cpu.model and "xeon" not in cpu.model.lower():
+        return "client"
+    return "server"
+
+
 def _gen(speed: float | None) -> int | None:
     if speed is None:
         return None
@@ -283,6 +292,7 @@ def plan_platform(
             family=cpu.family,
             model=cpu.model,
             sockets=sockets,
+            segment=_segment(cpu),
         )
     else:
         sockets = 1

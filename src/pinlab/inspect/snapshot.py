@@ -107,7 +107,7 @@ class KernelFacts(_Facts):
 
     def option(self, name: str) -> bool | None:
         """Whether ``CONFIG_<name>`` is on (``y`` or ``m``), None when no config says."""
-        value = self.config.get(name)
+        value = self.config.get(f"CONFIG_{name}")
         if value is None:
             return None if self.config_source is None or not self.config else False
         return value in ("y", "m")

@@ -21,9 +21,7 @@ class KvTransferParams(WorkloadParams):
     """``kv-transfer``: KV-cache blocks sent (or received) through one registered buffer."""
 
     workload: Literal["kv-transfer"] = "kv-transfer"
-    device: str | None = param(
-        None, "exporting device (default: the node's first)", ref="device"
-    )
+    device: str | None = param(None, "exporting device (default: the node's first)", ref="device")
     nic: str | None = param(None, "RDMA NIC (default: the nearest, nearest_nic)", ref="nic")
     buffer: Size = param("1GiB", "KV cache allocated, exported and registered", unit="B")
     block: Size = param("64MiB", "bytes per request", unit="B")
