@@ -3,8 +3,8 @@
 :func:`host_policy` turns a snapshot's limits into the ``pinlab.policy.config`` format
 (``policy-semantics.md`` §1 for RLIMIT_MEMLOCK and capabilities, §2 for dmem): one user,
 ``host`` (the caller's uid, RLIMIT_MEMLOCK soft/hard, ``CAP_IPC_LOCK``/``CAP_SYS_RESOURCE``,
-the cgroup it runs in), and each cgroup of the caller's chain with the dmem ``min``/``low``/
-``max`` it sets. Region names use the platform's device names as placeholders
+the cgroup it runs in), the dmem regions (``dmem.capacity``) and each cgroup of the caller's
+chain with the dmem ``min``/``low``/``max`` it sets. Region names use the platform's device names as placeholders
 (``drm/{gpu0}/vram``), so the file applies to the platform ``pinlab inspect`` wrote (the
 placeholders become the modelled PCI addresses, :func:`pinlab.scenarios.policy.policy_document`).
 Unknown limits are left out (the policy's defaults apply) and named in the description.
@@ -79,6 +79,12 @@ def host_policy(snap: Snapshot) -> dict[str, Any]:
     if unknown:
         description += "; not read: " + ", ".join(unknown)
     doc: dict[str, Any] = {"description": description, "users": {HOST_USER: user}}
+    regions = {
+        _region(name, devices): compact_size(size)
+        for name, size in sorted(limits.dmem_capacity.items())
+    }
+    if regions and any(lines for lines in cgroups.values()):
+        doc["regions"] = regions
     if cgroups:
         doc["cgroups"] = cgroups
     return doc

@@ -106,11 +106,10 @@ class KernelFacts(_Facts):
     memory_peers: list[str] | None = None
 
     def option(self, name: str) -> bool | None:
-        """Whether ``CONFIG_<name>`` is on (``y`` or ``m``), None when no config says."""
+        """Whether ``CONFIG_<name>`` is on (``y`` or ``m``); None when the config does not name
+        it (no config, or an excerpt: users paste ``grep`` output)."""
         value = self.config.get(f"CONFIG_{name}")
-        if value is None:
-            return None if self.config_source is None or not self.config else False
-        return value in ("y", "m")
+        return None if value is None else value in ("y", "m")
 
     def has_symbol(self, name: str) -> bool | None:
         """Whether kallsyms has ``name`` (None: kallsyms was not read)."""
