@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the pasted outputs are as wide as lspci prints them)
 """Parsers of pasted command output (``pinlab.inspect.paste``, ``pinlab.inspect.topo``) on
 real-looking text (``field-cases.md`` Part B), and their one-line errors."""
 
@@ -55,7 +56,7 @@ TOPO = """\
 GPU0\t X \tSYS\tPXB\tSYS\t0-15,32-47\t0\t\tN/A
 GPU1\tSYS\t X \tSYS\tPIX\t16-31,48-63\t1\t\tN/A
 NIC0\tPXB\tSYS\t X \tSYS
-NIC1\tSYS\tPIX\tSYS\t X 
+NIC1\tSYS\tPIX\tSYS\t X
 
 Legend:
 
@@ -115,7 +116,7 @@ def test_topo_matrix_and_the_tree_drawn_from_it() -> None:
     topo = parse_topo_matrix(TOPO)
     assert topo.names == ("GPU0", "GPU1", "NIC0", "NIC1")
     assert topo.link("GPU0", "NIC0") == "PXB" and topo.nic_names["NIC1"] == "mlx5_1"
-    fns, notes, sockets = topo_functions(topo)
+    _, notes, sockets = topo_functions(topo)
     assert sockets == 2 and notes
     spec = snapshot_from_pastes({"nvidia-smi-topo": TOPO}).plan().spec
     machine = build(spec, "6.16")

@@ -136,11 +136,11 @@ def test_bad_snapshot_is_one_line(text: str, where: str, message: str) -> None:
 
 
 def test_load_snapshot_errors_name_the_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="missing.toml"):
+    with pytest.raises(ConfigError, match=r"missing\.toml"):
         load_snapshot(tmp_path / "missing.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("pinlab_snapshot = [\n")
-    with pytest.raises(ConfigError, match="bad.toml: expected valid TOML"):
+    with pytest.raises(ConfigError, match=r"bad\.toml: expected valid TOML"):
         load_snapshot(bad)
 
 

@@ -4,9 +4,10 @@
 (``policy-semantics.md`` §1 for RLIMIT_MEMLOCK and capabilities, §2 for dmem): one user,
 ``host`` (the caller's uid, RLIMIT_MEMLOCK soft/hard, ``CAP_IPC_LOCK``/``CAP_SYS_RESOURCE``,
 the cgroup it runs in), the dmem regions (``dmem.capacity``) and each cgroup of the caller's
-chain with the dmem ``min``/``low``/``max`` it sets. Region names use the platform's device names as placeholders
-(``drm/{gpu0}/vram``), so the file applies to the platform ``pinlab inspect`` wrote (the
-placeholders become the modelled PCI addresses, :func:`pinlab.scenarios.policy.policy_document`).
+chain with the dmem ``min``/``low``/``max`` it sets. Region names use the platform's device
+names as placeholders (``drm/{gpu0}/vram``), so the file applies to the platform ``pinlab
+inspect`` wrote (the placeholders become the modelled PCI addresses,
+:func:`pinlab.scenarios.policy.policy_document`).
 Unknown limits are left out (the policy's defaults apply) and named in the description.
 
 :func:`host_policy_text` renders it as TOML for ``pinlab run --policy``.
