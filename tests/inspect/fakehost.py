@@ -82,10 +82,12 @@ class FakeHost:
         mem_kb: int = 64 * 1024 * 1024,
         release: str = "6.16.3-arch1-1",
         hostname: str = "box",
+        uid: int = 1000,
     ) -> None:
         self.write(
             "/proc/self/status",
-            f"Name:\tpython\nVmLck:\t{vmlck_kb:8d} kB\nVmPin:\t{vmpin_kb:8d} kB\n"
+            f"Name:\tpython\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+            f"VmLck:\t{vmlck_kb:8d} kB\nVmPin:\t{vmpin_kb:8d} kB\n"
             f"CapInh:\t0000000000000000\nCapPrm:\t{capeff}\nCapEff:\t{capeff}\n",
         )
         self.write(

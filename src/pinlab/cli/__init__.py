@@ -36,14 +36,14 @@ from typing import NoReturn
 from rich.console import Console
 
 from pinlab import __version__, provenance
-from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
+from pinlab.cli import bench, discover, doctor, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 from pinlab.errors import one_line
 from pinlab.plugins import PluginError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, run, discover, sweep, bench, validate)
+SUBCOMMANDS = (kernel, policy, inspect, doctor, run, discover, sweep, bench, validate)
 """The modules that add subcommands, in ``--help`` order."""
 
 

@@ -1,23 +1,50 @@
-"""``pinlab inspect``: read this host into a summary and a platform file."""
+"""``pinlab inspect``: read this host (or pasted command output) into a summary, a platform
+file, a snapshot and a policy file."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
-if TYPE_CHECKING:
-    pass
-
-
 from pinlab.cli.common import UserError
+
+
+def _write(what: str, path: str, write: Any) -> None:
+    try:
+        write()
+    except OSError as e:
+        raise UserError(
+            f"{what} {path}: expected a writable file in an existing directory, "
+            f"found: {e.strerror or e}"
+        ) from None
+
+
+def _pastes(items: list[str]) -> dict[str, str]:
+    from pinlab.inspect.paste import PASTE_KINDS
+
+    out: dict[str, str] = {}
+    for item in items:
+        kind, sep, path = item.partition("=")
+        if not sep or kind not in PASTE_KINDS:
+            raise UserError(
+                f"--paste {item}: expected KIND=FILE with KIND one of {', '.join(PASTE_KINDS)}"
+            )
+        try:
+            out[kind] = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise UserError(
+                f"--paste {item}: expected a readable file, found: {e.strerror}"
+            ) from None
+    return out
 
 
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     import json
 
+    from pinlab.errors import ConfigError
     from pinlab.inspect import (
         check_platform,
         inspect_host,
@@ -27,22 +54,43 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         summary_json,
         write_platform,
     )
+    from pinlab.inspect.hostpolicy import host_policy_text
+    from pinlab.inspect.paste import snapshot_from_pastes
+    from pinlab.inspect.snapshot import snapshot_from_report, write_snapshot
 
-    root = Path(args.root)
-    if not root.is_dir():
-        raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
-    report = inspect_host(root)
-    plan = plan_host(report)
     out = Path(args.out)
-    host = report.system.hostname or "this host"
-    try:
-        write_platform(platform_text(plan, source=f"{host} (root {root})"), out)
-    except OSError as e:
-        raise UserError(
-            f"--out {args.out}: expected a writable file in an existing directory, "
-            f"found: {e.strerror or e}"
-        ) from None
+    if args.paste:
+        try:
+            snap = snapshot_from_pastes(_pastes(args.paste))
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        plan = snap.plan()
+        report = None
+        source = snap.source
+    else:
+        root = Path(args.root)
+        if not root.is_dir():
+            raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
+        report = inspect_host(root)
+        plan = plan_host(report)
+        snap = snapshot_from_report(report)
+        source = f"{report.system.hostname or 'this host'} (root {root})"
+    _write("--out", args.out, lambda: write_platform(platform_text(plan, source=source), out))
+    if args.snapshot:
+        _write("--snapshot", args.snapshot, lambda: write_snapshot(snap, args.snapshot))
+    if args.policy:
+        text = host_policy_text(snap)
+        _write("--policy", args.policy, lambda: write_platform(text, args.policy))
     check = check_platform(out, plan.spec)
+    if report is None:
+        spec = plan.spec
+        print(
+            f"{source}: platform {out} ({len(spec.devices)} devices, {len(spec.nics)} RDMA NICs, "
+            f"{len(spec.switches)} switches): {check.message}"
+        )
+        for note in [*snap.notes, *plan.notes]:
+            print(f"  note: {note}")
+        return 0
     if args.json:
         print(json.dumps(summary_json(report, plan, out, check), indent=2))
         return 0
@@ -52,14 +100,11 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-# -- pinlab run / pinlab scenarios ---------------------------------------------------------------
-
-
 def add_parsers(sub: Any) -> None:
     inspect = sub.add_parser(
         "inspect",
-        help="read this host (RLIMIT_MEMLOCK, CAP_IPC_LOCK, cgroups, dmem, bufinfo, PCI) "
-        "and write a platform file",
+        help="read this host (RLIMIT_MEMLOCK, CAP_IPC_LOCK, cgroups, dmem, bufinfo, PCI, kernel "
+        "config, modules) and write a platform file, a snapshot and a policy file",
     )
     inspect.add_argument(
         "--root", default="/", metavar="DIR", help="read the host below DIR (default /)"
@@ -69,6 +114,22 @@ def add_parsers(sub: Any) -> None:
         default="pinlab-host.toml",
         metavar="FILE",
         help="platform file to write (default pinlab-host.toml), for pinlab run --platform",
+    )
+    inspect.add_argument(
+        "--snapshot", metavar="FILE", help="also write the host snapshot, for pinlab doctor"
+    )
+    inspect.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="also write the host's limits as a policy file, for pinlab run --policy",
+    )
+    inspect.add_argument(
+        "--paste",
+        action="append",
+        default=[],
+        metavar="KIND=FILE",
+        help="build from pasted output instead of reading a host (lspci-tv, lspci-vvv, "
+        "nvidia-smi-topo, ulimit-l, uname-r, lsmod, config, kallsyms, cpuinfo); repeatable",
     )
     inspect.add_argument("--json", action="store_true", help="machine-readable summary")
     inspect.set_defaults(func=_cmd_inspect)

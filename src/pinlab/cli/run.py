@@ -67,27 +67,69 @@ def _check_profiles(
 
 
 def _load_configs(
-    names: Sequence[str], sets: tuple[str, ...], platform: str | None = None
+    names: Sequence[str],
+    sets: tuple[str, ...],
+    platform: str | None = None,
+    maps: Sequence[str] = (),
+    policy: str | None = None,
 ) -> list[ScenarioConfig]:
     """Each named (or file) scenario, validated, with ``--set`` applied and, with
-    ``--platform``, the platform replaced by that file. The runner's
-    :class:`ConfigError` (an unknown name lists the built-in ones; a bad ``--set`` names it)
-    becomes the one-line user error."""
+    ``--platform``, the platform replaced by that file (``--map`` renaming the scenario's
+    devices onto the host's, :mod:`pinlab.inspect.fit`); ``--policy`` merged over its policy.
+    The runner's :class:`ConfigError` (an unknown name lists the built-in ones; a bad ``--set``
+    names it) becomes the one-line user error; on a host platform, the refusal names what the
+    scenario needs and what the host has."""
     from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
+    extra: dict[str, Any] = {}
+    if platform is not None:
+        extra["platform"] = platform
+    elif maps:
+        raise UserError("--map: expected --platform (the host platform the names map onto)")
+    if policy is not None:
+        extra["policy"] = policy
+    if maps and platform is not None:
+        from pinlab.inspect.fit import parse_maps, resolve_maps
+
+        try:
+            extra["rename"] = resolve_maps(parse_maps(maps), platform)
+        except ConfigError as e:
+            raise UserError(str(e)) from None
     configs = []
     for name in names:
         try:
-            if platform is None:  # the fake runners of the tests take no platform
-                configs.append(runner.load_scenario(name, sets=sets))
-            else:
-                configs.append(runner.load_scenario(name, sets=sets, platform=platform))
+            # the fake runners of the tests take no keyword beyond sets
+            configs.append(runner.load_scenario(name, sets=sets, **extra))
         except ConfigError as e:
-            raise UserError(str(e)) from None
+            if platform is None or not Path(platform).is_file():
+                raise UserError(str(e)) from None
+            raise UserError(_refusal(name, sets, platform, e)) from None
         except OSError as e:
             raise UserError(f"{name}: {e.strerror or e} (expected a scenario file)") from None
     return configs
+
+
+def _refusal(name: str, sets: tuple[str, ...], platform: str, error: Exception) -> str:
+    """The one-line refusal of scenario ``name`` on the host platform (:func:`refusal`)."""
+    from pinlab.errors import ConfigError
+    from pinlab.inspect.fit import first_missing_reference, refusal
+    from pinlab.platform.spec import PlatformSpec
+    from pinlab.scenarios import runner
+
+    assert isinstance(error, ConfigError)
+    own = None
+    try:
+        cfg = runner.load_scenario(name, sets=sets)
+        spec = cfg.platform_spec()
+        own = spec if isinstance(spec, PlatformSpec) else spec.node
+        error = first_missing_reference(cfg, platform) or error
+    except (ConfigError, OSError):
+        pass
+    try:
+        return refusal(name, platform, error, own)
+    except ConfigError:
+        return str(error)
 
 
 def _plan(
@@ -238,7 +280,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     _check_profile("--profile", args.profile)
     _check_profile("--compare-profile", args.compare_profile)
     names = [args.scenario] if args.scenario else list(runner.BUILTIN)
-    plan = _plan(_load_configs(names, sets, args.platform), args.variant)
+    configs = _load_configs(names, sets, args.platform, args.map or (), args.policy)
+    plan = _plan(configs, args.variant)
     _check_profiles(plan, args.profile, args.compare_profile)
     out = Path(args.out)
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
@@ -398,6 +441,18 @@ def add_parsers(sub: Any) -> None:
         "--platform",
         metavar="FILE",
         help="run on this platform file instead of the scenario's (e.g. from pinlab inspect)",
+    )
+    run.add_argument(
+        "--map",
+        action="append",
+        metavar="NAME=HOST",
+        help="with --platform: the scenario's device/NIC NAME is the host's HOST (a platform "
+        "name, PCI address, card1, mlx5_0); repeatable",
+    )
+    run.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="merge this policy file over the scenario's (e.g. from pinlab inspect --policy)",
     )
     run.add_argument(
         "--out",

@@ -12,10 +12,17 @@
   :func:`platform_text` and :func:`write_platform` write the file ``pinlab run --platform``
   accepts;
 * :mod:`~pinlab.inspect.summary` -- the ``pinlab inspect`` summary (rich or JSON) and the
-  load-and-build check of the written file.
+  load-and-build check of the written file;
+* :mod:`~pinlab.inspect.snapshot` -- the portable host snapshot (facts a diagnosis needs;
+  versioned TOML, validated on load), from a host or from pasted command output
+  (:mod:`~pinlab.inspect.paste`, :mod:`~pinlab.inspect.topo`); :mod:`~pinlab.inspect.hostpolicy`
+  -- the host's limits as a policy file;
+* :mod:`~pinlab.inspect.doctor` -- ``pinlab doctor``: registrations run through the model, the
+  path and its rates, headroom, model-verified fixes (:mod:`~pinlab.inspect.doctor_report`
+  prints them); :mod:`~pinlab.inspect.fit` -- ``pinlab run --platform --map``.
 
-A user-facing layer, beside ``report``: it may import ``platform``, ``policy`` and ``kernel``;
-nothing below imports it.
+A user-facing layer, beside ``report``: it may import ``scenarios``, ``platform``, ``policy`` and
+``kernel``; nothing below imports it.
 """
 
 from pinlab.inspect.host import HostReport, inspect_host

@@ -10,7 +10,9 @@ malformed source:
   controller's files;
 * :mod:`~pinlab.inspect.debugfs` -- ``dma_buf/bufinfo``;
 * :mod:`~pinlab.inspect.pci` -- the sysfs PCI tree (port types, ACS, BARs, links);
-* :mod:`~pinlab.inspect.cpu` -- CPU vendor and family, sockets, NUMA nodes.
+* :mod:`~pinlab.inspect.cpu` -- CPU vendor and family, sockets, NUMA nodes;
+* :mod:`~pinlab.inspect.kernelinfo` -- the kernel configuration, loaded modules, the dma-buf
+  symbols of kallsyms, peer-memory clients; ``memory.max`` up the cgroup chain.
 
 A new source is a new module with a reader ``read_x(root) -> XInfo`` and one row of
 :data:`_SOURCES` (plus its field of :class:`HostReport`).
@@ -26,6 +28,7 @@ from typing import Any
 from pinlab.inspect.cgroup import CgroupInfo, DmemInfo, read_cgroup, read_dmem
 from pinlab.inspect.cpu import CpuInfo, read_cpu
 from pinlab.inspect.debugfs import BufinfoInfo, read_bufinfo
+from pinlab.inspect.kernelinfo import KernelInfo, MemcgInfo, read_kernel, read_memcg
 from pinlab.inspect.pci import PciInfo, read_pci
 from pinlab.inspect.proc import (
     CapabilityInfo,
@@ -56,6 +59,8 @@ class HostReport(Record):
     cpu: CpuInfo
     memory: MemInfo
     system: SystemInfo
+    kernel: KernelInfo
+    memcg: MemcgInfo
 
     def sources(self) -> dict[str, Any]:
         """The records by source name, in summary order (the order of the fields)."""
@@ -74,6 +79,8 @@ _SOURCES: tuple[tuple[str, type[SourceRecord], _Reader], ...] = (
     ("cpu", CpuInfo, lambda root, _: read_cpu(root)),
     ("memory", MemInfo, lambda root, _: read_meminfo(root)),
     ("system", SystemInfo, lambda root, _: read_system(root)),
+    ("kernel", KernelInfo, lambda root, done: read_kernel(root, done["system"].release)),
+    ("memcg", MemcgInfo, lambda root, done: read_memcg(root, done["cgroup"])),
 )
 """Each source: its name (a :class:`HostReport` field), its record type, and how to read it
 given the root and the sources read before it (dmem looks in the cgroup found)."""

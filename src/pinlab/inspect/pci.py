@@ -64,6 +64,8 @@ class PciFunction(Record):
     from the tree (``port_type_source`` says which). ``acs_ctrl`` is the ACS Control register
     (None if not readable or no ACS capability). ``bars`` are the sizes of the memory BARs 0-5.
     ``link_speed`` is ``max_link_speed`` in GT/s, ``link_width`` ``max_link_width``.
+    ``iommu_group`` is the number of the ``iommu_group`` link (None: no IOMMU, or not shown);
+    ``drm_cards`` the DRM minors (``card1``) the function's driver registered.
     """
 
     address: str
@@ -87,6 +89,8 @@ class PciFunction(Record):
     net_devices: tuple[str, ...] = ()
     net_speed_mbps: int | None = None
     drm_connectors: tuple[str, ...] = ()
+    iommu_group: int | None = None
+    drm_cards: tuple[str, ...] = ()
 
     @property
     def base_class(self) -> int:
@@ -263,6 +267,15 @@ def _drm_connectors(pdir: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _iommu_group(entry: Path) -> int | None:
+    """The group number of the ``iommu_group`` link (``../../kernel/iommu_groups/<n>``)."""
+    try:
+        name = os.path.basename(os.readlink(entry / "iommu_group"))
+    except OSError:
+        return None
+    return int(name) if name.isdigit() else None
+
+
 def _sysfs_chain(entry: Path, root: Path) -> list[str] | None:
     """The components of the resolved device path from ``pciDDDD:BB`` on (None: not found).
 
@@ -404,6 +417,8 @@ def _read_function(entry: Path, root: Path) -> tuple[PciFunction | None, str]:
             net_devices=net,
             net_speed_mbps=max(speeds) if speeds else None,
             drm_connectors=_drm_connectors(entry),
+            iommu_group=_iommu_group(entry),
+            drm_cards=tuple(n for n in listdir(entry / "drm") if re.fullmatch(r"card\d+", n)),
         ),
         "",
     )

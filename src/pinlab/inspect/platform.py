@@ -38,7 +38,8 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
   speed. SR-IOV virtual functions are skipped (their physical function is mapped).
 * **Links**: gen/width = the lower of the function's and its parent port's ``max_link_*``
   (gen clamped to pinlab's 3-5, width to 1-16).
-* **CPU**: vendor (intel / amd / other), family, model, sockets; **DRAM**: ``MemTotal``
+* **CPU**: vendor (intel / amd / other), family, model, sockets, segment (an Intel model
+  name without "Xeon" is a client part); **DRAM**: ``MemTotal``
   split evenly over the sockets; bandwidth :data:`DEFAULT_DRAM_BANDWIDTH` -- sysfs does not
   show it.
 * **Kernel**: ``kernel`` = the newest pinlab kernel profile not newer than the running
@@ -81,6 +82,7 @@ from pinlab.platform.spec import (
 from pinlab.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
 
 __all__ = [
+    "ALIASES_PREFIX",
     "DEFAULT_DEVICE_MEMORY",
     "DEFAULT_DRAM_BANDWIDTH",
     "DEFAULT_HOST_MEMORY",
@@ -91,6 +93,9 @@ __all__ = [
     "suggest_kernel",
     "write_platform",
 ]
+
+ALIASES_PREFIX = "aliases (host name=pinlab name, for pinlab run --map): "
+"""How the header line that lists :attr:`PlatformPlan.aliases` starts."""
 
 DEFAULT_DRAM_BANDWIDTH = parse_rate("89.6GB/s")
 """[assumption] Per-socket DRAM bandwidth written to the file: dual-channel DDR5-5600, the
@@ -149,6 +154,9 @@ class PlatformPlan:
     mapped: tuple[MappedItem, ...] = ()
     skipped: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    aliases: dict[str, str] = field(default_factory=dict)
+    """The host's names of each device and NIC → its pinlab name: the PCI address, the DRM
+    cards (``card1``), the RDMA and network devices (``mlx5_0``, ``enp5s0f0np0``)."""
 
 
 def suggest_kernel(system: SystemInfo | None) -> str | None:
@@ -157,6 +165,14 @@ def suggest_kernel(system: SystemInfo | None) -> str | None:
         return None
     fitting = [p for p in KERNEL_PRESETS.values() if p.version <= system.version]
     return max(fitting, key=lambda p: p.version).name if fitting else None
+
+
+def _segment(cpu: CpuInfo) -> Literal["server", "client"]:
+    """``client`` for an Intel part whose model name is not a Xeon (Core, Core Ultra): its root
+    ports forward P2P writes only (``pcie.rc.intel_client``); ``server`` otherwise."""
+    if cpu.vendor == "intel" and cpu.model and "xeon" not in cpu.model.lower():
+        return "client"
+    return "server"
 
 
 def _gen(speed: float | None) -> int | None:
@@ -276,6 +292,7 @@ def plan_platform(
             family=cpu.family,
             model=cpu.model,
             sockets=sockets,
+            segment=_segment(cpu),
         )
     else:
         sockets = 1
@@ -495,6 +512,13 @@ def plan_platform(
         f"host bridges {len(host_bridges)}, switches {len(switches)}, devices {len(devices)}, "
         f"RDMA NICs {len(nics)}; dram.bandwidth assumed"
     )
+    aliases: dict[str, str] = {}
+    for item in mapped:
+        found = fns.get(item.address)
+        if found is not None and item.kind.startswith(("device", "NIC")):
+            names = (found.address, *found.drm_cards, *found.ib_devices, *found.net_devices)
+            for alias in names:
+                aliases.setdefault(alias, item.name)
     spec = PlatformSpec(
         name=spec_name,
         description=description,
@@ -507,7 +531,7 @@ def plan_platform(
         nics=tuple(nics),
         displays=tuple(displays),
     )
-    return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes))
+    return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes), aliases)
 
 
 def _bus_key(bus: str) -> tuple[int, ...]:
@@ -530,6 +554,8 @@ def platform_text(plan: PlatformPlan, *, source: str = "") -> str:
         "Mapping (pinlab name = PCI address: what):",
         *(f"  {m.name} = {m.address}: {m.kind}, {m.what}" for m in plan.mapped),
     ]
+    if plan.aliases:
+        header += ["", ALIASES_PREFIX + " ".join(f"{k}={v}" for k, v in plan.aliases.items())]
     if plan.skipped:
         header += ["", "Not mapped:", *(f"  {s}" for s in plan.skipped)]
     if plan.notes:

@@ -88,10 +88,11 @@ class MemlockInfo(SourceRecord):
 
 @dataclass(frozen=True, slots=True)
 class CapabilityInfo(SourceRecord):
-    """The caller's effective capabilities (``CapEff``); None where unknown."""
+    """The caller's effective capabilities (``CapEff``) and real ``uid``; None where unknown."""
 
     effective: int | None = None
     detail: str = ""
+    uid: int | None = None
 
     def has(self, cap: int) -> bool | None:
         """Whether capability bit ``cap`` is in the effective set (None: unknown)."""
@@ -188,7 +189,7 @@ def read_memlock(root: Path = ROOT) -> MemlockInfo:
 
 
 def read_capabilities(root: Path = ROOT) -> CapabilityInfo:
-    """``CapEff`` of ``/proc/self/status`` (a 64-bit hex mask)."""
+    """``CapEff`` of ``/proc/self/status`` (a 64-bit hex mask) and the real ``Uid``."""
     path = under(root, "/proc/self/status")
 
     def parse(text: str) -> int:
@@ -198,7 +199,11 @@ def read_capabilities(root: Path = ROOT) -> CapabilityInfo:
         return int(value, 16)
 
     status, eff = try_read(path, parse)
-    return CapabilityInfo(status, str(path), eff)
+    uid = None
+    if eff is not None:
+        _, uids = try_read(path, lambda text: _status_fields(text).get("Uid", "").split())
+        uid = int(uids[0]) if uids and uids[0].isdigit() else None
+    return CapabilityInfo(status, str(path), eff, uid=uid)
 
 
 def read_meminfo(root: Path = ROOT) -> MemInfo:

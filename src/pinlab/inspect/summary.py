@@ -41,7 +41,25 @@ _TITLES = {
     "cpu": "CPU",
     "memory": "host memory",
     "system": "kernel",
+    "kernel": "kernel build and modules",
+    "memcg": "memory cgroup",
 }
+
+
+_MODULES = frozenset(
+    {
+        "amdgpu",
+        "habanalabs",
+        "efa",
+        "mlx5_ib",
+        "nvidia",
+        "nvidia_peermem",
+        "xe",
+        "i915",
+        "ib_uverbs",
+    }
+)
+"""The modules ``pinlab inspect`` names: exporters, importers and the peer-memory client."""
 
 
 def plan_host(report: HostReport, name: str | None = None) -> PlatformPlan:
@@ -190,6 +208,26 @@ def _lines(report: HostReport, key: str) -> list[str]:
             f"network, {sum(f.is_accelerator for f in fns)} accelerator functions"
         )
         out.extend(f"skipped {p}" for p in r.pci.problems)
+    elif key == "kernel" and r.kernel.status == OK:
+        k = r.kernel
+        if k.config_source is not None:
+            out.append(
+                "config: "
+                + (
+                    ", ".join(f"{n}={v}" for n, v in k.config.items())
+                    or "none of the dma-buf options"
+                )
+            )
+        if k.modules is not None:
+            shown = [m for m in k.modules if m in _MODULES]
+            out.append(
+                f"{len(k.modules)} modules loaded; of interest: {', '.join(shown) or 'none'}"
+            )
+        if k.symbols is not None:
+            out.append(f"kallsyms: {', '.join(k.symbols) or 'no dma-buf/umem symbol'}")
+    elif key == "memcg" and r.memcg.status == OK:
+        for path, value in r.memcg.limits:
+            out.append(f"{path} memory.max {_size(value).replace('unlimited', 'max')}")
     elif key == "cpu" and r.cpu.status == OK:
         c = r.cpu
         out.append(

@@ -39,6 +39,7 @@ class Errno(enum.IntEnum):
     ERANGE = 34
     EDEADLK = 35
     EOVERFLOW = 75
+    EPROTONOSUPPORT = 93
     EOPNOTSUPP = 95
     ETIMEDOUT = 110
     ERESTARTSYS = 512

@@ -13,6 +13,7 @@ tenant names, else its display's device, else the node's first device.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from pinlab.errors import ConfigError, show_value
 from pinlab.platform.spec import PlatformSpec
 from pinlab.sim.workloads.base import Ref, WorkloadParams, param_ref
 
-__all__ = ["check_references"]
+__all__ = ["check_references", "rename_references"]
 
 _DEFAULTS = (None, "auto", "all")
 _WHAT = {"device": "an exporting device", "nic": "an RDMA NIC", "display": "a display engine"}
@@ -31,6 +32,24 @@ def _names(value: Any) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
     return [] if value in _DEFAULTS else [str(value)]
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.+-]*)\}")
+
+
+def rename_references(value: Any, names: Mapping[str, str]) -> Any:
+    """``value`` (a scenario's ``tenants``/``policy`` table, or a variant's changes) with every
+    string equal to a key of ``names`` -- a device, NIC or display name -- and every ``{key}``
+    placeholder replaced by its value (``pinlab run --map gpu0=gpu1``)."""
+    if isinstance(value, str):
+        if value in names:
+            return names[value]
+        return _PLACEHOLDER.sub(lambda m: "{" + names.get(m[1], m[1]) + "}", value)
+    if isinstance(value, dict):
+        return {k: rename_references(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rename_references(v, names) for v in value]
+    return value
 
 
 def check_references(params: WorkloadParams, node: PlatformSpec, source: str, where: str) -> None:

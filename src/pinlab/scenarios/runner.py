@@ -35,7 +35,7 @@ Nothing here reads a clock: a run is a function of the configuration and the see
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,8 @@ from pinlab.scenarios.catalog import Catalog, variant_catalog
 from pinlab.scenarios.claims import BoundClaim, bind_claim, judge
 from pinlab.scenarios.claimspec import ClaimSpec
 from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
-from pinlab.scenarios.paths import quote
+from pinlab.scenarios.paths import deep_merge, quote
+from pinlab.scenarios.references import rename_references
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
@@ -306,13 +307,18 @@ def load_scenario(
     *,
     sets: Sequence[str] = (),
     platform: str | Path | None = None,
+    rename: Mapping[str, str] | None = None,
+    policy: str | Path | None = None,
 ) -> ScenarioConfig:
     """A built-in scenario by name, or a scenario file; ``sets`` are ``key=value``
     overrides (dotted paths into the document). ``platform`` replaces the scenario's whole
     ``[platform]`` table with a platform file (``pinlab run --platform``, e.g. the output of
     ``pinlab inspect``); tenants and variants that name devices the file lacks then fail
-    validation, one line naming them. Every variant is validated now; :class:`ConfigError`
-    (one line) on the first problem."""
+    validation, one line naming them. ``rename`` maps the scenario's device, NIC and display
+    names to the platform's in its tenants, policy and variants (``pinlab run --map``);
+    ``policy`` is a policy file merged over the scenario's ``[policy]`` (``pinlab run
+    --policy``, e.g. the output of ``pinlab inspect --policy``). Every variant is validated
+    now; :class:`ConfigError` (one line) on the first problem."""
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         path = builtin_path(name_or_path)
         source = f"{name_or_path}.toml"
@@ -327,6 +333,15 @@ def load_scenario(
                 f"--platform {platform}", "platform", "expected a platform file, found none"
             )
         data["platform"] = {"file": str(platform_path.resolve())}
+    if policy is not None:
+        extra = read_toml(Path(policy), what="a policy file", source=f"--policy {policy}")
+        data["policy"] = deep_merge(data.get("policy") or {}, extra)
+    if rename:
+        for key in ("tenants", "policy"):
+            if key in data:
+                data[key] = rename_references(data[key], rename)
+        if isinstance(data.get("variants"), dict):
+            data["variants"] = rename_references(data["variants"], rename)
     variants = data.pop("variants", {}) or {}
     if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
         raise ConfigError(

@@ -309,6 +309,12 @@ class Process(Task):
         """``ibv_reg_dmabuf_mr``: register ``[offset, offset + length)`` of ``fd`` on ``nic``
         (``IB_ACCESS_ON_DEMAND`` selects the ODP path where the NIC has one)."""
         with self._syscall("ibv_reg_dmabuf_mr"):
+            if not self.system.uverbs_reg_dmabuf_mr:
+                raise err(
+                    Errno.EPROTONOSUPPORT,
+                    "ib_uverbs_ioctl",
+                    "this kernel's uverbs has no UVERBS_METHOD_REG_DMABUF_MR (Linux < 5.12)",
+                )
             device = self.system.nic(nic)
             mr = device.reg_dmabuf_mr(fd, offset, length, access, files=self.files, pid=self.pid)
             self.mrs[mr.lkey] = mr

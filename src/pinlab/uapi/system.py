@@ -56,6 +56,10 @@ class System:
         # GEM handles of exited processes whose memory the driver refused to free while it
         # was still exported (habanalabs, K-82); freed by reap() once no dma-buf is left
         self.orphans: list[GemHandle] = []
+        # whether ib_uverbs has UVERBS_METHOD_REG_DMABUF_MR (Linux 5.12, bfe0cc6eb249): without
+        # it the ioctl dispatch finds no method and returns -EPROTONOSUPPORT (a kernel too old,
+        # or a distribution kernel without the backport; linux-rdma/perftest#280)
+        self.uverbs_reg_dmabuf_mr = True
         self._next_pid = 1000
 
     def now(self) -> float:

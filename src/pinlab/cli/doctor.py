@@ -1,0 +1,74 @@
+"""``pinlab doctor``: diagnose a host snapshot (or this host) for dma-buf MRs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from pinlab.cli.common import UserError
+
+
+def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    import json
+
+    from pinlab.errors import ConfigError
+    from pinlab.inspect import inspect_host
+    from pinlab.inspect.doctor import DEFAULT_SIZE, diagnose
+    from pinlab.inspect.doctor_report import diagnosis_json, render_diagnosis
+    from pinlab.inspect.snapshot import load_snapshot, snapshot_from_report
+    from pinlab.units import UnitError, parse_size
+
+    try:
+        size = DEFAULT_SIZE if args.size is None else parse_size(args.size)
+    except UnitError as e:
+        raise UserError(f"--size {args.size}: {e}") from None
+    if size <= 0:
+        raise UserError(f"--size {args.size}: expected a size above 0, found 0")
+    if args.snapshot is not None:
+        try:
+            snap = load_snapshot(args.snapshot)
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+    else:
+        root = Path(args.root)
+        if not root.is_dir():
+            raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
+        snap = snapshot_from_report(inspect_host(root))
+    try:
+        diagnosis = diagnose(snap, device=args.device, nic=args.nic, size=size, odp=args.odp)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if args.json:
+        print(json.dumps(diagnosis_json(diagnosis), indent=2))
+    else:
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 120))
+        render_diagnosis(diagnosis, console)
+    return diagnosis.exit_code
+
+
+def add_parsers(sub: Any) -> None:
+    doctor = sub.add_parser(
+        "doctor",
+        help="diagnose dma-buf MRs on a host snapshot (or this host): errno, path, limits, fixes",
+    )
+    doctor.add_argument(
+        "snapshot",
+        nargs="?",
+        metavar="SNAPSHOT",
+        help="a snapshot from pinlab inspect --snapshot (default: read this host)",
+    )
+    doctor.add_argument(
+        "--root", default="/", metavar="DIR", help="without SNAPSHOT: read the host below DIR"
+    )
+    doctor.add_argument("--device", metavar="DEV", help="only this accelerator (gpu0, card1, PCI)")
+    doctor.add_argument("--nic", metavar="NIC", help="only this RDMA NIC (mlx5_0, PCI address)")
+    doctor.add_argument("--size", metavar="SIZE", help="registration size (default 1GiB)")
+    doctor.add_argument(
+        "--odp", action="store_true", help="the application registers with IBV_ACCESS_ON_DEMAND"
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable diagnosis")
+    doctor.set_defaults(func=_cmd_doctor)

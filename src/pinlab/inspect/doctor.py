@@ -1,0 +1,695 @@
+"""``pinlab doctor``: what a host's snapshot means for a dma-buf MR, computed by the model.
+
+For each accelerator × RDMA NIC pair of the snapshot's platform (or the one asked for),
+:func:`diagnose` builds the machine under the closest kernel profile (:func:`closest_profile`:
+the preset not newer than the running release, with the configuration the snapshot shows),
+applies the host's own limits (:func:`~pinlab.inspect.hostpolicy.host_policy`: RLIMIT_MEMLOCK,
+capabilities, dmem) and then *runs* what an application does, through :mod:`pinlab.uapi`:
+``gem_create`` of SIZE on the device (charged to the cgroup's dmem, with the cgroup's current
+usage allocated first), ``prime_handle_to_fd``, ``ibv_reg_dmabuf_mr`` pinned and with
+``IB_ACCESS_ON_DEMAND``, and ``ibv_reg_mr`` of a SIZE host buffer (the staging buffer, charged to
+RLIMIT_MEMLOCK, P-1). Every answer -- success, or the errno and the kernel function that returned
+it -- is what the model returned; the checklist items are those the importer cites for its path
+(:meth:`~pinlab.drivers.rdma.RdmaDevice.mr_checklist_items`) plus the item of the refusing
+function (:data:`STEP_ITEMS`). Where the buffer ended up after the pin (``vram`` or ``gtt``)
+says whether the traffic is peer to peer or staged; the path class and the rates come from the
+platform model (:meth:`~pinlab.platform.topology.Machine.p2p_path_class`,
+:meth:`~pinlab.platform.topology.Machine.nic_end`, ``cost-model.md`` §3).
+
+The findings are the failures and slow paths found; the fixes are changes to the inputs --
+RLIMIT_MEMLOCK, CAP_IPC_LOCK, ODP, kernel options, a newer kernel, a card in another slot, a
+dmem limit -- each re-run through the same steps and kept when it resolves a finding, most
+findings resolved first (:func:`_fixes`). Exit status (:attr:`Diagnosis.exit_code`): 0
+healthy, 1 findings; a bad snapshot or argument is a one-line error (status 2, by the CLI).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from pinlab.inspect.hostpolicy import HOST_USER, host_policy
+from pinlab.inspect.snapshot import Snapshot
+from pinlab.kernel.errno import KernelError
+from pinlab.kernel.kernel import CAP_IPC_LOCK, RLIM_INFINITY, Kernel
+from pinlab.kernel.profile import PRESETS, KernelProfile
+from pinlab.kernel.umem import IB_ACCESS_LOCAL_WRITE, IB_ACCESS_ON_DEMAND, IB_ACCESS_REMOTE_READ
+from pinlab.platform import build, rdma_model
+from pinlab.platform.spec import PlatformSpec, SwitchSpec
+from pinlab.platform.topology import Machine
+from pinlab.policy.cgroup import CgroupTree
+from pinlab.policy.config import apply_policy
+from pinlab.policy.dmem import DmemCgroupController
+from pinlab.scenarios.policy import policy_document, validate_policy
+from pinlab.units import GiB, fmt_rate, fmt_size
+
+__all__ = [
+    "DEFAULT_SIZE",
+    "STEP_ITEMS",
+    "Diagnosis",
+    "Finding",
+    "Fix",
+    "PairReport",
+    "closest_profile",
+    "diagnose",
+]
+
+DEFAULT_SIZE = GiB
+"""The registration size when ``--size`` is not given (a typical NCCL/UCX buffer pool)."""
+
+ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ
+Mode = Literal["pinned", "odp"]
+
+STEP_ITEMS: dict[str, tuple[str, ...]] = {
+    "ib_umem_get": ("P-1", "P-4"),
+    "ib_umem_dmabuf_get": ("K-43",),
+    "ib_umem_dmabuf_get_pinned": ("K-45",),
+    "ib_reg_user_mr_dmabuf": ("§6",),
+    "mlx5_ib_reg_user_mr_dmabuf": ("§6",),
+    "efa_reg_user_mr_dmabuf": ("§5", "efa_verbs.c access check"),
+    "ib_uverbs_ioctl": ("§5", "UVERBS_METHOD_REG_DMABUF_MR, Linux 5.12 bfe0cc6eb249"),
+    "hl_map_dmabuf": ("K-52",),
+    "amdgpu_dma_buf_pin": ("K-49",),
+    "amdgpu_bo_pin": ("K-50",),
+    "dmem_cgroup_try_charge": ("P-17",),
+    "ttm_bo_validate": ("P-28",),
+    "memlock_dmabuf_pins": ("P-12",),
+}
+"""The checklist item that decides a refusal, by the kernel function that returned the errno
+(``kernel-semantics.md`` K-items and §6, ``policy-semantics.md`` P-items): citations of the
+rule, not answers -- the errno and the function come from running the model."""
+
+_MN_OPTION = "DMABUF_MOVE_NOTIFY"
+REFUSED = "refused by P2PDMA"
+"""The path class when ``pci_p2pdma_distance`` < 0 (K-55)."""
+
+
+# -- the inputs -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything a run of the steps depends on; a fix is a changed copy."""
+
+    spec: PlatformSpec
+    profile: KernelProfile
+    uverbs_dmabuf: bool
+    memlock: tuple[int, int]
+    caps: frozenset[int]
+    policy: dict[str, Any]
+    mode: Mode
+    size: int
+
+
+def closest_profile(snap: Snapshot) -> tuple[KernelProfile, bool, list[str]]:
+    """(the profile, whether uverbs has the dma-buf MR method, notes). The preset is the newest
+    not above the running release (the oldest when the release is older than every preset);
+    ``move_notify`` and ``pci_p2pdma`` follow the config file (``pci_p2pdma`` also kallsyms);
+    ``dmem`` is off when ``CONFIG_CGROUP_DMEM`` is; the uverbs dma-buf method needs Linux 5.12
+    (``UVERBS_METHOD_REG_DMABUF_MR``, bfe0cc6eb249) and, when kallsyms shows a loaded
+    ``ib_uverbs``, its ``ib_umem_dmabuf_get``."""
+    k = snap.kernel
+    notes: list[str] = []
+    version = k.version
+    presets = sorted(PRESETS.values(), key=lambda p: p.version)
+    fitting = [p for p in presets if version is not None and p.version <= version[:2]]
+    base = fitting[-1] if fitting else presets[0]
+    if version is None:
+        notes.append(f"kernel release unknown: profile {base.name} assumed")
+    elif not fitting:
+        notes.append(
+            f"kernel {k.release} is older than every pinlab profile: the oldest, {base.name}, "
+            "stands in for it"
+        )
+    profile = base
+    mn = k.option(_MN_OPTION)
+    if mn is not None and profile.move_notify_is_option:
+        profile = profile.with_(move_notify=mn)
+    p2p = k.option("PCI_P2PDMA")
+    if p2p is None:
+        p2p = k.has_symbol("pci_p2pdma_distance_many")
+    if p2p is not None:
+        profile = profile.with_(pci_p2pdma=p2p)
+    if k.option("CGROUP_DMEM") is False and profile.dmem:
+        profile = dataclasses.replace(profile, dmem=False)
+    uverbs = version is None or version[:2] >= (5, 12)
+    if uverbs and k.has_module("ib_uverbs") and k.has_symbol("ib_umem_dmabuf_get") is False:
+        uverbs = False
+        notes.append("ib_uverbs is loaded but kallsyms has no ib_umem_dmabuf_get")
+    if mn is None and profile.move_notify_is_option:
+        notes.append(
+            f"CONFIG_{_MN_OPTION} unknown (no kernel config in the snapshot; kallsyms cannot "
+            f"tell): the profile's default, {'y' if profile.move_notify else 'n'}, assumed"
+        )
+    return profile, uverbs, notes
+
+
+def _memlock(snap: Snapshot) -> tuple[int, int]:
+    from pinlab.kernel.kernel import DEFAULT_MEMLOCK
+
+    limits = snap.limits
+    if not limits.memlock_known:
+        return DEFAULT_MEMLOCK, DEFAULT_MEMLOCK
+    soft = RLIM_INFINITY if limits.memlock_soft is None else limits.memlock_soft
+    hard = RLIM_INFINITY if limits.memlock_hard is None else limits.memlock_hard
+    return soft, hard
+
+
+def _nic_odp(snap: Snapshot, spec: PlatformSpec) -> PlatformSpec:
+    """NICs without ODP where the kernel was built without it or ``ibv_devinfo`` says so."""
+    off = snap.kernel.option("INFINIBAND_ON_DEMAND_PAGING") is False
+    nics = tuple(
+        n.model_copy(update={"odp": snap.nic_odp.get(n.name, n.odp and not off)}) for n in spec.nics
+    )
+    return spec.model_copy(update={"nics": nics})
+
+
+# -- running the steps ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One call: ``ok``, else the errno, the kernel function and its reason, and the items."""
+
+    call: str
+    ok: bool
+    errno: str = ""
+    function: str = ""
+    reason: str = ""
+    items: tuple[str, ...] = ()
+
+    def text(self, *, cite: bool = True) -> str:
+        if self.ok:
+            return f"{self.call}: ok"
+        where = f" in {self.function}" if self.function else ""
+        cited = f" [{', '.join(self.items)}]" if self.items and cite else ""
+        return f"{self.call}: {self.errno}{where}: {self.reason}{cited}"
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A dma-buf MR attempt: its steps, and where the buffer sits after it (None: failed)."""
+
+    mode: Mode
+    steps: tuple[Step, ...]
+    location: str | None
+    items: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.steps)
+
+    @property
+    def failed(self) -> Step | None:
+        return next((s for s in self.steps if not s.ok), None)
+
+
+@contextmanager
+def _call(steps: list[Step], call: str) -> Iterator[None]:
+    try:
+        yield
+        steps.append(Step(call, True))
+    except KernelError as e:
+        items = STEP_ITEMS.get(e.function, ())
+        if e.policy:
+            items = (*items, f"proposal {e.policy}")
+        steps.append(Step(call, False, f"-{e.errno.name}", e.function, e.reason, items))
+        raise
+
+
+def _machine(inputs: Inputs, proposals: Sequence[str] = ()) -> tuple[Machine, Any]:
+    """The machine with the host's policy applied; returns it and the host user's process."""
+    machine = build(inputs.spec, Kernel(inputs.profile))
+    machine.system.uverbs_reg_dmabuf_mr = inputs.uverbs_dmabuf
+    kernel = machine.kernel
+    tree = CgroupTree()
+    dmem = DmemCgroupController(tree).install(kernel) if kernel.profile.dmem else None
+    regions = {r.name: r.size for r in kernel.dmem_regions} if dmem is not None else {}
+    doc = dict(inputs.policy)
+    if proposals:
+        doc["proposals"] = {name: {} for name in proposals}
+    doc = policy_document(doc, {n: p.name for n, p in machine.pdevs.items()}, regions)
+    if dmem is None:
+        doc.pop("regions", None)
+        doc["cgroups"] = {k: {} for k in doc.get("cgroups", {})}
+    config = validate_policy(doc, "host policy")
+    ttm = [b for d in machine.exporters.values() if (b := d.bdev) is not None]
+    applied = apply_policy(config, kernel, tree, dmem, ttm_devices=ttm, source="host policy")
+    args = applied.spawn_args(HOST_USER)
+    args["memlock"] = inputs.memlock
+    args["caps"] = inputs.caps
+    proc = machine.system.spawn("doctor", **args)
+    applied.tree.attach(proc, args["cgroup"])
+    return machine, proc
+
+
+def _register(
+    inputs: Inputs, device: str, nic: str, mode: Mode, filler: int, proposals: Sequence[str] = ()
+) -> Registration:
+    machine, proc = _machine(inputs, proposals)
+    steps: list[Step] = []
+    exporter = machine.exporters[device]
+    access = ACCESS | (IB_ACCESS_ON_DEMAND if mode == "odp" else 0)
+    items = machine.nics[nic].mr_checklist_items(access, exporter.dynamic)
+    location = None
+    try:
+        if filler:
+            with _call(steps, f"gem_create({device}, {fmt_size(filler)}) [the cgroup's usage]"):
+                proc.gem_create(device, filler, exporter.shareable_domain, name="in use")
+        with _call(steps, f"gem_create({device}, {fmt_size(inputs.size)})"):
+            handle = proc.gem_create(device, inputs.size, exporter.shareable_domain)
+        with _call(steps, "prime_handle_to_fd"):
+            fd = proc.prime_handle_to_fd(handle)
+        flags = "IB_ACCESS_ON_DEMAND" if mode == "odp" else "pinned"
+        with _call(steps, f"ibv_reg_dmabuf_mr({nic}, {fmt_size(inputs.size)}, {flags})"):
+            proc.ibv_reg_dmabuf_mr(nic, fd, 0, inputs.size, access)
+        location = proc.buffer(handle).location
+    except KernelError:
+        pass
+    return Registration(mode, tuple(steps), location, items)
+
+
+def _host_mr(inputs: Inputs, nic: str) -> Step:
+    _, proc = _machine(inputs)
+    steps: list[Step] = []
+    try:
+        with _call(steps, f"ibv_reg_mr({nic}, {fmt_size(inputs.size)} of host memory)"):
+            proc.ibv_reg_mr(inputs.size, ACCESS, nic=nic)
+    except KernelError:
+        pass
+    return steps[0]
+
+
+# -- the report -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something wrong with the pair: a key (what a fix resolves), the sentence, the items."""
+
+    key: str
+    text: str
+    items: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """A change the model confirmed: what to do, and the findings it resolves."""
+
+    text: str
+    resolves: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Expected payload rates, bytes/s, NIC ↔ device memory (P2P) and NIC ↔ host memory."""
+
+    path: str
+    p2p_write: float
+    p2p_read: float
+    host_write: float
+    host_read: float
+
+
+@dataclass(frozen=True)
+class PairReport:
+    """One device × NIC pair (module docstring)."""
+
+    device: str
+    nic: str
+    profile: str
+    switches: dict[str, bool]
+    mode: Mode
+    registrations: dict[str, Registration]
+    with_proposal: Registration | None
+    host_mr: Step
+    rates: Rates
+    memlock: tuple[int, int]
+    dmem: str
+    findings: tuple[Finding, ...]
+    fixes: tuple[Fix, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The whole answer: the pairs, and what concerns the host as a whole."""
+
+    source: str
+    size: int
+    pairs: tuple[PairReport, ...]
+    host_findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.host_findings or any(p.findings for p in self.pairs) else 0
+
+
+def _rates(inputs: Inputs, device: str, nic: str) -> Rates:
+    machine = build(inputs.spec, Kernel(inputs.profile))
+    path = machine.p2p_path_class(device, nic) or REFUSED
+    port = machine.nic_port_model(nic)
+    wire = rdma_model.wire_rate(machine.cost, port)
+    host = f"host:{machine.socket_of(nic)}"
+
+    def rate(memory: str, write: bool) -> float:
+        return min(machine.nic_end(nic, memory, inputs.size, write=write).rate, wire)
+
+    return Rates(path, rate(device, True), rate(device, False), rate(host, True), rate(host, False))
+
+
+def _dmem_filler(snap: Snapshot, spec: PlatformSpec, device: str) -> tuple[int, str]:
+    """(bytes the cgroup already uses of the device's region under its tightest dmem.max,
+    a sentence on the headroom)."""
+    address = next((a for a, n in snap.aliases().items() if n == device and ":" in a), None)
+    limits = snap.limits
+    for region in limits.dmem_capacity:
+        if address is None or f"/{address}/" not in region:
+            continue
+        limit, cgroup = limits.dmem_limit(region)
+        if limit is None:
+            return 0, f"dmem {region}: no dmem.max up the cgroup chain"
+        used = limits.dmem_current(region, cgroup) or 0
+        room = max(limit - used, 0)
+        return used, (
+            f"dmem {region}: {cgroup} dmem.max {fmt_size(limit)}, current {fmt_size(used)}: "
+            f"headroom {fmt_size(room)}"
+        )
+    return 0, "dmem: no region of this device in the snapshot"
+
+
+def _evaluate(inputs: Inputs, snap: Snapshot, device: str, nic: str) -> PairReport:
+    filler, dmem_text = _dmem_filler(snap, inputs.spec, device)
+    regs = {m: _register(inputs, device, nic, m, filler) for m in ("pinned", "odp")}
+    proposal = None
+    if regs["pinned"].ok:
+        proposal = _register(inputs, device, nic, "pinned", filler, ("memlock-dmabuf-pins",))
+    host_mr = _host_mr(inputs, nic)
+    rates = _rates(inputs, device, nic)
+    findings: list[Finding] = []
+    reg = regs[inputs.mode]
+    if not reg.ok:
+        step = reg.failed
+        assert step is not None
+        findings.append(
+            Finding(
+                f"{inputs.mode}-fails",
+                f"the {inputs.mode} registration fails: {step.text(cite=False)}",
+                step.items,
+            )
+        )
+    elif reg.location not in (None, "vram"):
+        items = ("K-48", "K-49") if "amdgpu" in _driver(inputs, device) else reg.items
+        why = ""
+        if rates.path == REFUSED:
+            why = f"; P2PDMA refuses the pair ({_refusal_reason(inputs, device)})"
+            items = (*items, "K-55", "K-83")
+        findings.append(
+            Finding(
+                "staged",
+                f"the {inputs.mode} MR succeeds but the buffer sits in {reg.location}, not device "
+                f"memory: the NIC moves host memory, P2P is not used (staged){why}",
+                items,
+            )
+        )
+    p2p_used = reg.ok and reg.location == "vram"
+    if rates.p2p_read == 0 and rates.p2p_write > 0:
+        findings.append(
+            Finding(
+                "reads-fail",
+                f"the host bridge between {device} and {nic} forwards peer-to-peer writes only: "
+                f"NIC writes into {device}'s memory work ({fmt_rate(rates.p2p_write)}), NIC reads "
+                "of it (a SEND or RDMA WRITE from it, an RDMA READ of it) fail"
+                + ("" if p2p_used else " wherever the exporter lets P2P through"),
+                ("pcie.rc.intel_client",),
+            )
+        )
+    elif p2p_used:
+        p2p = min(rates.p2p_read, rates.p2p_write)
+        host = min(rates.host_read, rates.host_write)
+        if p2p < host:
+            findings.append(
+                Finding(
+                    "slow-path",
+                    f"P2P path {rates.path}: {fmt_rate(p2p)} expected, below the "
+                    f"{fmt_rate(host)} of host memory: staging through the host is as fast",
+                    ("cost-model §3",),
+                )
+            )
+    if not host_mr.ok:
+        findings.append(
+            Finding(
+                "host-mr-fails",
+                f"a host staging buffer cannot be registered: {host_mr.text(cite=False)}",
+                host_mr.items,
+            )
+        )
+    return PairReport(
+        device=device,
+        nic=nic,
+        profile=inputs.profile.name,
+        switches={
+            "move_notify": inputs.profile.move_notify,
+            "pci_p2pdma": inputs.profile.pci_p2pdma,
+            "dmem": inputs.profile.dmem,
+            "uverbs_reg_dmabuf_mr": inputs.uverbs_dmabuf,
+            "nic_odp": next(n.odp for n in inputs.spec.nics if n.name == nic),
+        },
+        mode=inputs.mode,
+        registrations=regs,
+        with_proposal=proposal,
+        host_mr=host_mr,
+        rates=rates,
+        memlock=inputs.memlock,
+        dmem=dmem_text,
+        findings=tuple(findings),
+    )
+
+
+def _refusal_reason(inputs: Inputs, device: str) -> str:
+    """Why ``pci_p2pdma_distance`` is negative, in the terms of K-55/K-83."""
+    if not inputs.profile.pci_p2pdma:
+        return "CONFIG_PCI_P2PDMA is off"
+    spec = inputs.spec
+    parents = {s.name: s.parent for s in spec.switches}
+    at = spec.device(device).parent
+    while at in parents:
+        at = parents[at]
+    hb = next(h for h in spec.host_bridges if h.name == at)
+    return (
+        f"the path goes through host bridge {hb.vendor:04x}:{hb.device:04x}, which is not "
+        f"whitelisted, and the CPU ({spec.cpu.vendor} family 0x{spec.cpu.family:x}) is not an "
+        "AMD Zen"
+    )
+
+
+def _driver(inputs: Inputs, device: str) -> str:
+    return inputs.spec.device(device).driver
+
+
+# -- fixes ----------------------------------------------------------------------------------------
+
+
+def _candidates(inputs: Inputs, device: str, nic: str) -> list[tuple[str, Callable[[], Inputs]]]:
+    p = inputs.profile
+    out: list[tuple[str, Callable[[], Inputs]]] = []
+    if inputs.memlock[0] != RLIM_INFINITY:
+        out.append(
+            (
+                "raise RLIMIT_MEMLOCK: `ulimit -l unlimited` (limits.conf `memlock unlimited`), "
+                "systemd `LimitMEMLOCK=infinity`, docker `--ulimit memlock=-1:-1`, or containerd's "
+                "LimitMEMLOCK for Kubernetes pods",
+                lambda: replace(inputs, memlock=(RLIM_INFINITY, RLIM_INFINITY)),
+            )
+        )
+    if CAP_IPC_LOCK not in inputs.caps:
+        out.append(
+            (
+                "grant CAP_IPC_LOCK (docker `--cap-add=IPC_LOCK`; Kubernetes "
+                "`securityContext.capabilities.add: [IPC_LOCK]`; it helps root processes only)",
+                lambda: replace(inputs, caps=inputs.caps | {CAP_IPC_LOCK}),
+            )
+        )
+    spec_nic = next(n for n in inputs.spec.nics if n.name == nic)
+    if inputs.mode == "pinned" and spec_nic.odp:
+        out.append(
+            (
+                f"register with IBV_ACCESS_ON_DEMAND (ODP: {nic} has it; nothing stays pinned)",
+                lambda: replace(inputs, mode="odp"),
+            )
+        )
+    if inputs.mode == "odp":
+        out.append(
+            (
+                f"register pinned (drop IBV_ACCESS_ON_DEMAND: {nic} has no ODP here)",
+                lambda: replace(inputs, mode="pinned"),
+            )
+        )
+    if spec_nic.driver == "mlx5" and not spec_nic.odp:
+        nics = tuple(
+            n.model_copy(update={"odp": True}) if n.name == nic else n for n in inputs.spec.nics
+        )
+        out.append(
+            (
+                "a kernel with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y (mlx5 then offers ODP)",
+                lambda: replace(inputs, spec=inputs.spec.model_copy(update={"nics": nics})),
+            )
+        )
+    if p.move_notify_is_option and not p.move_notify:
+        out.append(
+            (
+                "a kernel with CONFIG_DMABUF_MOVE_NOTIFY=y (exporters may then pin in VRAM, K-49)",
+                lambda: replace(inputs, profile=p.with_(move_notify=True)),
+            )
+        )
+    if not p.pci_p2pdma:
+        out.append(
+            (
+                "a kernel with CONFIG_PCI_P2PDMA=y",
+                lambda: replace(inputs, profile=p.with_(pci_p2pdma=True)),
+            )
+        )
+    if not inputs.uverbs_dmabuf:
+        out.append(
+            (
+                "a kernel with the uverbs dma-buf MR method (Linux 5.12 or later, or a backport); "
+                "until then NCCL_DMABUF_ENABLE=0 and the peer-memory path (nvidia_peermem)",
+                lambda: replace(inputs, uverbs_dmabuf=True),
+            )
+        )
+    moved = _moved(inputs.spec, device, nic)
+    if moved is not None:
+        out.append(
+            (
+                f"move {nic} (or {device}) into a slot behind one PCIe switch with the other, "
+                "ACS redirect off on its downstream ports",
+                lambda: replace(inputs, spec=moved),
+            )
+        )
+    if inputs.policy.get("cgroups"):
+        doc = dict(inputs.policy)
+        doc["cgroups"] = {
+            k: {f: v for f, v in s.items() if f != "dmem.max"}
+            for k, s in inputs.policy["cgroups"].items()
+        }
+        out.append(
+            (
+                "raise dmem.max of the cgroup chain for this device's region "
+                "(`echo '<region> max' > .../dmem.max`)",
+                lambda: replace(inputs, policy=doc),
+            )
+        )
+    return out
+
+
+def _moved(spec: PlatformSpec, device: str, nic: str) -> PlatformSpec | None:
+    """The platform with ``nic`` and ``device`` behind one new switch (ACS off) on the device's
+    host bridge, or None when they already share a switch."""
+    dev = spec.device(device)
+    n = next(x for x in spec.nics if x.name == nic)
+    if dev.parent == n.parent and dev.parent in {s.name for s in spec.switches}:
+        return None
+    parent = dev.parent
+    names = {s.name for s in spec.switches}
+    while parent in names:
+        parent = next(s.parent for s in spec.switches if s.name == parent)
+    sw = SwitchSpec(name="sw_fix", parent=parent, gen=dev.gen, width=dev.width)
+    devices = tuple(
+        d.model_copy(update={"parent": "sw_fix"}) if d.name == device else d for d in spec.devices
+    )
+    nics = tuple(
+        x.model_copy(update={"parent": "sw_fix"}) if x.name == nic else x for x in spec.nics
+    )
+    return spec.model_copy(
+        update={"switches": (*spec.switches, sw), "devices": devices, "nics": nics}
+    )
+
+
+def _fixes(inputs: Inputs, snap: Snapshot, report: PairReport) -> tuple[Fix, ...]:
+    """Each candidate re-run; kept when it resolves a finding; most resolved first."""
+    if not report.findings:
+        return ()
+    keys = {f.key for f in report.findings}
+    kept: list[tuple[int, int, Fix]] = []
+    for order, (text, change) in enumerate(_candidates(inputs, report.device, report.nic)):
+        after = _evaluate(change(), snap, report.device, report.nic)
+        left = {f.key for f in after.findings}
+        resolved = tuple(sorted(keys - left))
+        if resolved and not (left - keys - {"slow-path"}):
+            kept.append((-len(resolved), order, Fix(text, resolved)))
+    return tuple(fix for _, _, fix in sorted(kept, key=lambda t: (t[0], t[1])))
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+
+def _host_findings(snap: Snapshot) -> list[Finding]:
+    out = []
+    for fn in snap.pci:
+        if (
+            fn.driver == "mlx5_core"
+            and not fn.ib_devices
+            and snap.kernel.has_module("mlx5_ib") is False
+        ):
+            out.append(
+                Finding(
+                    "no-rdma-device",
+                    f"{fn.address}: bound to mlx5_core but mlx5_ib is not loaded: no RDMA device "
+                    "(`modprobe mlx5_ib`)",
+                )
+            )
+    return out
+
+
+def diagnose(
+    snap: Snapshot,
+    *,
+    device: str | None = None,
+    nic: str | None = None,
+    size: int = DEFAULT_SIZE,
+    odp: bool = False,
+) -> Diagnosis:
+    """Diagnose every device × NIC pair of ``snap`` (or the one named). ``ValueError`` names
+    a device or NIC the snapshot's platform does not have."""
+    plan = snap.plan()
+    spec = _nic_odp(snap, plan.spec)
+    aliases = snap.aliases()
+    device = aliases.get(device, device) if device else None
+    nic = aliases.get(nic, nic) if nic else None
+    names = [d.name for d in spec.devices]
+    nics = [n.name for n in spec.nics]
+    for asked, have, what in ((device, names, "device"), (nic, nics, "NIC")):
+        if asked is not None and asked not in have:
+            raise ValueError(
+                f"--{what.lower()} {asked}: expected a {what} of the snapshot "
+                f"({', '.join(have) or 'none'}), found none of that name"
+            )
+    profile, uverbs, notes = closest_profile(snap)
+    notes += list(snap.notes)
+    inputs = Inputs(
+        spec,
+        profile,
+        uverbs,
+        _memlock(snap),
+        frozenset({CAP_IPC_LOCK} if snap.limits.has_cap("CAP_IPC_LOCK") else ()),
+        host_policy(snap),
+        "odp" if odp else "pinned",
+        size,
+    )
+    pairs = []
+    for d in [device] if device else names:
+        for n in [nic] if nic else nics:
+            report = _evaluate(inputs, snap, d, n)
+            pairs.append(replace(report, fixes=_fixes(inputs, snap, report)))
+    if not names or not nics:
+        devs = ", ".join(f"{d.name} ({d.driver})" for d in spec.devices) or "no accelerator"
+        have_nics = ", ".join(f"{n.name} ({n.driver})" for n in spec.nics) or "no RDMA NIC"
+        notes.insert(
+            0,
+            f"nothing to diagnose: this host has {devs} and {have_nics} that "
+            "pinlab models; a dma-buf MR needs both",
+        )
+    return Diagnosis(snap.source, size, tuple(pairs), tuple(_host_findings(snap)), tuple(notes))

@@ -1,0 +1,122 @@
+"""``pinlab doctor`` (``pinlab.inspect.doctor``): every answer is what the model returned when the
+registration ran through ``pinlab.uapi``; fixes are kept only when re-running the steps with
+the change resolves a finding (P-1, P-12, P-17, K-45, K-49)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pinlab.cli import main
+from pinlab.inspect import inspect_host
+from pinlab.inspect.doctor import closest_profile, diagnose
+from pinlab.inspect.snapshot import Snapshot, snapshot_from_report
+from pinlab.units import GiB
+from tests.inspect.fakehost import bare_host, workstation
+
+MN_ON = "CONFIG_DMABUF_MOVE_NOTIFY=y\nCONFIG_PCI_P2PDMA=y\nCONFIG_CGROUP_DMEM=y\n"
+
+
+def _snap(root: Path, *, memlock: str = "8388608", config: str | None = MN_ON) -> Snapshot:
+    h = workstation(root)
+    h.proc(memlock=(memlock, memlock))
+    if config is not None:
+        h.write("/boot/config-6.16.3-arch1-1", config)
+    return snapshot_from_report(inspect_host(root))
+
+
+def test_this_machine_runs_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """Done-when: on this machine (no accelerator) the doctor runs and says so cleanly."""
+    code = main(["doctor"])
+    out = capsys.readouterr().out
+    assert code in (0, 1) and "Traceback" not in out
+    if "nothing to diagnose" in out:
+        assert code == 0 and "verdict: healthy" in out
+
+
+def test_host_without_accelerator_is_healthy_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare_host(tmp_path)
+    assert main(["doctor", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to diagnose: this host has no accelerator and no RDMA NIC" in out
+
+
+def test_healthy_workstation(tmp_path: Path) -> None:
+    d = diagnose(_snap(tmp_path, memlock="unlimited"))
+    assert d.exit_code == 0
+    (pair,) = d.pairs
+    assert pair.switches["move_notify"] is True
+    pinned = pair.registrations["pinned"]
+    assert pinned.ok and pinned.location == "vram" and "K-45" in pinned.items
+    assert pair.rates.path == "root_complex"
+    assert pair.with_proposal is not None and pair.with_proposal.ok  # unlimited memlock
+
+
+def test_default_memlock_blocks_the_staging_buffer_and_the_proposal(tmp_path: Path) -> None:
+    """P-12: a dma-buf pin is not charged to RLIMIT_MEMLOCK; P-1: a host MR over it is; with
+    the memlock-dmabuf-pins proposal the pin would be."""
+    (pair,) = diagnose(_snap(tmp_path)).pairs
+    assert pair.registrations["pinned"].ok
+    assert not pair.host_mr.ok and pair.host_mr.errno == "-ENOMEM"
+    assert pair.host_mr.function == "ib_umem_get" and "P-1" in pair.host_mr.items
+    assert pair.with_proposal is not None and not pair.with_proposal.ok
+    assert [f.key for f in pair.findings] == ["host-mr-fails"]
+    assert "RLIMIT_MEMLOCK" in pair.fixes[0].text
+
+
+def test_without_move_notify_amdgpu_pins_in_gtt(tmp_path: Path) -> None:
+    """K-49: 6.16 amdgpu pins in VRAM only with MN on; the fix is confirmed by a re-run."""
+    snap = _snap(tmp_path, memlock="unlimited", config="# CONFIG_DMABUF_MOVE_NOTIFY is not set\n")
+    profile, uverbs, _ = closest_profile(snap)
+    assert (profile.name, profile.move_notify, uverbs) == ("6.16", False, True)
+    (pair,) = diagnose(snap).pairs
+    assert pair.registrations["pinned"].location == "gtt"
+    assert [f.key for f in pair.findings] == ["staged"]
+    assert pair.fixes[0].text.startswith("a kernel with CONFIG_DMABUF_MOVE_NOTIFY=y")
+
+
+def test_dmem_max_refuses_the_allocation(tmp_path: Path) -> None:
+    """P-17/P-28: user.slice's dmem.max (8 GiB) refuses a 9 GiB buffer with -ENOMEM; an 8 GiB
+    one fits, because the 512 MiB already in use there can be evicted (P-24)."""
+    snap = _snap(tmp_path, memlock="unlimited")
+    (pair,) = diagnose(snap, size=9 * GiB).pairs
+    failed = pair.registrations["pinned"].failed
+    assert failed is not None and failed.call.startswith("gem_create(gpu0, 9 GiB)")
+    assert failed.errno == "-ENOMEM" and "P-28" in failed.items
+    assert diagnose(snap, size=8 * GiB).exit_code == 0
+    assert "headroom 7.5 GiB" in pair.dmem
+    assert any("dmem.max" in f.text for f in pair.fixes)
+
+
+def test_aliases_and_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = _snap(tmp_path / "a")
+    (pair,) = diagnose(snap, device="card1", nic="0000:05:00.0").pairs
+    assert (pair.device, pair.nic) == ("gpu0", "mlx5_0")
+    with pytest.raises(ValueError, match="expected a device of the snapshot"):
+        diagnose(snap, device="gpu7")
+    workstation(tmp_path / "b")
+    root = ["doctor", "--root", str(tmp_path / "b")]
+    for extra, message in (
+        (["--device", "gpu7"], "--device gpu7: expected a device"),
+        (["--size", "lots"], "--size lots"),
+        (["--size", "0"], "expected a size above 0"),
+    ):
+        assert main([*root, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert main(["doctor", str(tmp_path / "nope.toml")]) == 2
+    assert "nope.toml" in capsys.readouterr().err
+
+
+def test_json_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workstation(tmp_path)
+    outs = []
+    for _ in range(2):
+        assert main(["doctor", "--root", str(tmp_path), "--json"]) == 1
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1]
+    assert json.loads(outs[0])["pairs"][0]["registrations"]["pinned"]["ok"] is True

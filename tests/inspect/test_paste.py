@@ -1,0 +1,164 @@
+# ruff: noqa: E501  (the pasted outputs are as wide as lspci prints them)
+"""Parsers of pasted command output (``pinlab.inspect.paste``, ``pinlab.inspect.topo``) on
+real-looking text (``field-cases.md`` Part B), and their one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from pinlab.errors import ConfigError
+from pinlab.inspect.paste import (
+    parse_lspci_tree,
+    parse_lspci_verbose,
+    parse_ulimit,
+    parse_uname,
+    snapshot_from_pastes,
+)
+from pinlab.inspect.topo import parse_topo_matrix, topo_functions
+from pinlab.platform import build
+from pinlab.units import KiB
+
+TREE = """\
+-+-[0000:c0]-+-00.0  Advanced Micro Devices, Inc. [AMD] Starship/Matisse Root Complex
+ |           \\-01.1-[c1]----00.0  NVIDIA Corporation GA100 [A100 PCIe 40GB]
+ \\-[0000:00]-+-00.0  Advanced Micro Devices, Inc. [AMD] Starship/Matisse Root Complex
+             +-01.1-[01-04]----00.0-[02-04]--+-00.0-[03]----00.0  NVIDIA Corporation GA100 [A100 PCIe 40GB]
+             |                               \\-04.0-[04]--+-00.0  Mellanox Technologies MT28908 Family [ConnectX-6]
+             |                                            \\-00.1  Mellanox Technologies MT28908 Family [ConnectX-6]
+             \\-14.0  Advanced Micro Devices, Inc. [AMD] FCH SMBus Controller
+"""
+
+VERBOSE = """\
+0000:02:04.0 PCI bridge [0604]: PLX Technology, Inc. PEX 8747 48-Lane, 5-Port PCI Express Gen 3 (8.0 GT/s) Switch [10b5:8747] (rev ca)
+	Physical Slot: 5
+	Bus: primary=02, secondary=04, subordinate=04, sec-latency=0
+	Capabilities: [68] Express (v2) Downstream Port (Slot+), MSI 00
+		LnkCap:	Port #4, Speed 8GT/s, Width x16, ASPM L1, Exit Latency L1 <4us
+		LnkSta:	Speed 8GT/s, Width x8 (downgraded)
+	Capabilities: [200 v1] Access Control Services
+		ACSCap:	SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans+
+		ACSCtl:	SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-
+	Kernel driver in use: pcieport
+
+0000:04:00.0 Ethernet controller [0200]: Mellanox Technologies MT28908 Family [ConnectX-6] [15b3:101b]
+	NUMA node: 0
+	IOMMU group: 31
+	Region 0: Memory at 38000000000 (64-bit, prefetchable) [size=32M]
+	Capabilities: [60] Express (v2) Endpoint, MSI 00
+		LnkCap:	Port #0, Speed 16GT/s, Width x16, ASPM not supported
+		LnkSta:	Speed 16GT/s (ok), Width x16 (ok)
+	Kernel driver in use: mlx5_core
+	Kernel modules: mlx5_core
+"""
+
+TOPO = """\
+\tGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tSYS\tPXB\tSYS\t0-15,32-47\t0\t\tN/A
+GPU1\tSYS\t X \tSYS\tPIX\t16-31,48-63\t1\t\tN/A
+NIC0\tPXB\tSYS\t X \tSYS
+NIC1\tSYS\tPIX\tSYS\t X
+
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes
+
+NIC Legend:
+
+  NIC0: mlx5_0
+  NIC1: mlx5_1
+"""
+
+
+def test_lspci_tree_gives_every_function_its_parent() -> None:
+    entries = {e.address: e for e in parse_lspci_tree(TREE)}
+    assert entries["0000:c1:00.0"].parent == "0000:c0:01.1"
+    assert entries["0000:c1:00.0"].root_bus == "0000:c0"
+    assert entries["0000:03:00.0"].parent == "0000:02:00.0"
+    assert entries["0000:02:04.0"].parent == "0000:01:00.0"
+    assert entries["0000:04:00.1"].parent == "0000:02:04.0"
+    assert entries["0000:00:14.0"].parent is None and not entries["0000:00:14.0"].bridge
+    assert entries["0000:01:00.0"].bridge
+
+
+def test_tree_snapshot_plans_a_switch_with_gpu_and_nic() -> None:
+    spec = snapshot_from_pastes({"lspci-tv": TREE}).plan().spec
+    assert [(d.name, d.driver) for d in spec.devices] == [
+        ("gpu0", "nvidia-compute"),
+        ("gpu1", "nvidia-compute"),
+    ]
+    machine = build(spec, "6.16")
+    assert machine.p2p_path_class("gpu0", spec.nics[0].name) == "switch"
+
+
+def test_lspci_verbose_reads_acs_port_type_iommu_group_and_bars() -> None:
+    bridge, nic = (e.function for e in parse_lspci_verbose(VERBOSE))
+    assert (bridge.vendor, bridge.device, bridge.class_code) == (0x10B5, 0x8747, 0x060400)
+    assert bridge.port_type == "downstream" and bridge.acs_redirect is True
+    assert bridge.acs_ctrl == 0b0011101  # SrcValid ReqRedir CmpltRedir UpstreamFwd
+    assert (bridge.link_speed, bridge.link_width) == (8.0, 16)
+    assert (nic.vendor, nic.device, nic.driver, nic.iommu_group) == (
+        0x15B3,
+        0x101B,
+        "mlx5_core",
+        31,
+    )
+    assert nic.bars == (32 << 20,) and nic.port_type == "endpoint"
+
+
+def test_lspci_verbose_alone_gives_the_tree_from_secondary_buses() -> None:
+    snap = snapshot_from_pastes({"lspci-vvv": VERBOSE})
+    nic = next(p for p in snap.pci if p.address == "0000:04:00.0")
+    assert nic.parent == "0000:02:04.0"
+
+
+def test_topo_matrix_and_the_tree_drawn_from_it() -> None:
+    topo = parse_topo_matrix(TOPO)
+    assert topo.names == ("GPU0", "GPU1", "NIC0", "NIC1")
+    assert topo.link("GPU0", "NIC0") == "PXB" and topo.nic_names["NIC1"] == "mlx5_1"
+    _, notes, sockets = topo_functions(topo)
+    assert sockets == 2 and notes
+    spec = snapshot_from_pastes({"nvidia-smi-topo": TOPO}).plan().spec
+    machine = build(spec, "6.16")
+    assert machine.p2p_path_class("gpu0", "mlx5_0") == "switch"  # PXB
+    assert machine.p2p_path_class("gpu1", "mlx5_1") == "switch"  # PIX
+    assert machine.socket_of("gpu0") != machine.socket_of("mlx5_1")  # SYS
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8192\n", 8192 * KiB),
+        ("unlimited\n", None),
+        ("64", 64 * KiB),
+        ("max locked memory           (kbytes, -l) 8192\n", 8192 * KiB),
+    ],
+)
+def test_ulimit(text: str, expected: int | None) -> None:
+    assert parse_ulimit(text) == expected
+
+
+@pytest.mark.parametrize(
+    "release",
+    ["6.8.0-52-generic", "5.10.0-31-cloud-amd64", "6.16.1-0_fbk1_npi_rc0", "4.18.0-513.el8.x86_64"],
+)
+def test_uname(release: str) -> None:
+    assert parse_uname(release + "\n") == release
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "message"),
+    [
+        ("ulimit-l", "lots\n", "expected a number of KiB or 'unlimited'"),
+        ("uname-r", "Linux\n", "expected a release like"),
+        ("lspci-tv", "hello world\n", "expected a tree line"),
+        ("lspci-vvv", "not a device\n", "expected a device line"),
+        ("nvidia-smi-topo", TOPO.replace("PIX", "PXQ", 1), "found 'PXQ'"),
+        ("lsmod", "Module Size Used by\nnvidia lots 0\n", "expected '<module> <size> ...'"),
+        ("bogus", "", "expected one of lspci-tv"),
+    ],
+)
+def test_bad_pastes_are_one_line_errors(kind: str, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({kind: text})
+    assert message in str(e.value) and "\n" not in str(e.value)
