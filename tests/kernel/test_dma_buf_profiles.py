@@ -16,6 +16,7 @@ from pinlab.kernel.errno import NotInProfile
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import (
     DEFAULT_PROFILE,
+    NEXT_SOURCES,
     PRESETS,
     CoreFamily,
     FenceFormat,
@@ -132,6 +133,22 @@ def test_presets_and_default() -> None:
     assert Kernel("7.1").profile is PRESETS["7.1"]
     custom = get_profile("6.12", dmabuf_debug=True)
     assert Kernel(custom).profile is custom
+
+
+def test_next_differs_from_7_1_only_where_a_source_is_named() -> None:
+    """``next`` is not a release: every switch in which it differs from 7.1 names the queued
+    series or open RFC it comes from -- dmem.peak (K-125), protection-aware eviction (K-126,
+    recorded but not modelled yet), the VFIO revoke ioctl RFC (K-104) -- and nothing else."""
+    differs = {
+        f.name
+        for f in dataclasses.fields(KernelProfile)
+        if f.name not in ("name", "version", "status")
+        and getattr(PRESETS["next"], f.name) != getattr(PRESETS["7.1"], f.name)
+    }
+    assert differs == set(NEXT_SOURCES)
+    for source in NEXT_SOURCES.values():
+        assert source.startswith(("queued for 7.3:", "RFC under review:"))
+        assert '"' in source and "20" in source  # a quoted subject and a date
 
 
 @pytest.mark.parametrize("name", ["6.15", "5.10", "", "latest", "7.0"])

@@ -85,6 +85,18 @@ class ImportPath(enum.Enum):
     """A dynamic attachment that survives moves (ODP MRs, a GPU import)."""
     STATIC = "static"
     """A static attachment (no importer ops): the core pins for it, it never has peer2peer."""
+    PHYS = "phys"
+    """A dynamic attachment that never maps: the exporter hands physical addresses over a
+    private interconnect (iommufd ↔ vfio-pci, ``vfio_pci_dma_buf_iommufd_map``; K-107)."""
+
+
+class BufferSource(enum.Enum):
+    """How userspace gets a dma-buf of an exporter's memory."""
+
+    GEM = "gem"
+    """Create a buffer (GEM create, or habanalabs' memory ioctl) and export it (PRIME)."""
+    VFIO_BAR = "vfio-bar"
+    """``VFIO_DEVICE_FEATURE_DMA_BUF`` on the device fd: ranges of a PCI BAR (K-98)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +180,9 @@ class ExporterDriver(Driver, ABC):
     * ``imports_dmabufs`` -- the driver also imports other devices' dma-bufs (a
       :class:`~pinlab.drivers.gpu_import.GpuImporter` can sit on it);
     * ``shareable_domain`` -- the ``create_buffer`` domain userspace uses for a buffer it
-      means to share (``"vram"``; xe and i915 need a system-memory placement too).
+      means to share (``"vram"``; xe and i915 need a system-memory placement too);
+    * ``buffer_source`` -- how userspace gets a dma-buf from it (:class:`BufferSource`: GEM
+      create + export, or vfio-pci's BAR ranges).
 
     Instance attributes every exporter sets (:meth:`__init__`): ``kernel``, ``pdev`` (its PCI
     function, also ``dev``), ``name``, ``module``, ``ops`` (its ``dma_buf_ops``), ``bdev``
@@ -182,6 +196,7 @@ class ExporterDriver(Driver, ABC):
     carve_out: ClassVar[bool] = False
     imports_dmabufs: ClassVar[bool] = False
     shareable_domain: ClassVar[str] = "vram"
+    buffer_source: ClassVar[BufferSource] = BufferSource.GEM
 
     ops: DmaBufOps
 

@@ -17,6 +17,7 @@ from typing import ClassVar, Protocol, Self, Unpack
 from pinlab.drivers.base import DriverOptions, ImportPath, constructor_options
 from pinlab.drivers.dma_check import DmaIncident
 from pinlab.drivers.importer import DeviceImporter, ImporterOptions
+from pinlab.drivers.uverbs_dmabuf import RdmaUserMmapEntry, UverbsDmabufExporter
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import DmaBuf
 from pinlab.kernel.errno import Errno, err
@@ -153,6 +154,10 @@ class RdmaDevice(DeviceImporter):
         self.pinned_revoke: Callable[[object], None] | None = None
         """The driver's revoke callback (called with the MR) when its pinned MRs are
         revocable (7.1, K-90, K-115)."""
+        self.dmabuf_exporter: UverbsDmabufExporter | None = None
+        """``UVERBS_OBJECT_DMABUF`` (7.0+) for a driver with ``mmap_get_pfns`` (mlx5)."""
+        self.mmap_entries: dict[tuple[int | None, int], RdmaUserMmapEntry] = {}
+        """The ucontexts' mmap entries by (owner pid, pgoff)."""
 
     @classmethod
     def from_spec(cls, kernel: Kernel, pdev: Device, spec: NicSpecLike) -> Self:
@@ -253,6 +258,27 @@ class RdmaDevice(DeviceImporter):
 
     def revoke_mr(self, mr: MemoryRegion) -> None:
         """The driver's first half of deregistration, before the umem goes (default: none)."""
+
+    # -- device memory and dma-buf export (UVERBS_OBJECT_DM, UVERBS_OBJECT_DMABUF) --------------
+    def alloc_dm(self, size: int, owner: int | None = None) -> RdmaUserMmapEntry:
+        """``ibv_alloc_dm``: on-device memory with an mmap entry; drivers without it refuse
+        (``-EOPNOTSUPP``)."""
+        raise err(
+            Errno.EOPNOTSUPP, "ib_uverbs_alloc_dm", f"{self.driver_name} has no device memory"
+        )
+
+    def free_dm(self, entry: RdmaUserMmapEntry) -> None:
+        """``ibv_free_dm``: the driver removes the entry (revoking the dma-bufs exported from
+        it, K-123) and frees the memory."""
+        raise err(Errno.EINVAL, "ib_uverbs_free_dm", f"{entry!r} is not on {self.name}")
+
+    def export_dmabuf(self, pgoff: int, owner: int | None, *, files: FdTable | None = None) -> int:
+        """``UVERBS_METHOD_DMABUF_ALLOC(pgoff)`` for the ucontext of ``owner`` (K-121):
+        ``-EOPNOTSUPP`` on a driver or kernel without the object."""
+        exporter = self.dmabuf_exporter
+        if exporter is None:
+            raise err(Errno.EOPNOTSUPP, "ib_uverbs_ioctl", f"{self.name}: no UVERBS_OBJECT_DMABUF")
+        return exporter.dmabuf_alloc(self.mmap_entries.get((owner, pgoff)), pgoff, files=files)
 
     def advise_mr(self, mr: MemoryRegion) -> int:
         """``ibv_advise_mr`` prefetch; only ODP MRs support it (``-EOPNOTSUPP`` otherwise)."""

@@ -18,13 +18,20 @@ does not check this; an importer the topology cannot reach attaches and fails at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pinlab.kernel.dma_buf import DmaBufAttachment, DmaDataDirection, SgTable
+from pinlab.kernel.dma_buf import (
+    DmaBuf,
+    DmaBufAttachment,
+    DmaDataDirection,
+    SgTable,
+    dma_buf_notify_move,
+)
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_map_type
 from pinlab.kernel.pci import PciDev
+from pinlab.kernel.resv import MAX_SCHEDULE_TIMEOUT, DmaResvUsage
 
 UINT_MAX = (1 << 32) - 1
 """The largest length of one sg entry (``sg_dma_len`` is an ``unsigned int``)."""
@@ -94,3 +101,34 @@ def dma_buf_phys_vec_to_sgt(
 def dma_buf_free_sgt(attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
     """``dma_buf_free_sgt``: unmap (IOVA case) and free a table of
     :func:`dma_buf_phys_vec_to_sgt`. Nothing the model tracks changes."""
+
+
+def dma_buf_invalidate_and_wait(
+    dmabuf: DmaBuf,
+    revoke: Callable[[], None] | None,
+    mappings: Callable[[], int],
+    function: str,
+    what: str,
+) -> None:
+    """The revoke sequence of the MMIO exporters that wait for their importers (vfio-pci 7.1,
+    "vfio: Wait for dma-buf invalidation to complete"; the RDMA exporter; K-105, K-123).
+
+    Under the resv: ``revoke()`` (mark the buffer revoked; None for an un-revoke, which marks
+    it usable only afterwards), ``dma_buf_invalidate_mappings``, and a wait without timeout for
+    every fence up to BOOKKEEP (handed to the kernel's waiter). Then, revoking, the exporter
+    drops its initial mapping reference and waits -- without bound -- until the importers
+    unmapped (``wait_for_completion``). Every correct importer unmaps inside its callback; one
+    that kept a mapping (``mappings() > 0``) leaves the task blocked for good: the kernel logs
+    a hung task and :class:`~pinlab.kernel.errno.KernelHang` is raised (K-120).
+    """
+    with dmabuf.resv:
+        if revoke is not None:
+            revoke()
+        dma_buf_notify_move(dmabuf)
+        dmabuf.resv.wait_timeout(DmaResvUsage.BOOKKEEP, False, MAX_SCHEDULE_TIMEOUT)
+    if revoke is not None and mappings():
+        raise dmabuf.kernel.hang(
+            function,
+            f"{mappings()} importer mapping(s) of {what} still mapped after "
+            "dma_buf_invalidate_mappings",
+        )

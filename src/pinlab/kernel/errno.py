@@ -36,6 +36,7 @@ class Errno(enum.IntEnum):
     EEXIST = 17
     ENODEV = 19
     EINVAL = 22
+    ENOTTY = 25
     ENOSPC = 28
     EPIPE = 32
     ERANGE = 34

@@ -4,9 +4,10 @@ For each pair the matrix builds a fresh small machine, lets one process create a
 exporter's device memory, export it as a dma-buf fd and hand it to the importer through the
 userspace calls (:mod:`pinlab.uapi`), then reports what the kernel model did:
 
-* **outcome** -- where the memory ended up: ``device memory in place``, ``migrated to GTT``,
-  ``migrated to system memory``, or ``refused -EXXX at <stage>`` (``registration``, ``attach``,
-  ``pin`` or ``map``: the outermost dma-buf core step the error came out of);
+* **outcome** -- where the memory ended up: ``device memory in place``, ``device BAR in
+  place`` (vfio-pci), ``migrated to GTT``, ``migrated to system memory``, or ``refused -EXXX at
+  <stage>`` (``registration``, ``attach``, ``pin`` or ``map``: the outermost dma-buf core step
+  the error came out of; iommufd's private interconnect counts as its map);
 * **P2P** -- whether the importer's mapping is a peer-to-peer (BAR) mapping;
 * **pinned** -- whether the buffer may not move afterwards;
 * **decided by** -- the checklist items (``kernel-semantics.md`` §12) and sections that decide
@@ -23,8 +24,9 @@ GPU (``gpu1``) that imports buffers (``gpu1:import``) and owns the display engin
 integrated GPU on the root bus (an RCiEP) instead; on a Zen host its P2P path through the host
 bridge is allowed all the same.
 
-Rows are the exporters of :data:`pinlab.drivers.EXPORTERS`, columns the importers of
-:data:`pinlab.drivers.IMPORTERS` as the machine has them, in registration order; an RDMA driver
+Rows are the exporters of :data:`pinlab.drivers.EXPORTERS` (one that does not exist in the
+profile shows ``n/a``), columns the importers of :data:`pinlab.drivers.IMPORTERS` as the
+machine has them, in registration order; an RDMA driver
 with ODP support has one column per device (``mlx5-odp``, ``mlx5-no-odp``), each registering
 ``IB_ACCESS_ON_DEMAND``. Whether an exporter is dynamic is read off its ``dma_buf_ops`` table,
 the checklist items off the drivers' declarations.
@@ -46,11 +48,13 @@ from rich.table import Table
 
 from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuDevice
-from pinlab.drivers.base import ExporterDriver, ImportPath
+from pinlab.drivers.base import BufferSource, DeviceBuffer, ExporterDriver, ImportPath
 from pinlab.drivers.display import DisplayEngine
 from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.drivers.importer import Importer
+from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
+from pinlab.drivers.vfio_pci import VfioPciDevice
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import (
@@ -85,6 +89,7 @@ ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE
 
 _OUTCOME = {
     "vram": "device memory in place",
+    "bar": "device BAR in place",
     "gtt": "migrated to GTT",
     "system": "migrated to system memory",
 }
@@ -195,12 +200,7 @@ class Column:
 def columns(m: MatrixMachine) -> list[Column]:
     """The machine's importers in registry order; an RDMA driver with ODP support gives one
     column per device, ``<driver>-odp`` / ``<driver>-no-odp``."""
-    system = m.system
-    engines: list[tuple[str, Importer]] = [
-        *system.nics.items(),
-        *system.displays.items(),
-        *system.gpu_importers.items(),
-    ]
+    engines: list[tuple[str, Importer]] = list(m.system.importers().items())
     out: list[Column] = []
     for cls in IMPORTERS.values():
         for device, importer in engines:
@@ -259,6 +259,7 @@ _STAGES = {
     "dma_buf_dynamic_attach": "attach",
     "dma_buf_pin": "pin",
     "dma_buf_map_attachment": "map",
+    "vfio_pci_dma_buf_iommufd_map": "map",
 }
 
 
@@ -293,7 +294,28 @@ def _import(m: MatrixMachine, col: Column, proc: Process, fd: int) -> tuple[str,
         m.settle(proc)
         access_ = proc.gpu_access(handle)
         return access_.memory, access_.p2p
+    if isinstance(importer, IommufdDevice):
+        iova = proc.iommufd_map(fd, length=BUFFER_SIZE)
+        m.settle(proc)
+        dma = proc.iommufd_dma(iova)
+        return dma.memory, dma.p2p
     raise ValueError(f"the matrix has no userspace path into {importer.driver_name}")
+
+
+def shared_buffer(m: MatrixMachine, proc: Process, name: str) -> tuple[int, DeviceBuffer]:
+    """A :data:`BUFFER_SIZE` buffer of the exporter's device memory as a dma-buf fd of
+    ``proc``, made the way the exporter declares (``buffer_source``): GEM create + PRIME export
+    in the domain meant for sharing, or a range of vfio-pci's memory BAR. The buffer's clear
+    job has finished when it returns."""
+    driver = m.exporter
+    if driver.buffer_source is BufferSource.VFIO_BAR:
+        assert isinstance(driver, VfioPciDevice)
+        fd = proc.vfio_dma_buf(GPU, driver.memory_bar, 0, BUFFER_SIZE)
+        return fd, driver.buffer_of(proc.dmabuf(fd))
+    handle = proc.gem_create(GPU, BUFFER_SIZE, driver.shareable_domain, name=name)
+    fd = proc.prime_handle_to_fd(handle)
+    m.settle(proc)
+    return fd, proc.buffer(handle)
 
 
 def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
@@ -304,10 +326,7 @@ def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
     col = column(m, importer)
     driver = m.exporter
     proc = m.system.spawn("matrix")
-    handle = proc.gem_create(GPU, BUFFER_SIZE, driver.shareable_domain, name=f"{exporter}-buf")
-    fd = proc.prime_handle_to_fd(handle)
-    m.settle(proc)  # the buffer's clear job
-    buf = proc.buffer(handle)
+    fd, buf = shared_buffer(m, proc, f"{exporter}-buf")
     try:
         memory, p2p = _import(m, col, proc, fd)
     except KernelError as e:
@@ -366,6 +385,8 @@ def decided_by(
     # what the core adds for dynamic attachments; a static one never has peer2peer (K-9)
     if path is ImportPath.STATIC:
         items.append("K-9")
+    elif path is ImportPath.PHYS:
+        pass  # never mapped: only the attach, (7.1) the pin and the interconnect (K-109)
     elif not dynamic_e and caching:
         items.append("K-14")  # dynamic A on a static E: mapped (and cached) at attach
     elif dynamic_e:
@@ -374,6 +395,13 @@ def decided_by(
             items.append("K-69")
 
     # the exporter's rule: where pin (or an unpinned map) puts the buffer
+    if path is ImportPath.PHYS and exporter.buffer_source is not BufferSource.VFIO_BAR:
+        # iommufd takes VFIO buffers only (K-107); (7.1) it pins before it checks (K-111)
+        items.append("K-107")
+        if profile.iommufd_dmabuf_pin:
+            items += exporter.checklist_items(ImportPath.PINNED, by_pin=True, refused=False)
+            items.append("K-111")
+        return tuple(dict.fromkeys(items))
     by_pin = path is not ImportPath.DYNAMIC or map_pins
     items += exporter.checklist_items(path, by_pin=by_pin, refused=refused)
     return tuple(dict.fromkeys(items))
@@ -409,8 +437,9 @@ class Matrix:
         prof = self.profile
         notes = [
             "machine: AMD Zen host; a PCIe switch with gpu0 (the exporter; the apu is an "
-            "integrated function on the root bus), efa0, mlx5_0 (ODP), mlx5_1 (no ODP) and "
-            "gpu1 (gpu-import; display0 is gpu1's display engine)",
+            "integrated function on the root bus, vfio-pci a function bound to vfio-pci "
+            "exporting a range of its memory BAR), efa0, mlx5_0 (ODP), mlx5_1 (no ODP) and "
+            "gpu1 (gpu-import; display0 is gpu1's display engine); iommufd from 6.19",
             f"buffer: {BUFFER_SIZE // MiB} MiB created in device memory "
             "(xe, i915: placements vram|system, as a shared buffer must be); "
             "'model' = pinlab position model, no upstream checklist item",
