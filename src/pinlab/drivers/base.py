@@ -143,6 +143,11 @@ class DeviceBuffer(ABC):
         """
         return 0
 
+    @property
+    def dmem_pool(self) -> object | None:
+        """The dmem pool the bytes are charged to (None: uncharged, or not TTM memory)."""
+        return None
+
 
 class Driver:
     """A driver model: what the registries know it by."""
@@ -208,6 +213,7 @@ class ExporterDriver(Driver, ABC):
         self.module = Module(self.exp_name)
         self.bdev: TtmDevice | None = None
         self.vram_region: DmemRegion | None = None
+        self.vram_size = 0  # bytes of TTM-managed device memory (a policy's budget base)
         self.move_notifies = 0
 
     @classmethod
@@ -305,10 +311,20 @@ class ExporterDriver(Driver, ABC):
         device memory is named by its dmem region."""
         device = self.name
         region = self.vram_region
+        driver = self.driver_name
+        capacity = self.vram_size
 
         def locate() -> BufferLocation:
             memory = buf.location or "none"
-            return BufferLocation(device, memory, region if memory == "vram" else None)
+            in_vram = memory == "vram"
+            return BufferLocation(
+                device,
+                memory,
+                region if in_vram else None,
+                driver,
+                capacity,
+                buf.dmem_pool if in_vram else None,
+            )
 
         dmabuf.locate = locate
 
