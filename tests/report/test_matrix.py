@@ -254,3 +254,35 @@ def test_k101_k102_k108_cli_matrix_6_19_has_the_vfio_exporter_and_the_iommufd_im
     assert "iommufd" in out and "device BAR in place" in out
     amdgpu = run_cell("amdgpu", "iommufd", get_profile("7.1"))  # K-111: pinned, then refused
     assert amdgpu.outcome == "refused -EOPNOTSUPP at map" and "K-111" in amdgpu.items
+
+
+def test_p61_p62_proposals_in_the_matrix() -> None:
+    """``pinlab matrix --proposal``: the opt-in pin policies with their defaults. dmem-pinning
+    (P-62) refuses every VRAM pin while no cgroup has a dmem.min, and the cell names it;
+    pin-vram-percent (P-61) at its default 50 % lets the 16 MiB buffer stay pinned in VRAM."""
+    prof = get_profile("7.1")
+    refused = run_cell("xe", "efa", prof, ("dmem-pinning",))
+    assert refused.outcome == "refused -ENOSPC at pin"
+    assert refused.items[-1] == "proposal dmem-pinning"
+    kept = run_cell("xe", "efa", prof, ("pin-vram-percent",))
+    assert (kept.outcome, kept.pinned) == ("device memory in place", True)
+    matrix = build_matrix(prof, ("dmem-peak", "dmem-peak"))
+    assert matrix.proposals == ("dmem-peak",) and "dmem-peak" in matrix.notes()[-1]
+    assert matrix.to_json()["proposals"] == ["dmem-peak"]
+    with pytest.raises(ValueError, match="unknown proposal"):
+        run_cell("xe", "efa", prof, ("nope",))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--proposal", "nope"], "unknown proposal 'nope'"),
+        (["--profile", "6.16", "--proposal", "revocable-pins"], "revocable-pins"),
+    ],
+)
+def test_cli_matrix_bad_proposal_is_a_one_line_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["matrix", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err

@@ -94,10 +94,14 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     alt = None
-    if args.move_notify is None:  # neither flag: both settings where the option exists
-        matrix, alt = build_matrix_pair(args.profile)
-    else:
-        matrix = build_matrix(profile)
+    proposals = tuple(args.proposal or ())
+    try:
+        if args.move_notify is None:  # neither flag: both settings where the option exists
+            matrix, alt = build_matrix_pair(args.profile, proposals)
+        else:
+            matrix = build_matrix(profile, proposals)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     if args.json:
         data = matrix.to_json()
         if alt is not None:
@@ -150,6 +154,14 @@ def add_parsers(sub: Any) -> None:
         action="store_const",
         const=False,
         help="only the Kconfig default, CONFIG_DMABUF_MOVE_NOTIFY=n",
+    )
+    matrix.add_argument(
+        "--proposal",
+        action="append",
+        metavar="ID",
+        help="switch an opt-in pin policy on with its defaults (repeatable): "
+        "memlock-dmabuf-pins, device-pin-cap, revocable-pins, dmem-pin-max, "
+        "pin-vram-percent, dmem-pinning, dmem-peak",
     )
     matrix.add_argument("--json", action="store_true", help="machine-readable output")
     matrix.set_defaults(func=_cmd_matrix)

@@ -35,11 +35,15 @@ Buffers are 16 MiB in device memory, created in the domain the exporter declares
 buffer meant to be shared: xe and i915 buffers get the placements ``vram|system``, as userspace
 must create a buffer it wants to share: a VRAM-only xe BO cannot be pinned in TT (``-EINVAL``,
 K-53) and an LMEM-only i915 object cannot be attached at all (``-EOPNOTSUPP``, K-54).
+
+``proposals`` (``pinlab matrix --proposal ID``) switch opt-in pin policies on with their
+default settings, the matrix process in a cgroup of its own (:func:`install_proposals`); a
+cell a policy refused names it (``proposal <id>``) after the checklist items.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -55,6 +59,7 @@ from pinlab.drivers.importer import Importer
 from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.drivers.vfio_pci import VfioPciDevice
+from pinlab.errors import ConfigError
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import (
@@ -70,6 +75,10 @@ from pinlab.kernel.umem import (
     IB_ACCESS_REMOTE_WRITE,
 )
 from pinlab.platform import Machine, build, presets
+from pinlab.policy.cgroup import Cgroup, CgroupTree
+from pinlab.policy.config import apply_policy, parse_policy
+from pinlab.policy.dmem import install as install_dmem
+from pinlab.policy.proposals import PROPOSALS
 from pinlab.uapi.process import Process
 from pinlab.uapi.system import System
 from pinlab.units import MiB
@@ -318,14 +327,53 @@ def shared_buffer(m: MatrixMachine, proc: Process, name: str) -> tuple[int, Devi
     return fd, proc.buffer(handle)
 
 
-def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
-    """Build the machine, create + export + import + pin + map through the uapi, report."""
+MATRIX_CGROUP = "/matrix"
+"""The cgroup the matrix process runs in when proposals are on (a pin policy that charges a
+cgroup must see one below the root)."""
+
+
+def install_proposals(m: MatrixMachine, proposals: Sequence[str]) -> Cgroup | None:
+    """Switch ``proposals`` (ids of :data:`~pinlab.policy.proposals.PROPOSALS`) on with their
+    default settings, on a cgroup tree with the dmem controller (6.14 on); returns the cgroup
+    the matrix process runs in (None without proposals). ``ValueError`` for an unknown id or a
+    proposal the profile cannot have (``revocable-pins`` before 7.1, the dmem ones before 6.14)."""
+    if not proposals:
+        return None
+    unknown = [p for p in proposals if p not in PROPOSALS]
+    if unknown:
+        raise ValueError(
+            f"unknown proposal {unknown[0]!r} (expected one of {', '.join(PROPOSALS)})"
+        )
+    kernel = m.kernel
+    tree = CgroupTree()
+    dmem = install_dmem(kernel, tree) if kernel.profile.dmem else None
+    if dmem is not None:
+        for bdev in m.machine.ttm_devices():
+            dmem.register_device(bdev)
+    source = "pinlab matrix --proposal"
+    config = parse_policy("".join(f"[proposals.{p}]\n" for p in dict.fromkeys(proposals)), source)
+    try:
+        apply_policy(config, kernel, tree, dmem, ttm_devices=m.machine.ttm_devices(), source=source)
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+    return tree.mkdir(MATRIX_CGROUP)
+
+
+def run_cell(
+    exporter: str, importer: str, profile: KernelProfile, proposals: Sequence[str] = ()
+) -> Cell:
+    """Build the machine, create + export + import + pin + map through the uapi, report.
+    ``proposals`` are switched on first (:func:`install_proposals`); a cell they refuse names
+    the refusing proposal among its items."""
     if exporter in EXPORTERS and not EXPORTERS[exporter].exists_in(profile):
         return Cell(exporter, importer, f"n/a in {profile.name}", None, None, None, ())
     m = build_machine(exporter, profile)
     col = column(m, importer)
     driver = m.exporter
+    cgroup = install_proposals(m, proposals)
     proc = m.system.spawn("matrix")
+    if cgroup is not None:
+        cgroup.tree.attach(proc, cgroup)
     fd, buf = shared_buffer(m, proc, f"{exporter}-buf")
     try:
         memory, p2p = _import(m, col, proc, fd)
@@ -338,7 +386,8 @@ def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
             buf.location,
             None,
             buf.pinned,
-            decided_by(driver, col, profile, refused=True),
+            decided_by(driver, col, profile, refused=True)
+            + ((f"proposal {e.policy}",) if e.policy else ()),
             stage,
             str(e.errno),
             str(e),
@@ -416,6 +465,7 @@ class Matrix:
 
     profile: KernelProfile
     cells: tuple[Cell, ...]
+    proposals: tuple[str, ...] = ()
 
     @property
     def exporters(self) -> list[str]:
@@ -444,6 +494,11 @@ class Matrix:
             "(xe, i915: placements vram|system, as a shared buffer must be); "
             "'model' = pinlab position model, no upstream checklist item",
         ]
+        if self.proposals:
+            notes.append(
+                f"proposals on (default settings, the process in cgroup {MATRIX_CGROUP}): "
+                + ", ".join(self.proposals)
+            )
         if prof.move_notify_is_option and not prof.move_notify and prof.pin_at_map:
             notes.append(
                 "CONFIG_DMABUF_MOVE_NOTIFY=n: amdgpu pins exported buffers in VRAM from 6.16 "
@@ -455,6 +510,7 @@ class Matrix:
         return {
             "profile": self.profile.name,
             "move_notify": self.profile.move_notify,
+            "proposals": list(self.proposals),
             "exporters": self.exporters,
             "importers": self.importers,
             "notes": self.notes(),
@@ -468,26 +524,28 @@ def column_labels(profile: KernelProfile) -> list[str]:
     return [c.label for c in columns(build_machine(exporter, profile))]
 
 
-def build_matrix(profile: KernelProfile | str = DEFAULT_PROFILE) -> Matrix:
-    """Run every exporter × importer cell under ``profile``."""
+def build_matrix(
+    profile: KernelProfile | str = DEFAULT_PROFILE, proposals: Sequence[str] = ()
+) -> Matrix:
+    """Run every exporter × importer cell under ``profile``, with ``proposals`` on."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
     labels = column_labels(prof)
-    cells = tuple(run_cell(e, i, prof) for e in EXPORTERS for i in labels)
-    return Matrix(prof, cells)
+    cells = tuple(run_cell(e, i, prof, proposals) for e in EXPORTERS for i in labels)
+    return Matrix(prof, cells, tuple(dict.fromkeys(proposals)))
 
 
 def _yes_no(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
-def build_matrix_pair(name: str) -> tuple[Matrix, Matrix | None]:
+def build_matrix_pair(name: str, proposals: Sequence[str] = ()) -> tuple[Matrix, Matrix | None]:
     """The matrix at the preset's default ``CONFIG_DMABUF_MOVE_NOTIFY`` and, where the option
     exists and is off, the same machine with it on -- the switch that decides amdgpu's VRAM
     pin in 6.16 (K-49) and the dynamic importers' pins (K-26, K-34)."""
-    base = build_matrix(matrix_profile(name, False))
+    base = build_matrix(matrix_profile(name, False), proposals)
     if not base.profile.move_notify_is_option or base.profile.move_notify:
         return base, None
-    return base, build_matrix(matrix_profile(name, True))
+    return base, build_matrix(matrix_profile(name, True), proposals)
 
 
 def _key(c: Cell) -> tuple[str, bool | None, bool | None]:
