@@ -153,6 +153,7 @@ def cited_items(
 # ``name`` must have a label: a new field without one fails tests/test_semantics_docs.py.
 SWITCH_LABELS: dict[str, str] = {
     "version": "release",
+    "status": "released kernel, or queued work and RFCs (`next`)",
     "family": "dma-buf core family (§1.2)",
     "cache_sgt_at_attach": "attach maps and caches the sg_table when A and E differ in dynamicness",
     "cache_sgt_mapping_flag": "exporter flag `cache_sgt_mapping` exists and is honoured",
@@ -174,6 +175,14 @@ SWITCH_LABELS: dict[str, str] = {
     "ttm_desired_fallback": "TTM placement flags DESIRED/FALLBACK (else busy placements)",
     "ttm_propagate_enospc_available": "TTM device flag `TTM_ALLOCATION_PROPAGATE_ENOSPC` exists",
     "dmem": "dmem cgroup controller exists",
+    "vfio_dmabuf": "vfio-pci dma-buf exporter (`VFIO_DEVICE_FEATURE_DMA_BUF`)",
+    "iommufd_dmabuf": "iommufd maps VFIO dma-bufs (`IOMMU_IOAS_MAP_FILE`)",
+    "iommufd_dmabuf_pin": "iommufd calls `dma_buf_pin` before the VFIO check",
+    "rdma_dmabuf_export": "RDMA exports dma-bufs (`UVERBS_OBJECT_DMABUF`)",
+    "dmem_pool_refcount": "dmem pools refcounted (region unregister with charges is safe)",
+    "dmem_peak": "`dmem.peak` file exists",
+    "dmem_protected_alloc": "protection-aware TTM allocation and eviction (dmem min/low)",
+    "vfio_dmabuf_revoke_ioctl": "`VFIO_DEVICE_PCI_DMABUF_REVOKE` ioctl (RFC under review)",
     "dmabuf_debug": "`CONFIG_DMABUF_DEBUG` default",
     "dma_api_debug": "`CONFIG_DMA_API_DEBUG` default",
     "pci_p2pdma": "`CONFIG_PCI_P2PDMA` default",

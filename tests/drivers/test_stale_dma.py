@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pinlab.drivers import EXPORTERS
+from pinlab.drivers import EXPORTERS as ALL_EXPORTERS
+from pinlab.drivers.base import BufferSource
 from pinlab.drivers.mlx5 import Mlx5Device
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.profile import KernelProfile, get_profile
@@ -35,6 +36,9 @@ from pinlab.report.matrix import (
 )
 from pinlab.uapi.process import Process
 
+# vfio-pci exports BAR ranges, not GEM buffers: its lifecycle is tested in
+# tests/drivers/test_vfio_pci.py
+EXPORTERS = [e for e, cls in ALL_EXPORTERS.items() if cls.buffer_source is BufferSource.GEM]
 ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ
 PROFILES: dict[str, KernelProfile] = {
     "5.16": get_profile("5.16"),

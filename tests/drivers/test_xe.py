@@ -134,8 +134,21 @@ def test_k53_pin_migrates_to_tt_even_for_a_p2p_pinner(profile: str) -> None:
     assert not bo.pinned and not m.kernel.leaks
 
 
+@pytest.mark.parametrize("mn", [False, True])
+def test_k131_6_19_keeps_a_p2p_pin_in_vram_only_with_move_notify(mn: bool) -> None:
+    """K-131 (df636bf28366, 6.19): xe may pin a P2P-only buffer in VRAM when MN is on; with MN
+    off it still migrates to TT (7.1 drops the MN condition, below)."""
+    m, xe = setup("6.19", move_notify=mn)
+    bo, dmabuf = exported(xe)
+    umem = m.pinned_umem(m.nic, m.fd(dmabuf), bo.size)
+    assert bo.location == ("vram" if mn else "gtt")
+    assert xe.pin_allows_vram(dmabuf) is mn
+    ib_umem_dmabuf_release(umem)
+    assert not bo.pinned and not m.kernel.leaks
+
+
 def test_k53_pin_in_7_1_keeps_vram_when_every_attachment_is_p2p() -> None:
-    """7.1: xe_vram_pin = IF_P2P: a P2P-only buffer is pinned in place; with a non-P2P
+    """K-131, 7.1: xe_vram_pin = IF_P2P: a P2P-only buffer is pinned in place; with a non-P2P
     attachment present the pin migrates to TT."""
     m, xe = setup("7.1")
     bo, dmabuf = exported(xe)

@@ -5,7 +5,7 @@ K-89. Map/unmap and move notification live in ``test_dma_buf_map.py``, the locki
 ``test_dma_buf_locking.py``; both reuse the helpers defined at the top of this module.
 
 Tags follow the checklist: (≤6.15) = presets 5.16/6.12/6.14 (:data:`CACHING`), (≥6.16) =
-6.16/7.1 (:data:`PIN_AT_MAP`), untagged = :data:`ALL` presets.
+6.16/6.19/7.1/next (:data:`PIN_AT_MAP`), untagged = :data:`ALL` presets.
 """
 
 from __future__ import annotations
@@ -62,10 +62,11 @@ from tests.kernel.fakes import Importer, MiB, StaticExporter, TtmExporter, make_
 
 # -- helpers shared with test_dma_buf_map.py and test_dma_buf_locking.py ---------------------
 
-ALL = ("5.16", "6.12", "6.14", "6.16", "7.1")
+ALL = ("5.16", "6.12", "6.14", "6.16", "6.19", "7.1", "next")
 CACHING = ("5.16", "6.12", "6.14")  # (≤6.15)
-PIN_AT_MAP = ("6.16", "7.1")  # (≥6.16)
-BEFORE_7_1 = ("5.16", "6.12", "6.14", "6.16")
+PIN_AT_MAP = ("6.16", "6.19", "7.1", "next")  # (≥6.16)
+REVOKE = ("7.1", "next")  # the revoke family
+BEFORE_7_1 = ("5.16", "6.12", "6.14", "6.16", "6.19")
 BIDI = DmaDataDirection.BIDIRECTIONAL
 
 SPIED_OPS = (

@@ -61,7 +61,7 @@ from tests.kernel.test_dma_buf_core import (
     map_locked,
 )
 
-UNLOCKED_PRESETS = ("6.12", "6.14", "6.16", "7.1")
+UNLOCKED_PRESETS = ("6.12", "6.14", "6.16", "6.19", "7.1", "next")
 
 
 class World:

@@ -37,6 +37,7 @@ from tests.kernel.test_dma_buf_core import (
     BIDI,
     CACHING,
     PIN_AT_MAP,
+    REVOKE,
     Call,
     RecordingWaiter,
     Rig,
@@ -470,7 +471,7 @@ def test_k35_notification_without_resv_is_locking_error(profile: str) -> None:
     rig = Rig(profile)
     imp = Importer()
     rig.dynamic_attach(imp)
-    fn = dma_buf_invalidate_mappings if profile == "7.1" else dma_buf_move_notify
+    fn = dma_buf_invalidate_mappings if profile in REVOKE else dma_buf_move_notify
     with pytest.raises(LockingError, match=rig.kernel.profile.move_notify_name):
         fn(rig.dmabuf)
     with pytest.raises(LockingError):

@@ -16,63 +16,97 @@ from pinlab.kernel.errno import NotInProfile
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import (
     DEFAULT_PROFILE,
+    NEXT_SOURCES,
     PRESETS,
     CoreFamily,
     FenceFormat,
     FenceModel,
     KernelProfile,
+    ProfileStatus,
+    VfioDmabuf,
     VramPinRule,
     get_profile,
 )
-from tests.kernel.test_dma_buf_core import ALL, CACHING, PIN_AT_MAP, Rig, map_locked, unmap_locked
+from tests.kernel.test_dma_buf_core import (
+    ALL,
+    CACHING,
+    PIN_AT_MAP,
+    REVOKE,
+    Rig,
+    map_locked,
+    unmap_locked,
+)
 
-# §1.3, one row per switch: preset -> value
+# §1.3, one row per switch: preset -> value (presets in ALL's order:
+# 5.16, 6.12, 6.14, 6.16, 6.19, 7.1, next)
+
+
+def _row(*values: Any) -> dict[str, Any]:
+    return dict(zip(ALL, values, strict=True))
+
+
+NO, YES = False, True
 SWITCH_TABLE: dict[str, dict[str, Any]] = {
-    "family": {
-        "5.16": CoreFamily.CACHING,
-        "6.12": CoreFamily.CACHING,
-        "6.14": CoreFamily.CACHING,
-        "6.16": CoreFamily.PIN_AT_MAP,
-        "7.1": CoreFamily.REVOKE,
+    "status": {
+        **dict.fromkeys(ALL[:-1], ProfileStatus.RELEASED),
+        "next": ProfileStatus.QUEUED,
     },
-    "cache_sgt_at_attach": dict(zip(ALL, (True, True, True, False, False), strict=True)),
-    "cache_sgt_mapping_flag": dict(zip(ALL, (True, True, True, False, False), strict=True)),
-    "common_locking": dict(zip(ALL, (False, True, True, True, True), strict=True)),
-    "unlocked_variants": dict(zip(ALL, (False, True, True, True, True), strict=True)),
-    "attachment_has_sgt": dict(zip(ALL, (True, True, True, False, False), strict=True)),
+    "family": {
+        **dict.fromkeys(CACHING, CoreFamily.CACHING),
+        "6.16": CoreFamily.PIN_AT_MAP,
+        "6.19": CoreFamily.PIN_AT_MAP,
+        "7.1": CoreFamily.REVOKE,
+        "next": CoreFamily.REVOKE,
+    },
+    "cache_sgt_at_attach": _row(YES, YES, YES, NO, NO, NO, NO),
+    "cache_sgt_mapping_flag": _row(YES, YES, YES, NO, NO, NO, NO),
+    "common_locking": _row(NO, YES, YES, YES, YES, YES, YES),
+    "unlocked_variants": _row(NO, YES, YES, YES, YES, YES, YES),
+    "attachment_has_sgt": _row(YES, YES, YES, NO, NO, NO, NO),
     "fence_model": {
         "5.16": FenceModel.EXCLUSIVE_SHARED,
-        **dict.fromkeys(("6.12", "6.14", "6.16", "7.1"), FenceModel.USAGES),
+        **dict.fromkeys(ALL[1:], FenceModel.USAGES),
     },
     "bufinfo_fence_format": {
         "5.16": FenceFormat.EXCLUSIVE_SHARED,
-        **dict.fromkeys(("6.12", "6.14", "6.16"), FenceFormat.CLASSIC),
-        "7.1": FenceFormat.CONTEXT_FIRST,
+        **dict.fromkeys(("6.12", "6.14", "6.16", "6.19"), FenceFormat.CLASSIC),
+        **dict.fromkeys(REVOKE, FenceFormat.CONTEXT_FIRST),
     },
-    "move_notify": dict(zip(ALL, (False, False, False, False, True), strict=True)),
-    "move_notify_is_option": dict(zip(ALL, (True, True, True, True, False), strict=True)),
-    "invalidate_mappings": dict(zip(ALL, (False, False, False, False, True), strict=True)),
-    "attach_revocable": dict(zip(ALL, (False, False, False, False, True), strict=True)),
-    "umem_pinned_warn_callback": dict(zip(ALL, (True, True, True, True, False), strict=True)),
-    "umem_revocable_pinned_ops": dict(zip(ALL, (False, False, False, False, True), strict=True)),
+    "move_notify": _row(NO, NO, NO, NO, NO, YES, YES),
+    "move_notify_is_option": _row(YES, YES, YES, YES, YES, NO, NO),
+    "invalidate_mappings": _row(NO, NO, NO, NO, NO, YES, YES),
+    "attach_revocable": _row(NO, NO, NO, NO, NO, YES, YES),
+    "umem_pinned_warn_callback": _row(YES, YES, YES, YES, YES, NO, NO),
+    "umem_revocable_pinned_ops": _row(NO, NO, NO, NO, NO, YES, YES),
     "amdgpu_vram_pin": {
         **dict.fromkeys(CACHING, VramPinRule.NEVER),
         "6.16": VramPinRule.IF_P2P_AND_MN,
-        "7.1": VramPinRule.IF_P2P,
+        "6.19": VramPinRule.IF_P2P_AND_MN,
+        **dict.fromkeys(REVOKE, VramPinRule.IF_P2P),
     },
-    "amdgpu_p2p_requires_runtime_pm": dict(
-        zip(ALL, (False, False, False, False, True), strict=True)
-    ),
-    "xe_available": dict(zip(ALL, (False, True, True, True, True), strict=True)),
-    "xe_vram_pin": {
+    "amdgpu_p2p_requires_runtime_pm": _row(NO, NO, NO, NO, NO, YES, YES),
+    "xe_available": _row(NO, YES, YES, YES, YES, YES, YES),
+    "xe_vram_pin": {  # §1.6: df636bf28366 is in 6.19 (MN condition), 7.1 drops the condition
         **dict.fromkeys(("5.16", "6.12", "6.14", "6.16"), VramPinRule.NEVER),
-        "7.1": VramPinRule.IF_P2P,
+        "6.19": VramPinRule.IF_P2P_AND_MN,
+        **dict.fromkeys(REVOKE, VramPinRule.IF_P2P),
     },
-    "ttm_desired_fallback": dict(zip(ALL, (False, True, True, True, True), strict=True)),
-    "ttm_propagate_enospc_available": dict(
-        zip(ALL, (False, False, False, False, True), strict=True)
-    ),
-    "dmem": dict(zip(ALL, (False, False, True, True, True), strict=True)),
+    "ttm_desired_fallback": _row(NO, YES, YES, YES, YES, YES, YES),
+    "ttm_propagate_enospc_available": _row(NO, NO, NO, NO, NO, YES, YES),
+    "dmem": _row(NO, NO, YES, YES, YES, YES, YES),
+    # kernel.md §13
+    "vfio_dmabuf": {
+        **dict.fromkeys(("5.16", "6.12", "6.14", "6.16"), VfioDmabuf.ABSENT),
+        "6.19": VfioDmabuf.PIN_REFUSED,
+        **dict.fromkeys(REVOKE, VfioDmabuf.REVOCABLE_ONLY),
+    },
+    "iommufd_dmabuf": _row(NO, NO, NO, NO, YES, YES, YES),
+    "iommufd_dmabuf_pin": _row(NO, NO, NO, NO, NO, YES, YES),
+    "rdma_dmabuf_export": _row(NO, NO, NO, NO, NO, YES, YES),
+    "dmem_pool_refcount": _row(NO, NO, NO, NO, YES, YES, YES),
+    "dmem_peak": _row(NO, NO, NO, NO, NO, NO, YES),
+    "dmem_protected_alloc": _row(NO, NO, NO, NO, NO, NO, YES),
+    "vfio_dmabuf_revoke_ioctl": _row(NO, NO, NO, NO, NO, NO, YES),
     # §1.5: preset-independent configuration switches default off (P2PDMA on)
     "dmabuf_debug": dict.fromkeys(ALL, False),
     "dma_api_debug": dict.fromkeys(ALL, False),
@@ -82,7 +116,8 @@ SWITCH_TABLE: dict[str, dict[str, Any]] = {
 
 
 def test_presets_and_default() -> None:
-    """§1.2: five presets; 6.16 is the default; each preset carries its own name/version."""
+    """§1.2: seven presets; 6.16 is the default; each preset carries its own name/version;
+    only ``next`` is not a release (queued work and an open RFC)."""
     assert tuple(PRESETS) == ALL
     assert DEFAULT_PROFILE == "6.16"
     assert get_profile() is PRESETS["6.16"]
@@ -90,11 +125,30 @@ def test_presets_and_default() -> None:
         profile = get_profile(name)
         assert profile is PRESETS[name]
         assert profile.name == name
-        assert ".".join(map(str, profile.version)) == name
+        assert profile.released is (name != "next")
+        if profile.released:
+            assert ".".join(map(str, profile.version)) == name
+    assert PRESETS["next"].version > PRESETS["7.1"].version
     assert Kernel().profile.name == "6.16"
     assert Kernel("7.1").profile is PRESETS["7.1"]
     custom = get_profile("6.12", dmabuf_debug=True)
     assert Kernel(custom).profile is custom
+
+
+def test_next_differs_from_7_1_only_where_a_source_is_named() -> None:
+    """``next`` is not a release: every switch in which it differs from 7.1 names the queued
+    series or open RFC it comes from -- dmem.peak (K-125), protection-aware eviction (K-126,
+    recorded but not modelled yet), the VFIO revoke ioctl RFC (K-104) -- and nothing else."""
+    differs = {
+        f.name
+        for f in dataclasses.fields(KernelProfile)
+        if f.name not in ("name", "version", "status")
+        and getattr(PRESETS["next"], f.name) != getattr(PRESETS["7.1"], f.name)
+    }
+    assert differs == set(NEXT_SOURCES)
+    for source in NEXT_SOURCES.values():
+        assert source.startswith(("queued for 7.3:", "RFC under review:"))
+        assert '"' in source and "20" in source  # a quoted subject and a date
 
 
 @pytest.mark.parametrize("name", ["6.15", "5.10", "", "latest", "7.0"])
@@ -125,11 +179,11 @@ def test_derived_properties(name: str) -> None:
     dma_buf_invalidate_mappings or the older dma_buf_move_notify."""
     profile = get_profile(name)
     assert profile.pin_at_map is (name in PIN_AT_MAP)
-    expected = "dma_buf_invalidate_mappings" if name == "7.1" else "dma_buf_move_notify"
+    expected = "dma_buf_invalidate_mappings" if name in REVOKE else "dma_buf_move_notify"
     assert profile.move_notify_name == expected
 
 
-@pytest.mark.parametrize("name", ("5.16", "6.12", "6.14", "6.16"))
+@pytest.mark.parametrize("name", ("5.16", "6.12", "6.14", "6.16", "6.19"))
 def test_mn_override_before_7_1(name: str) -> None:
     """§1.5: MN is an option (default n) before 7.1; overriding returns a new profile and
     leaves the preset untouched."""
@@ -210,7 +264,7 @@ def test_k13_k12_static_importer_pin_lifetime_by_family(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "mn"),
-    [(name, mn) for name in ALL for mn in (False, True) if mn or name != "7.1"],
+    [(name, mn) for name in ALL for mn in (False, True) if mn or name not in REVOKE],
 )
 def test_k26_k34_dynamic_importer_pins_per_map_iff_mn_off(name: str, mn: bool) -> None:
     """K-26/K-34: a dynamic importer of a dynamic exporter is pinned per map exactly when MN

@@ -47,9 +47,11 @@ from pinlab.kernel.umem import (
     ib_umem_dmabuf_attach_pinned_revocable_ops,
     ib_umem_dmabuf_get,
     ib_umem_dmabuf_get_pinned,
+    ib_umem_dmabuf_get_pinned_revocable_and_lock,
     ib_umem_dmabuf_map_pages,
     ib_umem_dmabuf_release,
     ib_umem_dmabuf_revoke,
+    ib_umem_dmabuf_set_revoke_locked,
     ib_umem_dmabuf_unmap_pages,
 )
 from tests.kernel.fakes import MiB, StaticExporter, TtmExporter, make_ttm_device
@@ -152,16 +154,15 @@ def add_kernel_fence(s: Setup) -> DmaFence:
 
 @pytest.mark.parametrize("profile", ALL_PRESETS)
 def test_k43_einval_cases_keep_the_refcount(profile: str) -> None:
-    """K-43: overflow, missing ops or callback, a too-small buffer and a zero-page range are
-    each -EINVAL; after every failure the dma-buf refcount is back where it was."""
+    """K-43: overflow, missing ops or callback (≤6.19; K-114: accepted from 7.1), a too-small
+    buffer and a zero-page range are each -EINVAL; after every failure the dma-buf refcount is
+    back where it was."""
     s = setup(profile)
     size = s.dmabuf.size
     ops = DmaBufAttachOps(allow_peer2peer=True, move_notify=lambda a: None)
     cases: list[tuple[str, int, int, DmaBufAttachOps | None]] = [
         ("offset + size overflows", U64_MAX, 1, ops),
         ("offset + size overflows (size)", 1, U64_MAX, ops),
-        ("no ops", 0, size, None),
-        ("no move_notify", 0, size, DmaBufAttachOps(allow_peer2peer=True)),
         ("buffer smaller than size", 0, size + 1, ops),
         ("buffer smaller than offset + size", PAGE, size, ops),
         ("offset past the end", size, 1, ops),
@@ -169,6 +170,11 @@ def test_k43_einval_cases_keep_the_refcount(profile: str) -> None:
         ("zero pages at an aligned offset", 2 * PAGE, 0, ops),
         ("zero pages at an unaligned offset", 100, 0, ops),
     ]
+    if not s.kernel.profile.invalidate_mappings:
+        cases += [
+            ("no ops", 0, size, None),
+            ("no move_notify", 0, size, DmaBufAttachOps(allow_peer2peer=True)),
+        ]
     for what, offset, length, case_ops in cases:
         with pytest.raises(KernelError) as exc:
             ib_umem_dmabuf_get(
@@ -565,12 +571,39 @@ def test_k90_revocable_pinned_umem_is_revoked_by_an_invalidation() -> None:
     assert len(s.kernel.warnings) == 0
 
 
+def test_k115_k116_revocable_and_lock_returns_locked_and_revoke_calls_the_driver_first() -> None:
+    """K-115: the revocable import returns with the resv held, so the driver installs its
+    callback before anyone can revoke (outside the resv that is a locking error). K-116: the
+    revoke calls the driver's callback before unmap and unpin, runs once, and the release
+    after it unpins nothing more."""
+    s = setup("7.1", where=TtmMemType.TT)  # a pin that does not migrate
+    umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(
+        s.kernel, s.nic, 0, s.dmabuf.size, s.fd, ACCESS, files=s.files
+    )
+    assert s.dmabuf.resv.held_by_caller()
+    events: list[str] = []
+    ib_umem_dmabuf_set_revoke_locked(umem, lambda priv: events.append(f"driver {priv}"), "mr1")
+    s.dmabuf.resv.unlock()
+    with pytest.raises(LockingError):
+        ib_umem_dmabuf_set_revoke_locked(umem, lambda priv: None, None)
+    n = len(s.exporter.calls)
+    with s.dmabuf.resv:
+        dma_buf_invalidate_mappings(s.dmabuf)
+        events.extend(s.exporter.calls[n:])
+        dma_buf_invalidate_mappings(s.dmabuf)  # at most once
+    assert events == ["driver mr1", "unmap", "unpin"]
+    assert umem.revoked and not umem.pinned
+    ib_umem_dmabuf_release(umem)
+    assert s.exporter.calls[n + 2 :] == ["detach"]
+    assert_released(s)
+
+
 def test_k90_revocable_umem_revoked_by_its_own_pin_migration() -> None:
-    """K-90 edge, kernel-faithful: a pin that *migrates* the BO makes the exporter invalidate
-    every attachment, the pinning umem included. With the revocable ops the umem revokes itself
-    inside dma_buf_pin (pinned is not yet 1, so nothing is unpinned), map_pages then returns
-    -EINVAL and the release path, finding the umem already revoked, never unpins: the exporter
-    pin leaks (as in umem_dmabuf.c, which checks ``revoked`` first)."""
+    """K-90 / K-117 edge, kernel-faithful: a pin that *migrates* the BO makes the exporter
+    invalidate every attachment, the pinning umem included. With the revocable ops the umem
+    revokes itself inside dma_buf_pin (pinned is not yet 1, so nothing is unpinned), map_pages
+    then returns -EINVAL and the release path, finding the umem already revoked, never unpins:
+    the exporter pin leaks (as in umem_dmabuf.c, which checks ``revoked`` first)."""
     s = setup("7.1")  # in VRAM; the exporter pins into GTT
     with pytest.raises(KernelError) as exc:
         get_pinned(s, revocable=True)
@@ -583,7 +616,7 @@ def test_k90_revocable_umem_revoked_by_its_own_pin_migration() -> None:
 
 @pytest.mark.parametrize("profile", PRE_REVOKE)
 def test_k40_pin_migration_reaches_the_pinning_umem(profile: str) -> None:
-    """K-40 edge, kernel-faithful: the migration done by the exporter's pin notifies every
+    """K-40 / K-118 edge, kernel-faithful: the migration done by the exporter's pin notifies every
     dynamic attachment, including the one being pinned, so the warn-only callback logs once
     during registration (≤6.16) and the import still succeeds."""
     s = setup(profile)  # in VRAM; the exporter pins into GTT

@@ -130,7 +130,8 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
         (
             BASE + '[[devices]]\nname = "g"\ndriver = "nouveau"\nparent = "rc0"\nmemory = "8GiB"\n',
             "devices[0].driver",
-            "expected an exporter driver (amdgpu, apu, habanalabs, i915, nvidia-compute, xe), "
+            "expected an exporter driver (amdgpu, apu, habanalabs, i915, nvidia-compute, "
+            "vfio-pci, xe), "
             "found 'nouveau'",
         ),
         (

@@ -193,7 +193,8 @@ SIZE_MSG = 'expected a size like "64MiB" or "unlimited", found "lots"'
         (
             "[proposals.charge-everything]\n",
             "desktop.toml: proposals.charge-everything: unknown field (expected one of "
-            "memlock-dmabuf-pins, device-pin-cap, revocable-pins, dmem-pin-max)",
+            "memlock-dmabuf-pins, device-pin-cap, revocable-pins, dmem-pin-max, "
+            "pin-vram-percent, dmem-pinning, dmem-peak)",
         ),
         (
             '[proposals.revocable-pins]\nenabled = "yes"\n',

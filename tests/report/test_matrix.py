@@ -27,6 +27,13 @@ from pinlab.report.matrix import (
 COLUMNS = ["efa", "mlx5-odp", "mlx5-no-odp", "display", "gpu-import"]
 
 
+def columns_in(profile: str) -> list[str]:
+    """The matrix's columns under ``profile``: iommufd imports dma-bufs from 6.19 (K-108)."""
+    return COLUMNS + (
+        ["iommufd"] if get_profile(profile.removesuffix("+MN")).iommufd_dmabuf else []
+    )
+
+
 @pytest.mark.parametrize(
     ("profile", "mn", "outcome", "memory", "p2p"),
     [
@@ -85,18 +92,21 @@ def test_every_cell_runs_clean_under_every_profile() -> None:
     for profile in [*PRESETS, "6.16+MN"]:
         prof = matrix_profile(profile.removesuffix("+MN"), profile.endswith("+MN"))
         matrix = build_matrix(prof)
-        assert matrix.exporters == list(EXPORTERS) and matrix.importers == COLUMNS
-        assert len(matrix.cells) == len(EXPORTERS) * len(COLUMNS)
+        cols = columns_in(profile)
+        assert matrix.exporters == list(EXPORTERS) and matrix.importers == cols
+        assert len(matrix.cells) == len(EXPORTERS) * len(cols)
         for cell in matrix.cells:
             assert cell.incidents == 0, cell
             if cell.importer == "mlx5-no-odp" and cell.memory is not None:
                 assert cell.outcome == "refused -EOPNOTSUPP at registration"
                 assert cell.items == ("§6",)
-            elif cell.memory is None:
-                assert cell.exporter == "xe" and profile == "5.16"
-                assert cell.outcome == "n/a in 5.16"
+            elif cell.memory is None:  # xe entered in ≈6.8, vfio-pci's exporter in 6.19
+                assert (cell.exporter, profile) == ("xe", "5.16") or (
+                    cell.exporter == "vfio-pci" and not prof.iommufd_dmabuf
+                )
+                assert cell.outcome == f"n/a in {prof.name}"
             elif not cell.refused:
-                assert cell.items and cell.p2p == (cell.memory == "vram")
+                assert cell.items and cell.p2p == (cell.memory in ("vram", "bar"))
 
 
 def test_pin_in_place_migrate_on_pin_and_odp_side_by_side() -> None:
@@ -112,6 +122,7 @@ def test_pin_in_place_migrate_on_pin_and_odp_side_by_side() -> None:
         "nvidia-compute": "device memory in place",
         "xe": "migrated to GTT",
         "i915": "migrated to system memory",
+        "vfio-pci": "n/a in 6.16",
     }
     odp = matrix.cell("amdgpu", "mlx5-odp")
     assert (odp.memory, odp.p2p, odp.pinned) == ("vram", True, False)
@@ -123,18 +134,19 @@ def test_pin_in_place_migrate_on_pin_and_odp_side_by_side() -> None:
         "K-26",
         "K-69",
         "K-53",
-        "§7.3",
+        "K-131",  # xe's 7.1 VRAM pin rule (kernel.md §1.6)
     )
 
 
 def test_rows_and_columns_come_from_the_registries() -> None:
     """Every registered exporter is a row, every registered importer at least one column
     (an ODP-capable RDMA driver two: with and without ODP); 'dynamic' is the ops table's."""
-    m = build_machine("amdgpu", "6.16")
+    assert [c.label for c in columns(build_machine("amdgpu", "6.16"))] == COLUMNS
+    m = build_machine("amdgpu", "6.19")
     labels = [c.label for c in columns(m)]
-    assert labels == COLUMNS
+    assert labels == columns_in("6.19")
     assert {label.removesuffix("-odp").removesuffix("-no") for label in labels} == set(IMPORTERS)
-    dynamic = {name: build_machine(name, "6.16").exporter.dynamic for name in EXPORTERS}
+    dynamic = {name: build_machine(name, "6.19").exporter.dynamic for name in EXPORTERS}
     assert dynamic == {
         "amdgpu": True,
         "apu": True,
@@ -142,7 +154,9 @@ def test_rows_and_columns_come_from_the_registries() -> None:
         "nvidia-compute": True,
         "xe": True,
         "i915": False,
+        "vfio-pci": True,  # 6.19: a pin op that refuses every pin (K-101)
     }
+    assert not build_machine("vfio-pci", "7.1").exporter.dynamic  # 7.1: no pin op
 
 
 def test_error_stage_without_a_core_step_is_registration() -> None:
@@ -187,8 +201,8 @@ def test_cli_matrix_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["matrix", "--profile", "7.1", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["profile"] == "7.1" and data["move_notify"] is True
-    assert data["exporters"] == list(EXPORTERS) and data["importers"] == COLUMNS
-    assert len(data["cells"]) == len(EXPORTERS) * len(COLUMNS)
+    assert data["exporters"] == list(EXPORTERS) and data["importers"] == columns_in("7.1")
+    assert len(data["cells"]) == len(EXPORTERS) * len(columns_in("7.1"))
     cell = next(c for c in data["cells"] if (c["exporter"], c["importer"]) == ("amdgpu", "efa"))
     assert cell["memory"] == "vram" and cell["p2p"] is True and "K-49" in cell["items"]
 
@@ -215,3 +229,60 @@ def test_cli_matrix_6_16_shows_the_vram_pin_with_move_notify(
     assert main(["matrix", "--profile", "6.16", "--no-move-notify"]) == 0
     out = capsys.readouterr().out
     assert "MN=y" not in out
+
+
+def test_k101_k102_k108_cli_matrix_6_19_has_the_vfio_exporter_and_the_iommufd_importer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Done-when of issue 15: ``pinlab matrix --profile 6.19`` shows vfio-pci's BAR exporter
+    and the iommufd importer. 6.19's VFIO pin op refuses pinned importers (K-101) and, with
+    MOVE_NOTIFY off, every dynamic importer's map (K-102); iommufd never maps and takes the BAR
+    (K-108, K-109, K-107); other exporters' buffers are refused by iommufd."""
+    assert main(["matrix", "--profile", "6.19"]) == 0
+    out = capsys.readouterr().out
+    assert any(line.startswith("│ vfio-pci") for line in out.splitlines())
+    matrix = build_matrix(matrix_profile("6.19"))
+    assert matrix.cell("vfio-pci", "efa").outcome == "refused -EOPNOTSUPP at pin"
+    assert matrix.cell("vfio-pci", "mlx5-odp").outcome == "refused -EOPNOTSUPP at map"
+    assert "K-102" in matrix.cell("vfio-pci", "mlx5-odp").items
+    iommufd = matrix.cell("vfio-pci", "iommufd")
+    assert (iommufd.outcome, iommufd.p2p) == ("device BAR in place", True)
+    assert {"K-108", "K-109", "K-107"} <= set(iommufd.items)
+    assert matrix.cell("amdgpu", "iommufd").outcome == "refused -EOPNOTSUPP at map"
+    mn = build_matrix(matrix_profile("6.19", True))
+    assert mn.cell("vfio-pci", "mlx5-odp").outcome == "device BAR in place"
+    assert "iommufd" in out and "device BAR in place" in out
+    amdgpu = run_cell("amdgpu", "iommufd", get_profile("7.1"))  # K-111: pinned, then refused
+    assert amdgpu.outcome == "refused -EOPNOTSUPP at map" and "K-111" in amdgpu.items
+
+
+def test_p61_p62_proposals_in_the_matrix() -> None:
+    """``pinlab matrix --proposal``: the opt-in pin policies with their defaults. dmem-pinning
+    (P-62) refuses every VRAM pin while no cgroup has a dmem.min, and the cell names it;
+    pin-vram-percent (P-61) at its default 50 % lets the 16 MiB buffer stay pinned in VRAM."""
+    prof = get_profile("7.1")
+    refused = run_cell("xe", "efa", prof, ("dmem-pinning",))
+    assert refused.outcome == "refused -ENOSPC at pin"
+    assert refused.items[-1] == "proposal dmem-pinning"
+    kept = run_cell("xe", "efa", prof, ("pin-vram-percent",))
+    assert (kept.outcome, kept.pinned) == ("device memory in place", True)
+    matrix = build_matrix(prof, ("dmem-peak", "dmem-peak"))
+    assert matrix.proposals == ("dmem-peak",) and "dmem-peak" in matrix.notes()[-1]
+    assert matrix.to_json()["proposals"] == ["dmem-peak"]
+    with pytest.raises(ValueError, match="unknown proposal"):
+        run_cell("xe", "efa", prof, ("nope",))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--proposal", "nope"], "unknown proposal 'nope'"),
+        (["--profile", "6.16", "--proposal", "revocable-pins"], "revocable-pins"),
+    ],
+)
+def test_cli_matrix_bad_proposal_is_a_one_line_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["matrix", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err

@@ -8,10 +8,12 @@ declares (:class:`ExporterDriver`, :class:`~pinlab.drivers.rdma.RdmaDevice`).
 
 # Importing a driver module registers it; the registries keep this order, which is the order
 # `pinlab matrix` shows: the dynamic GPUs, the static accelerator, the pin-in-place model,
-# then Intel's two; the RDMA NICs, then the display and the GPU importer.
+# then Intel's two and vfio-pci's BARs; the RDMA NICs, then the display, the GPU importer and
+# iommufd.
 # isort: off
 from pinlab.drivers import amdgpu, apu, habanalabs, nvidia_compute, xe, i915  # noqa: F401
-from pinlab.drivers import efa, mlx5, display, gpu_import  # noqa: F401
+from pinlab.drivers import vfio_pci  # noqa: F401
+from pinlab.drivers import efa, mlx5, display, gpu_import, iommufd  # noqa: F401
 
 # isort: on
 from pinlab.drivers.base import EXPORTERS, DeviceBuffer, ExporterDriver, RegionUsage

@@ -86,6 +86,18 @@ class ImportPath(enum.Enum):
     """A dynamic attachment that survives moves (ODP MRs, a GPU import)."""
     STATIC = "static"
     """A static attachment (no importer ops): the core pins for it, it never has peer2peer."""
+    PHYS = "phys"
+    """A dynamic attachment that never maps: the exporter hands physical addresses over a
+    private interconnect (iommufd ↔ vfio-pci, ``vfio_pci_dma_buf_iommufd_map``; K-107)."""
+
+
+class BufferSource(enum.Enum):
+    """How userspace gets a dma-buf of an exporter's memory."""
+
+    GEM = "gem"
+    """Create a buffer (GEM create, or habanalabs' memory ioctl) and export it (PRIME)."""
+    VFIO_BAR = "vfio-bar"
+    """``VFIO_DEVICE_FEATURE_DMA_BUF`` on the device fd: ranges of a PCI BAR (K-98)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +147,11 @@ class DeviceBuffer(ABC):
         Buffers that never move (static exporters) keep the default 0.
         """
         return 0
+
+    @property
+    def dmem_pool(self) -> object | None:
+        """The dmem pool the bytes are charged to (None: uncharged, or not TTM memory)."""
+        return None
 
 
 class Driver:
@@ -191,7 +208,9 @@ class ExporterDriver(Driver, ABC):
     * ``imports_dmabufs`` -- the driver also imports other devices' dma-bufs (a
       :class:`~pinlab.drivers.gpu_import.GpuImporter` can sit on it);
     * ``shareable_domain`` -- the ``create_buffer`` domain userspace uses for a buffer it
-      means to share (``"vram"``; xe and i915 need a system-memory placement too).
+      means to share (``"vram"``; xe and i915 need a system-memory placement too);
+    * ``buffer_source`` -- how userspace gets a dma-buf from it (:class:`BufferSource`: GEM
+      create + export, or vfio-pci's BAR ranges).
 
     Instance attributes every exporter sets (:meth:`__init__`): ``kernel``, ``pdev`` (its PCI
     function, also ``dev``), ``name``, ``module``, ``ops`` (its ``dma_buf_ops``), ``bdev``
@@ -205,6 +224,7 @@ class ExporterDriver(Driver, ABC):
     carve_out: ClassVar[bool] = False
     imports_dmabufs: ClassVar[bool] = False
     shareable_domain: ClassVar[str] = "vram"
+    buffer_source: ClassVar[BufferSource] = BufferSource.GEM
 
     ops: DmaBufOps
 
@@ -216,6 +236,7 @@ class ExporterDriver(Driver, ABC):
         self.module = Module(self.exp_name)
         self.bdev: TtmDevice | None = None
         self.vram_region: DmemRegion | None = None
+        self.vram_size = 0  # bytes of TTM-managed device memory (a policy's budget base)
         self.move_notifies = 0
 
     @classmethod
@@ -315,9 +336,18 @@ class ExporterDriver(Driver, ABC):
 
     def locate(self, dmabuf: DmaBuf) -> BufferLocation:
         """Where the bytes behind ``dmabuf`` are now; device memory is named by its dmem
-        region."""
-        memory = self.buffer_of(dmabuf).location or "none"
-        return BufferLocation(self.name, memory, self.vram_region if memory == "vram" else None)
+        region and pool."""
+        buf = self.buffer_of(dmabuf)
+        memory = buf.location or "none"
+        in_vram = memory == "vram"
+        return BufferLocation(
+            self.name,
+            memory,
+            self.vram_region if in_vram else None,
+            self.driver_name,
+            self.vram_size,
+            buf.dmem_pool if in_vram else None,
+        )
 
     def mapping_current(self, dmabuf: DmaBuf, sgt: SgTable) -> bool:
         """Whether ``sgt`` still points at the buffer's bytes (stale-DMA detection).

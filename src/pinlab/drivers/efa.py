@@ -9,10 +9,10 @@ corruption, which the stale-DMA detector would report (and a correct exporter ne
 
 ``revocable=True`` (preset 7.1 only) registers *pinned but revocable* MRs, as the March 2026
 RDMA follow-up allows (``ib_umem_dmabuf_get_pinned_revocable_and_lock`` +
-``ib_umem_dmabuf_set_revoke_locked``, first used by irdma; ``kernel-semantics.md`` §1.4, K-90):
-an exporter's ``dma_buf_invalidate_mappings`` makes the driver stop the hardware (the MR reports
-``revoked``, its translation is gone) before the core unmaps and unpins. The MR is dead for good;
-userspace must re-register.
+``ib_umem_dmabuf_set_revoke_locked``, first used by irdma; ``kernel-semantics.md`` §1.4, K-90,
+K-115): an exporter's ``dma_buf_invalidate_mappings`` makes the driver stop the hardware (the MR
+reports ``revoked``, its translation is gone) before the core unmaps and unpins. The MR is dead
+for good; userspace must re-register.
 """
 
 from __future__ import annotations
@@ -22,15 +22,12 @@ from typing import Unpack
 from pinlab.drivers.importer import ImporterOptions, register_importer
 from pinlab.drivers.rdma import MemoryRegion, RdmaDevice
 from pinlab.kernel.device import Device
-from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_REMOTE_READ,
     IB_ACCESS_REMOTE_WRITE,
-    IbUmemDmabuf,
-    ib_umem_dmabuf_revoke_locked,
 )
 
 
@@ -77,15 +74,13 @@ class EfaDevice(RdmaDevice):
                 f"unsupported access flags {access & ~self.supported_access:#x}",
             )
 
-    def _revoke_locked(self, attach: DmaBufAttachment) -> None:
-        """The revocable ops' ``invalidate_mappings``: the driver's revoke callback first (the
-        hardware stops using the MR: its translation is dropped and it reports ``revoked``),
-        then the core's ``ib_umem_dmabuf_revoke_locked`` (unmap, unpin, ``revoked = 1``)."""
-        umem = attach.importer_priv
-        assert isinstance(umem, IbUmemDmabuf)
-        mr = umem.private
-        if isinstance(mr, MemoryRegion) and not umem.revoked:
-            mr.revoked = True
-            mr.mtt_valid = False
-            mr.invalidations += 1
-        ib_umem_dmabuf_revoke_locked(umem)
+    def _revoke_locked(self, priv: object) -> None:
+        """The driver's revoke callback (``pinned_revoke``, as irdma's): the hardware stops
+        using the MR -- its translation is dropped and, when the exporter revoked it (not at
+        deregistration, which runs the same sequence), it reports ``revoked``. The core then
+        unmaps and unpins (``ib_umem_dmabuf_revoke_locked``, K-116)."""
+        assert isinstance(priv, MemoryRegion)
+        priv.mtt_valid = False
+        if not priv.deregistered:
+            priv.revoked = True
+            priv.invalidations += 1

@@ -166,6 +166,11 @@ class TtmGemBuffer(DeviceBuffer):
         return self.tbo.epoch
 
     @property
+    def dmem_pool(self) -> object | None:
+        res = self.tbo.resource
+        return res.pool if res is not None else None
+
+    @property
     def is_import(self) -> bool:
         """Whether the BO is another device's dma-buf imported here (an sg BO)."""
         return self.tbo.import_attach is not None
@@ -293,6 +298,8 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
             if size <= 0:
                 continue
             region = None
+            if mem is TtmMemType.VRAM:
+                self.vram_size = size
             if mem is TtmMemType.VRAM and self.dmem_region_name is not None:
                 region = dmem_cgroup_register_region(
                     kernel, size, f"drm/{pdev.name}/{self.dmem_region_name}"

@@ -15,6 +15,11 @@ drivers do. A NIC without ODP support (``odp=False``) refuses ON_DEMAND registra
 
 ``ignore_move_notify=True`` builds a deliberately *broken* importer that keeps using its old
 mapping after a notification: the stale-DMA detector's negative control.
+
+mlx5 is also a dma-buf **exporter** from 7.0 (``UVERBS_OBJECT_DMABUF``, K-121 … K-123): a
+process allocates on-device memory (``ibv_alloc_dm``, MEMIC, ``memic_size`` bytes of the
+device's BAR 0, 256 KiB by default [assumption: the size varies by ConnectX generation]) and
+exports its mmap entry as a dma-buf (:mod:`pinlab.drivers.uverbs_dmabuf`).
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ from typing import Self, Unpack
 from pinlab.drivers.base import constructor_options
 from pinlab.drivers.importer import ImporterOptions, register_importer
 from pinlab.drivers.rdma import MemoryRegion, MrRequest, NicSpecLike, RdmaDevice
+from pinlab.drivers.uverbs_dmabuf import RdmaUserMmapEntry, UverbsDmabufExporter
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import PAGE_SIZE, DmaBufAttachment, DmaBufAttachOps
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pci import PciDev, pci_resource_start
+from pinlab.kernel.range_alloc import Allocation, RangeAllocator
 from pinlab.kernel.umem import (
     IbUmemDmabuf,
     ib_umem_dmabuf_get,
@@ -55,6 +63,7 @@ class Mlx5Device(RdmaDevice):
         *,
         odp: bool = True,
         ignore_move_notify: bool = False,
+        memic_size: int = 256 * 1024,
         **options: Unpack[ImporterOptions],
     ) -> None:
         super().__init__(kernel, pdev, **options)
@@ -63,6 +72,15 @@ class Mlx5Device(RdmaDevice):
         self.attach_ops = DmaBufAttachOps(
             allow_peer2peer=True, move_notify=self.mlx5_ib_dmabuf_invalidate_cb
         )
+        if memic_size <= 0 or memic_size % PAGE_SIZE:
+            raise ValueError(f"memic_size {memic_size} must be a positive multiple of 4 KiB")
+        self.memic = RangeAllocator(memic_size, name=f"{self.name}:memic")
+        self._dm: dict[RdmaUserMmapEntry, Allocation] = {}
+        self._next_pgoff = 0x100
+        if kernel.profile.rdma_dmabuf_export and isinstance(pdev, PciDev):
+            self.dmabuf_exporter = UverbsDmabufExporter(
+                kernel, pdev, self.name, self.memic_start, memic_size
+            )
 
     @classmethod
     def from_spec(cls, kernel: Kernel, pdev: Device, spec: NicSpecLike) -> Self:
@@ -116,6 +134,43 @@ class Mlx5Device(RdmaDevice):
             mr.mtt_valid = False
 
     revoke_mr = mlx5_revoke_mr  # mlx5_ib_dereg_mr revokes before the umem is released
+
+    # -- device memory (mlx5_ib_alloc_dm, MLX5_IB_UAPI_DM_TYPE_MEMIC) ----------------------
+    @property
+    def memic_start(self) -> int:
+        """Bus address of the MEMIC window (BAR 0 of the NIC's function)."""
+        pdev = self.pdev
+        return pci_resource_start(pdev, 0) if isinstance(pdev, PciDev) else 0
+
+    def alloc_dm(self, size: int, owner: int | None = None) -> RdmaUserMmapEntry:
+        """``mlx5_ib_alloc_dm`` (MEMIC): ``size`` bytes (page-rounded) of on-device memory and
+        an mmap entry at a new page offset; ``-EINVAL`` for size 0, ``-ENOMEM`` when full."""
+        if size <= 0:
+            raise err(Errno.EINVAL, "mlx5_ib_alloc_dm", "size 0")
+        try:
+            allocation = self.memic.alloc(size, contiguous=True)
+        except KernelError:
+            raise err(Errno.ENOMEM, "mlx5_ib_alloc_memic", f"{self.name}: MEMIC full") from None
+        pgoff = self._next_pgoff
+        self._next_pgoff += -(-size // PAGE_SIZE)
+        start = allocation.segments[0][0]
+        entry = RdmaUserMmapEntry(pgoff, self.memic_start + start, -(-size // PAGE_SIZE), owner)
+        self.mmap_entries[(owner, pgoff)] = entry
+        self._dm[entry] = allocation
+        return entry
+
+    def free_dm(self, entry: RdmaUserMmapEntry) -> None:
+        """``mlx5_ib_dealloc_dm``: ``rdma_user_mmap_entry_remove`` (revoking every dma-buf
+        exported from the entry, K-123), then the MEMIC is freed."""
+        allocation = self._dm.pop(entry, None)
+        if allocation is None or self.mmap_entries.get((entry.owner, entry.pgoff)) is not entry:
+            raise err(Errno.EINVAL, "mlx5_ib_dealloc_dm", f"{entry!r} is not on {self.name}")
+        del self.mmap_entries[(entry.owner, entry.pgoff)]
+        if self.dmabuf_exporter is not None:
+            self.dmabuf_exporter.rdma_user_mmap_entry_remove(entry)
+        else:
+            entry.driver_removed = True
+        self.memic.free(allocation)
 
     # -- ODP -------------------------------------------------------------------------------
     def mlx5_ib_dmabuf_invalidate_cb(self, attach: DmaBufAttachment) -> None:

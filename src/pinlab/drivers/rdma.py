@@ -17,8 +17,9 @@ from typing import ClassVar, Protocol, Self, Unpack
 from pinlab.drivers.base import DriverOptions, ImportPath, constructor_options
 from pinlab.drivers.dma_check import DmaIncident
 from pinlab.drivers.importer import DeviceImporter, ImporterOptions
+from pinlab.drivers.uverbs_dmabuf import RdmaUserMmapEntry, UverbsDmabufExporter
 from pinlab.kernel.device import Device
-from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaBufAttachOps
+from pinlab.kernel.dma_buf import DmaBuf
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.file import FdTable
@@ -27,7 +28,9 @@ from pinlab.kernel.umem import (
     IB_ACCESS_ON_DEMAND,
     IbUmemDmabuf,
     ib_umem_dmabuf_get_pinned,
+    ib_umem_dmabuf_get_pinned_revocable_and_lock,
     ib_umem_dmabuf_release,
+    ib_umem_dmabuf_set_revoke_locked,
     ib_umem_num_pages,
 )
 
@@ -148,8 +151,13 @@ class RdmaDevice(DeviceImporter):
         self.invalidations = 0
         self.mrs: dict[int, MemoryRegion] = {}
         self.on_fault: Callable[[MemoryRegion, int], None] | None = None
-        self.pinned_revoke: Callable[[DmaBufAttachment], None] | None = None
-        """The driver's revoke callback when its pinned MRs are revocable (7.1, K-90)."""
+        self.pinned_revoke: Callable[[object], None] | None = None
+        """The driver's revoke callback (called with the MR) when its pinned MRs are
+        revocable (7.1, K-90, K-115)."""
+        self.dmabuf_exporter: UverbsDmabufExporter | None = None
+        """``UVERBS_OBJECT_DMABUF`` (7.0+) for a driver with ``mmap_get_pfns`` (mlx5)."""
+        self.mmap_entries: dict[tuple[int | None, int], RdmaUserMmapEntry] = {}
+        """The ucontexts' mmap entries by (owner pid, pgoff)."""
 
     @classmethod
     def from_spec(cls, kernel: Kernel, pdev: Device, spec: NicSpecLike) -> Self:
@@ -205,29 +213,37 @@ class RdmaDevice(DeviceImporter):
     def reg_pinned_mr(self, req: MrRequest) -> MemoryRegion:
         """A pinned dma-buf MR: ``ib_umem_dmabuf_get_pinned`` and a valid translation.
 
-        With :attr:`pinned_revoke` set it is *pinned but revocable* (7.1, K-90:
-        ``ib_umem_dmabuf_get_pinned_revocable_and_lock`` + ``ib_umem_dmabuf_set_revoke_locked``):
-        the driver's callback is installed under the resv as the attachment's
-        ``invalidate_mappings`` (the model's import has no ``_and_lock`` variant; nothing runs
-        between the import and the install).
+        With :attr:`pinned_revoke` set it is *pinned but revocable* (7.1, K-90, K-115), as
+        irdma's ``irdma_reg_user_mr_dmabuf`` does it: the import returns with the resv held
+        (``ib_umem_dmabuf_get_pinned_revocable_and_lock``), the driver builds its MR and
+        installs its revoke callback with ``ib_umem_dmabuf_set_revoke_locked``, then unlocks.
         """
         revoke = self.pinned_revoke
-        umem = ib_umem_dmabuf_get_pinned(
-            self.kernel,
-            self.dev,
-            req.offset,
-            req.length,
-            req.fd,
-            req.access,
-            files=req.files,
-            revocable=revoke is not None,
-        )
-        mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
+        if revoke is None:
+            umem = ib_umem_dmabuf_get_pinned(
+                self.kernel,
+                self.dev,
+                req.offset,
+                req.length,
+                req.fd,
+                req.access,
+                files=req.files,
+            )
+            mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
+        else:
+            umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(
+                self.kernel,
+                self.dev,
+                req.offset,
+                req.length,
+                req.fd,
+                req.access,
+                files=req.files,
+            )
+            mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
+            ib_umem_dmabuf_set_revoke_locked(umem, revoke, mr)
+            umem.dmabuf.resv.unlock()
         umem.private = mr
-        if revoke is not None:
-            assert umem.attach is not None
-            with umem.dmabuf.resv:
-                umem.attach.importer_ops = DmaBufAttachOps(allow_peer2peer=True, move_notify=revoke)
         self.mrs[mr.lkey] = mr
         return mr
 
@@ -242,6 +258,27 @@ class RdmaDevice(DeviceImporter):
 
     def revoke_mr(self, mr: MemoryRegion) -> None:
         """The driver's first half of deregistration, before the umem goes (default: none)."""
+
+    # -- device memory and dma-buf export (UVERBS_OBJECT_DM, UVERBS_OBJECT_DMABUF) --------------
+    def alloc_dm(self, size: int, owner: int | None = None) -> RdmaUserMmapEntry:
+        """``ibv_alloc_dm``: on-device memory with an mmap entry; drivers without it refuse
+        (``-EOPNOTSUPP``)."""
+        raise err(
+            Errno.EOPNOTSUPP, "ib_uverbs_alloc_dm", f"{self.driver_name} has no device memory"
+        )
+
+    def free_dm(self, entry: RdmaUserMmapEntry) -> None:
+        """``ibv_free_dm``: the driver removes the entry (revoking the dma-bufs exported from
+        it, K-123) and frees the memory."""
+        raise err(Errno.EINVAL, "ib_uverbs_free_dm", f"{entry!r} is not on {self.name}")
+
+    def export_dmabuf(self, pgoff: int, owner: int | None, *, files: FdTable | None = None) -> int:
+        """``UVERBS_METHOD_DMABUF_ALLOC(pgoff)`` for the ucontext of ``owner`` (K-121):
+        ``-EOPNOTSUPP`` on a driver or kernel without the object."""
+        exporter = self.dmabuf_exporter
+        if exporter is None:
+            raise err(Errno.EOPNOTSUPP, "ib_uverbs_ioctl", f"{self.name}: no UVERBS_OBJECT_DMABUF")
+        return exporter.dmabuf_alloc(self.mmap_entries.get((owner, pgoff)), pgoff, files=files)
 
     def advise_mr(self, mr: MemoryRegion) -> int:
         """``ibv_advise_mr`` prefetch; only ODP MRs support it (``-EOPNOTSUPP`` otherwise)."""

@@ -12,11 +12,13 @@ TT (system pages mapped for the GPU) before pinning it. Two things set it apart:
   detach;
 * **where pin may put the BO follows the profile** (``KernelProfile.xe_vram_pin``): presets
   6.12-6.16 pin in TT only (the XE snapshot: "pinning in VRAM requires PIN accounting which is a
-  to-do"); 7.1 (the base of the 2026 revoke series) keeps the BO where it is -- VRAM included --
-  when every attachment is P2P, else TT.
+  to-do"); 6.19 keeps the BO where it is -- VRAM included -- when ``CONFIG_DMABUF_MOVE_NOTIFY``
+  is on and every attachment is P2P, else TT (df636bf28366 "drm/xe/dma-buf: Allow pinning of
+  p2p dma-buf", Thomas Hellström, in drm-xe-next-2025-10-20 towards 6.19, K-131); 7.1 drops the
+  MN condition (the 2026 revoke series).
 
-``xe_dma_buf_pin``: a BO that is already pinned outside TT (and, 7.1, not in VRAM with every
-attachment P2P) cannot move → ``-EINVAL`` ("Can't migrate pinned bo for dma-buf pin."); else
+``xe_dma_buf_pin``: a BO that is already pinned outside TT (and not in VRAM where VRAM is
+allowed) cannot move → ``-EINVAL`` ("Can't migrate pinned bo for dma-buf pin."); else
 migrate to TT (``xe_bo_migrate``: ``-EINVAL`` if TT is not among its placements; TTM errors
 such as ``-ENOMEM`` propagate) and pin.
 
@@ -82,8 +84,9 @@ class XeDevice(TtmGemExporter[XeBo]):
     """One xe-like discrete GPU: VRAM, TT and system memory under TTM."""
 
     pin_policy = (
-        "migrate on pin: TT (7.1: VRAM if every attachment is P2P); attach refuses non-P2P "
-        "importers of VRAM-only BOs (-EOPNOTSUPP)"
+        "migrate on pin: TT (6.19: VRAM if MOVE_NOTIFY and every attachment is P2P; 7.1: "
+        "VRAM if every attachment is P2P); attach refuses non-P2P importers of VRAM-only "
+        "BOs (-EOPNOTSUPP)"
     )
     exp_name = "xe"
     shareable_domain = "vram|system"
@@ -108,12 +111,12 @@ class XeDevice(TtmGemExporter[XeBo]):
         return profile.xe_available
 
     def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
-        """K-53 (pin) or K-81 (unpinned map); §7.3 where a pin may stay in VRAM (7.1)."""
+        """K-53 (pin) or K-81 (unpinned map); K-131 where a pin may stay in VRAM (6.19, 7.1)."""
         if not by_pin:
             return ("K-81",)
         if self.kernel.profile.xe_vram_pin is VramPinRule.NEVER:
             return ("K-53",)
-        return ("K-53", "§7.3")
+        return ("K-53", "K-131")
 
     def _new_buffer(self, tbo: TtmBufferObject, placements: TtmPlacement) -> XeBo:
         return XeBo(self, tbo, placements)
@@ -161,8 +164,9 @@ class XeDevice(TtmGemExporter[XeBo]):
         ttm_bo_validate(bo.tbo, bo.placements)
 
     def pin_allows_vram(self, dmabuf: DmaBuf) -> bool:
-        """Whether ``xe_dma_buf_pin`` may leave the BO in VRAM under this profile: never in
-        6.12-6.16; (7.1) when every attachment present has peer2peer."""
+        """Whether ``xe_dma_buf_pin`` may leave the BO in VRAM under this profile (K-131):
+        never in 6.12-6.16; (6.19) with MN on and (7.1) always, when every attachment present
+        has peer2peer."""
         profile = self.kernel.profile
         rule = profile.xe_vram_pin
         if rule is VramPinRule.NEVER:

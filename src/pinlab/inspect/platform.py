@@ -160,10 +160,11 @@ class PlatformPlan:
 
 
 def suggest_kernel(system: SystemInfo | None) -> str | None:
-    """The newest pinlab kernel profile whose version is not above the running release."""
+    """The newest released pinlab kernel profile whose version is not above the running
+    release (``next`` is queued work, not a kernel anyone runs)."""
     if system is None or system.version is None:
         return None
-    fitting = [p for p in KERNEL_PRESETS.values() if p.version <= system.version]
+    fitting = [p for p in KERNEL_PRESETS.values() if p.released and p.version <= system.version]
     return max(fitting, key=lambda p: p.version).name if fitting else None
 
 

@@ -6,7 +6,9 @@ Models the three ways the kernel reports trouble (``kernel-semantics.md`` §0.1)
   (``-ENOMEM``);
 * a broken locking contract that lockdep would splat about (``dma_resv_assert_held``) --
   :class:`LockingError`, a bug in the *caller*, never an errno;
-* ``BUG()`` -- :class:`KernelBug`; the model state afterwards is undefined.
+* ``BUG()`` -- :class:`KernelBug`; the model state afterwards is undefined;
+* a wait without timeout that nothing will ever end -- :class:`KernelHang`: the task blocks
+  for good (the hung-task detector reports it after 120 s).
 
 WARNs are not exceptions at all: they are recorded on the kernel instance
 (:class:`pinlab.kernel.warn.WarnLog`) and execution continues.
@@ -34,6 +36,7 @@ class Errno(enum.IntEnum):
     EEXIST = 17
     ENODEV = 19
     EINVAL = 22
+    ENOTTY = 25
     ENOSPC = 28
     EPIPE = 32
     ERANGE = 34
@@ -92,6 +95,17 @@ class LockingError(Exception):
 
 class KernelBug(Exception):
     """``BUG()``: the kernel would oops here. Model state afterwards is undefined."""
+
+
+class KernelHang(Exception):
+    """The calling task blocks forever: an unbounded wait (``wait_for_completion``, a fence
+    wait with ``MAX_SCHEDULE_TIMEOUT``) whose waker will never run, because the importer it
+    waits for does not do what its contract says (unmap after ``invalidate_mappings``, K-120).
+
+    Raised so that a hang is never a silent success; the kernel also logs it
+    (``kernel.hung_tasks``). The model state afterwards is that of the blocked task: the wait
+    has not returned, and what it guards (the device's ``memory_lock``) stays taken.
+    """
 
 
 def err(errno: Errno, function: str = "", reason: str = "") -> KernelError:

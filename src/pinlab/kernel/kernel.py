@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from pinlab.kernel.errno import Errno
+from pinlab.kernel.errno import Errno, KernelHang
 from pinlab.kernel.fence import DmaFence, FenceTimeline
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.profile import KernelProfile, get_profile
@@ -197,6 +197,7 @@ class Kernel:
         "dmem",
         "dmem_regions",
         "dmesg",
+        "hung_tasks",
         "leaks",
         "pin_hooks",
         "profile",
@@ -212,6 +213,7 @@ class Kernel:
         self.warnings = WarnLog()
         self.dmesg: list[str] = []
         self.leaks: list[Leak] = []
+        self.hung_tasks: list[str] = []  # tasks blocked for good (KernelHang)
         self.waiter: FenceWaiter = DeferredWaiter(self)
         self.current: Task | None = None
         self.dmem: DmemController | None = None
@@ -234,6 +236,15 @@ class Kernel:
     def leak(self, function: str, what: str) -> None:
         """Record a resource the real kernel would leak."""
         self.leaks.append(Leak(function, what))
+
+    def hang(self, function: str, what: str) -> KernelHang:
+        """A task blocks for good in ``function``: log it as khungtaskd would, record it, and
+        return the :class:`~pinlab.kernel.errno.KernelHang` for the caller to raise."""
+        task = self.current.comm if self.current is not None else "kworker"
+        line = f"INFO: task {task} blocked for more than 120 seconds in {function}: {what}"
+        self.hung_tasks.append(line)
+        self.log(line)
+        return KernelHang(line)
 
     # -- tasks -----------------------------------------------------------------------------
     def current_owner(self) -> object:

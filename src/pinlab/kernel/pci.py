@@ -672,3 +672,19 @@ def find_parent_pci_dev(dev: Device) -> PciDev | None:
             return node
         node = node.parent
     return None
+
+
+PCI_BAR_SPAN = 1 << 41
+"""The bus-address span pinlab gives each BAR (2 TiB): BARs are laid out per function."""
+
+
+def pci_resource_start(pdev: PciDev, bar: int) -> int:
+    """``pci_resource_start(pdev, bar)``: the bus address of BAR ``bar`` (0..5).
+
+    pinlab assigns no resources, so the address is synthetic but deterministic and unique per
+    function: 16 TiB per bus/devfn, :data:`PCI_BAR_SPAN` per BAR. Exporters of MMIO
+    (vfio-pci, the RDMA dma-buf exporter) only need ranges that do not collide.
+    """
+    if not 0 <= bar < 6:
+        raise ValueError(f"BAR index {bar} is not 0..5")
+    return ((0x100 + (pdev.bus.number << 8 | pdev.devfn)) << 44) + bar * PCI_BAR_SPAN

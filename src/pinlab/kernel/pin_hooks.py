@@ -33,12 +33,19 @@ class BufferLocation:
     """Where an exported buffer's bytes are, as its exporter reports it.
 
     ``device`` names the exporting device, ``memory`` is ``"vram"`` (device memory), ``"gtt"``,
-    ``"system"`` or ``"none"``, and ``region`` the dmem region of device memory, if registered.
+    ``"system"`` or ``"none"``, and ``region`` the dmem region of device memory, if registered;
+    ``driver``, ``capacity`` and ``pool`` serve policies that budget per device or per cgroup.
     """
 
     device: str
     memory: str
     region: DmemRegion | None = None
+    driver: str = ""
+    """The exporter's driver name (``xe``, ``amdgpu`` ...)."""
+    capacity: int = 0
+    """Bytes of the exporting device's device memory (0: none, or not TTM-managed)."""
+    pool: object | None = None
+    """The dmem pool the buffer's device memory is charged to (None: not charged)."""
 
     @property
     def device_memory(self) -> bool:

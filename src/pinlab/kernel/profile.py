@@ -1,7 +1,10 @@
 """``KernelProfile``: the switches where Linux's behaviour changed between releases.
 
-Presets ``5.16``, ``6.12``, ``6.14``, ``6.16`` (default) and ``7.1`` follow the switch table of
-``kernel-semantics.md`` §1.3; configuration switches that are independent of the preset (§1.5:
+Presets ``5.16``, ``6.12``, ``6.14``, ``6.16`` (default), ``6.19`` and ``7.1`` are releases and
+follow the switch table of ``docs/semantics/kernel.md`` §1.3; ``next`` is **not a release**: it
+is 7.1 plus the work queued after it (the 7.3 dmem series) and open RFCs, labelled by
+:attr:`KernelProfile.status` and listed per switch in :data:`NEXT_SOURCES`. Configuration
+switches that are independent of the preset (§1.5:
 ``CONFIG_DMABUF_MOVE_NOTIFY``, ``CONFIG_DMABUF_DEBUG``, ``CONFIG_DMA_API_DEBUG``,
 ``CONFIG_PCI_P2PDMA``, the umem double-unpin reproduction) can be overridden per run with
 :meth:`KernelProfile.with_`.
@@ -41,6 +44,22 @@ class FenceFormat(enum.Enum):
     CONTEXT_FIRST = "context-first"  # late 2025: "%llu %s %s seq %llu %ssignalled"
 
 
+class ProfileStatus(enum.Enum):
+    """Whether a preset models a kernel that was released."""
+
+    RELEASED = "released"
+    QUEUED = "queued+rfc"  # not a release: merged for a later cycle, or an open RFC
+
+
+class VfioDmabuf(enum.Enum):
+    """vfio-pci's dma-buf exporter (``VFIO_DEVICE_FEATURE_DMA_BUF``, kernel.md §13, K-98..)."""
+
+    ABSENT = "absent"  # before 6.19
+    PIN_REFUSED = "pin-refused"  # 6.19 final, 7.0: a pin op that returns -EOPNOTSUPP
+    REVOCABLE_ONLY = "revocable-only"  # 7.1: no pin op; attach needs a revocable importer;
+    # revoke waits for the resv fences and for every importer's unmap
+
+
 class VramPinRule(enum.Enum):
     """Where an exporter's ``dma_buf_pin`` may place an exported BO (K-49, §7.1, §7.3)."""
 
@@ -59,6 +78,7 @@ class KernelProfile:
 
     name: str
     version: tuple[int, int]
+    status: ProfileStatus
     family: CoreFamily
     # dma-buf core (§1.3, §2)
     cache_sgt_at_attach: bool
@@ -85,6 +105,15 @@ class KernelProfile:
     ttm_propagate_enospc_available: bool
     # cgroup
     dmem: bool
+    # after the 2026 specification (kernel.md §13)
+    vfio_dmabuf: VfioDmabuf
+    iommufd_dmabuf: bool  # IOMMU_IOAS_MAP_FILE takes VFIO dma-bufs (6.19)
+    iommufd_dmabuf_pin: bool  # iommufd calls dma_buf_pin before the VFIO check (7.1)
+    rdma_dmabuf_export: bool  # UVERBS_OBJECT_DMABUF: RDMA exports its mmap entries (7.0)
+    dmem_pool_refcount: bool  # 6.19-rc8: pools refcounted, unregister with charges is safe
+    dmem_peak: bool  # dmem.peak (queued for 7.3)
+    dmem_protected_alloc: bool  # protection-aware TTM allocation and eviction (queued, 7.3)
+    vfio_dmabuf_revoke_ioctl: bool  # VFIO_DEVICE_PCI_DMABUF_REVOKE (RFC under review)
     # configuration switches independent of the preset (§1.5)
     dmabuf_debug: bool = False
     dma_api_debug: bool = False
@@ -95,6 +124,11 @@ class KernelProfile:
     def pin_at_map(self) -> bool:
         """True for the families without sg_table caching (6.16 and 7.1)."""
         return self.family is not CoreFamily.CACHING
+
+    @property
+    def released(self) -> bool:
+        """False for ``next``: queued work and RFCs, not a kernel anyone runs."""
+        return self.status is ProfileStatus.RELEASED
 
     @property
     def move_notify_name(self) -> str:
@@ -142,6 +176,7 @@ CONFIG_SWITCHES = (
 """Switches a user may change on top of a preset (``kernel-semantics.md`` §1.5)."""
 
 _CACHING: dict[str, Any] = dict(
+    status=ProfileStatus.RELEASED,
     family=CoreFamily.CACHING,
     cache_sgt_at_attach=True,
     cache_sgt_mapping_flag=True,
@@ -163,7 +198,46 @@ _CACHING: dict[str, Any] = dict(
     ttm_desired_fallback=True,
     ttm_propagate_enospc_available=False,
     dmem=False,
+    vfio_dmabuf=VfioDmabuf.ABSENT,
+    iommufd_dmabuf=False,
+    iommufd_dmabuf_pin=False,
+    rdma_dmabuf_export=False,
+    dmem_pool_refcount=False,
+    dmem_peak=False,
+    dmem_protected_alloc=False,
+    vfio_dmabuf_revoke_ioctl=False,
 )
+
+_PIN_AT_MAP: dict[str, Any] = {
+    **_CACHING,
+    "family": CoreFamily.PIN_AT_MAP,
+    "cache_sgt_at_attach": False,
+    "cache_sgt_mapping_flag": False,
+    "attachment_has_sgt": False,
+    "amdgpu_vram_pin": VramPinRule.IF_P2P_AND_MN,
+    "dmem": True,
+}
+
+_REVOKE: dict[str, Any] = {
+    **_PIN_AT_MAP,
+    "family": CoreFamily.REVOKE,
+    "bufinfo_fence_format": FenceFormat.CONTEXT_FIRST,
+    "move_notify": True,
+    "move_notify_is_option": False,
+    "invalidate_mappings": True,
+    "attach_revocable": True,
+    "umem_pinned_warn_callback": False,
+    "umem_revocable_pinned_ops": True,
+    "amdgpu_vram_pin": VramPinRule.IF_P2P,
+    "amdgpu_p2p_requires_runtime_pm": True,
+    "xe_vram_pin": VramPinRule.IF_P2P,
+    "ttm_propagate_enospc_available": True,
+    "vfio_dmabuf": VfioDmabuf.REVOCABLE_ONLY,
+    "iommufd_dmabuf": True,
+    "iommufd_dmabuf_pin": True,
+    "rdma_dmabuf_export": True,
+    "dmem_pool_refcount": True,
+}
 
 PRESETS: dict[str, KernelProfile] = {
     "5.16": KernelProfile(
@@ -181,45 +255,44 @@ PRESETS: dict[str, KernelProfile] = {
     ),
     "6.12": KernelProfile(name="6.12", version=(6, 12), **_CACHING),
     "6.14": KernelProfile(name="6.14", version=(6, 14), **{**_CACHING, "dmem": True}),
-    "6.16": KernelProfile(
-        name="6.16",
-        version=(6, 16),
+    "6.16": KernelProfile(name="6.16", version=(6, 16), **_PIN_AT_MAP),
+    "6.19": KernelProfile(
+        name="6.19",
+        version=(6, 19),
         **{
-            **_CACHING,
-            "family": CoreFamily.PIN_AT_MAP,
-            "cache_sgt_at_attach": False,
-            "cache_sgt_mapping_flag": False,
-            "attachment_has_sgt": False,
-            "amdgpu_vram_pin": VramPinRule.IF_P2P_AND_MN,
-            "dmem": True,
+            **_PIN_AT_MAP,
+            "xe_vram_pin": VramPinRule.IF_P2P_AND_MN,
+            "vfio_dmabuf": VfioDmabuf.PIN_REFUSED,
+            "iommufd_dmabuf": True,
+            "dmem_pool_refcount": True,
         },
     ),
-    "7.1": KernelProfile(
-        name="7.1",
-        version=(7, 1),
+    "7.1": KernelProfile(name="7.1", version=(7, 1), **_REVOKE),
+    "next": KernelProfile(
+        name="next",
+        version=(7, 3),
         **{
-            **_CACHING,
-            "family": CoreFamily.REVOKE,
-            "cache_sgt_at_attach": False,
-            "cache_sgt_mapping_flag": False,
-            "attachment_has_sgt": False,
-            "bufinfo_fence_format": FenceFormat.CONTEXT_FIRST,
-            "move_notify": True,
-            "move_notify_is_option": False,
-            "invalidate_mappings": True,
-            "attach_revocable": True,
-            "umem_pinned_warn_callback": False,
-            "umem_revocable_pinned_ops": True,
-            "amdgpu_vram_pin": VramPinRule.IF_P2P,
-            "amdgpu_p2p_requires_runtime_pm": True,
-            "xe_vram_pin": VramPinRule.IF_P2P,
-            "ttm_propagate_enospc_available": True,
-            "dmem": True,
+            **_REVOKE,
+            "status": ProfileStatus.QUEUED,
+            "dmem_peak": True,
+            "dmem_protected_alloc": True,
+            "vfio_dmabuf_revoke_ioctl": True,
         },
     ),
 }
 
 DEFAULT_PROFILE = "6.16"
+
+NEXT_SOURCES: dict[str, str] = {
+    "dmem_peak": 'queued for 7.3: "[PATCH v3] cgroup/dmem: introduce a peak file" '
+    "(Thadeu Lima de Souza Cascardo, 2026-05-14), drm-misc-next for 7.3",
+    "dmem_protected_alloc": 'queued for 7.3: "[PATCH v6 0/6] cgroup/dmem,drm/ttm: Improve '
+    'protection in contended cases" (Natalie Vock, 2026-03-13)',
+    "vfio_dmabuf_revoke_ioctl": 'RFC under review: "[PATCH v2 0/9] vfio/pci: Add mmap() for '
+    'DMABUFs" (Matt Evans, 2026-05-27), VFIO_DEVICE_PCI_DMABUF_REVOKE',
+}
+"""Why ``next`` differs from ``7.1``, switch by switch: queued work or an open RFC, never a
+release. (The pin-limit RFCs are opt-in policies instead, ``pinlab.policy.proposals``.)"""
 
 
 def get_profile(name: str = DEFAULT_PROFILE, **switches: Any) -> KernelProfile:

@@ -7,7 +7,9 @@ An RDMA importer is always a *dynamic* dma-buf importer. Two flavours exist:
   fences; the importer's ``move_notify`` unmaps.
 * :func:`ib_umem_dmabuf_get_pinned` (v5.16, the EFA series) -- attach, ``dma_buf_pin``, map,
   all at registration; the importer callback only warns (until 7.1, where it is gone, unless
-  the revocable pinned ops of the March 2026 follow-up are used).
+  the revocable pinned ops of the March 2026 follow-up are used: Jacob Moroni's "[PATCH
+  rdma-next v3 0/5] Add pinned revocable dmabuf import interface",
+  :func:`ib_umem_dmabuf_get_pinned_revocable_and_lock`, K-115, K-116).
 
 No RLIMIT_MEMLOCK or cgroup accounting happens on these paths upstream (§5.1); policies that
 would add it live in ``pinlab.policy``.
@@ -67,6 +69,8 @@ class IbUmemDmabuf:
         "length",
         "offset",
         "pinned",
+        "pinned_revoke",
+        "pinned_revoke_priv",
         "private",
         "revoked",
         "sgt",
@@ -82,6 +86,9 @@ class IbUmemDmabuf:
         self.sgt: SgTable | None = None
         self.pinned = False
         self.revoked = False
+        # (7.1) the driver's revoke callback, set by ib_umem_dmabuf_set_revoke_locked (K-115)
+        self.pinned_revoke: Callable[[object], None] | None = None
+        self.pinned_revoke_priv: object = None
         self.private: object | None = None
         self.first_sg_offset = 0
         self.last_sg_trim = 0
@@ -114,20 +121,21 @@ def ib_umem_dmabuf_get(
     ops: DmaBufAttachOps | None,
     *,
     files: FdTable | None = None,
-    _require_callback: bool = True,
 ) -> IbUmemDmabuf:
     """``ib_umem_dmabuf_get``: import ``[offset, offset + size)`` of the dma-buf behind ``fd``
-    as a dynamic attachment (K-43).
+    as a dynamic attachment (K-43, K-114).
 
     Caller: an RDMA driver's ``reg_user_mr_dmabuf``, without the resv held. ``-EINVAL`` for an
-    overflowing range, missing ops or ``move_notify``, a buffer smaller than the range, or a
-    range of zero pages; ``dma_buf_get`` and attach errors pass through. Every error path drops
-    the reference it took. Nothing is mapped yet.
+    overflowing range, (≤6.19) missing ops or ``move_notify``, a buffer smaller than the range,
+    or a range of zero pages; ``dma_buf_get`` and attach errors pass through. Every error path
+    drops the reference it took. Nothing is mapped yet. In 7.1 the callback is optional
+    ("dma-buf: Make .invalidate_mapping() truly optional", K-114): ops without one attach
+    dynamically but are never notified, and NULL ops attach statically.
     """
     fn = "ib_umem_dmabuf_get"
     if offset < 0 or size < 0 or offset + size > U64_MAX:
         raise err(Errno.EINVAL, fn, "offset + size overflows")
-    if ops is None or (_require_callback and ops.move_notify is None):
+    if not kernel.profile.invalidate_mappings and (ops is None or ops.move_notify is None):
         raise err(Errno.EINVAL, fn, "importer ops without move_notify")
     dmabuf = dma_buf_get(kernel, fd, files)
     try:
@@ -189,13 +197,18 @@ def ib_umem_dmabuf_unsupported_move_notify(attach: DmaBufAttachment) -> None:
 
 
 def ib_umem_dmabuf_revoke_locked(umem: IbUmemDmabuf) -> None:
-    """``ib_umem_dmabuf_revoke_locked``: unmap, unpin if pinned, mark revoked (K-46, K-90).
+    """``ib_umem_dmabuf_revoke_locked``: the revoke sequence, at most once (K-46, K-90, K-116).
 
-    Caller holds the resv; idempotent.
+    Caller holds the resv. A revoked umem is left alone; otherwise (7.1) the driver's
+    ``pinned_revoke`` runs first (the hardware stops using the region), then unmap, unpin if
+    ``pinned``, ``revoked = 1``. Release runs it too, so a umem revoked by an invalidation is
+    not unpinned again -- nor ever, if it was revoked before ``pinned`` was set (K-117).
     """
     umem.dmabuf.resv.assert_held("ib_umem_dmabuf_revoke_locked")
     if umem.revoked:
         return
+    if umem.pinned_revoke is not None:
+        umem.pinned_revoke(umem.pinned_revoke_priv)
     ib_umem_dmabuf_unmap_pages(umem)
     if umem.pinned:
         assert umem.attach is not None
@@ -241,42 +254,29 @@ def ib_umem_dmabuf_attach_pinned_revocable_ops(kernel: Kernel) -> DmaBufAttachOp
     return DmaBufAttachOps(allow_peer2peer=True, move_notify=_revoke_cb)
 
 
-def ib_umem_dmabuf_get_pinned(
+def ib_umem_dmabuf_get_pinned_and_lock(
     kernel: Kernel,
     ibdev: Device,
     offset: int,
     size: int,
     fd: int,
     access: int,
+    ops: DmaBufAttachOps,
     *,
     files: FdTable | None = None,
-    revocable: bool = False,
 ) -> IbUmemDmabuf:
-    """``ib_umem_dmabuf_get_pinned``: import, pin and map in one go (K-45, K-93).
+    """``ib_umem_dmabuf_get_pinned_and_lock`` (33960c206db2, "RDMA/umem: Add
+    ib_umem_dmabuf_get_pinned_and_lock helper"): import with ``ops``, take the resv,
+    ``dma_buf_pin``, ``pinned = 1``, ``map_pages``, and **return with the resv held** (K-45,
+    K-115).
 
-    Caller: a pinned-only RDMA driver (EFA), without the resv held. Attach with
-    allow_peer2peer; under the resv ``dma_buf_pin``, ``pinned = 1``, ``map_pages``. Any
-    failure releases everything with exactly one unpin (the pre-February-2026 error path that
-    unpinned twice is reproduced with the profile switch ``umem_pinned_double_unpin``). On a
-    static exporter the pin is a no-op but ``pinned`` is still set. ``revocable`` selects the
-    7.1 revocable pinned ops (``ib_umem_dmabuf_get_pinned_revocable_and_lock``).
+    Any failure drops the resv and releases everything through ``ib_umem_release`` (whose
+    revoke unpins exactly once -- unless the umem is already revoked, K-117). The pre-February
+    2026 error path that unpinned twice is reproduced with the profile switch
+    ``umem_pinned_double_unpin``. On a static exporter the pin is a no-op but ``pinned`` is
+    still set (K-93).
     """
-    ops = (
-        ib_umem_dmabuf_attach_pinned_revocable_ops(kernel)
-        if revocable
-        else ib_umem_dmabuf_attach_pinned_ops(kernel)
-    )
-    umem = ib_umem_dmabuf_get(
-        kernel,
-        ibdev,
-        offset,
-        size,
-        fd,
-        access,
-        ops,
-        files=files,
-        _require_callback=kernel.profile.umem_pinned_warn_callback,
-    )
+    umem = ib_umem_dmabuf_get(kernel, ibdev, offset, size, fd, access, ops, files=files)
     attach = umem.attach
     assert attach is not None
     resv = umem.dmabuf.resv
@@ -296,5 +296,68 @@ def ib_umem_dmabuf_get_pinned(
         resv.unlock()
         ib_umem_dmabuf_release(umem)
         raise
-    resv.unlock()
+    return umem
+
+
+def ib_umem_dmabuf_get_pinned_revocable_and_lock(
+    kernel: Kernel,
+    ibdev: Device,
+    offset: int,
+    size: int,
+    fd: int,
+    access: int,
+    *,
+    files: FdTable | None = None,
+) -> IbUmemDmabuf:
+    """(7.1) ``ib_umem_dmabuf_get_pinned_revocable_and_lock`` (932f1eef09ec): the pinned
+    import with the revocable ops (``invalidate_mappings`` = ``ib_umem_dmabuf_revoke_locked``),
+    returned with the resv held so that the driver can install its revoke callback
+    (:func:`ib_umem_dmabuf_set_revoke_locked`) before anyone can revoke (K-115).
+
+    The attachment is on the buffer's list before ``dma_buf_pin`` runs: an exporter whose pin
+    moves the buffer invalidates it inside the pin, before ``pinned`` is set (K-117).
+    """
+    ops = ib_umem_dmabuf_attach_pinned_revocable_ops(kernel)
+    return ib_umem_dmabuf_get_pinned_and_lock(
+        kernel, ibdev, offset, size, fd, access, ops, files=files
+    )
+
+
+def ib_umem_dmabuf_set_revoke_locked(
+    umem: IbUmemDmabuf, revoke: Callable[[object], None], priv: object
+) -> None:
+    """(7.1) ``ib_umem_dmabuf_set_revoke_locked``: install the driver's revoke callback, which
+    :func:`ib_umem_dmabuf_revoke_locked` calls before it unmaps (K-115). Resv held."""
+    umem.dmabuf.resv.assert_held("ib_umem_dmabuf_set_revoke_locked")
+    umem.pinned_revoke = revoke
+    umem.pinned_revoke_priv = priv
+
+
+def ib_umem_dmabuf_get_pinned(
+    kernel: Kernel,
+    ibdev: Device,
+    offset: int,
+    size: int,
+    fd: int,
+    access: int,
+    *,
+    files: FdTable | None = None,
+    revocable: bool = False,
+) -> IbUmemDmabuf:
+    """``ib_umem_dmabuf_get_pinned``: import, pin and map in one go, then unlock (K-45, K-93).
+
+    Caller: a pinned-only RDMA driver (EFA), without the resv held; see
+    :func:`ib_umem_dmabuf_get_pinned_and_lock`. ``revocable`` selects the 7.1 revocable pinned
+    ops (:func:`ib_umem_dmabuf_get_pinned_revocable_and_lock` without a driver callback).
+    """
+    if revocable:
+        umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(
+            kernel, ibdev, offset, size, fd, access, files=files
+        )
+    else:
+        ops = ib_umem_dmabuf_attach_pinned_ops(kernel)
+        umem = ib_umem_dmabuf_get_pinned_and_lock(
+            kernel, ibdev, offset, size, fd, access, ops, files=files
+        )
+    umem.dmabuf.resv.unlock()
     return umem

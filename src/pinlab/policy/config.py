@@ -25,6 +25,10 @@ A policy file (see ``examples/policy/desktop.toml``)::
     per_device = { gpu0 = "4GiB" }
     [proposals.revocable-pins]                # preset 7.1 only
     enabled = false                           # keep the table, switch it off
+    [proposals.pin-vram-percent]              # xe's out-of-tree dma-buf pin budget
+    percent = 50                              # of each device's VRAM; 0 = no limit
+    [proposals.dmem-pinning]                  # RFC: pins charged to dmem, refused above min
+    [proposals.dmem-peak]                     # the 7.3 dmem.peak file on an earlier preset
 
 :func:`load_policy` reads the file through :func:`~pinlab.tomlfile.read_toml` and validates it;
 every problem is one :class:`~pinlab.errors.ConfigError` line (:class:`PolicyError` for the
@@ -72,7 +76,10 @@ from pinlab.policy.dmem import DmemCgroupController
 from pinlab.policy.proposals import (
     PROPOSALS,
     device_pin_cap,
+    dmem_peak,
+    dmem_pinning,
     memlock_dmabuf_pins,
+    pin_vram_percent,
     revocable_pins,
 )
 from pinlab.tomlfile import parse_toml, read_toml
@@ -269,6 +276,20 @@ class DmemPinMaxSpec(_Strict):
     enabled: StrictBool = True
 
 
+class PinVramPercentSpec(_Strict):
+    enabled: StrictBool = True
+    percent: int = Field(default=pin_vram_percent.DEFAULT_PERCENT, ge=0, le=100, strict=True)
+    drivers: list[str] = ["xe"]
+
+
+class DmemPinningSpec(_Strict):
+    enabled: StrictBool = True
+
+
+class DmemPeakSpec(_Strict):
+    enabled: StrictBool = True
+
+
 class ProposalsSpec(_Strict):
     """Which proposals are on (a table present and not ``enabled = false``)."""
 
@@ -278,6 +299,9 @@ class ProposalsSpec(_Strict):
     device_pin_cap: DevicePinCapSpec | None = Field(default=None, alias="device-pin-cap")
     revocable_pins: RevocablePinsSpec | None = Field(default=None, alias="revocable-pins")
     dmem_pin_max: DmemPinMaxSpec | None = Field(default=None, alias="dmem-pin-max")
+    pin_vram_percent: PinVramPercentSpec | None = Field(default=None, alias="pin-vram-percent")
+    dmem_pinning: DmemPinningSpec | None = Field(default=None, alias="dmem-pinning")
+    dmem_peak: DmemPeakSpec | None = Field(default=None, alias="dmem-peak")
 
     def enabled(self) -> dict[str, BaseModel]:
         """Proposal id → its settings, for the proposals switched on, in registry order."""
@@ -286,6 +310,9 @@ class ProposalsSpec(_Strict):
             "device-pin-cap": self.device_pin_cap,
             "revocable-pins": self.revocable_pins,
             DMEM_PIN_MAX: self.dmem_pin_max,
+            pin_vram_percent.NAME: self.pin_vram_percent,
+            dmem_pinning.NAME: self.dmem_pinning,
+            dmem_peak.NAME: self.dmem_peak,
         }
         return {
             name: spec
@@ -598,5 +625,7 @@ def _install(
             revocable_pins.RevocablePins.check_profile(kernel)
             raise ValueError("expected the GPUs' TTM devices to act on (ttm_devices), found none")
         return revocable_pins.install(kernel, devices)
+    if isinstance(spec, PinVramPercentSpec):
+        return pin_vram_percent.install(kernel, spec.percent, spec.drivers)
     module = PROPOSALS[name]
     return module.install(kernel, tree, dmem=dmem)

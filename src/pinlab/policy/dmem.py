@@ -48,6 +48,7 @@ from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.ttm import TtmDevice
 from pinlab.policy.cgroup import CfType, Cgroup, CgroupFile, CgroupSubsys, CgroupTree
+from pinlab.policy.dmem_peak import add_peak_file
 from pinlab.policy.page_counter import (
     PAGE_COUNTER_MAX,
     PageCounter,
@@ -357,11 +358,14 @@ class DmemCgroupController(CgroupSubsys):
 
     # -- wiring ---------------------------------------------------------------------------------
     def install(self, kernel: Kernel) -> DmemCgroupController:
-        """Plug into ``kernel.dmem`` (TTM consults it only when the profile has dmem, 6.14+)."""
+        """Plug into ``kernel.dmem`` (TTM consults it only when the profile has dmem, 6.14+);
+        a profile with ``dmem_peak`` (``next``) also gets the ``dmem.peak`` file (K-125)."""
         kernel.dmem = self
         self.kernel = kernel
         for region in kernel.dmem_regions:  # regions drivers registered before we plugged in
             self.register_region(region)
+        if kernel.profile.dmem_peak:  # queued for 7.3 (K-125)
+            add_peak_file(self.tree, self)
         return self
 
     # -- regions --------------------------------------------------------------------------------

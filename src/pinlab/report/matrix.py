@@ -4,9 +4,10 @@ For each pair the matrix builds a fresh small machine, lets one process create a
 exporter's device memory, export it as a dma-buf fd and hand it to the importer through the
 userspace calls (:mod:`pinlab.uapi`), then reports what the kernel model did:
 
-* **outcome** -- where the memory ended up: ``device memory in place``, ``migrated to GTT``,
-  ``migrated to system memory``, or ``refused -EXXX at <stage>`` (``registration``, ``attach``,
-  ``pin`` or ``map``: the outermost dma-buf core step the error came out of);
+* **outcome** -- where the memory ended up: ``device memory in place``, ``device BAR in
+  place`` (vfio-pci), ``migrated to GTT``, ``migrated to system memory``, or ``refused -EXXX at
+  <stage>`` (``registration``, ``attach``, ``pin`` or ``map``: the outermost dma-buf core step
+  the error came out of; iommufd's private interconnect counts as its map);
 * **P2P** -- whether the importer's mapping is a peer-to-peer (BAR) mapping;
 * **pinned** -- whether the buffer may not move afterwards;
 * **decided by** -- the checklist items (``kernel-semantics.md`` §12) and sections that decide
@@ -23,8 +24,9 @@ GPU (``gpu1``) that imports buffers (``gpu1:import``) and owns the display engin
 integrated GPU on the root bus (an RCiEP) instead; on a Zen host its P2P path through the host
 bridge is allowed all the same.
 
-Rows are the exporters of :data:`pinlab.drivers.EXPORTERS`, columns the importers of
-:data:`pinlab.drivers.IMPORTERS` as the machine has them, in registration order; an RDMA driver
+Rows are the exporters of :data:`pinlab.drivers.EXPORTERS` (one that does not exist in the
+profile shows ``n/a``), columns the importers of :data:`pinlab.drivers.IMPORTERS` as the
+machine has them, in registration order; an RDMA driver
 with ODP support has one column per device (``mlx5-odp``, ``mlx5-no-odp``), each registering
 ``IB_ACCESS_ON_DEMAND``. Whether an exporter is dynamic is read off its ``dma_buf_ops`` table,
 the checklist items off the drivers' declarations.
@@ -33,11 +35,15 @@ Buffers are 16 MiB in device memory, created in the domain the exporter declares
 buffer meant to be shared: xe and i915 buffers get the placements ``vram|system``, as userspace
 must create a buffer it wants to share: a VRAM-only xe BO cannot be pinned in TT (``-EINVAL``,
 K-53) and an LMEM-only i915 object cannot be attached at all (``-EOPNOTSUPP``, K-54).
+
+``proposals`` (``pinlab matrix --proposal ID``) switch opt-in pin policies on with their
+default settings, the matrix process in a cgroup of its own (:func:`install_proposals`); a
+cell a policy refused names it (``proposal <id>``) after the checklist items.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,11 +52,14 @@ from rich.table import Table
 
 from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuDevice
-from pinlab.drivers.base import ExporterDriver, ImportPath
+from pinlab.drivers.base import BufferSource, DeviceBuffer, ExporterDriver, ImportPath
 from pinlab.drivers.display import DisplayEngine
 from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.drivers.importer import Importer
+from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
+from pinlab.drivers.vfio_pci import VfioPciDevice
+from pinlab.errors import ConfigError
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import (
@@ -66,6 +75,10 @@ from pinlab.kernel.umem import (
     IB_ACCESS_REMOTE_WRITE,
 )
 from pinlab.platform import Machine, build, presets
+from pinlab.policy.cgroup import Cgroup, CgroupTree
+from pinlab.policy.config import apply_policy, parse_policy
+from pinlab.policy.dmem import install as install_dmem
+from pinlab.policy.proposals import PROPOSALS
 from pinlab.uapi.process import Process
 from pinlab.uapi.system import System
 from pinlab.units import MiB
@@ -85,6 +98,7 @@ ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE
 
 _OUTCOME = {
     "vram": "device memory in place",
+    "bar": "device BAR in place",
     "gtt": "migrated to GTT",
     "system": "migrated to system memory",
 }
@@ -195,12 +209,7 @@ class Column:
 def columns(m: MatrixMachine) -> list[Column]:
     """The machine's importers in registry order; an RDMA driver with ODP support gives one
     column per device, ``<driver>-odp`` / ``<driver>-no-odp``."""
-    system = m.system
-    engines: list[tuple[str, Importer]] = [
-        *system.nics.items(),
-        *system.displays.items(),
-        *system.gpu_importers.items(),
-    ]
+    engines: list[tuple[str, Importer]] = list(m.system.importers().items())
     out: list[Column] = []
     for cls in IMPORTERS.values():
         for device, importer in engines:
@@ -259,6 +268,7 @@ _STAGES = {
     "dma_buf_dynamic_attach": "attach",
     "dma_buf_pin": "pin",
     "dma_buf_map_attachment": "map",
+    "vfio_pci_dma_buf_iommufd_map": "map",
 }
 
 
@@ -293,21 +303,78 @@ def _import(m: MatrixMachine, col: Column, proc: Process, fd: int) -> tuple[str,
         m.settle(proc)
         access_ = proc.gpu_access(handle)
         return access_.memory, access_.p2p
+    if isinstance(importer, IommufdDevice):
+        iova = proc.iommufd_map(fd, length=BUFFER_SIZE)
+        m.settle(proc)
+        dma = proc.iommufd_dma(iova)
+        return dma.memory, dma.p2p
     raise ValueError(f"the matrix has no userspace path into {importer.driver_name}")
 
 
-def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
-    """Build the machine, create + export + import + pin + map through the uapi, report."""
+def shared_buffer(m: MatrixMachine, proc: Process, name: str) -> tuple[int, DeviceBuffer]:
+    """A :data:`BUFFER_SIZE` buffer of the exporter's device memory as a dma-buf fd of
+    ``proc``, made the way the exporter declares (``buffer_source``): GEM create + PRIME export
+    in the domain meant for sharing, or a range of vfio-pci's memory BAR. The buffer's clear
+    job has finished when it returns."""
+    driver = m.exporter
+    if driver.buffer_source is BufferSource.VFIO_BAR:
+        assert isinstance(driver, VfioPciDevice)
+        fd = proc.vfio_dma_buf(GPU, driver.memory_bar, 0, BUFFER_SIZE)
+        return fd, driver.buffer_of(proc.dmabuf(fd))
+    handle = proc.gem_create(GPU, BUFFER_SIZE, driver.shareable_domain, name=name)
+    fd = proc.prime_handle_to_fd(handle)
+    m.settle(proc)
+    return fd, proc.buffer(handle)
+
+
+MATRIX_CGROUP = "/matrix"
+"""The cgroup the matrix process runs in when proposals are on (a pin policy that charges a
+cgroup must see one below the root)."""
+
+
+def install_proposals(m: MatrixMachine, proposals: Sequence[str]) -> Cgroup | None:
+    """Switch ``proposals`` (ids of :data:`~pinlab.policy.proposals.PROPOSALS`) on with their
+    default settings, on a cgroup tree with the dmem controller (6.14 on); returns the cgroup
+    the matrix process runs in (None without proposals). ``ValueError`` for an unknown id or a
+    proposal the profile cannot have (``revocable-pins`` before 7.1, the dmem ones before 6.14)."""
+    if not proposals:
+        return None
+    unknown = [p for p in proposals if p not in PROPOSALS]
+    if unknown:
+        raise ValueError(
+            f"unknown proposal {unknown[0]!r} (expected one of {', '.join(PROPOSALS)})"
+        )
+    kernel = m.kernel
+    tree = CgroupTree()
+    dmem = install_dmem(kernel, tree) if kernel.profile.dmem else None
+    if dmem is not None:
+        for bdev in m.machine.ttm_devices():
+            dmem.register_device(bdev)
+    source = "pinlab matrix --proposal"
+    config = parse_policy("".join(f"[proposals.{p}]\n" for p in dict.fromkeys(proposals)), source)
+    try:
+        apply_policy(config, kernel, tree, dmem, ttm_devices=m.machine.ttm_devices(), source=source)
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+    return tree.mkdir(MATRIX_CGROUP)
+
+
+def run_cell(
+    exporter: str, importer: str, profile: KernelProfile, proposals: Sequence[str] = ()
+) -> Cell:
+    """Build the machine, create + export + import + pin + map through the uapi, report.
+    ``proposals`` are switched on first (:func:`install_proposals`); a cell they refuse names
+    the refusing proposal among its items."""
     if exporter in EXPORTERS and not EXPORTERS[exporter].exists_in(profile):
         return Cell(exporter, importer, f"n/a in {profile.name}", None, None, None, ())
     m = build_machine(exporter, profile)
     col = column(m, importer)
     driver = m.exporter
+    cgroup = install_proposals(m, proposals)
     proc = m.system.spawn("matrix")
-    handle = proc.gem_create(GPU, BUFFER_SIZE, driver.shareable_domain, name=f"{exporter}-buf")
-    fd = proc.prime_handle_to_fd(handle)
-    m.settle(proc)  # the buffer's clear job
-    buf = proc.buffer(handle)
+    if cgroup is not None:
+        cgroup.tree.attach(proc, cgroup)
+    fd, buf = shared_buffer(m, proc, f"{exporter}-buf")
     try:
         memory, p2p = _import(m, col, proc, fd)
     except KernelError as e:
@@ -319,7 +386,8 @@ def run_cell(exporter: str, importer: str, profile: KernelProfile) -> Cell:
             buf.location,
             None,
             buf.pinned,
-            decided_by(driver, col, profile, refused=True),
+            decided_by(driver, col, profile, refused=True)
+            + ((f"proposal {e.policy}",) if e.policy else ()),
             stage,
             str(e.errno),
             str(e),
@@ -366,6 +434,8 @@ def decided_by(
     # what the core adds for dynamic attachments; a static one never has peer2peer (K-9)
     if path is ImportPath.STATIC:
         items.append("K-9")
+    elif path is ImportPath.PHYS:
+        pass  # never mapped: only the attach, (7.1) the pin and the interconnect (K-109)
     elif not dynamic_e and caching:
         items.append("K-14")  # dynamic A on a static E: mapped (and cached) at attach
     elif dynamic_e:
@@ -374,6 +444,13 @@ def decided_by(
             items.append("K-69")
 
     # the exporter's rule: where pin (or an unpinned map) puts the buffer
+    if path is ImportPath.PHYS and exporter.buffer_source is not BufferSource.VFIO_BAR:
+        # iommufd takes VFIO buffers only (K-107); (7.1) it pins before it checks (K-111)
+        items.append("K-107")
+        if profile.iommufd_dmabuf_pin:
+            items += exporter.checklist_items(ImportPath.PINNED, by_pin=True, refused=False)
+            items.append("K-111")
+        return tuple(dict.fromkeys(items))
     by_pin = path is not ImportPath.DYNAMIC or map_pins
     items += exporter.checklist_items(path, by_pin=by_pin, refused=refused)
     return tuple(dict.fromkeys(items))
@@ -388,6 +465,7 @@ class Matrix:
 
     profile: KernelProfile
     cells: tuple[Cell, ...]
+    proposals: tuple[str, ...] = ()
 
     @property
     def exporters(self) -> list[str]:
@@ -409,12 +487,18 @@ class Matrix:
         prof = self.profile
         notes = [
             "machine: AMD Zen host; a PCIe switch with gpu0 (the exporter; the apu is an "
-            "integrated function on the root bus), efa0, mlx5_0 (ODP), mlx5_1 (no ODP) and "
-            "gpu1 (gpu-import; display0 is gpu1's display engine)",
+            "integrated function on the root bus, vfio-pci a function bound to vfio-pci "
+            "exporting a range of its memory BAR), efa0, mlx5_0 (ODP), mlx5_1 (no ODP) and "
+            "gpu1 (gpu-import; display0 is gpu1's display engine); iommufd from 6.19",
             f"buffer: {BUFFER_SIZE // MiB} MiB created in device memory "
             "(xe, i915: placements vram|system, as a shared buffer must be); "
             "'model' = pinlab position model, no upstream checklist item",
         ]
+        if self.proposals:
+            notes.append(
+                f"proposals on (default settings, the process in cgroup {MATRIX_CGROUP}): "
+                + ", ".join(self.proposals)
+            )
         if prof.move_notify_is_option and not prof.move_notify and prof.pin_at_map:
             notes.append(
                 "CONFIG_DMABUF_MOVE_NOTIFY=n: amdgpu pins exported buffers in VRAM from 6.16 "
@@ -426,6 +510,7 @@ class Matrix:
         return {
             "profile": self.profile.name,
             "move_notify": self.profile.move_notify,
+            "proposals": list(self.proposals),
             "exporters": self.exporters,
             "importers": self.importers,
             "notes": self.notes(),
@@ -439,26 +524,28 @@ def column_labels(profile: KernelProfile) -> list[str]:
     return [c.label for c in columns(build_machine(exporter, profile))]
 
 
-def build_matrix(profile: KernelProfile | str = DEFAULT_PROFILE) -> Matrix:
-    """Run every exporter × importer cell under ``profile``."""
+def build_matrix(
+    profile: KernelProfile | str = DEFAULT_PROFILE, proposals: Sequence[str] = ()
+) -> Matrix:
+    """Run every exporter × importer cell under ``profile``, with ``proposals`` on."""
     prof = get_profile(profile) if isinstance(profile, str) else profile
     labels = column_labels(prof)
-    cells = tuple(run_cell(e, i, prof) for e in EXPORTERS for i in labels)
-    return Matrix(prof, cells)
+    cells = tuple(run_cell(e, i, prof, proposals) for e in EXPORTERS for i in labels)
+    return Matrix(prof, cells, tuple(dict.fromkeys(proposals)))
 
 
 def _yes_no(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
-def build_matrix_pair(name: str) -> tuple[Matrix, Matrix | None]:
+def build_matrix_pair(name: str, proposals: Sequence[str] = ()) -> tuple[Matrix, Matrix | None]:
     """The matrix at the preset's default ``CONFIG_DMABUF_MOVE_NOTIFY`` and, where the option
     exists and is off, the same machine with it on -- the switch that decides amdgpu's VRAM
     pin in 6.16 (K-49) and the dynamic importers' pins (K-26, K-34)."""
-    base = build_matrix(matrix_profile(name, False))
+    base = build_matrix(matrix_profile(name, False), proposals)
     if not base.profile.move_notify_is_option or base.profile.move_notify:
         return base, None
-    return base, build_matrix(matrix_profile(name, True))
+    return base, build_matrix(matrix_profile(name, True), proposals)
 
 
 def _key(c: Cell) -> tuple[str, bool | None, bool | None]:

@@ -43,6 +43,7 @@ from pinlab.kernel.kernel import (
 from pinlab.kernel.umem import IB_ACCESS_ON_DEMAND
 from pinlab.policy import rlimit
 from pinlab.policy.dmem import DmemCgroupController
+from pinlab.uapi.p2p import P2pCalls
 
 if TYPE_CHECKING:
     from pinlab.uapi.system import System
@@ -112,8 +113,9 @@ class ProcessStats:
             self.denials_by_policy[e.policy] += 1
 
 
-class Process(Task):
-    """A userspace process on a :class:`~pinlab.uapi.system.System`."""
+class Process(P2pCalls, Task):
+    """A userspace process on a :class:`~pinlab.uapi.system.System`; its vfio-pci, iommufd
+    and RDMA device-memory calls are in :class:`~pinlab.uapi.p2p.P2pCalls`."""
 
     def __init__(
         self,
@@ -139,6 +141,7 @@ class Process(Task):
         self.vm_locked = rlimit.VmLocked()  # VM_LOCKED pages (mlock)
         self.host_mrs: dict[int, HostMemoryRegion] = {}
         self.io_ring: rlimit.IoRingCtx | None = None
+        self._init_p2p()
 
     # -- plumbing --------------------------------------------------------------------------
     @contextmanager
@@ -470,7 +473,9 @@ class Process(Task):
         """``exit(2)``: release everything in kernel order, then the task is gone.
 
         MRs first (each dereg unmaps, unpins, detaches and puts), then scanouts and GPU
-        imports, then the fd table (``exit_files``), then the GEM handles (``drm_release``).
+        imports, then the RDMA exports, the iommufd context and the VFIO device fds
+        (:meth:`~pinlab.uapi.p2p.P2pCalls.release_p2p`), then the fd table (``exit_files``),
+        then the GEM handles (``drm_release``).
 
         A driver that refuses to free memory that is still exported (habanalabs, K-82) keeps
         it alive past the exit: the dma-buf holds the device file (``get_file`` /
@@ -493,6 +498,7 @@ class Process(Task):
                 scanout.display.clear_scanout(scanout)
             for gem in [g for g in self.handles.values() if g.importer is not None]:
                 self._close_handle(gem)
+            self.release_p2p()
             self.files.close_all()
             for gem in list(self.handles.values()):
                 try:
@@ -528,6 +534,11 @@ class Process(Task):
                 finally:
                     kernel.take_waits()
             dropped += 1
+        with self._as_current() as kernel:
+            try:
+                self.destroy_rdma_exports(nic)  # the dma-buf and DM uobjects go too (K-123)
+            finally:
+                kernel.take_waits()
         return dropped
 
     def kill(self, signal: int = 9) -> None:

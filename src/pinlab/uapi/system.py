@@ -11,7 +11,10 @@ from pinlab.drivers.base import ExporterDriver
 from pinlab.drivers.display import DisplayEngine
 from pinlab.drivers.dma_check import StaleDmaDetector
 from pinlab.drivers.gpu_import import GpuImporter
+from pinlab.drivers.importer import Importer
+from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
+from pinlab.drivers.vfio_pci import VfioPciDevice
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import CAP_IPC_LOCK, Kernel, Rlimit
 
@@ -33,7 +36,8 @@ class Unplugged:
 
 
 class System:
-    """One machine: ``kernel``, exporters, NICs, displays and GPU importers by device name.
+    """One machine: ``kernel``, exporters, NICs, displays and GPU importers by device name,
+    and -- from 6.19 -- ``iommufd``, the kernel's one iommufd instance as a dma-buf importer.
 
     ``clock`` is the machine's time in seconds (``ktime_get()``; the simulator passes
     ``env.now``): it stamps stale-DMA incidents and is the *now* of the kernel paths that
@@ -49,6 +53,9 @@ class System:
         self.nics: dict[str, RdmaDevice] = {}
         self.displays: dict[str, DisplayEngine] = {}
         self.gpu_importers: dict[str, GpuImporter] = {}
+        self.iommufd: IommufdDevice | None = None
+        if kernel.profile.iommufd_dmabuf:  # /dev/iommu takes dma-bufs from 6.19 (K-108)
+            self.iommufd = IommufdDevice(kernel, detector=self.detector)
         self.processes: dict[int, Process] = {}
         # called with each process at the start of its exit (whoever drives the processes
         # learns of it, as a parent from SIGCHLD: the simulator stops the workload)
@@ -90,8 +97,15 @@ class System:
 
     def _unique(self, name: str) -> None:
         taken = self.exporters.keys() | self.nics.keys() | self.displays.keys()
-        if name in taken or name in self.gpu_importers:
+        if name in taken or name in self.gpu_importers or name == "iommufd":
             raise ValueError(f"device name {name!r} is already used on this system")
+
+    def importers(self) -> dict[str, Importer]:
+        """Every importing device by name: NICs, displays, GPU importers, then iommufd."""
+        out: dict[str, Importer] = {**self.nics, **self.displays, **self.gpu_importers}
+        if self.iommufd is not None:
+            out["iommufd"] = self.iommufd
+        return out
 
     def exporter(self, name: str) -> ExporterDriver:
         return self._get(self.exporters, name, "exporting device")
@@ -104,6 +118,24 @@ class System:
 
     def gpu_importer(self, name: str) -> GpuImporter:
         return self._get(self.gpu_importers, name, "importing GPU")
+
+    def vfio(self, name: str) -> VfioPciDevice:
+        """The vfio-pci device ``name`` (``-ENODEV`` for any other device)."""
+        driver = self._get(self.exporters, name, "exporting device")
+        if not isinstance(driver, VfioPciDevice):
+            raise err(Errno.ENODEV, "vfio_device_open", f"{name} is not bound to vfio-pci")
+        return driver
+
+    def iommufd_device(self) -> IommufdDevice:
+        """``/dev/iommu`` as a dma-buf importer; ``-ENODEV`` before 6.19 (pinlab models
+        iommufd only as the dma-buf importer it became in 6.19)."""
+        if self.iommufd is None:
+            raise err(
+                Errno.ENODEV,
+                "iommufd_fops_open",
+                f"kernel {self.kernel.profile.name}: iommufd imports no dma-bufs (6.19 on)",
+            )
+        return self.iommufd
 
     @staticmethod
     def _get(table: dict[str, _T], name: str, what: str) -> _T:
@@ -119,12 +151,12 @@ class System:
         GPU, ``ib_unregister_device`` for a NIC).
 
         pinlab's model of what userspace sees: every process using the device -- a GEM
-        handle on it (own or imported), an MR on it, a scanout on one of its displays -- is
-        killed (as the ``SIGBUS`` of a mapped BAR, or the driver ending every client, would),
-        which tears its buffers down in kernel order; then everything bound to the function
-        leaves the system -- the exporter, the NIC, its display engines, its GPU importer --
-        so later calls naming them fail with ``-ENODEV``. Returns what went, the exporter
-        with its memory regions as the unplug left them.
+        handle on it (own or imported), an MR or device memory on it, a scanout on one of its
+        displays, its VFIO device fd -- is killed (as the ``SIGBUS`` of a mapped BAR, or the
+        driver ending every client, would), which tears its buffers down in kernel order; then
+        everything bound to the function leaves the system -- the exporter, the NIC, its
+        display engines, its GPU importer -- so later calls naming them fail with ``-ENODEV``.
+        Returns what went, the exporter with its memory regions as the unplug left them.
         """
         exporter = self.exporters.get(device)
         nic = self.nics.get(device)
@@ -141,9 +173,13 @@ class System:
             if any(g.driver is exporter for g in p.handles.values())
             or any(mr.nic is nic for mr in p.mrs.values())
             or any(s.display in scanned for s in p.scanouts)
+            or device in p.vfio
+            or any(d is nic for d, _ in p.dms)
         )
         for proc in victims:
             proc.kill()
+        if isinstance(exporter, VfioPciDevice):
+            exporter.registered = False  # later VFIO_DEVICE_FEATURE_DMA_BUF: -ENODEV
         self.reap()
         self.exporters.pop(device, None)
         self.nics.pop(device, None)
@@ -152,6 +188,36 @@ class System:
         for name in importers:
             del self.gpu_importers[name]
         return Unplugged(device, exporter, victims)
+
+    def _as_owner(self, vdev: VfioPciDevice) -> Process | None:
+        owner = self.processes.get(vdev.owner) if vdev.owner is not None else None
+        return owner if owner is not None and owner.alive else None
+
+    def vfio_event(self, name: str, event: str) -> None:
+        """A device event on vfio-pci device ``name``, run as its owner (the process with the
+        device fd open; kernel context without one): ``"reset"`` (``VFIO_DEVICE_RESET``),
+        ``"memory-off"`` / ``"memory-on"`` (a config write of ``PCI_COMMAND``),
+        ``"low-power"`` / ``"resume"``. Each revokes or un-revokes the device's dma-bufs
+        (K-104); ``ValueError`` for an unknown event."""
+        vdev = self.vfio(name)
+        actions = {
+            "reset": vdev.reset,
+            "memory-off": lambda: vdev.config_write_command(False),
+            "memory-on": lambda: vdev.config_write_command(True),
+            "low-power": vdev.low_power_entry,
+            "resume": vdev.low_power_exit,
+        }
+        if event not in actions:
+            raise ValueError(f"unknown vfio event {event!r} (expected one of {', '.join(actions)})")
+        owner = self._as_owner(vdev)
+        previous = self.kernel.current
+        self.kernel.current = owner
+        try:
+            actions[event]()
+        finally:
+            self.kernel.current = previous
+            self.kernel.take_waits()
+            self.reap()
 
     def reset_nic(self, name: str) -> int:
         """A fatal error of NIC ``name`` and its recovery (mlx5's health recovery after

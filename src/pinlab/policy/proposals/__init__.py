@@ -11,14 +11,27 @@ object, whose ``uninstall()`` switches it off again):
 * ``revocable-pins`` -- revoke revocable pinned imports under memory pressure (2026 revoke
   series; preset 7.1 only): ``install(kernel, ttm_devices)``;
 * ``dmem-pin-max`` -- a per-cgroup cap on pinned device memory (``dmem.pin.max``):
-  ``install(kernel, tree)``.
+  ``install(kernel, tree)``;
+* ``pin-vram-percent`` -- xe's out-of-tree budget for dma-buf pins, a percentage of each
+  device's VRAM (``pin_vram_percent``): ``install(kernel, percent, drivers)``;
+* ``dmem-pinning`` -- Maarten Lankhorst's RFC: pins charged to dmem and refused above
+  ``dmem.min`` (``dmem.pinned``): ``install(kernel, tree, dmem=...)``;
+* ``dmem-peak`` -- the 7.3 ``dmem.peak`` file on an earlier preset (a reading, no limit):
+  ``install(kernel, tree, dmem=...)``.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from pinlab.policy.proposals import device_pin_cap, memlock_dmabuf_pins, revocable_pins
+from pinlab.policy.proposals import (
+    device_pin_cap,
+    dmem_peak,
+    dmem_pinning,
+    memlock_dmabuf_pins,
+    pin_vram_percent,
+    revocable_pins,
+)
 
 PROPOSALS: dict[str, ModuleType] = {
     memlock_dmabuf_pins.NAME: memlock_dmabuf_pins,
@@ -33,6 +46,9 @@ except ImportError:  # pragma: no cover - the cgroup half may be absent in a par
     pass
 else:
     PROPOSALS[dmem_pin_max.POLICY_NAME] = dmem_pin_max
+
+for _module in (pin_vram_percent, dmem_pinning, dmem_peak):
+    PROPOSALS[_module.NAME] = _module
 
 
 def summary(name: str) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
-from pinlab.kernel.dma_buf import DmaBuf
+from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
 from pinlab.kernel.errno import KernelError
-from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.kernel import Kernel, Task
 from pinlab.kernel.pin_hooks import BufferLocation, PinHook
 
 
@@ -51,10 +52,63 @@ class PinHookPolicy:
     def _location(dmabuf: DmaBuf) -> BufferLocation | None:
         """Where the exporter says the pinned buffer is (``locate``, pin_hooks.py); None when
         it publishes no location."""
-        return dmabuf.locate() if dmabuf.locate is not None else None
+        return dmabuf.locate()
 
     def _deny(self, e: KernelError) -> KernelError:
         e.policy = self.name  # lets reports count denials by policy
         key = str(e.errno)
         self.denials[key] = self.denials.get(key, 0) + 1
         return e
+
+
+@dataclass(slots=True)
+class _Held:
+    device: str
+    size: int
+    pins: int
+
+
+class DevicePinBudget(PinHookPolicy):
+    """A per-device budget of pinned device memory, counted once per buffer: the first hooked
+    pin of a buffer that :meth:`counts` charges its size to its device (after :meth:`check`
+    allowed it), further pins of the same buffer are free, and the last unpin returns it, so
+    ``pinned[device]`` is the device memory actually held pinned. Subclasses say which pins
+    count and refuse over their limit (``device-pin-cap``, ``pin-vram-percent``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pinned: dict[str, int] = {}
+        self._held: dict[DmaBuf, _Held] = {}
+
+    def counts(self, loc: BufferLocation) -> bool:
+        """Whether a pin that left the buffer at ``loc`` is charged (default: device memory)."""
+        return loc.device_memory
+
+    def check(self, loc: BufferLocation, used: int, size: int) -> None:
+        """Raise the denial (through :meth:`_deny`) if ``used + size`` is over the limit."""
+
+    def pin(self, attach: DmaBufAttachment, task: Task | None) -> object:
+        dmabuf = attach.dmabuf
+        held = self._held.get(dmabuf)
+        if held is not None:
+            held.pins += 1
+            return dmabuf
+        loc = self._location(dmabuf)
+        if loc is None or not self.counts(loc):
+            return None
+        used = self.pinned.get(loc.device, 0)
+        self.check(loc, used, dmabuf.size)
+        self.pinned[loc.device] = used + dmabuf.size
+        self._held[dmabuf] = _Held(loc.device, dmabuf.size, 1)
+        return dmabuf
+
+    def unpin(self, attach: DmaBufAttachment, token: object) -> None:
+        if not isinstance(token, DmaBuf):
+            return
+        held = self._held.get(token)
+        if held is None:
+            return
+        held.pins -= 1
+        if held.pins == 0:
+            del self._held[token]
+            self.pinned[held.device] -= held.size

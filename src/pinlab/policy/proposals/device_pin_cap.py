@@ -30,24 +30,16 @@ the PR checks before pinning. The refusal the importer sees is the same.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
 from pinlab.kernel.errno import Errno, err
-from pinlab.kernel.kernel import Kernel, Task
-from pinlab.policy.proposals._base import PinHookPolicy
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pin_hooks import BufferLocation
+from pinlab.policy.proposals._base import DevicePinBudget
 
 NAME = "device-pin-cap"
 
 
-@dataclass(slots=True)
-class _Held:
-    device: str
-    size: int
-    pins: int
-
-
-class DevicePinCap(PinHookPolicy):
+class DevicePinCap(DevicePinBudget):
     """The ``device-pin-cap`` pin hook.
 
     ``max_per_device`` is the default cap in bytes (None: no cap); ``per_device`` overrides it
@@ -68,46 +60,21 @@ class DevicePinCap(PinHookPolicy):
                 raise ValueError(f"a pin cap must be >= 0 bytes or None, got {cap}")
         self.max_per_device = max_per_device
         self.per_device: dict[str, int | None] = dict(per_device or {})
-        self.pinned: dict[str, int] = {}
-        self._held: dict[DmaBuf, _Held] = {}
 
     def cap_for(self, device: str) -> int | None:
         """The cap in bytes for ``device`` (None: unlimited)."""
         return self.per_device.get(device, self.max_per_device)
 
-    def pin(self, attach: DmaBufAttachment, task: Task | None) -> object:
-        dmabuf = attach.dmabuf
-        held = self._held.get(dmabuf)
-        if held is not None:
-            held.pins += 1
-            return dmabuf
-        loc = self._location(dmabuf)
-        if loc is None or not loc.device_memory:
-            return None
-        used = self.pinned.get(loc.device, 0)
+    def check(self, loc: BufferLocation, used: int, size: int) -> None:
         cap = self.cap_for(loc.device)
-        if cap is not None and used + dmabuf.size > cap:
+        if cap is not None and used + size > cap:
             raise self._deny(
                 err(
                     Errno.ENOSPC,
                     "dma_buf_pin",
-                    f"{loc.device}: {used} + {dmabuf.size} pinned bytes > cap {cap}",
+                    f"{loc.device}: {used} + {size} pinned bytes > cap {cap}",
                 )
             )
-        self.pinned[loc.device] = used + dmabuf.size
-        self._held[dmabuf] = _Held(loc.device, dmabuf.size, 1)
-        return dmabuf
-
-    def unpin(self, attach: DmaBufAttachment, token: object) -> None:
-        if not isinstance(token, DmaBuf):
-            return
-        held = self._held.get(token)
-        if held is None:
-            return
-        held.pins -= 1
-        if held.pins == 0:
-            del self._held[token]
-            self.pinned[held.device] -= held.size
 
 
 def install(

@@ -113,7 +113,7 @@ def bounce_size(ctx: Ctx) -> int:
 def location_of(mr: MemoryRegion | None) -> str:
     if mr is None:
         return "system"
-    loc = mr.dmabuf.locate() if mr.dmabuf.locate is not None else None
+    loc = mr.dmabuf.locate()
     return loc.memory if loc is not None else "vram"
 
 
