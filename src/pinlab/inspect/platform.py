@@ -125,6 +125,20 @@ _BOUND_EXPORTERS = {
     "habanalabs": "habanalabs",
     "nvidia": "nvidia-compute",
 }
+NAMED_MODULES = frozenset(
+    {
+        "amdgpu",
+        "habanalabs",
+        "efa",
+        "mlx5_ib",
+        "nvidia",
+        "nvidia_peermem",
+        "xe",
+        "i915",
+        "ib_uverbs",
+    }
+)
+"""The modules ``pinlab inspect`` names: exporters, importers and the peer-memory client."""
 _DRM_DRIVERS = frozenset({"amdgpu", "apu", "i915", "xe"})
 _TTM_DRIVERS = frozenset({"amdgpu", "apu", "xe", "nvidia-compute"})
 _CPU_VENDORS: dict[str, Literal["intel", "amd", "other"]] = {"intel": "intel", "amd": "amd"}

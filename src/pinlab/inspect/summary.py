@@ -22,7 +22,7 @@ from rich.text import Text
 from pinlab.errors import ConfigError
 from pinlab.inspect.host import HostReport
 from pinlab.inspect.pci import PciFunction
-from pinlab.inspect.platform import PlatformPlan, plan_platform
+from pinlab.inspect.platform import NAMED_MODULES, PlatformPlan, plan_platform
 from pinlab.inspect.source import MISSING, NOT_APPLICABLE, OK
 from pinlab.kernel.profile import DEFAULT_PROFILE
 from pinlab.platform import PlatformSpec, build
@@ -44,22 +44,6 @@ _TITLES = {
     "kernel": "kernel build and modules",
     "memcg": "memory cgroup",
 }
-
-
-_MODULES = frozenset(
-    {
-        "amdgpu",
-        "habanalabs",
-        "efa",
-        "mlx5_ib",
-        "nvidia",
-        "nvidia_peermem",
-        "xe",
-        "i915",
-        "ib_uverbs",
-    }
-)
-"""The modules ``pinlab inspect`` names: exporters, importers and the peer-memory client."""
 
 
 def plan_host(report: HostReport, name: str | None = None) -> PlatformPlan:
@@ -219,7 +203,7 @@ def _lines(report: HostReport, key: str) -> list[str]:
                 )
             )
         if k.modules is not None:
-            shown = [m for m in k.modules if m in _MODULES]
+            shown = [m for m in k.modules if m in NAMED_MODULES]
             out.append(
                 f"{len(k.modules)} modules loaded; of interest: {', '.join(shown) or 'none'}"
             )
