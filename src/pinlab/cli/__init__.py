@@ -15,7 +15,10 @@ Subcommands:
   ``series.csv``) and print one verdict table per scenario; exit 1 when a claim failed;
 * ``pinlab scenarios`` -- the built-in scenarios: name, camp and claim;
 * ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
-  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
+  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable;
+* ``pinlab explore [--exporters ...] [--importers ...] [--profiles ...] [--policies ...]
+  [--depth N] [--budget SECONDS] [--seed N] [--json] [--out DIR]`` -- search sequences of
+  calls and device events for broken invariants; findings shrunk, classified, reproducible.
 
 User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
 was expected and what was found, and exit with status 2 -- never a traceback.
@@ -32,12 +35,12 @@ from typing import NoReturn
 from rich.console import Console
 
 from pinlab import __version__
-from pinlab.cli import bench, inspect, kernel, policy, run, sweep, validate
+from pinlab.cli import bench, explore, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, run, sweep, bench, validate)
+SUBCOMMANDS = (kernel, policy, inspect, run, sweep, bench, validate, explore)
 """The modules that add subcommands, in ``--help`` order."""
 
 
