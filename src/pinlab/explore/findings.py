@@ -7,7 +7,7 @@ broke the invariant (:mod:`pinlab.explore.trace`), and written as a Python scrip
 while the finding reproduces).
 
 Classification. The reviewed findings are listed in ``known_findings.toml`` (package data) by
-signature, each with its class and status:
+violation signature, importer and exporters, each with its class and status:
 
 * ``kernel behaviour`` -- the model is faithful to upstream here: a candidate upstream report,
   with the upstream source lines (file, function) that produce it;
@@ -24,6 +24,7 @@ finding (:attr:`Finding.blocking`).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from pinlab.explore.invariants import Violation
-from pinlab.explore.ops import PRELUDE, boot_source
+from pinlab.explore.ops import boot_source, prelude_for
 from pinlab.explore.run import Outcome, Runner, shrink
 from pinlab.explore.target import Target
 from pinlab.explore.trace import Call, items_of, sources_of, tracing
@@ -54,6 +55,8 @@ class Known:
 
     id: str
     signature: str
+    importer: str
+    exporters: tuple[str, ...]
     title: str
     classification: str
     status: str
@@ -66,7 +69,10 @@ class KnownFindings:
     """The reviewed findings by signature."""
 
     def __init__(self, entries: list[Known]) -> None:
-        self.by_signature = {k.signature: k for k in entries}
+        self.entries = entries
+        self._index = {
+            (k.signature, k.importer, exporter): k for k in entries for exporter in k.exporters
+        }
 
     @classmethod
     def load(cls, text: str | None = None, source: str = KNOWN_FILE) -> KnownFindings:
@@ -81,6 +87,8 @@ class KnownFindings:
                 entry = Known(
                     id=raw["id"],
                     signature=raw["signature"],
+                    importer=raw["importer"],
+                    exporters=tuple(raw["exporters"]),
                     title=raw["title"],
                     classification=raw["classification"],
                     status=raw["status"],
@@ -98,8 +106,9 @@ class KnownFindings:
             entries.append(entry)
         return cls(entries)
 
-    def get(self, signature: str) -> Known | None:
-        return self.by_signature.get(signature)
+    def get(self, signature: str, target: Target) -> Known | None:
+        """The review of violation ``signature`` on ``target``'s exporter and importer."""
+        return self._index.get((signature, target.importer, target.exporter))
 
 
 @dataclass(slots=True)
@@ -166,22 +175,21 @@ class Finding:
         """A runnable script: boots the target, runs the shrunk sequence through the same
         checker, prints the violations and exits 1 while the finding reproduces."""
         runner = Runner(self.target)
-        lines = [
-            f'"""pinlab explore finding {self.id}: {self.title}',
-            "",
-            f"Target: {self.target}. Signature: {self.signature}",
-            f"Classification: {self.classification}.",
-            "Exit status 1 while it reproduces (the violations are printed).",
-            '"""',
-            "",
-            PRELUDE,
-            boot_source(self.target),
-        ]
+        steps: list[str] = []
         for n, (op, err) in enumerate(zip(self.ops, self.errors, strict=False), 1):
-            lines.append(f"# {n}. {op}" + (f" -- fails with {err}" if err else ""))
-            lines.append(runner.alphabet.step(op).source())
-        lines += ["check.teardown()", "raise SystemExit(check.exit_status())", ""]
-        return "\n".join(lines)
+            steps.append(f"# {n}. {op}" + (f" -- fails with {err}" if err else ""))
+            steps.append(runner.alphabet.step(op).source())
+        body = "\n".join(steps)
+        head = [
+            *textwrap.wrap(f"pinlab explore finding {self.id}: {self.title}.", 96),
+            "",
+            *textwrap.wrap(f"Target: {self.target}. Classification: {self.classification}.", 96),
+            *textwrap.wrap(f"Signature: {self.signature}", 96),
+            "Exit status 1 while it reproduces (the violations are printed).",
+        ]
+        doc = '"""' + "\n".join(head) + '\n"""'
+        tail = "check.teardown()\nraise SystemExit(check.exit_status())\n"
+        return "\n".join([doc, "", prelude_for(body), boot_source(self.target), body, tail])
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -205,8 +213,7 @@ class Finding:
         }
 
 
-def classify(signature: str, violation: Violation | None, known: KnownFindings) -> str:
-    entry = known.get(signature)
+def classify(entry: Known | None, violation: Violation | None) -> str:
     if entry is not None:
         return entry.classification
     if violation is not None and violation.kind in ("escape", "BUG"):
@@ -229,6 +236,7 @@ def make_finding(
     ops = shrink(runner, outcome.ops, sig)
     final = runner.run(ops)
     first = final.violations[0] if final.violations else None
+    entry = known.get(sig, target)
     calls: list[Call] = []
     if first is not None:
         wanted = first.step
@@ -249,8 +257,8 @@ def make_finding(
         errors=final.errors,
         violations=final.violations,
         calls=calls,
-        classification=classify(key, first, known),
-        known=known.get(key),
+        classification=classify(entry, first),
+        known=entry,
         found_at_sequence=sequence,
         found_at_seconds=seconds,
         original_length=len(outcome.ops),

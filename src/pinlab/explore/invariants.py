@@ -70,11 +70,14 @@ class Checker:
     """Runs a sequence's steps on a :class:`~pinlab.explore.target.Booted` machine and checks
     the invariants (module docstring). ``violations`` collects what broke; ``errors`` the
     ``-errno`` of each step (None for success); ``dead`` is set once the model raised
-    something other than a ``KernelError`` (its state is undefined from then on)."""
+    something other than a ``KernelError`` (its state is undefined from then on).
+    ``exact_epochs`` keeps each buffer's move count in the state's fingerprint (needed where
+    an importer's mapping is not visible to it: the GPU import)."""
 
-    def __init__(self, booted: Booted, policy: str = "none") -> None:
+    def __init__(self, booted: Booted, policy: str = "none", *, exact_epochs: bool = True) -> None:
         self.b = booted
         self.policy = policy
+        self.exact_epochs = exact_epochs
         self.violations: list[Violation] = []
         self.errors: list[str | None] = []
         self.dead = False
@@ -164,11 +167,12 @@ class Checker:
                     self._violate("quota", f"{file} /limited", f"{region} holds {value}", step)
         if self.policy == "device-pin-cap":
             # the proposal's rule, counted independently of its own counter: device memory
-            # held by dma_buf_pin, each buffer once
+            # held by dma_buf_pin, each buffer once; the pins the core takes for a static
+            # attachment are not the proposal's (pinlab.kernel.pin_hooks), so not counted
             held = sum(
                 d.size
                 for d in b.kernel.dma_bufs()
-                if any(a.importer_pins or a.core_pins for a in d.attachments)
+                if any(a.importer_pins for a in d.attachments)
                 and isinstance(d.priv, DeviceBuffer)
                 and d.priv.location == "vram"
             )
@@ -261,9 +265,10 @@ class Checker:
         for var in sorted(v for v in ns if v[:1] in "bfa" and v[1:2].isdigit()):
             obj = ns[var]
             if isinstance(obj, MemoryRegion):
-                objs.append((var, obj.revoked, obj.mtt_valid, obj.deregistered, obj.faults > 0))
+                mapping = _current(obj.umem.sgt, obj.umem.dmabuf.priv)
+                objs.append((var, obj.revoked, obj.mtt_valid, obj.deregistered, mapping))
             elif isinstance(obj, Scanout):
-                objs.append((var, obj.active))
+                objs.append((var, obj.active, _current(obj.sgt, obj.dmabuf.priv)))
             else:
                 objs.append(var)
         bufs = []
@@ -280,13 +285,24 @@ class Checker:
                         )
                     ),
                 )
-            bufs.append((var, buf.location, buf.pinned, buf.epoch, atts))
+            # how often a buffer moved matters only through the mappings made before a move
+            # (MRs and scanouts above); a GPU import keeps its mapping where the fingerprint
+            # cannot see it, so there the move count stays in
+            epoch = buf.epoch if self.exact_epochs else None
+            bufs.append((var, buf.location, buf.pinned, epoch, atts))
         regions = tuple(
             (r.name, r.used, r.pinned) for d in self.exporters.values() for r in d.regions()
         )
         alive = tuple(p.alive for p in b.system.processes.values())
         problems = (len(self.violations), tuple(sorted(b.system.exporters)))
         return (tuple(objs), tuple(bufs), regions, alive, problems)
+
+
+def _current(sgt: Any, buf: object) -> tuple[bool, bool]:
+    """(mapped, the mapping is of the buffer's current backing) of one importer mapping."""
+    if sgt is None:
+        return (False, False)
+    return (True, isinstance(buf, DeviceBuffer) and sgt.epoch == buf.epoch)
 
 
 def _dmabuf_of(b: Booted, buf: DeviceBuffer) -> Any:

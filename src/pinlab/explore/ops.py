@@ -65,7 +65,7 @@ class Step:
     def source(self) -> str:
         """The step as it runs (and as a reproducer prints it)."""
         body = "\n".join(f"    {line}" for line in self.lines)
-        return f"with check.call({self.label!r}):\n{body}\n"
+        return f'with check.call("{self.label}"):\n{body}\n'
 
     def independent(self, other: Step) -> bool:
         return not (self.footprint & other.footprint)
@@ -226,29 +226,45 @@ class Alphabet:
         return op in set(self.enabled(ns, created))
 
 
-PRELUDE = """\
-from pinlab.explore.invariants import Checker
-from pinlab.explore.target import BUFFER_SIZE, PRESSURE_SIZE, Target
-from pinlab.kernel.umem import (
-    IB_ACCESS_LOCAL_WRITE,
-    IB_ACCESS_ON_DEMAND,
-    IB_ACCESS_REMOTE_READ,
-    IB_ACCESS_REMOTE_WRITE,
+_ACCESS_FLAGS = (
+    "IB_ACCESS_LOCAL_WRITE",
+    "IB_ACCESS_ON_DEMAND",
+    "IB_ACCESS_REMOTE_READ",
+    "IB_ACCESS_REMOTE_WRITE",
 )
+_ACCESS = "ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE\n"
 
-ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE
-"""
-"""The imports and constants a sequence's namespace starts with (and a reproducer prints)."""
+PRELUDE = (
+    "from pinlab.explore.invariants import Checker\n"
+    "from pinlab.explore.target import BUFFER_SIZE, PRESSURE_SIZE, Target\n"
+    f"from pinlab.kernel.umem import {', '.join(_ACCESS_FLAGS)}\n\n{_ACCESS}"
+)
+"""The imports and constants a sequence's namespace starts with."""
+
+
+def prelude_for(body: str) -> str:
+    """The part of :data:`PRELUDE` a script with steps ``body`` uses (a reproducer's header:
+    no unused import)."""
+    lines = ["from pinlab.explore.invariants import Checker"]
+    consts = [n for n in ("BUFFER_SIZE", "PRESSURE_SIZE") if n in body]
+    lines.append(f"from pinlab.explore.target import {', '.join([*consts, 'Target'])}")
+    if "ACCESS" in body:
+        flags = [f for f in _ACCESS_FLAGS if f != "IB_ACCESS_ON_DEMAND" or f in body]
+        lines.append("from pinlab.kernel.umem import (")
+        lines += [f"    {f}," for f in flags]
+        lines += [")", "", _ACCESS.rstrip()]
+    return "\n".join(lines) + "\n"
 
 
 def boot_source(target: Target) -> str:
     """The lines that boot ``target`` and bind ``system``, ``p0``, ``p1``, ``pressure`` and
     ``check``."""
     t = target
+    exact = t.kind.via == "prime"
     return (
-        f"booted = Target({t.exporter!r}, {t.importer!r}, {t.profile!r}, {t.policy!r}).boot()\n"
+        f'booted = Target("{t.exporter}", "{t.importer}", "{t.profile}", "{t.policy}").boot()\n'
         "system = booted.system\n"
         "p0, p1 = booted.procs\n"
         "pressure = booted.pressure\n"
-        f"check = Checker(booted, {t.policy!r})\n"
+        f'check = Checker(booted, "{t.policy}", exact_epochs={exact})\n'
     )

@@ -34,7 +34,7 @@ _SKIP = {
 }
 _PLUMBING = ("pinlab.kernel.resv", "pinlab.kernel.range_alloc", "pinlab.kernel.pci")
 """Locking, allocator and PCI-topology plumbing: shown only where a docstring cites an item."""
-MAX_CALLS = 60
+MAX_CALLS = 400
 
 
 @dataclass(frozen=True, slots=True)
