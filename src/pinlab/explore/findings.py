@@ -131,7 +131,7 @@ class Finding:
     seen: list[str] = field(default_factory=list)
     hits: int = 1
 
-    def seen_in(self, target: Target, sequence: int) -> None:
+    def seen_in(self, target: Target) -> None:
         self.hits += 1
         name = str(target)
         if name not in self.seen:

@@ -1,7 +1,9 @@
 """The bounded systematic search: breadth-first over sequences, all targets level by level.
 
-Order. Depth 1 of every target, then depth 2 of every target, and so on up to ``depth``; within
-a target, sequences in the order of their parents and of :meth:`Alphabet.enabled`. ``seed``
+Order. In rounds: round *r* explores depth *r* of every target without policy (upstream) and
+depth *r* - 1 of every target with one (a policy only adds behaviour on top of upstream, so the
+upstream state space goes one level deeper first), up to ``depth``; within a target, sequences
+in the order of their parents and of :meth:`Alphabet.enabled`. ``seed``
 0 keeps the canonical order (targets as given, operations in alphabet order); another seed
 shuffles both with :class:`random.Random` (``seed``), so the same seed always gives the same
 order. The budget (seconds, or ``max_sequences``) only cuts this one order short: a larger
@@ -120,7 +122,7 @@ def explore(
         key = f"{sig} | {target.exporter} → {target.importer}"
         found = by_signature.get(key)
         if found is not None:
-            found.seen_in(target, stats.sequences)
+            found.seen_in(target)
             return
         runner = runners[target]
         before = runner.runs
@@ -140,11 +142,15 @@ def explore(
         frontier[t] = [_Node((), _shuffled(out.enabled, rng, seed))]
 
     stopped = False
-    for level in range(1, depth + 1):
+    done: dict[Target, int] = {t: 0 for t in order}
+    for round_ in range(1, depth + 1 + max(map(_lag, order), default=0)):
         reached: list[str] = []
         for t in order:
             if stopped:
                 break
+            level = round_ - _lag(t)
+            if level < 1 or level > depth or not frontier[t]:
+                continue
             runner = runners[t]
             nxt: list[_Node] = []
             for node in frontier[t]:
@@ -171,17 +177,28 @@ def explore(
                     visited[t].add(out.fingerprint)
                     stats.states += 1
                     nxt.append(_Node(out.ops, _shuffled(out.enabled, rng, seed)))
-            frontier[t] = nxt
             reached.append(str(t))
+            if stopped:
+                break
+            frontier[t] = nxt
+            done[t] = level
         if stopped:
             report.reached = reached
             break
-        stats.depth_done = level
         if not any(frontier.values()):
             stats.exhausted = True
             break
+    # a target whose frontier ran dry is complete to any depth
+    stats.depth_done = min((done[t] if frontier[t] else depth for t in order), default=0)
     stats.seconds = clock() - start
     return report
+
+
+def _lag(target: Target) -> int:
+    """How many levels a target trails the upstream ones: a policy only adds behaviour on top
+    of upstream, whose state space (policy ``none``) is therefore searched one level deeper
+    first."""
+    return 0 if target.policy == "none" else 1
 
 
 def _shuffled(ops: tuple[Op, ...], rng: random.Random, seed: int) -> tuple[Op, ...]:
