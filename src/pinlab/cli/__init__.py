@@ -19,7 +19,10 @@ Subcommands:
   scenarios and their TOML, the workloads' parameters, the cost parameters, the metric names
   a claim can compare;
 * ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
-  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
+  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable;
+* ``pinlab explore [--exporters ...] [--importers ...] [--profiles ...] [--policies ...]
+  [--depth N] [--budget SECONDS] [--seed N] [--json] [--out DIR]`` -- search sequences of
+  calls and device events for broken invariants; findings shrunk, classified, reproducible.
 
 User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
 was expected and what was found, and exit with status 2 -- never a traceback.
@@ -36,14 +39,25 @@ from typing import NoReturn
 from rich.console import Console
 
 from pinlab import __version__, provenance
-from pinlab.cli import bench, discover, doctor, inspect, kernel, policy, run, sweep, validate
+from pinlab.cli import (
+    bench,
+    discover,
+    doctor,
+    explore,
+    inspect,
+    kernel,
+    policy,
+    run,
+    sweep,
+    validate,
+)
 from pinlab.cli.common import UserError
 from pinlab.errors import one_line
 from pinlab.plugins import PluginError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, doctor, run, discover, sweep, bench, validate)
+SUBCOMMANDS = (kernel, policy, inspect, doctor, run, discover, sweep, bench, validate, explore)
 """The modules that add subcommands, in ``--help`` order."""
 
 

@@ -1,0 +1,270 @@
+"""The alphabet of the exploration: userspace calls and device events, as Python source.
+
+Every operation is a few lines of Python on :mod:`pinlab.uapi` (``Process`` and ``System``
+calls -- the only way in), run inside :meth:`~pinlab.explore.invariants.Checker.call`. The
+exploration executes exactly the lines a reproducer prints: :meth:`Op.source` is compiled once
+and ``exec``'d in the sequence's namespace, so a finding's script is its sequence.
+
+A buffer is created and exported in one step (``create``: ``gem_create`` then
+``prime_handle_to_fd``, as every sharing program does); ``export`` exports it again after its
+fd was closed. Objects are named by slot, not by number: ``b0``/``b1`` are ``p0``'s GEM
+handles of buffer 0 and 1 on ``gpu0``; ``f0_1`` is process ``p0``'s dma-buf fd of buffer 1;
+``a1_0`` is process ``p1``'s import of buffer 0 into the target's importer (an MR, a GPU
+import handle or a scanout). Buffer 1 is only created after buffer 0 (the two are
+interchangeable: symmetry).
+
+Device events: ``evict`` (the ``pressure`` process allocates nearly all of ``gpu0``'s device
+memory and frees it again: everything unpinned is evicted, K-36, K-37), ``kill`` (``kill -9``),
+``nic_reset`` (the NIC's fatal error and recovery: every MR on it is destroyed),
+``unplug`` (surprise removal of the GPU or the importing device). ``use`` is the importing
+device's own access through its import: NIC DMA, a GPU job, a display's vblank read.
+
+Each operation declares its *footprint*: the objects it may read or change (a buffer, a
+process, the importer's device, the exporter's memory ``mem``). Two operations with disjoint
+footprints commute (:meth:`Op.independent`); the search explores only one order of adjacent
+independent operations (:mod:`pinlab.explore.search`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from types import CodeType
+from typing import Any
+
+from pinlab.explore.target import GPU, Target
+
+BUFFERS = (0, 1)
+PROCS = (0, 1)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Op:
+    """One operation: its ``kind`` and slot arguments (module docstring)."""
+
+    kind: str
+    args: tuple[Any, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.kind}({', '.join(map(str, self.args))})" if self.args else self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """An operation bound to a target: its Python source and footprint."""
+
+    op: Op
+    lines: tuple[str, ...]
+    footprint: frozenset[str]
+
+    @property
+    def label(self) -> str:
+        return str(self.op)
+
+    def source(self) -> str:
+        """The step as it runs (and as a reproducer prints it)."""
+        body = "\n".join(f"    {line}" for line in self.lines)
+        return f'with check.call("{self.label}"):\n{body}\n'
+
+    def independent(self, other: Step) -> bool:
+        return not (self.footprint & other.footprint)
+
+
+class Alphabet:
+    """The operations of one target and the rules for when each is enabled."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.kind = target.kind
+        self._steps: dict[Op, Step] = {}
+        self._code: dict[Op, CodeType] = {}
+
+    # -- the operations ------------------------------------------------------------------------
+    def step(self, op: Op) -> Step:
+        step = self._steps.get(op)
+        if step is None:
+            step = self._steps[op] = self._make(op)
+        return step
+
+    def code(self, op: Op) -> CodeType:
+        code = self._code.get(op)
+        if code is None:
+            code = self._code[op] = compile(self.step(op).source(), f"<{op}>", "exec")
+        return code
+
+    def _make(self, op: Op) -> Step:
+        k, a = op.kind, op.args
+        dev = self.kind.device
+        if k == "create":
+            (i,) = a
+            lines: tuple[str, ...] = (
+                f'b{i} = p0.gem_create("{GPU}", BUFFER_SIZE, "{self.target.domain}")',
+                f'check.track("b{i}", p0.buffer(b{i}))',
+                f"f0_{i} = p0.prime_handle_to_fd(b{i})",
+            )
+            return Step(op, lines, frozenset({f"b{i}", "mem"}))
+        if k == "export":
+            (i,) = a
+            return Step(op, (f"f0_{i} = p0.prime_handle_to_fd(b{i})",), frozenset({f"b{i}"}))
+        if k == "send":
+            (i,) = a
+            return Step(op, (f"f1_{i} = p0.send_fd(f0_{i}, p1)",), frozenset({f"b{i}"}))
+        if k == "close":
+            p, i = a
+            lines = (f"p{p}.close(f{p}_{i})", f"del f{p}_{i}")
+            return Step(op, lines, frozenset({f"b{i}", "mem"}))
+        if k == "gem_close":
+            (i,) = a
+            return Step(op, (f"p0.gem_close(b{i})", f"del b{i}"), frozenset({f"b{i}", "mem"}))
+        if k == "attach":
+            p, i = a
+            return Step(op, (f"a{p}_{i} = {self._attach(p, i)}",), frozenset({f"b{i}", "mem", dev}))
+        if k == "use":
+            p, i = a
+            return Step(op, (self._use(p, i),), frozenset({f"b{i}", "mem", dev}))
+        if k == "detach":
+            p, i = a
+            lines = (self._detach(p, i), f"del a{p}_{i}")
+            return Step(op, lines, frozenset({f"b{i}", "mem", dev}))
+        everything = frozenset({"b0", "b1", "mem", dev, "p0", "p1"})
+        if k == "evict":
+            lines = (
+                f'h = pressure.gem_create("{GPU}", PRESSURE_SIZE, "vram")',
+                "pressure.gem_close(h)",
+            )
+            return Step(op, lines, everything)
+        if k == "kill":
+            (p,) = a
+            return Step(op, (f"p{p}.kill()",), everything)
+        if k == "nic_reset":
+            return Step(op, (f'system.reset_nic("{dev}")',), everything)
+        if k == "unplug":
+            (what,) = a
+            name = GPU if what == "exporter" else dev
+            return Step(op, (f'system.hot_unplug("{name}")',), everything)
+        raise ValueError(f"unknown operation {op}")
+
+    def _attach(self, p: int, i: int) -> str:
+        kind = self.kind
+        if kind.via == "mr":
+            access = "ACCESS | IB_ACCESS_ON_DEMAND" if kind.odp else "ACCESS"
+            return f'p{p}.ibv_reg_dmabuf_mr("{kind.device}", f{p}_{i}, 0, BUFFER_SIZE, {access})'
+        if kind.via == "prime":
+            return f'p{p}.prime_fd_to_handle("{kind.device}", f{p}_{i})'
+        return f'p{p}.set_scanout("{kind.device}", f{p}_{i})'
+
+    def _use(self, p: int, i: int) -> str:
+        via = self.kind.via
+        if via == "mr":
+            return f"p{p}.nic_dma(a{p}_{i})"
+        if via == "prime":
+            return f"p{p}.gpu_access(a{p}_{i})"
+        return f'system.display("{self.kind.device}").scan_frame(a{p}_{i})'
+
+    def _detach(self, p: int, i: int) -> str:
+        via = self.kind.via
+        if via == "mr":
+            return f"p{p}.ibv_dereg_mr(a{p}_{i})"
+        if via == "prime":
+            return f"p{p}.gem_close(a{p}_{i})"
+        return f"p{p}.clear_scanout(a{p}_{i})"
+
+    # -- when each is enabled ------------------------------------------------------------------
+    @cached_property
+    def _events(self) -> tuple[Op, ...]:
+        ev = [Op("evict"), Op("kill", (0,)), Op("kill", (1,))]
+        if self.kind.via == "mr":
+            ev.append(Op("nic_reset"))
+        ev += [Op("unplug", ("exporter",)), Op("unplug", ("importer",))]
+        return tuple(ev)
+
+    def enabled(self, ns: dict[str, Any], created: frozenset[int]) -> Iterator[Op]:
+        """The operations that make sense in this state, in canonical order: their objects
+        exist, their process lives. ``created`` are the buffers ever created (each slot is
+        created once; buffer 1 only after buffer 0)."""
+
+        def alive(p: int) -> bool:
+            return bool(ns[f"p{p}"].alive)
+
+        for i in BUFFERS:
+            if i not in created and (i == 0 or 0 in created) and alive(0):
+                yield Op("create", (i,))
+        for i in BUFFERS:
+            if f"b{i}" in ns and alive(0):
+                if f"f0_{i}" not in ns:
+                    yield Op("export", (i,))
+                yield Op("gem_close", (i,))
+            if f"f0_{i}" in ns and f"f1_{i}" not in ns and alive(0) and alive(1):
+                yield Op("send", (i,))
+            for p in PROCS:
+                if not alive(p):
+                    continue
+                if f"f{p}_{i}" in ns:
+                    if f"a{p}_{i}" not in ns:
+                        yield Op("attach", (p, i))
+                    yield Op("close", (p, i))
+                if f"a{p}_{i}" in ns:
+                    yield Op("use", (p, i))
+                    yield Op("detach", (p, i))
+        # an event acts on what exists: nothing before the first buffer; a kill needs the
+        # process to hold something, a NIC reset an attachment (acting on nothing would only
+        # add states where the next calls fail)
+        if not created:
+            return
+        holds = {p: any(f"{v}{p}_{i}" in ns for v in "fa" for i in BUFFERS) for p in PROCS}
+        holds[0] = holds[0] or any(f"b{i}" in ns for i in BUFFERS)
+        attached = any(f"a{p}_{i}" in ns for p in PROCS for i in BUFFERS)
+        for op in self._events:
+            if op.kind == "kill" and not (alive(op.args[0]) and holds[op.args[0]]):
+                continue
+            if op.kind == "nic_reset" and not attached:
+                continue
+            yield op
+
+    def is_enabled(self, op: Op, ns: dict[str, Any], created: frozenset[int]) -> bool:
+        return op in set(self.enabled(ns, created))
+
+
+_ACCESS_FLAGS = (
+    "IB_ACCESS_LOCAL_WRITE",
+    "IB_ACCESS_ON_DEMAND",
+    "IB_ACCESS_REMOTE_READ",
+    "IB_ACCESS_REMOTE_WRITE",
+)
+_ACCESS = "ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE\n"
+
+PRELUDE = (
+    "from pinlab.explore.invariants import Checker\n"
+    "from pinlab.explore.target import BUFFER_SIZE, PRESSURE_SIZE, Target\n"
+    f"from pinlab.kernel.umem import {', '.join(_ACCESS_FLAGS)}\n\n{_ACCESS}"
+)
+"""The imports and constants a sequence's namespace starts with."""
+
+
+def prelude_for(body: str) -> str:
+    """The part of :data:`PRELUDE` a script with steps ``body`` uses (a reproducer's header:
+    no unused import)."""
+    lines = ["from pinlab.explore.invariants import Checker"]
+    consts = [n for n in ("BUFFER_SIZE", "PRESSURE_SIZE") if n in body]
+    lines.append(f"from pinlab.explore.target import {', '.join([*consts, 'Target'])}")
+    if "ACCESS" in body:
+        flags = [f for f in _ACCESS_FLAGS if f != "IB_ACCESS_ON_DEMAND" or f in body]
+        lines.append("from pinlab.kernel.umem import (")
+        lines += [f"    {f}," for f in flags]
+        lines += [")", "", _ACCESS.rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+def boot_source(target: Target) -> str:
+    """The lines that boot ``target`` and bind ``system``, ``p0``, ``p1``, ``pressure`` and
+    ``check``."""
+    t = target
+    exact = t.kind.via == "prime"
+    return (
+        f'booted = Target("{t.exporter}", "{t.importer}", "{t.profile}", "{t.policy}").boot()\n'
+        "system = booted.system\n"
+        "p0, p1 = booted.procs\n"
+        "pressure = booted.pressure\n"
+        f'check = Checker(booted, "{t.policy}", exact_epochs={exact})\n'
+    )

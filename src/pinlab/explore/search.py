@@ -1,0 +1,209 @@
+"""The bounded systematic search: breadth-first over sequences, all targets level by level.
+
+Order. In rounds: round *r* explores depth *r* of every target without policy (upstream) and
+depth *r* - 1 of every target with one (a policy only adds behaviour on top of upstream, so the
+upstream state space goes one level deeper first), up to ``depth``; within a target, sequences
+in the order of their parents and of :meth:`Alphabet.enabled`. ``seed``
+0 keeps the canonical order (targets as given, operations in alphabet order); another seed
+shuffles both with :class:`random.Random` (``seed``), so the same seed always gives the same
+order. The budget (seconds, or ``max_sequences``) only cuts this one order short: a larger
+budget explores a longer prefix of the same enumeration -- it adds findings and "seen in"
+entries, it never changes the ones already found. What the budget changes is therefore how deep
+the search gets and which targets of the last level it reaches (``Report.reached``).
+
+Reductions, so that equivalent interleavings are not re-run:
+
+* **partial-order reduction** -- two adjacent operations with disjoint footprints commute
+  (:meth:`~pinlab.explore.ops.Step.independent`); of the two orders only the one in canonical
+  order (``Op`` ordering) is run (a trace normal form). Footprints are conservative: anything
+  that may move memory shares ``mem``, so only operations on different buffers' fds and
+  handles commute;
+* **state hashing** -- a sequence whose state (:meth:`Checker.fingerprint`) was reached before
+  at the same or a smaller depth is not extended (breadth-first: the first visit is the
+  shallowest); one that leaves the state as it found it (a refused call, an event with nothing
+  to act on) is not extended either.
+
+Both are sound only as far as footprints and fingerprints are exact; combining the adjacent
+order rule with state hashing can in principle lose an interleaving (the known caveat of sleep
+sets with state caching). A sequence is always checked before it is pruned: only its
+extensions are skipped.
+
+Findings: the first violation of a sequence is its signature (with the exporter and importer);
+a new signature is shrunk (:func:`~pinlab.explore.run.shrink`), traced and classified
+(:mod:`pinlab.explore.findings`); a known one only adds the target to its "seen in" list.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pinlab.explore.findings import Finding, KnownFindings, make_finding
+from pinlab.explore.ops import Op
+from pinlab.explore.run import Outcome, Runner
+from pinlab.explore.target import Target
+
+
+@dataclass(slots=True)
+class _Node:
+    ops: tuple[Op, ...]
+    enabled: tuple[Op, ...]
+
+
+@dataclass(slots=True)
+class Stats:
+    """What the search did: sequences run (exploring, shrinking), distinct states, how many
+    extensions each reduction skipped, the deepest level completed for every target and the
+    seconds spent."""
+
+    sequences: int = 0
+    shrink_runs: int = 0
+    states: int = 0
+    por_skipped: int = 0
+    revisits: int = 0
+    depth_done: int = 0
+    seconds: float = 0.0
+    exhausted: bool = False
+
+
+@dataclass(slots=True)
+class Report:
+    """The result of :func:`explore`."""
+
+    targets: list[Target]
+    skipped: list[tuple[Target, str]]
+    depth: int
+    budget: float | None
+    seed: int
+    findings: list[Finding] = field(default_factory=list)
+    stats: Stats = field(default_factory=Stats)
+    reached: list[str] = field(default_factory=list)
+    """Targets explored at the deepest level begun, when the budget stopped inside it."""
+
+
+def explore(
+    targets: list[Target],
+    *,
+    depth: int = 6,
+    budget: float | None = 60.0,
+    seed: int = 0,
+    max_sequences: int | None = None,
+    skipped: list[tuple[Target, str]] | None = None,
+    known: KnownFindings | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Report:
+    """Explore ``targets`` up to ``depth`` operations per sequence within ``budget`` seconds
+    (None: no time limit) and ``max_sequences`` sequences (None: no limit); module docstring."""
+    rng = random.Random(seed)
+    order = list(targets)
+    if seed:
+        rng.shuffle(order)
+    report = Report(order, list(skipped or []), depth, budget, seed)
+    stats = report.stats
+    known = known if known is not None else KnownFindings.load()
+    start = clock()
+    deadline = None if budget is None else start + budget
+    runners = {t: Runner(t) for t in order}
+    by_signature: dict[str, Finding] = {}
+    visited: dict[Target, set[tuple[object, ...]]] = {t: set() for t in order}
+    frontier: dict[Target, list[_Node]] = {}
+
+    def out_of_budget() -> bool:
+        if max_sequences is not None and stats.sequences >= max_sequences:
+            return True
+        return deadline is not None and clock() >= deadline
+
+    def record(target: Target, outcome: Outcome) -> None:
+        sig = outcome.signature
+        if sig is None:
+            return
+        key = f"{sig} | {target.exporter} → {target.importer}"
+        found = by_signature.get(key)
+        if found is not None:
+            found.seen_in(target)
+            return
+        runner = runners[target]
+        before = runner.runs
+        finding = make_finding(
+            key, target, runner, outcome, known, stats.sequences, clock() - start
+        )
+        stats.shrink_runs += runner.runs - before
+        by_signature[key] = finding
+        report.findings.append(finding)
+
+    # depth 0: the booted machine itself
+    for t in order:
+        out = runners[t].run(())
+        stats.sequences += 1
+        record(t, out)
+        visited[t].add(out.fingerprint)
+        frontier[t] = [_Node((), _shuffled(out.enabled, rng, seed))]
+
+    stopped = False
+    done: dict[Target, int] = {t: 0 for t in order}
+    for round_ in range(1, depth + 1 + max(map(_lag, order), default=0)):
+        reached: list[str] = []
+        for t in order:
+            if stopped:
+                break
+            level = round_ - _lag(t)
+            if level < 1 or level > depth or not frontier[t]:
+                continue
+            runner = runners[t]
+            nxt: list[_Node] = []
+            for node in frontier[t]:
+                if stopped:
+                    break
+                last = node.ops[-1] if node.ops else None
+                for op in node.enabled:
+                    if last is not None and op < last:
+                        a, b = runner.alphabet.step(op), runner.alphabet.step(last)
+                        if a.independent(b):
+                            stats.por_skipped += 1
+                            continue
+                    if out_of_budget():
+                        stopped = True
+                        break
+                    out = runner.run((*node.ops, op), known_states=visited[t])
+                    stats.sequences += 1
+                    record(t, out)
+                    if out.dead or out.violations:
+                        continue  # a broken state is reported, not extended
+                    if out.fingerprint in visited[t]:
+                        stats.revisits += 1
+                        continue
+                    visited[t].add(out.fingerprint)
+                    stats.states += 1
+                    nxt.append(_Node(out.ops, _shuffled(out.enabled, rng, seed)))
+            reached.append(str(t))
+            if stopped:
+                break
+            frontier[t] = nxt
+            done[t] = level
+        if stopped:
+            report.reached = reached
+            break
+        if not any(frontier.values()):
+            stats.exhausted = True
+            break
+    # a target whose frontier ran dry is complete to any depth
+    stats.depth_done = min((done[t] if frontier[t] else depth for t in order), default=0)
+    stats.seconds = clock() - start
+    return report
+
+
+def _lag(target: Target) -> int:
+    """How many levels a target trails the upstream ones: a policy only adds behaviour on top
+    of upstream, whose state space (policy ``none``) is therefore searched one level deeper
+    first."""
+    return 0 if target.policy == "none" else 1
+
+
+def _shuffled(ops: tuple[Op, ...], rng: random.Random, seed: int) -> tuple[Op, ...]:
+    if not seed:
+        return ops
+    out = list(ops)
+    rng.shuffle(out)
+    return tuple(out)

@@ -1,0 +1,273 @@
+"""What one exploration runs on: an exporter, an importer, a kernel profile and a policy.
+
+A :class:`Target` boots a fresh machine for every sequence it runs (:meth:`Target.boot`): the
+``pinlab matrix`` platform (:func:`pinlab.platform.presets.matrix`: an AMD Zen host, one PCIe
+switch with the exporting GPU ``gpu0``, a second GPU ``gpu1`` that imports and owns
+``display0``) with the target's NIC, if its importer is an RDMA one, below the switch; the
+policy installed; and three processes: ``p0`` (creates and exports buffers), ``p1`` (receives
+fds) and ``pressure`` (the other tenant whose allocations evict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from typing import Any
+
+from pinlab.drivers import EXPORTERS
+from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.profile import PRESETS as PROFILES
+from pinlab.kernel.profile import KernelProfile, get_profile
+from pinlab.platform import Machine, build, presets
+from pinlab.platform.cost import CostModel
+from pinlab.platform.spec import NicSpec, PlatformSpec
+from pinlab.policy.cgroup import CgroupTree
+from pinlab.policy.dmem import DmemCgroupController
+from pinlab.policy.dmem import install as install_dmem
+from pinlab.policy.proposals import device_pin_cap, memlock_dmabuf_pins, revocable_pins
+from pinlab.uapi.process import Process
+from pinlab.uapi.system import System
+from pinlab.units import MiB
+
+GPU = "gpu0"
+DISPLAY = "display0"
+GPU_IMPORT = "gpu1:import"
+DEVICE_MEMORY = 256 * MiB
+BUFFER_SIZE = 16 * MiB
+PRESSURE_SIZE = DEVICE_MEMORY - 4 * MiB
+"""The other tenant's allocation: all device memory but a sliver, so that everything not
+pinned is evicted to make room."""
+LIMIT = 24 * MiB
+"""The quota of the quota policies (``dmem.max`` of ``p0``/``p1``'s cgroup, the per-device pin
+cap, ``dmem.pin.max``): one buffer fits, two do not."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImporterKind:
+    """One importer the exploration can aim at: how it is reached from userspace (``via``:
+    ``mr`` = ``ibv_reg_dmabuf_mr`` on NIC ``device``, ``prime`` = ``prime_fd_to_handle`` on
+    the GPU importer, ``scanout`` = ``drmModeAddFB2`` on the display), the access flags of
+    an MR, and the NIC's platform entry."""
+
+    name: str
+    via: str
+    device: str
+    odp: bool = False
+    nic: NicSpec | None = None
+    needs: Callable[[KernelProfile], str | None] = field(default=lambda profile: None)
+    """Why this importer cannot exist under a kernel profile (None: it can)."""
+
+
+def _revocable(profile: KernelProfile) -> str | None:
+    if profile.umem_revocable_pinned_ops:
+        return None
+    return "revocable pinned imports exist from profile 7.1"
+
+
+def _nic(name: str, driver: str, *, odp: bool = False, **options: Any) -> NicSpec:
+    return NicSpec(name=name, driver=driver, parent="sw0", odp=odp, driver_options=options)
+
+
+IMPORTER_KINDS: dict[str, ImporterKind] = {
+    k.name: k
+    for k in (
+        ImporterKind("efa", "mr", "efa0", nic=_nic("efa0", "efa")),
+        ImporterKind(
+            "efa-revocable",
+            "mr",
+            "efa1",
+            nic=_nic("efa1", "efa", revocable=True),
+            needs=_revocable,
+        ),
+        ImporterKind("mlx5-odp", "mr", "mlx5_0", odp=True, nic=_nic("mlx5_0", "mlx5", odp=True)),
+        ImporterKind("mlx5-pinned", "mr", "mlx5_1", nic=_nic("mlx5_1", "mlx5")),
+        ImporterKind(
+            "mlx5-broken",
+            "mr",
+            "mlx5_2",
+            odp=True,
+            nic=_nic("mlx5_2", "mlx5", odp=True, ignore_move_notify=True),
+        ),
+        ImporterKind("gpu-import", "prime", GPU_IMPORT),
+        ImporterKind("display", "scanout", DISPLAY),
+    )
+}
+"""The importers by name, in exploration order. ``mlx5-broken`` is the deliberately broken
+importer that ignores ``move_notify`` (the stale-DMA detector's negative control)."""
+
+
+# -- policies ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Booted:
+    """A machine just booted for one sequence: the machine, its cgroup tree and dmem
+    controller (when the profile has dmem), and the three processes."""
+
+    machine: Machine
+    tree: CgroupTree
+    dmem: DmemCgroupController | None
+    procs: tuple[Process, Process]
+    pressure: Process
+    limited: list[str] = field(default_factory=list)
+    """dmem regions whose ``dmem.max`` of ``/limited`` (``p0``, ``p1``) is :data:`LIMIT`."""
+
+    @property
+    def system(self) -> System:
+        return self.machine.system
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.machine.kernel
+
+
+def _dmem_max(b: Booted) -> None:
+    for driver in b.system.exporters.values():
+        region = driver.vram_region
+        if region is not None:
+            b.tree.write("/limited", "dmem.max", f"{region.name} {LIMIT}")
+            b.limited.append(region.name)
+
+
+def _memlock(b: Booted) -> None:
+    memlock_dmabuf_pins.install(b.kernel)
+
+
+def _pin_cap(b: Booted) -> None:
+    device_pin_cap.install(b.kernel, LIMIT, {})
+
+
+def _revoke(b: Booted) -> None:
+    revocable_pins.install(b.kernel, list(b.machine.ttm_devices()))
+
+
+def _dmem_pin_max(b: Booted) -> None:
+    from pinlab.policy.proposals import PROPOSALS
+
+    PROPOSALS["dmem-pin-max"].install(b.kernel, b.tree, dmem=b.dmem)
+    for driver in b.system.exporters.values():
+        region = driver.vram_region
+        if region is not None:
+            b.tree.write("/limited", "dmem.pin.max", f"{region.name} {LIMIT}")
+
+
+def _needs_dmem(profile: KernelProfile) -> str | None:
+    return None if profile.dmem else "the dmem controller exists from profile 6.14"
+
+
+def _needs_revoke(profile: KernelProfile) -> str | None:
+    return None if profile.invalidate_mappings else "revocable-pins needs profile 7.1"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyKind:
+    """An opt-in policy the exploration runs under: its install step and why it may not
+    exist under a kernel profile."""
+
+    name: str
+    install: Callable[[Booted], None]
+    needs: Callable[[KernelProfile], str | None] = field(default=lambda profile: None)
+
+
+POLICIES: dict[str, PolicyKind] = {
+    p.name: p
+    for p in (
+        PolicyKind("none", lambda b: None),
+        PolicyKind("dmem-max", _dmem_max, _needs_dmem),
+        PolicyKind("memlock-dmabuf-pins", _memlock),
+        PolicyKind("device-pin-cap", _pin_cap),
+        PolicyKind("revocable-pins", _revoke, _needs_revoke),
+        PolicyKind("dmem-pin-max", _dmem_pin_max, _needs_dmem),
+    )
+}
+"""The policies by name: upstream (``none``), the administrator's ``dmem.max``, and the
+never-merged proposals of :mod:`pinlab.policy.proposals` with :data:`LIMIT` as their quota."""
+
+
+# -- the target ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Target:
+    """One point of drivers × profiles × policies: the exporter driver of ``gpu0``, the
+    importer kind the operations use, the kernel profile and the policy."""
+
+    exporter: str
+    importer: str
+    profile: str
+    policy: str = "none"
+
+    def __str__(self) -> str:
+        return f"{self.exporter} → {self.importer} @ {self.profile} [{self.policy}]"
+
+    @property
+    def kind(self) -> ImporterKind:
+        return IMPORTER_KINDS[self.importer]
+
+    @property
+    def domain(self) -> str:
+        """The domain userspace creates a buffer it means to share in (the driver's)."""
+        return EXPORTERS[self.exporter].shareable_domain
+
+    def unavailable(self) -> str | None:
+        """Why this combination cannot be booted (None: it can)."""
+        prof = get_profile(self.profile)
+        if not EXPORTERS[self.exporter].exists_in(prof):
+            return f"{self.exporter} does not exist in profile {self.profile}"
+        return self.kind.needs(prof) or POLICIES[self.policy].needs(prof)
+
+    def boot(self) -> Booted:
+        """A fresh machine with the policy on and the three processes spawned."""
+        profile = get_profile(self.profile)
+        machine = build(_platform(self.exporter, self.importer), profile, _cost_model())
+        tree = CgroupTree()
+        dmem = None
+        if machine.kernel.profile.dmem:
+            dmem = install_dmem(machine.kernel, tree)
+            for bdev in machine.ttm_devices():
+                dmem.register_device(bdev)
+        tree.mkdir("/limited")
+        system = machine.system
+        p0 = system.spawn("p0")
+        p1 = system.spawn("p1")
+        for proc in (p0, p1):
+            tree.attach(proc, "/limited")
+        booted = Booted(machine, tree, dmem, (p0, p1), system.spawn("pressure"))
+        POLICIES[self.policy].install(booted)
+        return booted
+
+
+@cache
+def _platform(exporter: str, importer: str) -> PlatformSpec:
+    """The matrix platform with the importer's NIC, if it is one, as the only NIC (validated
+    once: a sequence boots it thousands of times)."""
+    spec = presets.matrix(exporter=exporter, memory=DEVICE_MEMORY)
+    nic = IMPORTER_KINDS[importer].nic
+    return spec.model_copy(update={"nics": () if nic is None else (nic,)})
+
+
+@lru_cache(maxsize=1)
+def _cost_model() -> CostModel:
+    """The default cost model, built once (the search measures no time)."""
+    return CostModel()
+
+
+def targets(
+    exporters: list[str], importers: list[str], profiles: list[str], policies: list[str]
+) -> tuple[list[Target], list[tuple[Target, str]]]:
+    """Every combination in exploration order (profile, policy, exporter, importer -- the
+    order the lists give), and the combinations left out with the reason."""
+    ok: list[Target] = []
+    skipped: list[tuple[Target, str]] = []
+    for profile in profiles:
+        for policy in policies:
+            for exporter in exporters:
+                for importer in importers:
+                    t = Target(exporter, importer, profile, policy)
+                    why = t.unavailable()
+                    (skipped.append((t, why)) if why else ok.append(t))
+    return ok, skipped
+
+
+ALL_PROFILES = tuple(PROFILES)
