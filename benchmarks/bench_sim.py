@@ -9,14 +9,23 @@ Two measurements, in one process:
    share of SimPy's raw speed the model keeps (the rest is pinlab's own work per event:
    flows, kernel calls, metrics).
 
-2. **Scaling.** A lean configuration of the same scenario -- one variant (``no-limits``: no
-   policy, one job per node) -- on 2, 16 and 128 nodes (``--set platform.params.nodes=N``:
-   16, 128 and 1024 accelerators): end-to-end wall time (build + simulate + metrics) per
-   accelerator. A flat figure means the model scales linearly with the cluster; the last line
-   is the 1024-accelerator figure over the 16-accelerator one. The simulated duration stays
-   the scenario's: registering each node's HBM alone takes ~125 simulated seconds, so a
-   shorter run would time the setup and none of the all-reduce (simulated seconds are cheap;
-   events and samples are what cost).
+2. **Scaling.** The 3-iteration all-reduce job of the same scenario -- one variant
+   (``no-limits``: no policy, one job per node of 8 accelerators) -- from 16 accelerators (2
+   nodes) up to ``--max-accelerators`` (default 131 072: 16 384 nodes), doubling
+   (``--set platform.params.nodes=N``). Each size runs in a fresh child process, so its peak
+   memory is its own (``ru_maxrss`` less the interpreter's before building). Printed per size:
+   end-to-end wall time (build + simulate + metrics; CPU time beside it, as the machine is
+   shared), wall time and peak memory per accelerator, and wall time per simulated all-reduce
+   iteration per accelerator: the child runs the simulation in steps of ``STEP`` simulated
+   seconds and notes the wall clock at the step where the first tenant's data phase began and
+   where the last tenant finished its third iteration (steps only place the stop events SimPy
+   runs between; the model is the same). Then the ratios: per-accelerator wall time at the
+   largest size over the smallest, its geometric mean growth per doubling and the largest
+   growth of one doubling, and the largest size's wall time and memory against the issue-12
+   targets (<= 120 s and <= 8 GiB at 131 072 accelerators; <= 1.1x per doubling). The
+   simulated duration stays the scenario's: registering each node's HBM alone takes ~125
+   simulated seconds, so a shorter run would time the setup and none of the all-reduce
+   (simulated seconds are cheap; events and samples are what cost).
 
 Each figure is the median of ``--rounds`` runs (model and bare loop alternate, so a slow
 stretch of the machine hits both); a warm-up run comes first.
@@ -32,15 +41,22 @@ platform, the kernels and the report is excluded; it is shown separately as end-
 time). The bare loop is counted the same way. Both wrappers cost one call per ``run`` or
 environment, not per event.
 
-Usage: ``python benchmarks/bench_sim.py [--quick] [--rounds N]``. The full run (three rounds)
-takes well under three minutes on a 2-core machine (about 30 s); ``--quick`` (one round, a
-shorter bare loop) about 10 s. Always exits 0: it reports, it does not judge.
+Usage: ``python benchmarks/bench_sim.py [--quick] [--rounds N] [--max-accelerators N]``.
+``--quick``: one round, a shorter bare loop, scaling up to 1 024 accelerators (about 15 s on a
+2-core machine). The full scaling run takes minutes at 131 072 accelerators and several GiB;
+``--max-accelerators`` stops it earlier. Always exits 0: it reports, it does not judge.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import math
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -52,8 +68,17 @@ import simpy
 from pinlab.scenarios.runner import load_scenario, run_scenario
 
 SCENARIO = "cluster-128"
-SCALING_NODES = (2, 16, 128)
+VARIANT = "no-limits"
 ACCELERATORS_PER_NODE = 8
+MIN_ACCELERATORS = 16
+MAX_ACCELERATORS = 131_072
+QUICK_MAX_ACCELERATORS = 1_024
+ITERATIONS = 3  # the scenario's job: a 3-iteration all-reduce
+STEP = 0.1  # simulated seconds between the child's looks at the wall clock
+TARGET_WALL = 120.0  # seconds at MAX_ACCELERATORS
+TARGET_MEMORY = 8 * 2**30  # bytes at MAX_ACCELERATORS
+TARGET_GROWTH = 1.1  # per-accelerator wall time, per doubling
+TARGET_RATIO = 0.25  # model / bare SimPy events per second on cluster-128
 PROCS = 64
 
 
@@ -130,20 +155,74 @@ def median_of(runs: list[Measured]) -> Measured:
     return sorted(runs, key=lambda m: m.rate)[len(runs) // 2]
 
 
-def lean_sets(nodes: int) -> tuple[str, ...]:
-    """``--set`` overrides for a cluster of ``nodes`` nodes."""
-    return (f"platform.params.nodes={nodes}",)
+def scale_child(nodes: int) -> dict[str, Any]:
+    """One scaling point, in this process (the child): build, simulate in steps, collect."""
+    from pinlab.scenarios.metrics import collect_metrics
+    from pinlab.scenarios.runner import build_simulation
+
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cfg = load_scenario(SCENARIO, sets=(f"platform.params.nodes={nodes}",))
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    resolved = cfg.resolve(VARIANT)
+    sim, _ = build_simulation(resolved, cfg.platform_spec(VARIANT), cfg.source, None)
+    duration = float(resolved.scenario.duration)
+    results = [t.result for t in sim.tenants.values()]
+    data_start = data_end = None
+    steps = math.ceil(duration / STEP)
+    for k in range(1, steps):
+        sim.env.run(until=k * STEP)
+        if data_start is None and any(getattr(r, "data_start", None) is not None for r in results):
+            data_start = time.perf_counter()
+        if data_end is None and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
+            data_end = time.perf_counter()
+    sim.run(duration)
+    collect_metrics(sim, duration)
+    sim.teardown()
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    if data_end is None and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
+        data_end = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    per_iteration = None
+    if data_start is not None and data_end is not None:
+        per_iteration = (data_end - data_start) / ITERATIONS
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "memory": peak - base_rss,
+        # less the stop events of the steps
+        "events": next(sim.env._eid) - len(sim.env._queue) - (steps - 1),
+        "iteration": per_iteration,
+    }
+
+
+def scale_point(nodes: int) -> dict[str, Any]:
+    """One scaling point in a fresh child process (its own peak memory)."""
+    cmd = [sys.executable, __file__, "--child", str(nodes)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out.splitlines()[-1]))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, a shorter bare loop")
     parser.add_argument("--rounds", type=int, default=None, help="runs per figure (default 3)")
+    parser.add_argument(
+        "--max-accelerators",
+        type=int,
+        default=None,
+        help=f"largest scaling point (default {MAX_ACCELERATORS:,}; --quick: "
+        f"{QUICK_MAX_ACCELERATORS:,})",
+    )
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(scale_child(args.child)))
+        return 0
     rounds = args.rounds or (1 if args.quick else 3)
     bare_events = 200_000 if args.quick else 1_000_000
+    largest = args.max_accelerators or (QUICK_MAX_ACCELERATORS if args.quick else MAX_ACCELERATORS)
     started = time.perf_counter()
-    model_run(lean_sets(2), ["no-limits"])  # warm-up: imports, caches
+    model_run((f"platform.params.nodes={MIN_ACCELERATORS // ACCELERATORS_PER_NODE}",), [VARIANT])
 
     # 1. events per second: cluster-128 through the runner against a bare SimPy loop
     model_runs, bare_runs, ratios = [], [], []
@@ -155,40 +234,68 @@ def main(argv: list[str] | None = None) -> int:
         ratios.append(model.rate / bare.rate)
     model, bare = median_of(model_runs), median_of(bare_runs)
     ratio = statistics.median(ratios)
-    what = "every variant"
     print(f"simulator benchmark (median of {rounds} round{'s' if rounds != 1 else ''})")
     print(
-        f"  {SCENARIO} ({what}): {model.events:,} events in {model.run_seconds:.2f} s "
+        f"  {SCENARIO} (every variant): {model.events:,} events in {model.run_seconds:.2f} s "
         f"of env.run ({model.wall_seconds:.2f} s end to end)"
     )
     print(f"  model events/s:     {model.rate:12,.0f}")
     print(f"  bare SimPy events/s:{bare.rate:12,.0f}  ({PROCS} processes of timeouts)")
-    print(f"  ratio model/bare:   {ratio:12.4f}  ({ratio:.2%} of raw SimPy speed)")
-
-    # 2. scaling: wall time per accelerator at 16, 128 and 1024 accelerators
-    print()
-    print(f"scaling: {SCENARIO}, variant no-limits (wall time: build + simulate + metrics)")
-    header = (
-        f"  {'nodes':>5} {'accelerators':>12} {'events':>9} {'wall':>9} {'per accelerator':>16}"
-    )
-    print(header)
-    per_acc: dict[int, float] = {}
-    for nodes in SCALING_NODES:
-        runs = [model_run(lean_sets(nodes), ["no-limits"]) for _ in range(rounds)]
-        wall = statistics.median(m.wall_seconds for m in runs)
-        accelerators = nodes * ACCELERATORS_PER_NODE
-        per_acc[nodes] = wall / accelerators
-        print(
-            f"  {nodes:>5} {accelerators:>12} {runs[0].events:>9,} {wall:>8.2f}s "
-            f"{per_acc[nodes] * 1e3:>13.3f} ms"
-        )
-    first, last = SCALING_NODES[0], SCALING_NODES[-1]
-    growth = per_acc[last] / per_acc[first]
     print(
-        f"  per-accelerator wall time, {last * ACCELERATORS_PER_NODE} vs "
-        f"{first * ACCELERATORS_PER_NODE} accelerators: {growth:.2f}x "
-        f"(1.00x = linear in the cluster size)"
+        f"  ratio model/bare:   {ratio:12.4f}  ({ratio:.2%} of raw SimPy speed; "
+        f"target >= {TARGET_RATIO})"
     )
+
+    # 2. scaling: wall time and memory per accelerator, 16 accelerators and up, doubling
+    print()
+    print(
+        f"scaling: {SCENARIO}, variant {VARIANT}, a {ITERATIONS}-iteration all-reduce "
+        "(wall: build + simulate + metrics, one child process per size)"
+    )
+    print(
+        f"  {'accel':>7} {'nodes':>6} {'events':>9} {'wall':>8} {'cpu':>8} {'wall/acc':>9} "
+        f"{'peak mem':>9} {'mem/acc':>8} {'iter/acc':>9}"
+    )
+    rows: list[tuple[int, dict[str, Any]]] = []
+    accelerators = MIN_ACCELERATORS
+    while accelerators <= largest:
+        row = scale_point(accelerators // ACCELERATORS_PER_NODE)
+        rows.append((accelerators, row))
+        iteration = row["iteration"]
+        per_iter = f"{iteration / accelerators * 1e6:7.2f}us" if iteration else "      -"
+        print(
+            f"  {accelerators:>7} {accelerators // ACCELERATORS_PER_NODE:>6} "
+            f"{row['events']:>9,} {row['wall']:>7.2f}s {row['cpu']:>7.2f}s "
+            f"{row['wall'] / accelerators * 1e3:>7.3f}ms {row['memory'] / 2**20:>7.0f}Mi "
+            f"{row['memory'] / accelerators / 1024:>6.1f}Ki {per_iter}",
+            flush=True,
+        )
+        accelerators *= 2
+    if len(rows) >= 2:
+        per_acc = [row["wall"] / acc for acc, row in rows]
+        steps = [b / a for a, b in itertools.pairwise(per_acc)]
+        first, last = rows[0][0], rows[-1][0]
+        growth = per_acc[-1] / per_acc[0]
+        mean = growth ** (1 / (len(rows) - 1))
+        print(
+            f"  per-accelerator wall time, {last:,} vs {first} accelerators: {growth:.2f}x; "
+            f"per doubling {mean:.2f}x (geometric mean), {max(steps):.2f}x at most "
+            f"(target <= {TARGET_GROWTH}x)"
+        )
+        cpu = [row["cpu"] / acc for acc, row in rows]
+        print(f"  the same in CPU time: {cpu[-1] / cpu[0]:.2f}x")
+        its = [(acc, row["iteration"] / acc) for acc, row in rows if row["iteration"]]
+        if len(its) >= 2:
+            print(
+                f"  wall time per iteration per accelerator, {its[-1][0]:,} vs {its[0][0]}: "
+                f"{its[-1][1] / its[0][1]:.2f}x"
+            )
+    if rows and rows[-1][0] == MAX_ACCELERATORS:
+        row = rows[-1][1]
+        print(
+            f"  {MAX_ACCELERATORS:,} accelerators: wall {row['wall'] / TARGET_WALL:.2f}x the "
+            f"{TARGET_WALL:.0f} s target, memory {row['memory'] / TARGET_MEMORY:.2f}x the 8 GiB"
+        )
     print(f"total runtime: {time.perf_counter() - started:.1f} s")
     return 0
 

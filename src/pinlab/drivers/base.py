@@ -325,6 +325,12 @@ class ExporterDriver(Driver, ABC):
     def regions(self) -> list[RegionUsage]:
         """Usage of each memory region of the device."""
 
+    def watch_regions(self, on_change: Callable[[], None]) -> bool:
+        """Have ``on_change`` called whenever :meth:`regions` may have changed; False when the
+        driver cannot say (then an observer polls). Not a kernel interface: the simulator's
+        sampler reads the regions only after a change."""
+        return False
+
     @abstractmethod
     def buffer_of(self, dmabuf: DmaBuf) -> DeviceBuffer:
         """The buffer behind one of this driver's dma-bufs."""

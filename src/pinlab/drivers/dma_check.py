@@ -39,12 +39,14 @@ class DmaIncident:
 class StaleDmaDetector:
     """Checks device accesses; ``clock`` gives the time stamp (the simulator's ``env.now``)."""
 
-    __slots__ = ("accesses", "clock", "incidents")
+    __slots__ = ("accesses", "clock", "incidents", "on_incident")
 
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self.clock = clock if clock is not None else (lambda: 0.0)
         self.incidents: list[DmaIncident] = []
         self.accesses = 0
+        # called after an incident is recorded (the simulator's sampler, instead of polling)
+        self.on_incident: Callable[[], None] | None = None
 
     def check(
         self,
@@ -89,6 +91,8 @@ class StaleDmaDetector:
             )
         if incident is not None:
             self.incidents.append(incident)
+            if self.on_incident is not None:
+                self.on_incident()
         return incident
 
     def __len__(self) -> int:

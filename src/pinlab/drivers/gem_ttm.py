@@ -461,6 +461,13 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         return self.dma_map_fault is not None and self.dma_map_fault(dev)
 
     # -- reporting -------------------------------------------------------------------------
+    def watch_regions(self, on_change: Callable[[], None]) -> bool:
+        """Every manager's allocations and frees, and its pins that move nothing."""
+        for man in self.bdev.managers.values():
+            man.allocator.on_change = on_change
+            man.on_pin_change = on_change
+        return True
+
     def regions(self) -> list[RegionUsage]:
         """:class:`RegionUsage` of every memory type of the device (device memory first)."""
         out = []

@@ -34,6 +34,7 @@ checks (pinlab always exports whole handles).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Self
 
 from pinlab.drivers.base import (
@@ -236,6 +237,11 @@ class HabanalabsDevice(ExporterDriver):
         self.buffer_of(dmabuf).exporting_cnt -= 1
 
     # -- reporting -------------------------------------------------------------------------
+    def watch_regions(self, on_change: Callable[[], None]) -> bool:
+        """The HBM allocator's allocations and frees (nothing else changes the region)."""
+        self.dram.on_change = on_change
+        return True
+
     def regions(self) -> list[RegionUsage]:
         """One region, ``"vram"`` (the HBM). All used bytes count as pinned: none can move."""
         dram = self.dram

@@ -55,6 +55,7 @@ allocation, a non-positive size, a bad alignment -- is a bug in the caller and r
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 
 from sortedcontainers import SortedList  # type: ignore[import-untyped, unused-ignore]
 
@@ -212,6 +213,7 @@ class RangeAllocator:
         "_shift",
         "_size",
         "_used",
+        "on_change",
     )
 
     def __init__(self, size: int, *, granule: int = PAGE_SIZE, name: str = "") -> None:
@@ -236,6 +238,9 @@ class RangeAllocator:
         self._end_at: dict[int, int] = {}
         self._live = 0
         self._add_block(size, 0)
+        # called after every allocation and free (not a kernel hook: an observer -- the
+        # simulator's sampler -- learns of a change instead of polling the statistics)
+        self.on_change: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ statistics (O(1))
 
@@ -439,11 +444,15 @@ class RangeAllocator:
                     self._add_block(tail, place + n)
                 self._used += n
                 self._live += 1
+                if self.on_change is not None:
+                    self.on_change()
                 return Allocation(self, place, n)
             if not contiguous:
                 segments = self._gather(n)  # always two or more segments
                 self._used += n
                 self._live += 1
+                if self.on_change is not None:
+                    self.on_change()
                 return Allocation(self, segments[0][0], n, segments)
 
         function = "drm_mm_insert_node_in_range" if contiguous else "drm_buddy_alloc_blocks"
@@ -505,6 +514,8 @@ class RangeAllocator:
         else:
             for start, length in allocation._segments:
                 self._release(start, length)
+        if self.on_change is not None:
+            self.on_change()
 
     def _release(self, start: int, length: int) -> None:
         """Put ``[start, start + length)`` back into the free space, coalescing. O(log n)."""

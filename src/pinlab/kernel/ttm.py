@@ -151,6 +151,7 @@ class TtmResourceManager:
         "lru",
         "mem_type",
         "name",
+        "on_pin_change",
         "pinned",
         "region",
         "use_type",
@@ -179,6 +180,9 @@ class TtmResourceManager:
         self.use_type = True
         self.evictions = 0
         self.evicted_bytes = 0
+        # an observer of pin changes that move no memory (not a kernel hook: the simulator's
+        # sampler learns of them instead of polling; allocations notify through the allocator)
+        self.on_pin_change: Callable[[], None] | None = None
 
     @property
     def size(self) -> int:
@@ -492,6 +496,8 @@ def ttm_bo_pin(bo: TtmBufferObject) -> None:
         man = bo.resource.manager
         man.lru.pop(bo.serial, None)
         man.pinned[bo.serial] = bo
+        if man.on_pin_change is not None:
+            man.on_pin_change()
 
 
 def ttm_bo_unpin(bo: TtmBufferObject) -> None:
@@ -506,6 +512,8 @@ def ttm_bo_unpin(bo: TtmBufferObject) -> None:
         man = bo.resource.manager
         man.pinned.pop(bo.serial, None)
         man.lru[bo.serial] = bo
+        if man.on_pin_change is not None:
+            man.on_pin_change()
 
 
 # -- allocation, validation, eviction -------------------------------------------------------

@@ -59,7 +59,7 @@ class ClusterSpec(BaseModel):
     kind: Literal["cluster"] = "cluster"
     name: Name
     description: str = ""
-    nodes: int = Field(ge=1, le=4096, description="number of nodes")
+    nodes: int = Field(ge=1, le=16384, description="number of nodes (16 384: 131 072 accelerators)")
     node: PlatformSpec
     fabric: FabricSpec = Field(default_factory=FabricSpec)
 

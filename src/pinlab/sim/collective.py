@@ -9,7 +9,7 @@ uses it.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Collection, Generator, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import simpy
@@ -46,12 +46,14 @@ class Collective(Generic[R]):
     """
 
     __slots__ = (
+        "_by_owner",
+        "_position",
+        "_ring",
         "arrived",
         "env",
         "members",
         "name",
         "net",
-        "ranks",
         "submitted",
         "waiting",
         "world",
@@ -62,27 +64,45 @@ class Collective(Generic[R]):
         self.net = net
         self.name = name
         self.world = world
-        self.members: list[str] = []
-        self.ranks: list[R] = []
+        self.members: dict[str, None] = {}  # an ordered set: join order
+        self._by_owner: dict[str, list[R]] = {}  # each member's ranks, in the order added
+        self._ring: list[R] | None = None  # the ring, made when first needed after a change
+        self._position: dict[int, int] = {}  # id(rank) -> its place in the ring
         self.arrived: set[str] = set()
         self.waiting: list[simpy.Event] = []
         self.submitted: dict[str, tuple[list[FlowSpec], float]] = {}
 
+    @property
+    def ranks(self) -> list[R]:
+        """The ring: every member's ranks, members in join order (owners that are not
+        members last)."""
+        ring = self._ring
+        if ring is None:
+            ring = [r for m in self.members for r in self._by_owner.get(m, ())]
+            for owner, ranks in self._by_owner.items():
+                if owner not in self.members:
+                    ring.extend(ranks)
+            self._ring = ring
+            self._position = {id(r): i for i, r in enumerate(ring)}
+        return ring
+
     def join(self, tenant: str) -> None:
         """Become a member (at the workload's start, so the first barrier waits for it)."""
         if tenant not in self.members:
-            self.members.append(tenant)
+            self.members[tenant] = None
+            self._ring = None
 
     def add_ranks(self, tenant: str, ranks: Sequence[R]) -> None:
         """Put a member's ranks into the ring, in member order (not arrival order)."""
-        self.ranks.extend(ranks)
-        order = {m: i for i, m in enumerate(self.members)}
-        self.ranks.sort(key=lambda r: order.get(r.owner, len(order)))
+        for rank in ranks:
+            self._by_owner.setdefault(rank.owner, []).append(rank)
+        self._ring = None
 
     def leave(self, tenant: str) -> None:
         if tenant in self.members:
-            self.members.remove(tenant)
-            self.ranks = [r for r in self.ranks if r.owner != tenant]
+            del self.members[tenant]
+            self._by_owner.pop(tenant, None)
+            self._ring = None
         self.arrived.discard(tenant)
         self.submitted.pop(tenant, None)
         self._release()
@@ -96,8 +116,11 @@ class Collective(Generic[R]):
         self._release()
         return event
 
-    def _ready(self, done: Iterable[str]) -> bool:
-        return len(self.members) >= self.world and all(m in done for m in self.members)
+    def _ready(self, done: Collection[str]) -> bool:
+        members = self.members
+        if len(members) < self.world or len(done) < len(members):
+            return False  # the common case while members arrive, without a walk over them
+        return all(m in done for m in members)
 
     def _release(self) -> None:
         if self.waiting and self._ready(self.arrived):
@@ -134,8 +157,8 @@ class Collective(Generic[R]):
             ev.succeed()
 
     def successor(self, rank: R) -> R:
-        i = self.ranks.index(rank)
-        return self.ranks[(i + 1) % len(self.ranks)]
+        ring = self.ranks
+        return ring[(self._position[id(rank)] + 1) % len(ring)]
 
 
 class Collectives:

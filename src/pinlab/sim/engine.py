@@ -63,6 +63,7 @@ from pinlab.sim.metrics import (
     report_fields,
     track_name,
 )
+from pinlab.sim.sampling import Sampler
 from pinlab.uapi.process import Process
 
 T = TypeVar("T")
@@ -202,9 +203,7 @@ class Simulation:
                 self.recorder.add_process(track_name(node.name, dev), "device")
             for nic in node.machine.nics:
                 self.recorder.add_process(track_name(node.name, nic), "nic")
-        self._sampled_bytes: dict[str, float] = {}
-        self._move_notifies: dict[tuple[str, str], int] = {}
-        self._last_sample = 0.0
+        self._sampling = Sampler(self)
         self.env.process(self._sampler())
 
     # -- construction ----------------------------------------------------------------------
@@ -314,6 +313,7 @@ class Simulation:
         tenant = Tenant(name, state.name, proc, stats, result or TenantResult(), ctx)
         self.tenants[name] = tenant
         self._by_process[(state.name, proc.pid)] = tenant
+        self._sampling.add_tenant(tenant)
         tenant.process = self.env.process(self._run_tenant(tenant, run, start))
         return tenant
 
@@ -369,41 +369,13 @@ class Simulation:
     def sample(self) -> None:
         """Record every device region's used/pinned/free bytes and fragmentation, every
         tenant's cumulative bytes and denials, every link's mean utilisation since the last
-        sample, and stale-DMA incidents so far. Series store points only on change."""
-        now = self.env.now
-        rec = self.recorder
-        for node in self.nodes.values():
-            for dev, driver in node.machine.exporters.items():
-                self.sample_regions(node.name, dev, driver)
-                if rec.tracing:
-                    self._trace_move_notify(node.name, dev, driver, now)
-            rec.sample(
-                f"node.{node.name}.stale_dma_incidents",
-                now,
-                len(node.machine.system.detector.incidents),
-            )
-        for name, tenant in self.tenants.items():
-            rec.sample(f"tenant.{name}.bytes", now, tenant.stats.bytes)
-            rec.sample(f"tenant.{name}.denials", now, tenant.proc.stats.total)
-        dt = now - self._last_sample
-        if dt <= 0:
-            return
-        self.net.advance()  # bring every link's byte count up to now, once
-        for key, link in self.net.links.items():
-            carried = link.bytes_carried
-            before = self._sampled_bytes.get(key, 0.0)
-            if carried != before or key in self._sampled_bytes:
-                rec.sample(
-                    f"link.{key}.utilisation",
-                    now,
-                    round((carried - before) / (link.capacity * dt), 6),
-                )
-            self._sampled_bytes[key] = carried
-        self._last_sample = now
+        sample, and stale-DMA incidents so far -- reading only what changed since the last
+        sample (:mod:`pinlab.sim.sampling`). Series store points only on change."""
+        self._sampling.sample()
 
     def sample_regions(self, node: str, device: str, driver: ExporterDriver) -> None:
         """Record the used/pinned/free bytes and fragmentation of every region of ``device``
-        now (the sampler, and a hot-unplug for the device's last samples)."""
+        now (a hot-unplug, for the device's last samples)."""
         now = self.env.now
         rec = self.recorder
         for region in driver.regions():
@@ -412,16 +384,6 @@ class Simulation:
             rec.sample(f"{base}.pinned", now, region.pinned)
             rec.sample(f"{base}.free", now, region.free)
             rec.sample(f"{base}.fragmentation", now, round(region.fragmentation, 6))
-
-    def _trace_move_notify(self, node: str, dev: str, driver: ExporterDriver, now: float) -> None:
-        """A ``move_notify`` instant on the device's track when its count grew since the last
-        sample (trace only; ``summary.json`` counts them itself)."""
-        count = driver.move_notifies
-        before = self._move_notifies.get((node, dev), 0)
-        if count > before:
-            detail = f"{count - before} calls"
-            self.recorder.log(TraceInstant(now, track_name(node, dev), None, "move_notify", detail))
-        self._move_notifies[(node, dev)] = count
 
     # -- running ---------------------------------------------------------------------------
     def run(self, until: float) -> Recorder:

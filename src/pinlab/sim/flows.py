@@ -197,6 +197,7 @@ class FlowNetwork:
         "_due",
         "_epoch",
         "_generation",
+        "_touched",
         "completed",
         "env",
         "links",
@@ -212,6 +213,7 @@ class FlowNetwork:
         self.completed = 0
         self._active: dict[simpy.Event, Transfer] = {}  # by completion event, in start order
         self._busy: dict[Link, None] = {}  # links with an active transfer, an ordered set
+        self._touched: dict[Link, None] = {}  # busy at some time since the last take_touched
         self._due: list[tuple[float, int, int, Transfer]] = []  # (finish, serial, version, t)
         self._generation = 0
         self._epoch = 0
@@ -282,6 +284,13 @@ class FlowNetwork:
         t = self._active.get(event)
         return 0.0 if t is None else t.rate
 
+    def take_touched(self) -> list[Link]:
+        """The network's links (not the caps' private ones) that were busy at some time since
+        the last call, in the order they became busy: only they can have carried bytes since."""
+        touched = [link for link in self._touched if link.index >= 0]
+        self._touched = dict.fromkeys(self._busy)
+        return touched
+
     def advance(self) -> None:
         """Bring every busy link's ``bytes_carried`` and ``busy_time`` up to ``env.now``."""
         now = self.env.now
@@ -334,6 +343,7 @@ class FlowNetwork:
             for link, uses in t._uses:
                 if not link._transfers:
                     self._busy[link] = None
+                    self._touched[link] = None
                 link._transfers[t] = uses
                 link._uses += uses
             self._active[t.done] = t

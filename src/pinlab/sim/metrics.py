@@ -26,7 +26,7 @@ import csv
 import dataclasses
 import io
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,11 +197,15 @@ class TenantStats:
     odp_faults: int = 0
     started: float | None = None
     finished: float | None = None
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    """Called after every recorded transfer (the simulator's sampler, instead of polling)."""
 
     def record_transfer(self, nbytes: float, latency: float) -> None:
         self.bytes += nbytes
         self.transfers += 1
         self.latencies.append(latency)
+        if self.on_change is not None:
+            self.on_change()
 
     def percentile(self, q: float) -> float:
         """Latency percentile ``q`` (0-100) in seconds; 0 when nothing was transferred."""
@@ -374,11 +378,15 @@ class Recorder:
             stats = self.tenants[name] = TenantStats(name)
         return stats
 
-    def sample(self, key: str, t: float, value: float) -> None:
+    def bind(self, key: str) -> Series:
+        """Series ``key``, created empty on first use (a sampler binds its series once)."""
         series = self.series.get(key)
         if series is None:
             series = self.series[key] = Series()
-        series.set(t, value)
+        return series
+
+    def sample(self, key: str, t: float, value: float) -> None:
+        self.bind(key).set(t, value)
 
     def event(self, t: float, kind: str, detail: str) -> None:
         self.events.append((t, kind, detail))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -102,6 +102,8 @@ class ProcessStats:
 
     denials: Counter[str] = field(default_factory=Counter)  # "-ENOMEM" -> n
     denials_by_policy: Counter[str] = field(default_factory=Counter)  # "dmem-pin-max" -> n
+    on_deny: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    """Called after every denial (the simulator's sampler, instead of polling)."""
 
     @property
     def total(self) -> int:
@@ -111,6 +113,8 @@ class ProcessStats:
         self.denials[str(e.errno)] += 1
         if e.policy:
             self.denials_by_policy[e.policy] += 1
+        if self.on_deny is not None:
+            self.on_deny()
 
 
 class Process(P2pCalls, Task):

@@ -24,7 +24,7 @@ from pinlab.sim.workloads.base import (
     param,
 )
 from pinlab.sim.workloads.nic import nearest_nic
-from pinlab.sim.workloads.paths import device_access, route
+from pinlab.sim.workloads.paths import device_access, local_delay, route, trace_access
 from pinlab.sim.workloads.registration import Endpoint, RdmaResult, check_access, setup_endpoint
 from pinlab.units import Size
 
@@ -210,7 +210,25 @@ def _ring_step(
 def _compute_all(
     ctx: Ctx, ranks: list[Endpoint], nbytes: int, *, write: bool
 ) -> Generator[simpy.Event, Any, None]:
-    """Every local rank's accelerator accesses ``nbytes`` of its buffer, concurrently."""
+    """Every local rank's accelerator accesses ``nbytes`` of its buffer, concurrently.
+
+    Symmetric ranks -- every buffer in device memory, every access the same uncontended delay
+    -- wait on one timer instead of one process each: they end at the same instant, in rank
+    order, either way. Otherwise each rank's access is a process of its own (a flow competes
+    with the others)."""
+    locations = [ep.location for ep in ranks]
+    delays = {
+        local_delay(ctx.machine, ep.device, loc, nbytes)
+        for ep, loc in zip(ranks, locations, strict=True)
+    }
+    if nbytes > 0 and len(delays) == 1 and None not in delays:
+        start = ctx.now
+        (delay,) = delays
+        assert delay is not None
+        yield ctx.sleep(delay)
+        for ep, loc in zip(ranks, locations, strict=True):
+            trace_access(ctx, ep.device, loc, nbytes, start, write=write)
+        return
     events = [
         ctx.env.process(device_access(ctx, ep.device, ep.location, nbytes, write=write))
         for ep in ranks

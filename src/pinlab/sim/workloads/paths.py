@@ -249,6 +249,30 @@ def staged_pipeline(
     return float(env.now - t0)
 
 
+def local_delay(machine: Machine, device: str, location: str | None, nbytes: float) -> float | None:
+    """How long the accelerator's access to ``nbytes`` of its buffer takes when that is an
+    uncontended delay -- the buffer in device memory that is not a carve-out -- else None (the
+    access is a flow, :func:`device_access`)."""
+    if location != "vram" or machine.spec.device(device).is_carve_out:
+        return None
+    return nbytes / local_rate(machine, device)
+
+
+def trace_access(
+    ctx: Ctx, device: str, location: str | None, nbytes: float, start: float, *, write: bool
+) -> None:
+    """The ``trace.json`` slice of one access by the accelerator, from ``start`` to now."""
+    local = location == "vram" or ctx.machine.spec.device(device).is_carve_out
+    ctx.trace(
+        device,
+        f"dma {ctx.proc.comm}",
+        ("write" if write else "read") + ("" if local else " host"),
+        "transfer",
+        start,
+        {"bytes": nbytes, "location": location or "-"},
+    )
+
+
 def device_access(
     ctx: Ctx, device: str, location: str | None, nbytes: float, *, write: bool
 ) -> Gen:
@@ -260,9 +284,8 @@ def device_access(
         return
     machine = ctx.machine
     spec = machine.spec.device(device)
-    local = location == "vram" or spec.is_carve_out
     start = ctx.now
-    if local:
+    if location == "vram" or spec.is_carve_out:
         uses = machine.path(device, device)
         if spec.is_carve_out and uses:
             yield ctx.sim.net.transfer(
@@ -275,11 +298,4 @@ def device_access(
         uses = machine.path(device, host) if write else machine.path(host, device)
         links = ctx.sim.links(ctx.node.name, uses)
         yield ctx.sim.net.transfer(nbytes, links, label=f"{device}:pcie")
-    ctx.trace(
-        device,
-        f"dma {ctx.proc.comm}",
-        ("write" if write else "read") + ("" if local else " host"),
-        "transfer",
-        start,
-        {"bytes": nbytes, "location": location or "-"},
-    )
+    trace_access(ctx, device, location, nbytes, start, write=write)

@@ -1,0 +1,247 @@
+"""The simulator's time series, sampled on change: a tick costs what changed since the last one.
+
+Every ``sample_interval`` the simulation records (names: :mod:`pinlab.sim.metrics`) every
+device region's used/pinned/free bytes and fragmentation, every tenant's cumulative bytes and
+denials, every node's stale-DMA incident count, and every link's mean utilisation since the
+last tick. A series stores a point only when its value changes, so a tick that re-read
+everything would record nothing new for all that stayed idle -- and cost as much as one
+where everything changed.
+
+Here the sources say when they change, and a tick reads only those:
+
+* a device's allocators and pins (:meth:`ExporterDriver.watch_regions
+  <pinlab.drivers.base.ExporterDriver.watch_regions>`; a driver that cannot say is read on
+  every tick), a node's stale-DMA detector (``StaleDmaDetector.on_incident``), a tenant's
+  transfers (``TenantStats.on_change``) and denials (``ProcessStats.on_deny``) put their
+  :class:`_Probe` on the dirty list once; the tick reads the dirty probes, in construction
+  order, into series bound once;
+* the flow network names the links that carried anything since the last tick
+  (:meth:`FlowNetwork.take_touched <pinlab.sim.flows.FlowNetwork.take_touched>`); the
+  sampler keeps the byte count each link had at the last tick in an array by link index, and
+  the links whose last point is not 0 (an idle one records its drop to 0 once).
+
+The points are exactly those of reading every source on every tick: a source that did not
+change would have stored nothing. Two details of that reading are kept: the first tick (at
+time 0) reads every source; a link gets its first point at the first tick after time 0 that it
+carried something, and every link at the second such tick (the utilisation since the first),
+once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from pinlab.drivers.base import ExporterDriver
+from pinlab.sim.flows import Link
+from pinlab.sim.metrics import Recorder, Series, TraceInstant, track_name
+
+if TYPE_CHECKING:
+    from pinlab.sim.engine import NodeState, Simulation, Tenant
+
+
+class _Probe:
+    """One source of series; on the dirty list at most once."""
+
+    __slots__ = ("dirty", "order", "queue")
+
+    def __init__(self, order: int, queue: list[_Probe]) -> None:
+        self.order = order
+        self.queue = queue
+        self.dirty = False
+
+    def mark(self) -> None:
+        """The source changed: read it at the next tick."""
+        if not self.dirty:
+            self.dirty = True
+            self.queue.append(self)
+
+    def read(self, rec: Recorder, now: float) -> None:
+        raise NotImplementedError
+
+
+class _DeviceProbe(_Probe):
+    """A device's regions (and, when tracing, its ``move_notify`` calls since the last read)."""
+
+    __slots__ = ("device", "driver", "move_notifies", "node", "regions")
+
+    def __init__(
+        self, order: int, queue: list[_Probe], node: NodeState, device: str, driver: ExporterDriver
+    ) -> None:
+        super().__init__(order, queue)
+        self.node = node
+        self.device = device
+        self.driver = driver
+        self.move_notifies = 0
+        self.regions: dict[str, tuple[Series, Series, Series, Series]] = {}
+
+    def read(self, rec: Recorder, now: float) -> None:
+        driver = self.driver
+        if self.node.machine.exporters.get(self.device) is not driver:
+            return  # unplugged: its last samples were taken by the unplug
+        regions = self.regions
+        for region in driver.regions():
+            bound = regions.get(region.name)
+            if bound is None:
+                base = f"device.{self.node.name}/{self.device}.{region.name}"
+                bound = regions[region.name] = (
+                    rec.bind(f"{base}.used"),
+                    rec.bind(f"{base}.pinned"),
+                    rec.bind(f"{base}.free"),
+                    rec.bind(f"{base}.fragmentation"),
+                )
+            used, pinned, free, fragmentation = bound
+            used.set(now, region.used)
+            pinned.set(now, region.pinned)
+            free.set(now, region.free)
+            fragmentation.set(now, round(region.fragmentation, 6))
+        if rec.tracing:
+            count = driver.move_notifies
+            if count > self.move_notifies:
+                detail = f"{count - self.move_notifies} calls"
+                process = track_name(self.node.name, self.device)
+                rec.log(TraceInstant(now, process, None, "move_notify", detail))
+            self.move_notifies = count
+
+
+class _NodeProbe(_Probe):
+    """A node's stale-DMA incident count."""
+
+    __slots__ = ("node", "series")
+
+    def __init__(self, order: int, queue: list[_Probe], node: NodeState, series: Series) -> None:
+        super().__init__(order, queue)
+        self.node = node
+        self.series = series
+
+    def read(self, rec: Recorder, now: float) -> None:
+        self.series.set(now, len(self.node.machine.system.detector.incidents))
+
+
+class _TenantProbe(_Probe):
+    """A tenant's cumulative bytes and denials."""
+
+    __slots__ = ("bytes", "denials", "tenant")
+
+    def __init__(self, order: int, queue: list[_Probe], tenant: Tenant, rec: Recorder) -> None:
+        super().__init__(order, queue)
+        self.tenant = tenant
+        self.bytes = rec.bind(f"tenant.{tenant.name}.bytes")
+        self.denials = rec.bind(f"tenant.{tenant.name}.denials")
+
+    def read(self, rec: Recorder, now: float) -> None:
+        tenant = self.tenant
+        self.bytes.set(now, tenant.stats.bytes)
+        self.denials.set(now, tenant.proc.stats.total)
+
+
+class Sampler:
+    """The series of one :class:`~pinlab.sim.engine.Simulation` (module docstring)."""
+
+    __slots__ = (
+        "_before",
+        "_dirty",
+        "_last",
+        "_link_series",
+        "_link_ticks",
+        "_links",
+        "_nonzero",
+        "_order",
+        "_polled",
+        "sim",
+    )
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self._dirty: list[_Probe] = []
+        self._polled: list[_Probe] = []  # devices whose driver cannot say when it changed
+        self._order = 0
+        rec = sim.recorder
+        for node in sim.nodes.values():
+            for dev, driver in node.machine.exporters.items():
+                probe = _DeviceProbe(self._next(), self._dirty, node, dev, driver)
+                if driver.watch_regions(probe.mark):
+                    probe.mark()
+                else:
+                    self._polled.append(probe)
+            series = rec.bind(f"node.{node.name}.stale_dma_incidents")
+            stale = _NodeProbe(self._next(), self._dirty, node, series)
+            node.machine.system.detector.on_incident = stale.mark
+            stale.mark()
+        self._links: list[Link] = []  # the network's links by index
+        self._before: list[float] = []  # bytes carried at the last tick, by link index
+        self._link_series: list[Series | None] = []
+        self._nonzero: set[int] = set()  # links whose last point is not 0
+        self._link_ticks = 0  # ticks after time 0 so far
+        self._last = 0.0
+
+    def _next(self) -> int:
+        self._order += 1
+        return self._order
+
+    def add_tenant(self, tenant: Tenant) -> None:
+        """Sample ``tenant`` from the next tick on, and whenever it moved bytes or was denied."""
+        probe = _TenantProbe(self._next(), self._dirty, tenant, self.sim.recorder)
+        tenant.stats.on_change = probe.mark
+        tenant.proc.stats.on_deny = probe.mark
+        probe.mark()
+
+    def sample(self) -> None:
+        """One tick at ``env.now``: the sources that changed since the last, and the links."""
+        sim = self.sim
+        now = sim.env.now
+        rec = sim.recorder
+        dirty = self._dirty
+        if dirty or self._polled:
+            batch = sorted([*dirty, *self._polled], key=_order_of)
+            dirty.clear()
+            for probe in batch:
+                probe.dirty = False
+                probe.read(rec, now)
+        dt = now - self._last
+        if dt <= 0:
+            return
+        self._sample_links(rec, now, dt)
+        self._last = now
+
+    def _sample_links(self, rec: Recorder, now: float, dt: float) -> None:
+        net = self.sim.net
+        net.advance()  # bring every busy link's byte count up to now, once
+        links = self._links
+        before = self._before
+        series = self._link_series
+        if len(links) < len(net.links):  # links added since the last tick
+            links.extend(itertools.islice(net.links.values(), len(links), None))
+            grow = len(links) - len(before)
+            before.extend([0.0] * grow)
+            series.extend([None] * grow)
+        self._link_ticks += 1
+        first = self._link_ticks == 1
+        touched = net.take_touched()
+        candidates: list[Link]
+        if self._link_ticks == 2:
+            candidates = links
+        else:
+            seen = {link.index for link in touched}
+            candidates = touched
+            candidates.extend(links[i] for i in sorted(self._nonzero - seen))
+        nonzero = self._nonzero
+        for link in candidates:
+            i = link.index
+            carried = link.bytes_carried
+            previous = before[i]
+            if first and carried == previous:
+                continue
+            s = series[i]
+            if s is None:
+                s = series[i] = rec.bind(f"link.{link.name}.utilisation")
+            s.set(now, round((carried - previous) / (link.capacity * dt), 6))
+            before[i] = carried
+            if s.points[-1][1] != 0:
+                nonzero.add(i)
+            else:
+                nonzero.discard(i)
+
+
+def _order_of(probe: _Probe) -> int:
+    return probe.order

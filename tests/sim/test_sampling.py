@@ -1,0 +1,177 @@
+"""Sampling on change (``pinlab.sim.sampling``): the same series as reading every source on
+every tick, at the cost of what changed; and the collective ring that stays O(1) per rank."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from functools import partial
+from typing import Any
+
+import pytest
+import simpy
+
+from pinlab.drivers.base import ExporterDriver
+from pinlab.kernel import get_profile
+from pinlab.kernel.errno import KernelError
+from pinlab.platform.presets import PRESETS
+from pinlab.sim.collective import Collective
+from pinlab.sim.engine import Ctx, Simulation
+from pinlab.sim.flows import FlowNetwork
+from pinlab.sim.metrics import Recorder
+from tests.sim.test_engine import hog, sender
+
+MiB = 1 << 20
+
+
+class PollEverything:
+    """The reference: every device region, node, tenant and link read on every tick, as a
+    sampler without change hooks would."""
+
+    def __init__(self) -> None:
+        self.rec = Recorder()
+        self.before: dict[str, float] = {}
+        self.last = 0.0
+
+    def __call__(self, sim: Simulation) -> None:
+        now = sim.env.now
+        rec = self.rec
+        for node in sim.nodes.values():
+            for dev, driver in node.machine.exporters.items():
+                for region in driver.regions():
+                    base = f"device.{node.name}/{dev}.{region.name}"
+                    rec.sample(f"{base}.used", now, region.used)
+                    rec.sample(f"{base}.pinned", now, region.pinned)
+                    rec.sample(f"{base}.free", now, region.free)
+                    rec.sample(f"{base}.fragmentation", now, round(region.fragmentation, 6))
+            incidents = len(node.machine.system.detector.incidents)
+            rec.sample(f"node.{node.name}.stale_dma_incidents", now, incidents)
+        for name, tenant in sim.tenants.items():
+            rec.sample(f"tenant.{name}.bytes", now, tenant.stats.bytes)
+            rec.sample(f"tenant.{name}.denials", now, tenant.proc.stats.total)
+        dt = now - self.last
+        if dt <= 0:
+            return
+        sim.net.advance()
+        for key, link in sim.net.links.items():
+            carried = link.bytes_carried
+            before = self.before.get(key, 0.0)
+            if carried != before or key in self.before:
+                value = round((carried - before) / (link.capacity * dt), 6)
+                rec.sample(f"link.{key}.utilisation", now, value)
+            self.before[key] = carried
+        self.last = now
+
+
+def greedy(ctx: Ctx) -> Generator[simpy.Event, Any, None]:
+    """Allocates, with a refused call now and then (denials), frees half, then idles."""
+    yield ctx.sleep(0.05)
+    handles = []
+    for i in range(24):
+        try:
+            size = 0 if i % 5 == 4 else 256 * MiB  # a zero size is refused (-EINVAL)
+            handles.append((yield from ctx.call(ctx.proc.gem_create, "gpu0", size)))
+        except KernelError:
+            yield ctx.sleep(0.01)
+    for h in handles[::2]:
+        yield from ctx.call(ctx.proc.gem_close, h)
+    yield ctx.sleep(10.0)
+
+
+def run_both(monkeypatch: pytest.MonkeyPatch, until: float) -> tuple[Simulation, PollEverything]:
+    reference = PollEverything()
+    real = Simulation.sample
+
+    def both(sim: Simulation) -> None:
+        real(sim)
+        reference(sim)
+
+    monkeypatch.setattr(Simulation, "sample", both)
+    sim = Simulation(
+        PRESETS["workstation"](), get_profile("6.16", move_notify=True), sample_interval=0.005
+    )
+    sim.spawn("odp", partial(sender, odp=True))
+    sim.spawn("hog", partial(hog, count=32))
+    sim.spawn("greedy", greedy, start=0.03)
+    sim.run(until)
+    return sim, reference
+
+
+def test_series_on_change_equal_reading_everything_every_tick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Evictions, migrations, ODP faults, denials, links busy and idle, a tenant that starts
+    late: every series point is what reading every source on every tick gives."""
+    sim, reference = run_both(monkeypatch, 0.4)
+    assert sim.recorder.series_csv() == reference.rec.series_csv()
+    assert sim.tenants["greedy"].proc.stats.total > 0  # the denials were sampled
+    used = sim.recorder.series["device.node/gpu0.vram.used"].points
+    assert len(used) > 3  # and the memory moved
+
+
+def test_an_idle_tick_reads_no_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once nothing changes, ticks read no region (one read per change, not per tick)."""
+    reads = {"n": 0}
+    drivers = {type(d) for d in workstation().nodes["node"].machine.exporters.values()}
+    for cls in drivers:
+        original = cls.regions
+
+        def counting(self: ExporterDriver, _original: Any = original) -> Any:
+            reads["n"] += 1
+            return _original(self)
+
+        monkeypatch.setattr(cls, "regions", counting)
+    sim = workstation()
+
+    def once(ctx: Ctx) -> Generator[simpy.Event, Any, None]:
+        yield from ctx.call(ctx.proc.gem_create, "gpu0", 64 * MiB)
+        yield ctx.sleep(100.0)
+
+    sim.spawn("once", once)
+    sim.run(0.5)
+    after_change = reads["n"]
+    sim.run(5.0)  # 450 more ticks, nothing changes
+    assert reads["n"] == after_change
+
+
+def workstation() -> Simulation:
+    return Simulation(PRESETS["workstation"](), get_profile("6.16"), sample_interval=0.01)
+
+
+class _Rank:
+    def __init__(self, owner: str, i: int) -> None:
+        self.owner = owner
+        self.i = i
+
+
+def test_collective_ring_in_join_order_whatever_the_order_ranks_arrive() -> None:
+    env = simpy.Environment()
+    coll: Collective[_Rank] = Collective(env, FlowNetwork(env), "g")
+    for m in ("a", "b", "c"):
+        coll.join(m)
+    c, a, b = [_Rank("c", 0), _Rank("c", 1)], [_Rank("a", 0)], [_Rank("b", 0), _Rank("b", 1)]
+    coll.add_ranks("c", c)
+    coll.add_ranks("a", a)
+    coll.add_ranks("b", b)
+    assert coll.ranks == [*a, *b, *c]
+    assert coll.successor(a[0]) is b[0]
+    assert coll.successor(c[1]) is a[0]  # the ring closes
+    coll.leave("b")
+    assert coll.ranks == [*a, *c]
+    assert coll.successor(a[0]) is c[0]
+
+
+def test_collective_barrier_releases_only_when_every_member_arrived() -> None:
+    env = simpy.Environment()
+    coll: Collective[_Rank] = Collective(env, FlowNetwork(env), "g", world=2)
+    coll.join("a")
+    first = coll.barrier("a")
+    env.run()
+    assert not first.triggered  # world = 2: one member is not enough
+    coll.join("b")
+    coll.join("c")
+    coll.barrier("b")
+    env.run()
+    assert not first.triggered  # c has not arrived
+    coll.leave("c")  # nobody waits for a member that left
+    env.run()
+    assert first.triggered
