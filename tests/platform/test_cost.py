@@ -24,7 +24,7 @@ def cost() -> CostModel:
         ("pcie.efficiency", 0.80),  # §2.1
         ("pcie.bidir_h2d_factor", 0.5),  # §2.2
         ("numa.remote_h2d_factor", 0.31),  # §2.2
-        ("cpu.bar_write", 9.8e9),  # §2.2
+        ("cpu.bar_write_floor", 0.088e-6),  # gpu.md §G4
         ("p2p.factor.switch", 1.0),  # §3.1
         ("p2p.factor.root_complex", 0.8),  # §3.1
         ("p2p.factor.cross_socket", 0.3),  # §3.1

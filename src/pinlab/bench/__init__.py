@@ -145,4 +145,3 @@ def run_bench(
         sets=tuple(sets),
         seed=seed,
     )
-

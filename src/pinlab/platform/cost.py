@@ -54,12 +54,19 @@ from pinlab.units import (
 )
 
 __all__ = [
+    "Confidence",
     "CostModel",
     "P2pPathClass",
     "ParamInfo",
     "PcieGen",
     "parameters",
 ]
+
+Confidence = Literal["high", "medium", "low"]
+"""How far a parameter's source can be trusted: ``high`` = read in a tool's, driver's or
+kernel's source or a vendor document; ``medium`` = one measurement with a stated setup (or a
+calibration on one published table); ``low`` = a secondary source, a partial setup or an
+assumption."""
 
 P2pPathClass = Literal["local", "switch", "root_complex", "cross_socket"]
 """How a P2P transfer travels (``cost-model.md`` §3.1); ``local`` is a device and itself."""
@@ -84,8 +91,12 @@ def _p(
     sweep: tuple[Any, Any] | None = None,
     choices: tuple[Any, ...] | None = None,
     marker: str | None = None,
+    confidence: Confidence | None = None,
 ) -> Any:
-    """A cost-model row as a pydantic ``Field`` (default written in the doc's units)."""
+    """A cost-model row as a pydantic ``Field`` (default written in the doc's units).
+
+    ``confidence`` grades the source (:data:`Confidence`): ``--robust`` varies the ``low``
+    ones across their sweep."""
     extra: dict[str, Any] = {"unit": unit, "section": section, "source": source}
     if sweep is not None:
         extra["sweep"] = list(sweep)
@@ -93,6 +104,8 @@ def _p(
         extra["choices"] = list(choices)
     if marker is not None:
         extra["marker"] = marker
+    if confidence is not None:
+        extra["confidence"] = confidence
     return Field(default=default, description=desc, json_schema_extra=extra)
 
 
@@ -274,43 +287,82 @@ class Numa(_Group):
 
 
 class Cpu(_Group):
-    """CPU loads and stores to a device BAR (``cost-model.md`` §2.2)."""
+    """The CPU's loads and stores through a BAR mapping of device memory (gdrcopy;
+    ``docs/cost-model/gpu.md`` §G4). The rates are not parameters: stores drain as posted
+    writes of ``cpu.wc_flush`` bytes (PCIe payload efficiency), capped at ``cpu.wc_store_max``;
+    loads are uncached reads of ``cpu.bar_line`` lines, ``cpu.bar_lines_inflight`` at a time,
+    each a read round trip of ``cpu.bar_load_latency`` (:mod:`pinlab.platform.gpu_model`)."""
 
-    bar_write: Rate = _p(
-        "9.8GB/s",
-        unit="GB/s",
-        section="§2.2",
-        sweep=("6.8GB/s", "20GB/s"),
-        desc="CPU stores into a write-combining BAR mapping",
-        source="gdrcopy copybw 9.5–9.8 GB/s, 6.8 remote socket (`NVIDIA/gdrcopy` README.md); "
-        "≈ 20 of 32 GB/s on A100 Gen4 (`NVIDIA/gdrcopy` #288, #221)",
+    wc_flush: Size = _p(
+        "64B",
+        unit="B",
+        section="§G4",
+        confidence="high",
+        desc="bytes per write-combining buffer flush: one posted write TLP per cache line",
+        source="Intel SDM vol. 3A §11.3 (WC buffers hold one 64-byte line); gdrcopy maps the "
+        "BAR write-combining (`info.wc_mapping: 1`, `NVIDIA/gdrcopy` README.md)",
     )
-    bar_read: Rate = _p(
-        "0.7GB/s",
+    wc_store_max: Rate = _p(
+        "18.75GB/s",
         unit="GB/s",
-        section="§2.2",
-        sweep=("1.5MB/s", "0.8GB/s"),
-        desc="CPU loads from an uncached BAR mapping",
-        source="gdrcopy copybw 0.67–0.79 GB/s (K40m), 1.5 MB/s in one run "
-        "(`NVIDIA/gdrcopy` README.md)",
+        section="§G4",
+        sweep=("10GB/s", "25GB/s"),
+        marker="derived",
+        confidence="low",
+        desc="one core's write-combining store ceiling (CPU-bound above Gen4 links)",
+        source="H800 (Gen5) gdrcopy_copybw write 17884.9 MiB/s = 18.75 GB/s while Gen5 x16 "
+        "would carry ~41 GB/s of 64-byte writes (`sgl-project/sglang` #6193, D3)",
     )
     bar_write_floor: Duration = _p(
-        "0.1us",
+        "0.088us",
         unit="us",
-        section="§2.2",
+        section="§G4",
         sweep=("0.05us", "0.2us"),
         marker="derived",
-        desc="per CPU→BAR copy (small-copy floor)",
-        source="gdrcopy latency test on P100-PCIe (`NVIDIA/gdrcopy` README.md)",
+        confidence="medium",
+        desc="CPU time of a gdr_copy_to_mapping of one store (issue only, nothing waits)",
+        source="V100-SXM2 copylat gdr_copy_to_mapping 0.0884–0.0905 µs at 1–16 B "
+        "(`NVIDIA/gdrcopy` README.md at fcec3ce, D1)",
     )
-    bar_read_floor: Duration = _p(
-        "1us",
+    bar_load_width: Size = _p(
+        "16B",
+        unit="B",
+        section="§G4",
+        confidence="high",
+        desc="bytes per uncached load instruction (SSE4.1 MOVNTDQA)",
+        source="`NVIDIA/gdrcopy` src/memcpy_sse41.c memcpy_uncached_load_sse41 (16-byte "
+        "_mm_stream_load_si128)",
+    )
+    bar_line: Size = _p(
+        "64B",
+        unit="B",
+        section="§G4",
+        confidence="medium",
+        desc="bytes one uncached read fetches (a streaming-load line)",
+        source="MOVNTDQA from WC memory fills a 64-byte streaming load buffer (Intel SDM vol. 2 "
+        "MOVNTDQA)",
+    )
+    bar_load_latency: Duration = _p(
+        "0.86us",
         unit="us",
-        section="§2.2",
-        sweep=("0.5us", "3us"),
+        section="§G4",
+        sweep=("0.6us", "1.8us"),
         marker="derived",
-        desc="per CPU←BAR copy (small-copy floor)",
-        source="same source, reads (`NVIDIA/gdrcopy` README.md)",
+        confidence="medium",
+        desc="round trip of one uncached CPU load from a GPU BAR",
+        source="V100-SXM2 copylat gdr_copy_from_mapping 0.8601 µs at 16 B (one load), 0.9069 µs "
+        "at 1 B (`NVIDIA/gdrcopy` README.md, D1)",
+    )
+    bar_lines_inflight: int = _p(
+        7,
+        unit="count",
+        section="§G4",
+        sweep=(1, 12),
+        marker="derived",
+        confidence="low",
+        desc="uncached line reads one core keeps in flight (streaming load buffers)",
+        source="D1 streaming rate: 16 MiB in 36 759 µs = 0.46 GB/s, 1 MiB in 1971 µs = 0.53 GB/s; "
+        "0.5 GB/s × 0.86 µs / 64 B ≈ 7 (`NVIDIA/gdrcopy` README.md)",
     )
 
 
@@ -911,6 +963,338 @@ class Hbm(_Group):
     )
 
 
+# -- §G GPU links, copy engines, NCCL (docs/cost-model/gpu.md) ----------------------------------
+
+_MLE = "`stas00/ml-engineering` network/README.md"
+_NCCL_TUNING = "`NVIDIA/nccl` src/graph/tuning.cc (ncclTunerConstantsDefaults, ncclTopoTuneModel)"
+
+
+class NvlinkGen3(_Group):
+    """NVLink 3 (A100): per-link rate, links per GPU, packet overhead, link-layer efficiency
+    (``docs/cost-model/gpu.md`` §G1)."""
+
+    link_rate: Rate = _p(
+        "25GB/s",
+        unit="GB/s",
+        section="§G1",
+        confidence="high",
+        desc="signalling rate of one link, per direction",
+        source="`NVIDIA/nccl-tests` #149 (NCCL maintainer: 25 GB/s per link, 12 links); "
+        "`nvidia-smi nvlink -s` 'Link n: 25 GB/s' (`NVIDIA/nccl-tests` #228)",
+    )
+    links: int = _p(
+        12,
+        unit="count",
+        section="§G1",
+        confidence="high",
+        desc="NVLinks of one A100 SXM (to the NVSwitches or its peers)",
+        source="`NVIDIA/nccl-tests` #149, #228 (12 × 25 = 300 GB/s per direction)",
+    )
+    packet_overhead: Size = _p(
+        "16B",
+        unit="B",
+        section="§G1",
+        sweep=("8B", "32B"),
+        marker="assumption",
+        confidence="low",
+        desc="bytes of header per NVLink packet (one 128-bit header flit)",
+        source="[assumption] NVLink moves 16-byte flits, one header flit per request packet; "
+        "consistent with SM (128 B) copies ≈ 0.8 of the link and CE (256 B) ≈ 0.9 "
+        "(`NVIDIA/nccl-tests` #149)",
+    )
+    link_efficiency: Fraction = _p(
+        0.972,
+        unit="fraction",
+        section="§G1",
+        sweep=(0.9, 1.0),
+        marker="derived",
+        confidence="medium",
+        desc="payload-independent link-layer efficiency (CRC, flow control, replay)",
+        source=f"calibrated on C1 (A100 P2P writes, CE 256 B packets: mean 274.5 GB/s of 300 × "
+        f"256/272; {_MLE}); C11 (nvbandwidth README write CE 276.3) gives 0.979",
+    )
+
+
+class NvlinkGen4(_Group):
+    """NVLink 4 (H100 SXM) (``docs/cost-model/gpu.md`` §G1)."""
+
+    link_rate: Rate = _p(
+        "25GB/s",
+        unit="GB/s",
+        section="§G1",
+        confidence="high",
+        desc="signalling rate of one link, per direction",
+        source="18 links × 25 GB/s = 450 GB/s per direction, '900GB/s' bidirectional "
+        "(`open-mpi/hwloc` #574; mlcommons DGX-H100 system JSON '18x 4th Gen NVLink')",
+    )
+    links: int = _p(
+        18,
+        unit="count",
+        section="§G1",
+        confidence="high",
+        desc="NVLinks of one H100 SXM",
+        source="`open-mpi/hwloc` #574; mlcommons inference_results_v4.1 DGX-H100 JSON",
+    )
+    packet_overhead: Size = _p(
+        "16B",
+        unit="B",
+        section="§G1",
+        sweep=("8B", "32B"),
+        marker="assumption",
+        confidence="low",
+        desc="bytes of header per NVLink packet (one 128-bit header flit)",
+        source="[assumption] as nvlink.gen3.packet_overhead",
+    )
+    link_efficiency: Fraction = _p(
+        0.888,
+        unit="fraction",
+        section="§G1",
+        sweep=(0.8, 1.0),
+        marker="derived",
+        confidence="medium",
+        desc="payload-independent link-layer efficiency",
+        source=f"calibrated on C2 (H100 P2P writes, CE 256 B packets: median 376.1 GB/s of 450 × "
+        f"256/272; {_MLE}). Not from `NVIDIA/nccl` #1264 (holdout)",
+    )
+
+
+class Nvlink(_Group):
+    """NVLink generations (``docs/cost-model/gpu.md`` §G1)."""
+
+    gen3: NvlinkGen3 = _group(NvlinkGen3, "NVLink 3, A100 (§G1)")
+    gen4: NvlinkGen4 = _group(NvlinkGen4, "NVLink 4, H100 (§G1)")
+
+
+class CopyEngines(_Group):
+    """GPU copies: copy engines (CE) versus copy kernels (SM), launch and staging costs
+    (``docs/cost-model/gpu.md`` §G2)."""
+
+    ce_payload: Size = _p(
+        "256B",
+        unit="B",
+        section="§G2",
+        confidence="high",
+        desc="bytes per write a copy engine sends over NVLink",
+        source="`NVIDIA/nccl-tests` #149 (copy engines use 256 B payloads)",
+    )
+    sm_payload: Size = _p(
+        "128B",
+        unit="B",
+        section="§G2",
+        confidence="high",
+        desc="bytes per store of a copy kernel (SM copies, NCCL's kernels)",
+        source="`NVIDIA/nccl-tests` #149 (SM copies are limited to 128 B payloads)",
+    )
+    ce_read_inflight: Size = _p(
+        "128KiB",
+        unit="KiB",
+        section="§G2",
+        sweep=("64KiB", "512KiB"),
+        marker="assumption",
+        confidence="low",
+        desc="bytes of reads one copy engine keeps outstanding over PCIe",
+        source="[assumption] enough for a Gen5 x16 link: cudaMemcpy H2D 56.2 GB/s on Gen5 "
+        "(`NVIDIA/cuda-samples` #357, C14) needs ≥ 56 GB/s × read latency",
+    )
+    sm_read_inflight: Size = _p(
+        "32KiB",
+        unit="KiB",
+        section="§G2",
+        sweep=("16KiB", "64KiB"),
+        marker="derived",
+        confidence="medium",
+        desc="bytes of reads a copy kernel keeps outstanding over PCIe (H2D SM copies)",
+        source="H100 host_to_device_memcpy_sm 35.2 GB/s while device_to_host_memcpy_sm gets "
+        "52.8 (`NVIDIA/nvbandwidth` #24, C8): 35.2 GB/s × the host read latency",
+    )
+    launch_gpu: Duration = _p(
+        "1.1us",
+        unit="us",
+        section="§G2",
+        sweep=("0.8us", "2.5us"),
+        marker="derived",
+        confidence="medium",
+        desc="GPU time per small copy (copy-engine setup and completion)",
+        source="p2pBandwidthLatencyTest P2P=Enabled GPU latency 1.12–1.14 µs (RTX 6000 Ada, C3), "
+        "1.21–1.44 µs (C4) (`luigifcruz/stelline` hardware notes)",
+    )
+    enqueue_cpu: Duration = _p(
+        "1.4us",
+        unit="us",
+        section="§G2",
+        sweep=("1.3us", "9.6us"),
+        marker="derived",
+        confidence="medium",
+        desc="CPU time to enqueue one cudaMemcpyAsync",
+        source="p2pBandwidthLatencyTest P2P=Enabled CPU latency 1.32 µs (C3), 1.41–1.46 µs (C4); "
+        "6.6–9.6 µs on an HGX A100 with an older driver (`NVIDIA/nccl-tests` #100)",
+    )
+    staged_chunk: Size = _p(
+        "1MiB",
+        unit="MiB",
+        section="§G2",
+        sweep=("256KiB", "4MiB"),
+        marker="derived",
+        confidence="low",
+        desc="chunk of the driver's staging pipeline for peer copies without P2P",
+        source="C3: staged 22.23 GB/s against 26.32 with P2P = one chunk's handoff "
+        "(gpucopy.staged_handoff) per chunk / 26.3 GB/s (`luigifcruz/stelline`)",
+    )
+    staged_handoff: Duration = _p(
+        "8us",
+        unit="us",
+        section="§G2",
+        sweep=("5us", "12us"),
+        marker="derived",
+        confidence="low",
+        desc="per staged chunk: the driver's wait between the device-to-host and host-to-device "
+        "halves",
+        source="C3 P2P=Disabled GPU latency 10.46–10.90 µs − 2 × gpucopy.launch_gpu "
+        "(`luigifcruz/stelline`)",
+    )
+    staged_enqueue_cpu: Duration = _p(
+        "4.8us",
+        unit="us",
+        section="§G2",
+        sweep=("4.7us", "6.5us"),
+        marker="derived",
+        confidence="low",
+        desc="CPU time to enqueue one peer copy that the driver stages",
+        source="C3 P2P=Disabled CPU latency 4.74–4.86 µs; C4 5.2–6.5 µs (`luigifcruz/stelline`)",
+    )
+
+
+class Nccl(_Group):
+    """NCCL's collectives: protocols, per-step latencies, launch cost
+    (``docs/cost-model/gpu.md`` §G5). The latencies are NCCL's own tuner constants (what its
+    developers measured); the bandwidths come from the links."""
+
+    launch: Duration = _p(
+        "3.6us",
+        unit="us",
+        section="§G5",
+        sweep=("2us", "6us"),
+        marker="derived",
+        confidence="low",
+        desc="CPU time of one collective kernel launch (one thread launches its -g GPUs in turn)",
+        source="calibrated on B4 (A100 8 GPUs, -g 8): 43.8 µs at 32 KiB − the LL ring latency "
+        f"6.6 + 14 × 0.6 µs, over 8 launches ({_MLE})",
+    )
+    base_ll: Duration = _p(
+        "6.6us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="ring base latency, LL protocol",
+        source=_NCCL_TUNING,
+    )
+    base_ll128: Duration = _p(
+        "14us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="ring base latency, LL128 protocol",
+        source=_NCCL_TUNING,
+    )
+    base_simple: Duration = _p(
+        "8.4us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="ring base latency, Simple protocol",
+        source=_NCCL_TUNING,
+    )
+    step_nvlink: tuple[Duration, Duration, Duration] = _p(
+        ("0.6us", "1.9us", "3.4us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per ring step over NVLink (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    step_pci: tuple[Duration, Duration, Duration] = _p(
+        ("1us", "2.5us", "5.7us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per ring step over PCIe (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    step_net: tuple[Duration, Duration, Duration] = _p(
+        ("2.7us", "4us", "14us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per ring step across the network (LL, LL128, Simple), beyond the NIC's latency",
+        source=_NCCL_TUNING,
+    )
+    tree_net: tuple[Duration, Duration, Duration] = _p(
+        ("5us", "8.5us", "14us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per tree level across the network (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    ll_efficiency: Fraction = _p(
+        0.5,
+        unit="fraction",
+        section="§G5",
+        confidence="high",
+        desc="payload share of LL lines (4 bytes of data per 8-byte store with its flag)",
+        source=f"{_NCCL_TUNING}: ring LL busBw × 0.5",
+    )
+    ll128_efficiency: Fraction = _p(
+        0.9375,
+        unit="fraction",
+        section="§G5",
+        confidence="high",
+        desc="payload share of LL128 lines (120 of 128 bytes)",
+        source=f"{_NCCL_TUNING}: '120.0/128.0'",
+    )
+    simple_efficiency: Fraction = _p(
+        0.907,
+        unit="fraction",
+        section="§G5",
+        sweep=(0.85, 1.0),
+        marker="derived",
+        confidence="medium",
+        desc="share of the links NCCL's Simple protocol keeps busy (chunk flags, reductions)",
+        source="calibrated on B4's plateau: busbw 234.9 GB/s over NVLink 3 at SM payloads "
+        f"(300 × 128/144 × 0.972 = 259.2) ({_MLE})",
+    )
+    ll_channel_max: Rate = _p(
+        "11GB/s",
+        unit="GB/s",
+        section="§G5",
+        sweep=("5GB/s", "20GB/s"),
+        marker="derived",
+        confidence="low",
+        desc="LL bandwidth of one channel",
+        source=f"{_NCCL_TUNING}: llMaxBws Ampere single node 87.7 GB/s over 8 channels",
+    )
+    ll128_channel_max: Rate = _p(
+        "20GB/s",
+        unit="GB/s",
+        section="§G5",
+        sweep=("15GB/s", "40GB/s"),
+        confidence="medium",
+        desc="LL128 bandwidth of one ring channel (Ampere; Hopper 36.7)",
+        source=f"{_NCCL_TUNING}: perChMaxRingLL128Bws",
+    )
+    channels: int = _p(
+        8,
+        unit="count",
+        section="§G5",
+        sweep=(2, 32),
+        marker="assumption",
+        confidence="low",
+        desc="channels (parallel rings) NCCL runs",
+        source="[assumption] NCCL's default for 8 NVSwitch GPUs on one node; NCCL_MIN_NCHANNELS / "
+        "NCCL_MAX_NCHANNELS change it",
+    )
+
+
 # -- the model ----------------------------------------------------------------------------------
 
 
@@ -941,6 +1325,9 @@ class CostModel(_Group):
     uvm: Uvm = _group(Uvm, "GPU UVM (§7)")
     evict: Evict = _group(Evict, "eviction (§8)")
     hbm: Hbm = _group(Hbm, "device memory (§8)")
+    nvlink: Nvlink = _group(Nvlink, "NVLink generations (§G1)")
+    gpucopy: CopyEngines = _group(CopyEngines, "GPU copy engines and copy kernels (§G2)")
+    nccl: Nccl = _group(Nccl, "NCCL collectives (§G5)")
 
     # -- derived quantities (cost-model.md §1) ----------------------------------------------
 
@@ -1069,6 +1456,7 @@ class ParamInfo:
     sweep: tuple[Any, ...] | None
     choices: tuple[Any, ...] | None
     marker: str | None
+    confidence: str | None = None
 
     @property
     def text(self) -> str:
@@ -1192,6 +1580,7 @@ def parameters(cost: CostModel | None = None) -> list[ParamInfo]:
                 sweep=tuple(sweep) if isinstance(sweep, list) else None,
                 choices=tuple(choices) if isinstance(choices, list) else None,
                 marker=str(extra["marker"]) if "marker" in extra else None,
+                confidence=str(extra["confidence"]) if "confidence" in extra else None,
             )
         )
     return out

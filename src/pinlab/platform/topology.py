@@ -24,7 +24,11 @@ A :class:`Machine` (made by :func:`~pinlab.platform.builder.build` from a
     ``hbm.copy_efficiency`` (§8), when the spec gives a bandwidth;
   - ``upi:<a>-<b>`` (``a->b``, ``b->a``): the inter-socket link between sockets ``a`` < ``b``;
   - ``net:<n>`` (``tx``, ``rx``): NIC ``n``'s network port, line rate × ``nic.efficiency``
-    (§4).
+    (§4);
+  - ``nvlink:<d>`` (``tx``, ``rx``): GPU ``d``'s NVLinks to the NVSwitches of its domain, and
+    ``nvlink:<a>-<b>`` (``a->b``, ``b->a``) for two GPUs bridged directly: the copy-engine data
+    rate of the links (``docs/cost-model/gpu.md`` §G1). :meth:`Machine.nvlink_path` routes
+    over them; :meth:`Machine.path` never does (dma-buf P2P goes over PCIe).
 
   :meth:`Machine.directed_capacities` flattens them to ``{"<link>/<direction>": bytes/s}``.
 
@@ -61,7 +65,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from pinlab.drivers.base import ExporterDriver
 from pinlab.drivers.rdma import RdmaDevice
@@ -71,10 +75,13 @@ from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pd
 from pinlab.kernel.pci import PciDev, PciTopology
 from pinlab.kernel.ttm import TtmDevice
 from pinlab.platform.cost import CostModel, P2pPathClass
-from pinlab.platform.spec import PlatformSpec
+from pinlab.platform.spec import NvlinkSpec, PlatformSpec
 from pinlab.uapi.system import System
 
-__all__ = ["LinkUse", "Machine", "PlatformLink", "TreeNode"]
+__all__ = ["LinkUse", "Machine", "PciDistance", "PlatformLink", "TreeNode"]
+
+PciDistance = Literal["X", "PIX", "PXB", "PHB", "NODE", "SYS"]
+"""The PCIe distance classes of ``nvidia-smi topo -m`` and NCCL's ``PATH_*`` (nearest first)."""
 
 
 class LinkUse(NamedTuple):
@@ -316,6 +323,55 @@ class Machine:
     def latency(self, uses: list[LinkUse] | tuple[LinkUse, ...]) -> float:
         """Sum of the latencies of the links crossed, seconds."""
         return sum(self.links[u.link].latency for u in uses)
+
+    # -- NVLink and the PCIe distance between two endpoints --------------------------------------
+
+    def nvlink_domain(self, device: str) -> NvlinkSpec | None:
+        """The NVLink domain ``device`` belongs to, or None."""
+        for nv in self.spec.nvlink:
+            if device in nv.devices:
+                return nv
+        return None
+
+    def nvlink_path(self, src: str, dst: str) -> list[LinkUse] | None:
+        """The links a GPU-to-GPU copy over NVLink crosses -- ``src``'s memory, its NVLink port
+        (or the bridge), ``dst``'s port, ``dst``'s memory -- or None when the two share no NVLink
+        domain (``docs/cost-model/gpu.md`` §G1)."""
+        nv = self.nvlink_domain(src)
+        if nv is None or src == dst or dst not in nv.devices:
+            return None
+        uses: list[LinkUse] = []
+        src_mem = self._endpoint(src).memory
+        if src_mem is not None:
+            uses.append(src_mem)
+        if nv.switches:
+            uses += [LinkUse(f"nvlink:{src}", "tx"), LinkUse(f"nvlink:{dst}", "rx")]
+        else:
+            a, b = nv.devices
+            uses.append(LinkUse(f"nvlink:{a}-{b}", f"{src}->{dst}"))
+        dst_mem = self._endpoint(dst).memory
+        if dst_mem is not None:
+            uses.append(dst_mem)
+        return uses
+
+    def pci_distance(self, a: str, b: str) -> PciDistance:
+        """How two PCIe endpoints (devices, NICs) reach each other, as ``nvidia-smi topo -m``
+        and NCCL name it: ``PIX`` (one switch), ``PXB`` (several switches, no host bridge),
+        ``PHB`` (through one host bridge), ``NODE`` (host bridges of one socket), ``SYS``
+        (across sockets); ``X`` for an endpoint and itself. NCCL enables GPUDirect RDMA and
+        PCIe P2P up to ``PXB`` by default (``NCCL_NET_GDR_LEVEL``, ``NCCL_P2P_LEVEL``)."""
+        na, nb = self._endpoint(a).node, self._endpoint(b).node
+        if na is None or nb is None:
+            raise KeyError(f"{a!r} and {b!r} must be devices or NICs")
+        if na is nb:
+            return "X"
+        chain_b = {id(n) for n in self._chain(nb)}
+        common = next((n for n in self._chain(na) if id(n) in chain_b), None)
+        if common is not None and common.kind == "switch":
+            return "PIX" if na.parent is common and nb.parent is common else "PXB"
+        if common is not None:
+            return "PHB"
+        return "NODE" if na.socket == nb.socket else "SYS"
 
     # -- P2P ------------------------------------------------------------------------------------
 
