@@ -1163,6 +1163,19 @@ class CopyEngines(_Group):
         source="C3 P2P=Disabled CPU latency 4.74–4.86 µs; C4 5.2–6.5 µs (`luigifcruz/stelline`)",
     )
 
+    jitter: Fraction = _p(
+        0.02,
+        unit="fraction",
+        section="§G2",
+        sweep=(0.0, 0.1),
+        marker="assumption",
+        confidence="low",
+        desc="spread (lognormal shape) of a GPU operation's latency from run to run: copy "
+        "launches, enqueues, collective steps",
+        source="[assumption] published matrices vary by ≈ 1–3 % between cells of one run "
+        "(C3, C4: 1.12–1.14 µs, 26.32–26.33 GB/s)",
+    )
+
 
 class Nccl(_Group):
     """NCCL's collectives: protocols, per-step latencies, launch cost
@@ -1178,33 +1191,17 @@ class Nccl(_Group):
         confidence="low",
         desc="CPU time of one collective kernel launch (one thread launches its -g GPUs in turn)",
         source="calibrated on B4 (A100 8 GPUs, -g 8): 43.8 µs at 32 KiB − the LL ring latency "
-        f"6.6 + 14 × 0.6 µs, over 8 launches ({_MLE})",
+        f"6.6 + 14 × 0.6 µs (nccl.ring_base, nccl.ring_nvlink), over 8 launches ({_MLE})",
     )
-    base_ll: Duration = _p(
-        "6.6us",
+    ring_base: tuple[Duration, Duration, Duration] = _p(
+        ("6.6us", "14us", "8.4us"),
         unit="us",
         section="§G5",
         confidence="medium",
-        desc="ring base latency, LL protocol",
+        desc="ring base latency (LL, LL128, Simple)",
         source=_NCCL_TUNING,
     )
-    base_ll128: Duration = _p(
-        "14us",
-        unit="us",
-        section="§G5",
-        confidence="medium",
-        desc="ring base latency, LL128 protocol",
-        source=_NCCL_TUNING,
-    )
-    base_simple: Duration = _p(
-        "8.4us",
-        unit="us",
-        section="§G5",
-        confidence="medium",
-        desc="ring base latency, Simple protocol",
-        source=_NCCL_TUNING,
-    )
-    step_nvlink: tuple[Duration, Duration, Duration] = _p(
+    ring_nvlink: tuple[Duration, Duration, Duration] = _p(
         ("0.6us", "1.9us", "3.4us"),
         unit="us",
         section="§G5",
@@ -1212,7 +1209,7 @@ class Nccl(_Group):
         desc="per ring step over NVLink (LL, LL128, Simple)",
         source=_NCCL_TUNING,
     )
-    step_pci: tuple[Duration, Duration, Duration] = _p(
+    ring_pci: tuple[Duration, Duration, Duration] = _p(
         ("1us", "2.5us", "5.7us"),
         unit="us",
         section="§G5",
@@ -1220,13 +1217,46 @@ class Nccl(_Group):
         desc="per ring step over PCIe (LL, LL128, Simple)",
         source=_NCCL_TUNING,
     )
-    step_net: tuple[Duration, Duration, Duration] = _p(
+    ring_net: tuple[Duration, Duration, Duration] = _p(
         ("2.7us", "4us", "14us"),
         unit="us",
         section="§G5",
         confidence="medium",
         desc="per ring step across the network (LL, LL128, Simple), beyond the NIC's latency",
         source=_NCCL_TUNING,
+    )
+    tree_base: tuple[Duration, Duration, Duration] = _p(
+        ("6.8us", "14us", "8.4us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="tree base latency (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    tree_nvlink: tuple[Duration, Duration, Duration] = _p(
+        ("0.6us", "1.25us", "4us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per tree level inside a node over NVLink (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    net_overhead_intel: Duration = _p(
+        "1us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per intra-node step of a multi-node ring: the proxy's network post overhead on an "
+        "Intel host (× 3 with Simple)",
+        source=f"{_NCCL_TUNING} (getNetOverhead)",
+    )
+    net_overhead_amd: Duration = _p(
+        "2us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="the same on an AMD host",
+        source=f"{_NCCL_TUNING} (getNetOverhead)",
     )
     tree_net: tuple[Duration, Duration, Duration] = _p(
         ("5us", "8.5us", "14us"),

@@ -329,6 +329,13 @@ GPU_BOX_CPUS: dict[str, tuple[CpuSpec, int, int, str, str]] = {
         "76.8GB/s",
         "41.6GB/s",
     ),
+    "xeon-e5-2698v4": (
+        CpuSpec(vendor="intel", family=6, model="Intel Xeon E5-2698 v4 (Broadwell-EP)", sockets=2),
+        _INTEL,
+        0x6F00,
+        "76.8GB/s",
+        "38.4GB/s",
+    ),
     "xeon-gold-6248": (
         CpuSpec(vendor="intel", family=6, model="Intel Xeon Gold 6248 (Cascade Lake)", sockets=2),
         _INTEL,

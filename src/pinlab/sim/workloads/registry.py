@@ -16,7 +16,16 @@ from typing import Any, Generic, TypeVar
 
 from pinlab.sim.engine import Ctx, Simulation, Tenant
 from pinlab.sim.metrics import MetricSpec, TenantResult, declared
-from pinlab.sim.workloads import allreduce, desktop, kv_transfer, pressure
+from pinlab.sim.workloads import (
+    allreduce,
+    desktop,
+    gdrcopy,
+    kv_transfer,
+    nccl,
+    nvbandwidth,
+    p2p,
+    pressure,
+)
 from pinlab.sim.workloads.base import Gen, WorkloadParams
 
 P = TypeVar("P", bound=WorkloadParams)
@@ -82,6 +91,30 @@ WORKLOADS: dict[str, WorkloadDef[Any, Any]] = _table(
         pressure.PressureResult,
         pressure.pressure,
         "allocation bursts that force eviction",
+    ),
+    WorkloadDef(
+        nvbandwidth.NvbandwidthParams,
+        nvbandwidth.NvbandwidthResult,
+        nvbandwidth.nvbandwidth,
+        "nvbandwidth test cases: host/device copies by copy engines or kernels, as matrices",
+    ),
+    WorkloadDef(
+        p2p.P2pParams,
+        p2p.P2pResult,
+        p2p.p2p,
+        "p2pBandwidthLatencyTest: GPU-to-GPU bandwidth and latency, P2P disabled and enabled",
+    ),
+    WorkloadDef(
+        nccl.NcclParams,
+        nccl.NcclResult,
+        nccl.nccl,
+        "NCCL all-reduce over a size sweep (all_reduce_perf): rings over NVLink, PCIe and NICs",
+    ),
+    WorkloadDef(
+        gdrcopy.GdrcopyParams,
+        gdrcopy.GdrcopyResult,
+        gdrcopy.gdrcopy,
+        "gdrcopy copylat: CPU stores into and loads from a GPU BAR mapping, by size",
     ),
 )
 """Built-in workloads by name (``workload = "allreduce"`` in a scenario file)."""

@@ -1,0 +1,468 @@
+"""``nccl``: NCCL's all-reduce as nccl-tests' ``all_reduce_perf`` runs it -- rings over NVLink
+or PCIe inside a node and over the NICs between nodes, or a tree across nodes, with GPUDirect
+RDMA or host staging as NCCL decides (``docs/cost-model/gpu.md`` §G5; the tool:
+``tools-and-mechanisms.md`` A4).
+
+One all-reduce of S bytes over n ranks costs:
+
+* the **launch**: each process's thread launches one kernel per GPU it drives
+  (``nccl.launch`` × ``-g``);
+* the **latency** NCCL's own model gives the algorithm and protocol: a base
+  (``nccl.base_*``) plus, for a ring, 2(n − 1) hops -- over NVLink/PCIe
+  (``nccl.step_nvlink``/``step_pci``) or, 2(nodes − 1) of them, across the network
+  (``nccl.step_net`` + the NIC path's own latency); for a tree, two passes of the intra-node
+  chain and log2(nodes) network levels (``nccl.tree_*``). Every hop is jittered from the
+  tenant's seeded generator;
+* the **data**, as flows on the platform's links: a ring's 2(n − 1) steps each move S/n from
+  every rank to its successor (``model = "aggregate"``: one flow of 2(n − 1)/n × S per edge);
+  a tree moves S up and down each node's chain and S per node each way across the network.
+  Each edge is capped by its transport (NVLink at copy-kernel payloads, PCIe peer writes,
+  shared memory through the host, the NIC with GPUDirect RDMA or host staging) times the
+  protocol's efficiency (LL 0.5, LL128 120/128 and a per-channel ceiling, Simple
+  ``nccl.simple_efficiency``).
+
+With ``algo``/``proto`` ``auto`` NCCL's rule picks the pair with the least predicted time --
+its latency plus the bytes over the slowest edge's capacity. nccl-tests then prints ``time``
+= the mean over ``iters`` iterations, ``algbw = S / time`` and ``busbw = algbw × 2(n − 1)/n``
+(:func:`bus_bandwidth`). Multi-node runs are one tenant per node in one group (``group``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pinlab.sim.collective import Collective, FlowSpec
+from pinlab.sim.engine import Ctx
+from pinlab.sim.flows import Link
+from pinlab.sim.metrics import TenantResult, metric
+from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
+from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, jittered, peer_access
+from pinlab.sim.workloads.nic import nearest_nic
+from pinlab.sim.workloads.paths import Side, nic_side, route, staged_side
+from pinlab.units import Size
+
+__all__ = [
+    "DTYPE_SIZE",
+    "PATH_LEVELS",
+    "NcclParams",
+    "NcclResult",
+    "NcclRow",
+    "bus_bandwidth",
+    "nccl",
+]
+
+Algo = Literal["ring", "tree"]
+Proto = Literal["LL", "LL128", "Simple"]
+PathLevel = Literal["LOC", "NVL", "PIX", "PXB", "PHB", "SYS"]
+PATH_LEVELS: tuple[str, ...] = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
+"""NCCL's path types in distance order (``PATH_LOC`` … ``PATH_SYS``; ``nvidia-smi``'s NODE
+is NCCL's PHB)."""
+_PROTOS: tuple[Proto, ...] = ("LL", "LL128", "Simple")
+
+DTYPE_SIZE: dict[str, int] = {
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "half": 2,
+    "float": 4,
+    "double": 8,
+    "bfloat16": 2,
+}
+"""Bytes per element of nccl-tests' ``-d`` types."""
+
+
+def bus_bandwidth(algbw: float, ranks: int) -> float:
+    """nccl-tests' all-reduce bus bandwidth: ``algbw × 2(n − 1)/n`` (``AllReduceGetBw``)."""
+    return algbw * 2 * (ranks - 1) / ranks if ranks > 1 else 0.0
+
+
+class NcclParams(WorkloadParams):
+    """``nccl``: all_reduce_perf's sweep over sizes on this node's GPUs (one rank each)."""
+
+    workload: Literal["nccl"] = "nccl"
+
+    devices: list[str] | Literal["all"] = param("all", "the node's GPUs that are ranks")
+    minbytes: Size = param("32MiB", "smallest size (-b)", unit="B")
+    maxbytes: Size = param("32MiB", "largest size (-e)", unit="B")
+    stepfactor: int = param(2, "size multiplier between sizes (-f)", ge=2)
+    iters: int = param(20, "timed iterations per size and placement (-n)", ge=1)
+    warmup: int = param(1, "untimed iterations before them (-w)", ge=0)
+    gpus_per_thread: int = param(1, "GPUs one thread drives (-g): its launches are serial", ge=1)
+    datatype: str = param("float", "element type (-d)")
+    algo: Literal["auto", "ring", "tree"] = param("auto", "NCCL_ALGO")
+    proto: Literal["auto", "LL", "LL128", "Simple"] = param("auto", "NCCL_PROTO")
+    p2p_level: PathLevel = param("PXB", "NCCL_P2P_LEVEL: farthest PCIe path for peer copies")
+    net_gdr_level: PathLevel = param("PXB", "NCCL_NET_GDR_LEVEL: farthest GPU-NIC path for GDR")
+    net_gdr_read: Literal["auto", "on", "off"] = param(
+        "auto", "NCCL_NET_GDR_READ (auto: on from Ampere, or with an NVLink peer)"
+    )
+    channels: int | None = param(None, "channels (default nccl.channels)", ge=1, le=64)
+    model: Literal["steps", "aggregate"] = param(
+        "steps", "'steps': 2(n-1) flow phases per ring; 'aggregate': one phase of the same bytes"
+    )
+    check: bool = param(True, "nccl-tests -c 1: print #wrong (always 0), else N/A")
+    group: str = param("nccl", "ranks of one group form one communicator")
+    world: int = param(0, "tenants expected in the group (0: all)", ge=0)
+
+
+@dataclass(frozen=True, slots=True)
+class NcclRow:
+    """One printed size: bytes, elements, and per placement the time (s), algbw and busbw
+    (B/s); the algorithm and protocol NCCL used."""
+
+    size: int
+    count: int
+    time: float
+    algbw: float
+    busbw: float
+    time_ip: float
+    algbw_ip: float
+    busbw_ip: float
+    algo: str
+    proto: str
+
+
+@dataclass(slots=True)
+class NcclResult(TenantResult):
+    """What ``nccl`` measured: the rows (not metrics) and the headline numbers."""
+
+    ranks: int | None = metric("count", "this tenant's ranks (its GPUs)")
+    world_ranks: int | None = metric("count", "ranks in the communicator")
+    busbw_peak: float | None = metric("B/s", "largest bus bandwidth of the sweep")
+    avg_busbw: float | None = metric("B/s", "mean bus bandwidth over every printed cell")
+    time_min: float | None = metric("s", "time of the smallest size")
+    rows: list[NcclRow] = field(default_factory=list)
+    transports: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Rank:
+    owner: str
+    node: str
+    device: str
+    nic: str | None
+    gdr_send: bool
+    gdr_recv: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Edge:
+    """One hop of a ring or a tree: the links its flow crosses, the rate cap of its transport
+    and protocol, whether it crosses the network, its hop latency and its transport name."""
+
+    links: tuple[Link, ...]
+    cap: float
+    net: bool
+    latency: float
+    transport: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One (algorithm, protocol) on this communicator: the base latency, the hop latencies a
+    call pays in sequence, and the edges with their share of S (bytes per byte all-reduced)
+    and the rank that drives them."""
+
+    algo: str
+    proto: Proto
+    base: float
+    hops: tuple[float, ...]
+    edges: tuple[tuple[float, _Edge, str], ...]
+
+    def predicted(self, size: int) -> float:
+        """NCCL-style estimate: latency + the busiest link's or edge's bytes over its rate."""
+        load: dict[int, tuple[float, float]] = {}
+        t = 0.0
+        for share, edge, _ in self.edges:
+            nbytes = share * size
+            t = max(t, nbytes / edge.cap)
+            for link in edge.links:
+                done, cap = load.get(id(link), (0.0, link.capacity))
+                load[id(link)] = (done + nbytes, cap)
+        for nbytes, cap in load.values():
+            t = max(t, nbytes / cap)
+        return self.base + sum(self.hops) + t
+
+
+def _sizes(p: NcclParams) -> list[int]:
+    out, s = [], max(p.minbytes, 1)
+    while s <= p.maxbytes:
+        out.append(s)
+        s *= p.stepfactor
+    return out or [p.minbytes]
+
+
+def _gdr(ctx: Ctx, device: str, nic: str | None, p: NcclParams) -> tuple[bool, bool]:
+    """NCCL's ``ncclTopoCheckGdr``: GDR for receives when the GPU–NIC distance is at most
+    ``net_gdr_level``; for sends (the NIC reads GPU memory) also ``net_gdr_read`` (auto: from
+    compute capability 8.0, or when the GPU has an NVLink peer)."""
+    if nic is None:
+        return False, False
+    machine = ctx.machine
+    close = PATH_LEVELS.index(_level(machine.pci_distance(device, nic))) <= PATH_LEVELS.index(
+        p.net_gdr_level
+    )
+    spec = machine.spec.device(device)
+    if p.net_gdr_read == "auto":
+        cc = spec.compute_capability or 0
+        read_ok = cc >= 80 or machine.nvlink_domain(device) is not None
+    else:
+        read_ok = p.net_gdr_read == "on"
+    return close and read_ok, close
+
+
+def _level(distance: str) -> str:
+    return {"X": "LOC", "NODE": "PHB"}.get(distance, distance)
+
+
+def nccl(ctx: Ctx, p: NcclParams, r: NcclResult) -> Gen:
+    """all_reduce_perf over ``p.devices`` (module docstring)."""
+    machine = ctx.machine
+    if p.datatype not in DTYPE_SIZE:
+        raise ValueError(f"expected a datatype of {', '.join(DTYPE_SIZE)}, found {p.datatype!r}")
+    devices = [d.name for d in machine.spec.devices] if p.devices == "all" else list(p.devices)
+    coll = ctx.sim.collectives.group(p.group, p.world)
+    me = ctx.proc.comm
+    coll.join(me)
+    try:
+        ranks = []
+        for dev in devices:
+            nic = nearest_nic(machine, dev) if machine.spec.nics else None
+            send, recv = _gdr(ctx, dev, nic, p)
+            ranks.append(_Rank(me, ctx.node.name, dev, nic, send, recv))
+        coll.add_ranks(me, ranks)
+        yield coll.barrier(me)
+        world: list[_Rank] = list(coll.ranks)
+        r.ranks, r.world_ranks = len(ranks), len(world)
+        n = len(world)
+        multi = len(_by_node(world)) > 1
+        algos = [p.algo] if p.algo != "auto" else (["ring", "tree"] if multi else ["ring"])
+        protos = list(_PROTOS) if p.proto == "auto" else [p.proto]
+        plans = [_plan(ctx, p, world, a, pr) for a in algos for pr in protos]
+        r.transports = sorted(
+            {e.transport for pl in plans for _, e, owner in pl.edges if owner == me}
+        )
+        r.data_start = ctx.now
+        rows: list[NcclRow] = []
+        for size in _sizes(p):
+            plan = _choose(plans, size)
+            times = []
+            for _placement in range(2):
+                for _ in range(p.warmup):
+                    yield from _iteration(ctx, p, coll, plan, size)
+                t0 = ctx.now
+                for _ in range(p.iters):
+                    yield from _iteration(ctx, p, coll, plan, size)
+                times.append((ctx.now - t0) / p.iters)
+            algbw = [size / t for t in times]
+            rows.append(
+                NcclRow(
+                    size,
+                    size // DTYPE_SIZE[p.datatype],
+                    times[0],
+                    algbw[0],
+                    bus_bandwidth(algbw[0], n),
+                    times[1],
+                    algbw[1],
+                    bus_bandwidth(algbw[1], n),
+                    plan.algo,
+                    plan.proto,
+                )
+            )
+        r.rows = rows
+        r.data_end = ctx.now
+        r.busbw_peak = max(max(row.busbw, row.busbw_ip) for row in rows)
+        r.avg_busbw = sum(row.busbw + row.busbw_ip for row in rows) / (2 * len(rows))
+        r.time_min = rows[0].time
+    finally:
+        coll.leave(me)
+    yield from idle(ctx)
+
+
+# -- the communicator's edges ------------------------------------------------------------------
+
+
+def _intra(ctx: Ctx, p: NcclParams, a: _Rank, b: _Rank) -> tuple[CopyFlow, str]:
+    """Rank ``a`` → rank ``b`` on one node: NVLink, PCIe peer writes (distance ≤
+    ``p2p_level``), else shared memory through the host."""
+    machine = ctx.sim.node(a.node).machine
+    if machine.nvlink_path(a.device, b.device) is not None:
+        return copy_flow(machine, a.device, b.device, initiator=a.device, engine="sm"), "P2P/NVL"
+    dist = _level(machine.pci_distance(a.device, b.device))
+    near = PATH_LEVELS.index(dist) <= PATH_LEVELS.index(p.p2p_level)
+    if near and peer_access(machine, a.device, b.device):
+        return copy_flow(machine, a.device, b.device, initiator=a.device, engine="sm"), "P2P/PCI"
+    flow = copy_flow(machine, a.device, b.device, initiator=a.device, engine="sm", p2p=False)
+    return flow, "SHM"
+
+
+def _side(ctx: Ctx, rank: _Rank, *, write: bool) -> Side:
+    machine = ctx.sim.node(rank.node).machine
+    assert rank.nic is not None
+    gdr = rank.gdr_recv if write else rank.gdr_send
+    if gdr:
+        return nic_side(ctx, rank.node, machine, rank.device, rank.nic, p2p=True, write=write)
+    return staged_side(ctx, rank.node, machine, rank.device, rank.nic, write=write)
+
+
+def _net_overhead(ctx: Ctx, proto: Proto) -> float:
+    """NCCL's per-step network post overhead for the CPU vendor (× 3 with Simple)."""
+    c = ctx.cost.nccl
+    base = c.net_overhead_amd if ctx.machine.spec.cpu.vendor == "amd" else c.net_overhead_intel
+    return base * (3 if proto == "Simple" else 1)
+
+
+def _edge(
+    ctx: Ctx, p: NcclParams, a: _Rank, b: _Rank, proto: Proto, channels: int, *, tree: bool
+) -> _Edge:
+    """The hop ``a`` → ``b`` with ``proto`` over ``channels`` channels: its flow's links, its
+    transport's cap × the protocol's efficiency (and per-channel ceiling), its hop latency."""
+    c = ctx.cost.nccl
+    i = _PROTOS.index(proto)
+    multinode = a.node != b.node or len(ctx.sim.nodes) > 1
+    if a.node == b.node:
+        flow, transport = _intra(ctx, p, a, b)
+        links = tuple(ctx.sim.links(a.node, flow.uses))
+        nv = transport == "P2P/NVL"
+        table = (
+            (c.tree_nvlink if nv else c.ring_pci) if tree else (c.ring_nvlink if nv else c.ring_pci)
+        )
+        lat = table[i]
+        if multinode:
+            lat = max(lat, _net_overhead(ctx, proto))
+        cap = _proto_cap(ctx, proto, flow.cap, channels)
+        return _Edge(links, cap, False, lat, transport)
+    sender, receiver = _side(ctx, a, write=False), _side(ctx, b, write=True)
+    net_links, cap, path_latency = route(ctx.sim, sender, receiver)
+    gdr = "GDRDMA" if a.gdr_send and b.gdr_recv else "host"
+    lat = (c.tree_net if tree else c.ring_net)[i] + path_latency
+    return _Edge(tuple(net_links), _proto_cap(ctx, proto, cap, channels), True, lat, f"NET/{gdr}")
+
+
+def _proto_cap(ctx: Ctx, proto: Proto, cap: float, channels: int) -> float:
+    """A transport's cap under ``proto``: LL moves half its lines' bytes, at most
+    ``nccl.ll_channel_max`` per channel; LL128 120/128, at most ``nccl.ll128_channel_max``
+    per channel; Simple ``nccl.simple_efficiency``."""
+    c = ctx.cost.nccl
+    if proto == "LL":
+        return min(cap * c.ll_efficiency, channels * c.ll_channel_max)
+    if proto == "LL128":
+        return min(cap * c.ll128_efficiency, channels * c.ll128_channel_max)
+    return cap * c.simple_efficiency
+
+
+def _by_node(world: Sequence[_Rank]) -> dict[str, list[_Rank]]:
+    nodes: dict[str, list[_Rank]] = {}
+    for rk in world:
+        nodes.setdefault(rk.node, []).append(rk)
+    return nodes
+
+
+def _rings(world: Sequence[_Rank], channels: int) -> list[list[_Rank]]:
+    """The rings NCCL's channels run: inside one node one ring (every channel on the same
+    links); across nodes one per NIC rail, each node's ranks rotated so that a different GPU --
+    and NIC -- leaves the node in every ring."""
+    nodes = _by_node(world)
+    if len(nodes) == 1:
+        return [list(world)]
+    per_node = min(len(v) for v in nodes.values())
+    rails = len({rk.nic for rk in next(iter(nodes.values()))})
+    k = max(1, min(channels, rails, per_node))
+    rings = []
+    for c in range(k):
+        shift = (c * per_node) // k
+        ring: list[_Rank] = []
+        for members in nodes.values():
+            ring += members[shift:] + members[:shift]
+        rings.append(ring)
+    return rings
+
+
+def _rail_ranks(members: Sequence[_Rank]) -> list[_Rank]:
+    """One rank per NIC rail of a node (the first rank whose nearest NIC it is), in NIC order:
+    the ranks a tree's network traffic leaves and enters the node by."""
+    nics = sorted({rk.nic for rk in members if rk.nic is not None})
+    return [next(rk for rk in members if rk.nic == nic) for nic in nics]
+
+
+def _plan(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str, proto: Proto) -> _Plan:
+    """The edges and hop latencies of ``algo`` with ``proto`` (module docstring)."""
+    c = ctx.cost.nccl
+    i = _PROTOS.index(proto)
+    n = len(world)
+    channels = p.channels if p.channels is not None else c.channels
+    nodes = _by_node(world)
+    edges: list[tuple[float, _Edge, str]] = []
+    if algo == "ring":
+        rings = _rings(world, channels)
+        per = max(1, channels // len(rings))
+        hops: list[float] = []
+        for k, ring in enumerate(rings):
+            for a, b in zip(ring, ring[1:] + ring[:1], strict=True):
+                e = _edge(ctx, p, a, b, proto, per, tree=False)
+                edges.append((2 * (n - 1) / n / len(rings), e, a.owner))
+                if k == 0:
+                    hops.append(e.latency)
+        intra = max(
+            (h for h, (_, e, _) in zip(hops, edges, strict=False) if not e.net), default=0.0
+        )
+        inter = max((h for h, (_, e, _) in zip(hops, edges, strict=False) if e.net), default=0.0)
+        steps, inter_steps = 2 * (n - 1), 2 * (len(nodes) - 1)
+        seq = [intra] * (steps - inter_steps) + [inter] * inter_steps
+        return _Plan(algo, proto, c.ring_base[i], tuple(seq), tuple(edges))
+    names = list(nodes)
+    intra_lat, inter_lat = 0.0, 0.0
+    rails = {node: _rail_ranks(members) for node, members in nodes.items()}
+    for k, node in enumerate(names):
+        chain = nodes[node]
+        for a, b in itertools.pairwise(chain):
+            for x, y in ((a, b), (b, a)):
+                e = _edge(ctx, p, x, y, proto, channels, tree=True)
+                edges.append((1.0, e, x.owner))
+                intra_lat = max(intra_lat, e.latency)
+        users, peer = rails[node], rails[names[(k + 1) % len(names)]]
+        for j, a in enumerate(users):
+            e = _edge(
+                ctx, p, a, peer[j % len(peer)], proto, max(1, channels // len(users)), tree=True
+            )
+            edges.append((1.0 / len(users), e, a.owner))
+            inter_lat = max(inter_lat, e.latency)
+    ppn = n // len(nodes)
+    levels = math.ceil(math.log2(len(nodes))) if len(nodes) > 1 else 0
+    seq = ([intra_lat] * (ppn - 1) + [inter_lat] * levels) * 2
+    return _Plan(algo, proto, c.tree_base[i], tuple(seq), tuple(edges))
+
+
+def _choose(plans: Sequence[_Plan], size: int) -> _Plan:
+    """NCCL's choice (``ncclTopoTuneModel`` + ``getAlgoInfo``): least predicted time."""
+    return min(plans, key=lambda pl: pl.predicted(size))
+
+
+def _iteration(ctx: Ctx, p: NcclParams, coll: Collective[_Rank], plan: _Plan, size: int) -> Gen:
+    """One all-reduce call: the launches, the plan's latency (every hop jittered), then the data
+    as flows, every member's at once (:meth:`Collective.submit`)."""
+    cost = ctx.cost
+    me = ctx.proc.comm
+    spread = cost.gpucopy.jitter
+    t0 = ctx.now
+    launch = sum(jittered(ctx.rng, spread, cost.nccl.launch) for _ in range(p.gpus_per_thread))
+    latency = launch + plan.base + sum(jittered(ctx.rng, spread, h) for h in plan.hops)
+    mine = [(share * size, e) for share, e, owner in plan.edges if owner == me]
+    n = len(coll.ranks)
+    phases = 2 * (n - 1) if (p.model == "steps" and plan.algo == "ring" and n > 1) else 1
+    for k in range(phases):
+        flows: list[FlowSpec] = [
+            (nbytes / phases, list(e.links), None if e.cap == math.inf else e.cap, f"{me}:nccl")
+            for nbytes, e in mine
+        ]
+        yield coll.submit(me, flows, latency if k == 0 else 0.0)
+    elapsed = ctx.now - t0
+    for nbytes, _ in mine:
+        ctx.stats.record_transfer(nbytes, elapsed)
