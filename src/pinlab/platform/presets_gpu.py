@@ -7,9 +7,9 @@ source in the docstrings; what pinlab had to choose is marked [assumption].
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, validate_call
+from pydantic import ConfigDict, Field, validate_call
 
 from pinlab.platform.gpu_model import GPU_MODELS, GpuModel
 from pinlab.platform.spec import (
@@ -346,6 +346,17 @@ GPU_BOX_CPUS: dict[str, tuple[CpuSpec, int, int, str, str]] = {
 }
 """CPUs a :func:`gpu_box` can have."""
 
+BoxCpu = Literal[
+    "threadripper-pro-7965wx",
+    "epyc-9374f",
+    "epyc-7261",
+    "xeon-w-2123",
+    "core-i7-6900k",
+    "xeon-e5-2698v4",
+    "xeon-gold-6248",
+]
+"""Keys of :data:`GPU_BOX_CPUS`."""
+
 BoxLayout = Literal["root-ports", "host-bridges", "switch", "switch-pairs"]
 """How a :func:`gpu_box`'s GPUs attach on each socket: each on its own root port of one host
 bridge (``PHB`` between them), each on its own host bridge (``NODE``), all behind one PCIe
@@ -355,9 +366,9 @@ switch (``PIX``), or pairs behind a switch each (``PIX`` within, ``PHB`` between
 @validate_call(config=_CALL)
 def gpu_box(
     *,
-    gpus: int = 2,
+    gpus: Annotated[int, Field(ge=1, le=16)] = 2,
     gpu: GpuKey = "rtx6000-ada",
-    cpu: str = "threadripper-pro-7965wx",
+    cpu: BoxCpu = "threadripper-pro-7965wx",
     sockets: Literal[1, 2] | None = None,
     layout: BoxLayout = "root-ports",
     nvlink_pairs: bool = False,
@@ -382,10 +393,6 @@ def gpu_box(
     C6 (b) ``gpu_box(gpu="radeon-pro-wx8100", cpu="xeon-w-2123")``; C7
     ``gpu_box(gpu="mi25", cpu="epyc-7261")``.
     """
-    if cpu not in GPU_BOX_CPUS:
-        raise ValueError(f"expected a CPU of {', '.join(GPU_BOX_CPUS)}, found {cpu!r}")
-    if not 1 <= gpus <= 16:
-        raise ValueError(f"expected 1 to 16 GPUs, found {gpus}")
     cpu_spec, hb_vendor, hb_device, dram, socket_link = GPU_BOX_CPUS[cpu]
     n_sockets = sockets if sockets is not None else cpu_spec.sockets
     cpu_spec = cpu_spec.model_copy(update={"sockets": n_sockets})
