@@ -8,7 +8,9 @@ column) and ``--readback`` (the January 2020 copylat, whose write loop read 4 by
 
 Output as copylat prints it: the GPU list, the buffer and mapping lines, then per test a
 ``Test / Size(B) / Median Time(us) / Min. Time(us)`` table (``%8zu \\t %11.4f \\t %11.4f``).
-The table's rows: ``(test, size, median µs, min µs)``.
+The table's columns: ``Test``, ``Size(B)``, ``Median Time(us)``, ``Min. Time(us)`` and
+``Avg.Time(us)`` -- the mean over all iterations, which copylat printed before 2.6 (with
+``--legacy``, only that one).
 """
 
 from __future__ import annotations
@@ -144,9 +146,17 @@ class GdrcopyTool:
                     out.append(f"{test} \t {row.size:8d} \t {med:11.4f}")
                 else:
                     out.append(f"{test} \t {row.size:8d} \t {med:11.4f} \t {low:11.4f}")
-                rows.append((test, row.size, round(med, 4), round(low, 4)))
+                if args.legacy:
+                    rows.append((test, row.size, round(med, 4)))
+                else:
+                    mean = round(row.mean * 1e6, 4)
+                    rows.append((test, row.size, round(med, 4), round(low, 4), mean))
         out += ["unmapping buffer", "unpinning buffer", "closing gdrdrv", ""]
-        columns = ("test", "size", "median_us" if not args.legacy else "avg_us", "min_us")
+        columns: tuple[str, ...] = ("Test", "Size(B)", "Avg.Time(us)")
+        if not args.legacy:
+            # copylat 2.6 prints the median and minimum of its buckets; the table also keeps
+            # the mean over all iterations, the value copylat printed before 2.6
+            columns = ("Test", "Size(B)", "Median Time(us)", "Min. Time(us)", "Avg.Time(us)")
         meta = {"platform": spec.name, "device": r.device, "seed": seed, "pinlab": __version__}
         return BenchTable(self.name, "copylat", columns, tuple(rows), "\n".join(out), meta)
 

@@ -88,6 +88,9 @@ def _parser() -> ToolParser:
 
 
 _OPS = ("sum", "prod", "min", "max", "avg", "all")
+_PLACED = ("time", "algbw", "busbw", "#wrong")
+"""The columns nccl-tests prints once per placement; the table names them ``out-of-place time``,
+``in-place busbw`` ... after the group header above them."""
 
 
 class NcclTestsTool:
@@ -276,21 +279,8 @@ class NcclTestsTool:
             "# Collective test concluded: all_reduce_perf",
             "",
         ]
-        columns = (
-            "size",
-            "count",
-            "type",
-            "redop",
-            "root",
-            "time",
-            "algbw",
-            "busbw",
-            "#wrong",
-            "time_ip",
-            "algbw_ip",
-            "busbw_ip",
-            "#wrong_ip",
-        )
+        placed = [f"{where} {c}" for where in ("out-of-place", "in-place") for c in _PLACED]
+        columns = ("size", "count", "type", "redop", "root", *placed)
         meta = {
             "platform": sim.node().machine.spec.name,
             "nodes": n_nodes,

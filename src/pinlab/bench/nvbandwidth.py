@@ -91,11 +91,18 @@ class NvbandwidthTool:
         sets: Sequence[str],
         seed: int,
     ) -> BenchTable:
-        """Run the test cases of ``argv``. Rows: ``(test case, matrix key, row, col..)`` --
-        the first column is ``"<matrix key>:<row>"`` so :meth:`BenchTable.cell` reads
-        ``cell("device_to_device_memcpy_write_ce:0", "1")``."""
+        """Run the test cases of ``argv`` (a leading ``nvbandwidth`` is the binary's name).
+
+        Rows are the matrices' rows in GB/s (``N/A`` where nothing was measured), columns
+        ``gpu0`` … ``gpuN-1``; the first column is the row's label, ``cpu0`` for the host row
+        of the CPU↔GPU matrices and ``gpuN`` otherwise, so ``cell("cpu0", "gpu3")`` reads one
+        cell. When several matrices are printed (bidirectional device-to-device cases, several
+        ``-t``), each row starts with the matrix's title (column ``matrix``) before its label."""
         parser = _parser()
-        args = parser.parse_args(list(argv))
+        argv = list(argv)
+        if argv[:1] == ["nvbandwidth"]:
+            argv = argv[1:]  # the binary's name, as a command line starts
+        args = parser.parse_args(argv)
         names = [*args.positional, *args.testcase]
         if args.list:
             text = "Index, Name:\n\tDescription\n=======================\n" + "".join(
@@ -145,11 +152,12 @@ class NvbandwidthTool:
             result = tenant.result
             assert isinstance(result, NvbandwidthResult)
             body.append(f"Running {tc.name}.")
+            host = not tc.kind.startswith(("d2d", "all_to_one", "one_to_all", "local"))
             for m in result.matrices:
                 body.append(format_matrix(m, perf=args.perfFormatter, verbose=args.verbose))
                 matrices_shape = max(matrices_shape, m.cols)
                 for r in range(m.rows):
-                    row: list[Cell] = [f"{m.key}:{r}"]
+                    row: list[Cell] = [m.title, f"cpu{r}" if host else f"gpu{r}"]
                     row += [
                         round(m.cells[(r, c)] / 1e9, 2) if (r, c) in m.cells else "N/A"
                         for c in range(m.cols)
@@ -165,7 +173,9 @@ class NvbandwidthTool:
             for i, d in enumerate(spec.devices)
         ]
         text = "\n".join([*header, spec.name, *devices, "", *body, _NOTE, ""])
-        columns = ("matrix", *(str(c) for c in range(matrices_shape)))
+        columns: tuple[str, ...] = ("matrix", "row", *(f"gpu{c}" for c in range(matrices_shape)))
+        if len({row[0] for row in out_rows}) == 1:  # one matrix: the row label comes first
+            columns, out_rows = columns[1:], [row[1:] for row in out_rows]
         test = cases[0].name if len(cases) == 1 else ",".join(tc.name for tc in cases)
         meta = {"platform": spec.name, "seed": seed, "pinlab": __version__, "unit": "GB/s"}
         return BenchTable(self.name, test, columns, tuple(out_rows), text, meta)

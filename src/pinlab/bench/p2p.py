@@ -4,8 +4,10 @@ Flags as the sample's: ``--p2p_read`` (adds the P2P-read matrices), ``--sm_copy`
 instead of ``cudaMemcpyPeerAsync``), ``--numElems=N`` (ints per copy, 40 000 000), ``--help``.
 Output as the sample prints it: the device lines, the ``CAN``/``CANNOT Access Peer`` lines
 and the note, the connectivity matrix, then every matrix with ``%6d`` column headers and
-``%6.02f`` values, each followed by a space. The table's rows: ``"<matrix>:<row>"`` then one
-value per column (GB/s or µs).
+``%6.02f`` values, each followed by a space. The table stacks the matrices: each row is the
+matrix's title (column ``matrix``; the latency sub-matrices ``"<title> GPU"`` and ``"<title>
+CPU"``), the row's label ``gpuI`` (column ``row``) and one value per column ``gpuJ`` (GB/s or
+µs). A leading ``p2pBandwidthLatencyTest`` is the binary's name.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class P2pTool:
         seed: int,
     ) -> BenchTable:
         parser = _parser()
+        argv = list(argv)
+        if argv[:1] == ["p2pBandwidthLatencyTest"]:
+            argv = argv[1:]  # the binary's name, as a command line starts
         args = parser.parse_args(_split(argv))
         if args.numElems <= 0:
             parser.fail("--numElems", "a positive number of ints", args.numElems)
@@ -116,7 +121,7 @@ class P2pTool:
                 continue
             lines.append(title)
             lines += _matrix("   D\\D", n, mats[key], 1e-9)
-            rows += _rows(key, n, mats[key], 1e-9)
+            rows += _rows(title, n, mats[key], 1e-9)
         for key, title in _LATENCY:
             if f"{key}_gpu" not in mats:
                 continue
@@ -124,10 +129,10 @@ class P2pTool:
             lines += _matrix("   GPU", n, mats[f"{key}_gpu"], 1e6)
             lines.append("")
             lines += _matrix("   CPU", n, mats[f"{key}_cpu"], 1e6)
-            rows += _rows(f"{key}_gpu", n, mats[f"{key}_gpu"], 1e6)
-            rows += _rows(f"{key}_cpu", n, mats[f"{key}_cpu"], 1e6)
+            rows += _rows(f"{title} GPU", n, mats[f"{key}_gpu"], 1e6)
+            rows += _rows(f"{title} CPU", n, mats[f"{key}_cpu"], 1e6)
         lines.append(_END)
-        columns = ("matrix", *(str(j) for j in range(n)))
+        columns = ("matrix", "row", *(f"gpu{j}" for j in range(n)))
         meta = {
             "platform": spec.name,
             "seed": seed,
@@ -157,9 +162,12 @@ def _split(argv: Sequence[str]) -> list[str]:
 
 
 def _rows(
-    key: str, n: int, cells: Mapping[tuple[int, int], float], scale: float
+    title: str, n: int, cells: Mapping[tuple[int, int], float], scale: float
 ) -> list[tuple[Cell, ...]]:
-    return [(f"{key}:{i}", *(round(cells[(i, j)] * scale, 2) for j in range(n))) for i in range(n)]
+    """One matrix stacked into the table: ``(title, gpuI, value per column)``."""
+    return [
+        (title, f"gpu{i}", *(round(cells[(i, j)] * scale, 2) for j in range(n))) for i in range(n)
+    ]
 
 
 register_tool(P2pTool())

@@ -49,12 +49,14 @@ class GdrcopyParams(WorkloadParams):
 
 @dataclass(frozen=True, slots=True)
 class CopylatRow:
-    """One printed line: test, size in bytes, median (or mean) and minimum time in seconds."""
+    """One printed line: test, size in bytes, and the median, minimum and mean of the buckets'
+    mean times in seconds (with ``legacy``: one bucket, all three the mean)."""
 
     test: str
     size: int
     median: float
     minimum: float
+    mean: float
 
 
 @dataclass(slots=True)
@@ -120,7 +122,8 @@ def gdrcopy(ctx: Ctx, p: GdrcopyParams, r: GdrcopyResult) -> Gen:
                     for _ in range(buckets)
                 )
             yield ctx.sleep(sum(means) * per)
-            rows.append(CopylatRow(name, n, means[len(means) // 2], means[0]))
+            mean = sum(means) / len(means)
+            rows.append(CopylatRow(name, n, means[len(means) // 2], means[0], mean))
     r.rows = rows
     r.data_end = ctx.now
     writes = [row for row in rows if row.test == "gdr_copy_to_mapping"]
