@@ -197,7 +197,7 @@ def test_nccl_tests_spans_nodes_and_reports_no_check() -> None:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["all_gather_perf"], r"nccl-tests: test: expected all_reduce_perf"),
+        (["alltoall_perf"], r"nccl-tests: test: expected all_reduce_perf, all_gather_perf"),
         (["all_reduce_perf", "-b", "lots"], r"all_reduce_perf: -b/--minbytes: expected a size"),
         (["all_reduce_perf", "-b", "1M", "-e", "1K"], r"-e/--maxbytes: expected a size >="),
         (["all_reduce_perf", "-f", "2", "-d", "float17"], r"-d/--datatype: expected"),

@@ -60,8 +60,16 @@ def float_str(value: float, width: int) -> str:
     return (f"{{:{width}.1e}}" if width >= 7 else f"{{:{width}.0e}}").format(value)[:width]
 
 
-def _parser() -> ToolParser:
-    p = ToolParser("all_reduce_perf")
+_BINARIES = {
+    "all_reduce_perf": "all_reduce",
+    "all_gather_perf": "all_gather",
+    "reduce_scatter_perf": "reduce_scatter",
+}
+"""The nccl-tests binaries modelled and their collectives."""
+
+
+def _parser(binary: str) -> ToolParser:
+    p = ToolParser(binary)
     p.add_argument("-b", "--minbytes", default="32M")
     p.add_argument("-e", "--maxbytes", default="32M")
     p.add_argument("-i", "--stepbytes", default="1M")
@@ -113,9 +121,9 @@ class NcclTestsTool:
         if not argv or argv[0].startswith("-"):
             ToolParser("nccl-tests").fail("test", "a test binary (all_reduce_perf)", argv[:1])
         binary, rest = argv[0], argv[1:]
-        if binary != "all_reduce_perf":
-            ToolParser("nccl-tests").fail("test", "all_reduce_perf (the one modelled)", binary)
-        parser = _parser()
+        if binary not in _BINARIES:
+            ToolParser("nccl-tests").fail("test", ", ".join(_BINARIES), binary)
+        parser = _parser(binary)
         args = parser.parse_args(rest)
         lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
         if lo < 0:
@@ -150,6 +158,7 @@ class NcclTestsTool:
             parser.fail("-g/--ngpus", f"at most {node_gpus} GPUs per node (× -t)", args.ngpus)
         gdr_read = {"0": "off", "1": "on", None: "auto"}[args.net_gdr_read]
         params = NcclParams(
+            collective=_BINARIES[binary],  # type: ignore[arg-type]
             minbytes=lo,
             maxbytes=hi,
             stepfactor=args.stepfactor,
@@ -169,15 +178,23 @@ class NcclTestsTool:
         tenants = run_tenants(sim, params, per_node=True)
         result = tenants[0].result
         assert isinstance(result, NcclResult)
-        return self._table(sim, args, lo, hi, result, n_nodes, seed)
+        return self._table(sim, binary, args, lo, hi, result, n_nodes, seed)
 
     def _table(
-        self, sim: Any, args: Any, lo: int, hi: int, r: NcclResult, n_nodes: int, seed: int
+        self,
+        sim: Any,
+        binary: str,
+        args: Any,
+        lo: int,
+        hi: int,
+        r: NcclResult,
+        n_nodes: int,
+        seed: int,
     ) -> BenchTable:
         out = [
             f"# nccl-tests version {_VERSION} nccl-headers={_NCCL_VERSION} "
             f"nccl-library={_NCCL_VERSION}",
-            "# Collective test starting: all_reduce_perf",
+            f"# Collective test starting: {binary}",
             f"# nThread {args.nthreads} nGpus {args.ngpus} minBytes {lo} maxBytes {hi} "
             f"step: {args.stepfactor}(factor) warmup iters: {args.warmup_iters} iters: "
             f"{args.iters} agg iters: {args.agg_iters} validation: {args.check} graph: "
@@ -242,13 +259,14 @@ class NcclTestsTool:
             ),
         ]
         rows: list[tuple[Cell, ...]] = []
+        redop = "none" if binary == "all_gather_perf" else args.op
         wrong = "     0" if args.check else "   N/A"
         cells: list[float] = []
         for row in r.rows:
             t, t_ip = row.time * 1e6, row.time_ip * 1e6
             a, b, a_ip, b_ip = (x / 1e9 for x in (row.algbw, row.busbw, row.algbw_ip, row.busbw_ip))
             line = (
-                f"{row.size:12d}  {row.count:12d}  {args.datatype:>8s}  {args.op:>6s}  {-1:6d}"
+                f"{row.size:12d}  {row.count:12d}  {args.datatype:>8s}  {redop:>6s}  {-1:6d}"
                 f"  {float_str(t, 7)}  {float_str(a, 6)}  {float_str(b, 6)}  {wrong}"
                 f"  {float_str(t_ip, 7)}  {float_str(a_ip, 6)}  {float_str(b_ip, 6)}  {wrong}"
             )
@@ -259,7 +277,7 @@ class NcclTestsTool:
                     row.size,
                     row.count,
                     args.datatype,
-                    args.op,
+                    redop,
                     -1,
                     round(t, 2),
                     round(a, 2),
@@ -276,7 +294,7 @@ class NcclTestsTool:
             "# Out of bounds values : 0 OK",
             f"# Avg bus bandwidth    : {avg:g} ",
             "#",
-            "# Collective test concluded: all_reduce_perf",
+            f"# Collective test concluded: {binary}",
             "",
         ]
         placed = [f"{where} {c}" for where in ("out-of-place", "in-place") for c in _PLACED]
@@ -290,7 +308,7 @@ class NcclTestsTool:
             "algorithms": sorted({f"{row.algo}/{row.proto}" for row in r.rows}),
             "transports": r.transports,
         }
-        return BenchTable(self.name, "all_reduce_perf", columns, tuple(rows), "\n".join(out), meta)
+        return BenchTable(self.name, binary, columns, tuple(rows), "\n".join(out), meta)
 
 
 register_tool(NcclTestsTool())

@@ -1293,6 +1293,32 @@ class Nccl(_Group):
         source="calibrated on B4's plateau: busbw 234.9 GB/s over NVLink 3 at SM payloads "
         f"(300 × 128/144 × 0.972 = 259.2) ({_MLE})",
     )
+    nvls_efficiency: Fraction = _p(
+        0.85,
+        unit="fraction",
+        section="§G5",
+        sweep=(0.7, 1.0),
+        confidence="medium",
+        desc="share of a GPU's NVLink ports an NVLS (NVSwitch in-switch reduction) all-reduce "
+        "keeps busy (Hopper)",
+        source=f"{_NCCL_TUNING}: nvlsEfficiency Hopper 0.85",
+    )
+    nvls_latency: Duration = _p(
+        "25us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="latency of an NVLS call inside a node (Simple)",
+        source=f"{_NCCL_TUNING}: hwLatencies NVLINK NVLS Simple",
+    )
+    nvls_tree_net: Duration = _p(
+        "20.9us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per network tree level of an NVLS-tree call (Simple), beyond the NIC's latency",
+        source=f"{_NCCL_TUNING}: hwLatencies NET NVLSTree Simple",
+    )
     ll_channel_max: Rate = _p(
         "11GB/s",
         unit="GB/s",

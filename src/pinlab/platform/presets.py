@@ -188,7 +188,10 @@ def p4d(
       §5 table; Cascade Lake has six channels).
 
     pinlab's assumptions beyond the doc: 2 sockets, 2 switches per socket, switch uplinks Gen4
-    x16 (two GPUs share one), EFA links Gen4 x16.
+    x16 (two GPUs share one), EFA links Gen4 x16; the first-generation EFAs without RDMA write
+    (``driver_options`` ``rdma_write = false``) [unverified: RDMA write came with later EFA
+    devices, which is why aws-ofi-nccl lifts its NCCL_PROTO=simple only on P5,
+    ``aws/aws-ofi-nccl`` PR #280].
     """
     per_socket = 4 // sockets
     g = GPU_MODELS[gpu]
@@ -238,6 +241,7 @@ def p4d(
                 width=16,
                 vendor=_AMAZON,
                 device=0xEFA0,
+                driver_options={"rdma_write": False},
             )
             for i in range(4)
         ),

@@ -1,16 +1,16 @@
-"""``nccl``: NCCL's all-reduce as nccl-tests' ``all_reduce_perf`` runs it -- rings over NVLink
-or PCIe inside a node and over the NICs between nodes, or a tree across nodes, with GPUDirect
-RDMA or host staging as NCCL decides (``docs/cost-model/gpu.md`` §G5; the tool:
-``tools-and-mechanisms.md`` A4).
+"""``nccl``: NCCL's collectives as nccl-tests' ``*_perf`` binaries run them (all-reduce;
+all-gather and reduce-scatter as rings) -- rings over NVLink or PCIe inside a node and over the
+NICs between nodes, or a tree across nodes, with GPUDirect RDMA or host staging as NCCL decides
+(``docs/cost-model/gpu.md`` §G5; the tool: ``tools-and-mechanisms.md`` A4).
 
 One all-reduce of S bytes over n ranks costs:
 
 * the **launch**: each process's thread launches one kernel per GPU it drives
   (``nccl.launch`` × ``-g``);
 * the **latency** NCCL's own model gives the algorithm and protocol: a base
-  (``nccl.base_*``) plus, for a ring, 2(n − 1) hops -- over NVLink/PCIe
-  (``nccl.step_nvlink``/``step_pci``) or, 2(nodes − 1) of them, across the network
-  (``nccl.step_net`` + the NIC path's own latency); for a tree, two passes of the intra-node
+  (``nccl.ring_base``, ``nccl.tree_base``) plus, for a ring, 2(n − 1) hops -- over NVLink/PCIe
+  (``nccl.ring_nvlink``/``ring_pci``) or, 2(nodes − 1) of them, across the network
+  (``nccl.ring_net`` + the NIC path's own latency); for a tree, two passes of the intra-node
   chain and log2(nodes) network levels (``nccl.tree_*``). Every hop is jittered from the
   tenant's seeded generator;
 * the **data**, as flows on the platform's links: a ring's 2(n − 1) steps each move S/n from
@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pinlab.platform.gpu_model import nvlink_rate
+from pinlab.platform.topology import LinkUse
 from pinlab.sim.collective import Collective, FlowSpec
 from pinlab.sim.engine import Ctx
 from pinlab.sim.flows import Link
@@ -55,7 +57,7 @@ __all__ = [
     "nccl",
 ]
 
-Algo = Literal["ring", "tree"]
+Algo = Literal["ring", "tree", "nvls", "nvls_tree"]
 Proto = Literal["LL", "LL128", "Simple"]
 PathLevel = Literal["LOC", "NVL", "PIX", "PXB", "PHB", "SYS"]
 PATH_LEVELS: tuple[str, ...] = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
@@ -78,9 +80,22 @@ DTYPE_SIZE: dict[str, int] = {
 """Bytes per element of nccl-tests' ``-d`` types."""
 
 
-def bus_bandwidth(algbw: float, ranks: int) -> float:
-    """nccl-tests' all-reduce bus bandwidth: ``algbw × 2(n − 1)/n`` (``AllReduceGetBw``)."""
-    return algbw * 2 * (ranks - 1) / ranks if ranks > 1 else 0.0
+CollectiveName = Literal["all_reduce", "all_gather", "reduce_scatter"]
+
+
+def ring_passes(collective: str) -> int:
+    """How many times a ring moves every chunk around: 2 for all-reduce (reduce-scatter then
+    all-gather), 1 for all-gather and reduce-scatter; a ring call takes passes × (n − 1)
+    steps."""
+    return 2 if collective == "all_reduce" else 1
+
+
+def bus_bandwidth(algbw: float, ranks: int, collective: str = "all_reduce") -> float:
+    """nccl-tests' bus bandwidth: all-reduce ``algbw × 2(n − 1)/n`` (``AllReduceGetBw``),
+    all-gather and reduce-scatter ``algbw × (n − 1)/n``."""
+    if ranks <= 1:
+        return 0.0
+    return algbw * ring_passes(collective) * (ranks - 1) / ranks
 
 
 class NcclParams(WorkloadParams):
@@ -88,6 +103,7 @@ class NcclParams(WorkloadParams):
 
     workload: Literal["nccl"] = "nccl"
 
+    collective: CollectiveName = param("all_reduce", "the collective (nccl-tests' *_perf binary)")
     devices: list[str] | Literal["all"] = param("all", "the node's GPUs that are ranks")
     minbytes: Size = param("32MiB", "smallest size (-b)", unit="B")
     maxbytes: Size = param("32MiB", "largest size (-e)", unit="B")
@@ -96,7 +112,7 @@ class NcclParams(WorkloadParams):
     warmup: int = param(1, "untimed iterations before them (-w)", ge=0)
     gpus_per_thread: int = param(1, "GPUs one thread drives (-g): its launches are serial", ge=1)
     datatype: str = param("float", "element type (-d)")
-    algo: Literal["auto", "ring", "tree"] = param("auto", "NCCL_ALGO")
+    algo: Literal["auto", "ring", "tree", "nvls", "nvls_tree"] = param("auto", "NCCL_ALGO")
     proto: Literal["auto", "LL", "LL128", "Simple"] = param("auto", "NCCL_PROTO")
     p2p_level: PathLevel = param("PXB", "NCCL_P2P_LEVEL: farthest PCIe path for peer copies")
     net_gdr_level: PathLevel = param("PXB", "NCCL_NET_GDR_LEVEL: farthest GPU-NIC path for GDR")
@@ -105,7 +121,9 @@ class NcclParams(WorkloadParams):
     )
     channels: int | None = param(None, "channels (default nccl.channels)", ge=1, le=64)
     model: Literal["steps", "aggregate"] = param(
-        "steps", "'steps': 2(n-1) flow phases per ring; 'aggregate': one phase of the same bytes"
+        "aggregate",
+        "'aggregate': every edge's bytes of a call in one flow phase, as NCCL's pipelined ring "
+        "streams them; 'steps': 2(n-1) phases of S/n each, every rank waiting for the slowest",
     )
     check: bool = param(True, "nccl-tests -c 1: print #wrong (always 0), else N/A")
     group: str = param("nccl", "ranks of one group form one communicator")
@@ -142,14 +160,26 @@ class NcclResult(TenantResult):
     transports: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class _Rail:
+    """A NIC a rank sends and receives through, and whether NCCL uses GPUDirect RDMA on it for
+    sends (the NIC reads GPU memory) and receives (it writes GPU memory)."""
+
+    nic: str
+    gdr_send: bool
+    gdr_recv: bool
+
+
 @dataclass(slots=True)
 class _Rank:
+    """One GPU of the communicator: its tenant (``owner``), node, device and NIC rails -- every
+    NIC behind the GPU's own PCIe switch, else the nearest one (NCCL's network plugins stripe
+    a GPU's traffic over all its close NICs, as aws-ofi-nccl does on p5)."""
+
     owner: str
     node: str
     device: str
-    nic: str | None
-    gdr_send: bool
-    gdr_recv: bool
+    rails: tuple[_Rail, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +229,16 @@ def _sizes(p: NcclParams) -> list[int]:
     return out or [p.minbytes]
 
 
+def _rails(ctx: Ctx, device: str, p: NcclParams) -> tuple[_Rail, ...]:
+    """The NICs ``device`` uses: those ``PIX`` to it (behind its switch), else the nearest."""
+    machine = ctx.machine
+    if not machine.spec.nics:
+        return ()
+    close = [n.name for n in machine.spec.nics if machine.pci_distance(device, n.name) == "PIX"]
+    nics = close or [nearest_nic(machine, device)]
+    return tuple(_Rail(nic, *_gdr(ctx, device, nic, p)) for nic in nics)
+
+
 def _gdr(ctx: Ctx, device: str, nic: str | None, p: NcclParams) -> tuple[bool, bool]:
     """NCCL's ``ncclTopoCheckGdr``: GDR for receives when the GPU–NIC distance is at most
     ``net_gdr_level``; for sends (the NIC reads GPU memory) also ``net_gdr_read`` (auto: from
@@ -232,20 +272,22 @@ def nccl(ctx: Ctx, p: NcclParams, r: NcclResult) -> Gen:
     me = ctx.proc.comm
     coll.join(me)
     try:
-        ranks = []
-        for dev in devices:
-            nic = nearest_nic(machine, dev) if machine.spec.nics else None
-            send, recv = _gdr(ctx, dev, nic, p)
-            ranks.append(_Rank(me, ctx.node.name, dev, nic, send, recv))
+        ranks = [_Rank(me, ctx.node.name, dev, _rails(ctx, dev, p)) for dev in devices]
         coll.add_ranks(me, ranks)
         yield coll.barrier(me)
         world: list[_Rank] = list(coll.ranks)
         r.ranks, r.world_ranks = len(ranks), len(world)
         n = len(world)
-        multi = len(_by_node(world)) > 1
-        algos = [p.algo] if p.algo != "auto" else (["ring", "tree"] if multi else ["ring"])
-        protos = list(_PROTOS) if p.proto == "auto" else [p.proto]
-        plans = [_plan(ctx, p, world, a, pr) for a in algos for pr in protos]
+        algos = [p.algo] if p.algo != "auto" else _algorithms(ctx, p, world)
+        protos: list[Proto] = list(_PROTOS) if p.proto == "auto" else [p.proto]
+        if p.proto == "auto" and not _ll_over_network(ctx, world):
+            protos = ["Simple"]
+        simple: list[Proto] = ["Simple"]
+        plans = [
+            _plan_nvls(ctx, p, world, a) if a.startswith("nvls") else _plan(ctx, p, world, a, pr)
+            for a in algos
+            for pr in (simple if a.startswith("nvls") else protos)
+        ]
         r.transports = sorted(
             {e.transport for pl in plans for _, e, owner in pl.edges if owner == me}
         )
@@ -265,13 +307,13 @@ def nccl(ctx: Ctx, p: NcclParams, r: NcclResult) -> Gen:
             rows.append(
                 NcclRow(
                     size,
-                    size // DTYPE_SIZE[p.datatype],
+                    size // DTYPE_SIZE[p.datatype] // (1 if p.collective == "all_reduce" else n),
                     times[0],
                     algbw[0],
-                    bus_bandwidth(algbw[0], n),
+                    bus_bandwidth(algbw[0], n, p.collective),
                     times[1],
                     algbw[1],
-                    bus_bandwidth(algbw[1], n),
+                    bus_bandwidth(algbw[1], n, p.collective),
                     plan.algo,
                     plan.proto,
                 )
@@ -303,13 +345,13 @@ def _intra(ctx: Ctx, p: NcclParams, a: _Rank, b: _Rank) -> tuple[CopyFlow, str]:
     return flow, "SHM"
 
 
-def _side(ctx: Ctx, rank: _Rank, *, write: bool) -> Side:
+def _side(ctx: Ctx, rank: _Rank, rail: _Rail, *, write: bool) -> Side:
+    """One end of a network hop: GPUDirect RDMA through ``rail`` when NCCL enables it, else
+    through a bounce buffer in host memory."""
     machine = ctx.sim.node(rank.node).machine
-    assert rank.nic is not None
-    gdr = rank.gdr_recv if write else rank.gdr_send
-    if gdr:
-        return nic_side(ctx, rank.node, machine, rank.device, rank.nic, p2p=True, write=write)
-    return staged_side(ctx, rank.node, machine, rank.device, rank.nic, write=write)
+    if rail.gdr_recv if write else rail.gdr_send:
+        return nic_side(ctx, rank.node, machine, rank.device, rail.nic, p2p=True, write=write)
+    return staged_side(ctx, rank.node, machine, rank.device, rail.nic, write=write)
 
 
 def _net_overhead(ctx: Ctx, proto: Proto) -> float:
@@ -320,10 +362,19 @@ def _net_overhead(ctx: Ctx, proto: Proto) -> float:
 
 
 def _edge(
-    ctx: Ctx, p: NcclParams, a: _Rank, b: _Rank, proto: Proto, channels: int, *, tree: bool
+    ctx: Ctx,
+    p: NcclParams,
+    a: _Rank,
+    b: _Rank,
+    proto: Proto,
+    channels: int,
+    *,
+    tree: bool,
+    rails: tuple[int, int] = (0, 0),
 ) -> _Edge:
     """The hop ``a`` → ``b`` with ``proto`` over ``channels`` channels: its flow's links, its
-    transport's cap × the protocol's efficiency (and per-channel ceiling), its hop latency."""
+    transport's cap × the protocol's efficiency (and per-channel ceiling), its hop latency.
+    Across nodes it leaves by ``a``'s rail ``rails[0]`` and enters by ``b``'s ``rails[1]``."""
     c = ctx.cost.nccl
     i = _PROTOS.index(proto)
     multinode = a.node != b.node or len(ctx.sim.nodes) > 1
@@ -339,9 +390,10 @@ def _edge(
             lat = max(lat, _net_overhead(ctx, proto))
         cap = _proto_cap(ctx, proto, flow.cap, channels)
         return _Edge(links, cap, False, lat, transport)
-    sender, receiver = _side(ctx, a, write=False), _side(ctx, b, write=True)
+    out, into = a.rails[rails[0] % len(a.rails)], b.rails[rails[1] % len(b.rails)]
+    sender, receiver = _side(ctx, a, out, write=False), _side(ctx, b, into, write=True)
     net_links, cap, path_latency = route(ctx.sim, sender, receiver)
-    gdr = "GDRDMA" if a.gdr_send and b.gdr_recv else "host"
+    gdr = "GDRDMA" if out.gdr_send and into.gdr_recv else "host"
     lat = (c.tree_net if tree else c.ring_net)[i] + path_latency
     return _Edge(tuple(net_links), _proto_cap(ctx, proto, cap, channels), True, lat, f"NET/{gdr}")
 
@@ -373,8 +425,8 @@ def _rings(world: Sequence[_Rank], channels: int) -> list[list[_Rank]]:
     if len(nodes) == 1:
         return [list(world)]
     per_node = min(len(v) for v in nodes.values())
-    rails = len({rk.nic for rk in next(iter(nodes.values()))})
-    k = max(1, min(channels, rails, per_node))
+    rails = len(_rail_ranks(next(iter(nodes.values()))))
+    k = max(1, min(max(channels, rails), rails))
     rings = []
     for c in range(k):
         shift = (c * per_node) // k
@@ -385,11 +437,14 @@ def _rings(world: Sequence[_Rank], channels: int) -> list[list[_Rank]]:
     return rings
 
 
-def _rail_ranks(members: Sequence[_Rank]) -> list[_Rank]:
-    """One rank per NIC rail of a node (the first rank whose nearest NIC it is), in NIC order:
-    the ranks a tree's network traffic leaves and enters the node by."""
-    nics = sorted({rk.nic for rk in members if rk.nic is not None})
-    return [next(rk for rk in members if rk.nic == nic) for nic in nics]
+def _rail_ranks(members: Sequence[_Rank]) -> list[tuple[_Rank, int]]:
+    """Every NIC rail of a node once, as (the first rank using it, the rail's index in that
+    rank's rails), in NIC order: where network traffic leaves and enters the node."""
+    seen: dict[str, tuple[_Rank, int]] = {}
+    for rk in members:
+        for i, rail in enumerate(rk.rails):
+            seen.setdefault(rail.nic, (rk, i))
+    return [seen[nic] for nic in sorted(seen)]
 
 
 def _plan(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str, proto: Proto) -> _Plan:
@@ -400,21 +455,22 @@ def _plan(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str, proto: Pro
     channels = p.channels if p.channels is not None else c.channels
     nodes = _by_node(world)
     edges: list[tuple[float, _Edge, str]] = []
+    passes = ring_passes(p.collective)
     if algo == "ring":
         rings = _rings(world, channels)
         per = max(1, channels // len(rings))
         hops: list[float] = []
         for k, ring in enumerate(rings):
             for a, b in zip(ring, ring[1:] + ring[:1], strict=True):
-                e = _edge(ctx, p, a, b, proto, per, tree=False)
-                edges.append((2 * (n - 1) / n / len(rings), e, a.owner))
+                e = _edge(ctx, p, a, b, proto, per, tree=False, rails=(k, k))
+                edges.append((passes * (n - 1) / n / len(rings), e, a.owner))
                 if k == 0:
                     hops.append(e.latency)
         intra = max(
             (h for h, (_, e, _) in zip(hops, edges, strict=False) if not e.net), default=0.0
         )
         inter = max((h for h, (_, e, _) in zip(hops, edges, strict=False) if e.net), default=0.0)
-        steps, inter_steps = 2 * (n - 1), 2 * (len(nodes) - 1)
+        steps, inter_steps = passes * (n - 1), passes * (len(nodes) - 1)
         seq = [intra] * (steps - inter_steps) + [inter] * inter_steps
         return _Plan(algo, proto, c.ring_base[i], tuple(seq), tuple(edges))
     names = list(nodes)
@@ -428,16 +484,92 @@ def _plan(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str, proto: Pro
                 edges.append((1.0, e, x.owner))
                 intra_lat = max(intra_lat, e.latency)
         users, peer = rails[node], rails[names[(k + 1) % len(names)]]
-        for j, a in enumerate(users):
-            e = _edge(
-                ctx, p, a, peer[j % len(peer)], proto, max(1, channels // len(users)), tree=True
-            )
+        per = max(1, channels // len(users))
+        for j, (a, ia) in enumerate(users):
+            b, ib = peer[j % len(peer)]
+            e = _edge(ctx, p, a, b, proto, per, tree=True, rails=(ia, ib))
             edges.append((1.0 / len(users), e, a.owner))
             inter_lat = max(inter_lat, e.latency)
     ppn = n // len(nodes)
     levels = math.ceil(math.log2(len(nodes))) if len(nodes) > 1 else 0
     seq = ([intra_lat] * (ppn - 1) + [inter_lat] * levels) * 2
     return _Plan(algo, proto, c.tree_base[i], tuple(seq), tuple(edges))
+
+
+def _ll_over_network(ctx: Ctx, world: Sequence[_Rank]) -> bool:
+    """Whether the network plugin lets NCCL use LL and LL128 across nodes: aws-ofi-nccl sets
+    ``NCCL_PROTO=simple`` for EFA (LL/LL128 could see reordered or repeated data), except on
+    EFA devices with RDMA write (P5) (``aws/aws-ofi-nccl`` #76, PR #280)."""
+    if len(_by_node(world)) == 1:
+        return True
+    for rk in world:
+        spec = ctx.sim.node(rk.node).machine.spec
+        nics = {n.name: n for n in spec.nics}
+        for rail in rk.rails:
+            nic = nics[rail.nic]
+            if nic.driver == "efa" and not nic.driver_options.get("rdma_write", True):
+                return False
+    return True
+
+
+def _nvls_capable(ctx: Ctx, world: Sequence[_Rank]) -> bool:
+    """NVLink SHARP: every rank's GPU in an NVSwitch domain of NVLink 4 (Hopper's third
+    generation NVSwitch reduces in the switch)."""
+    for rk in world:
+        dom = ctx.sim.node(rk.node).machine.nvlink_domain(rk.device)
+        if dom is None or not dom.switches or dom.gen < 4:
+            return False
+    return True
+
+
+def _algorithms(ctx: Ctx, p: NcclParams, world: Sequence[_Rank]) -> list[str]:
+    """The algorithms NCCL considers: ring always; for all-reduce the tree across nodes, and
+    NVLS (NVLS-tree across nodes) on NVSwitch systems that reduce in the switch."""
+    out = ["ring"]
+    if p.collective != "all_reduce":
+        return out
+    multi = len(_by_node(world)) > 1
+    if multi:
+        out.append("tree")
+    if _nvls_capable(ctx, world) and len(world) > 1:
+        out.append("nvls_tree" if multi else "nvls")
+    return out
+
+
+def _plan_nvls(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str) -> _Plan:
+    """NVLS (single node) and NVLS-tree: every GPU sends S into the NVSwitch, which reduces,
+    and receives S back (its port's two directions, at ``nccl.nvls_efficiency``); across nodes
+    one GPU per rail exchanges S/rails with the peer node, as in the tree. Simple only."""
+    c = ctx.cost.nccl
+    nodes = _by_node(world)
+    edges: list[tuple[float, _Edge, str]] = []
+    for rk in world:
+        machine = ctx.sim.node(rk.node).machine
+        dom = machine.nvlink_domain(rk.device)
+        assert dom is not None
+        rate = nvlink_rate(machine.cost, dom.gen, dom.links, engine="sm")
+        for direction in ("tx", "rx"):
+            link = ctx.sim.links(rk.node, [LinkUse(f"nvlink:{rk.device}", direction)])
+            edge = _Edge(tuple(link), rate * c.nvls_efficiency, False, c.nvls_latency, "NVLS")
+            edges.append((1.0, edge, rk.owner))
+    hops = [c.nvls_latency]
+    if algo == "nvls_tree":
+        names = list(nodes)
+        channels = p.channels if p.channels is not None else c.channels
+        rails = {node: _rail_ranks(members) for node, members in nodes.items()}
+        inter = 0.0
+        for k, node in enumerate(names):
+            users, peer = rails[node], rails[names[(k + 1) % len(names)]]
+            per = max(1, channels // len(users))
+            for j, (a, ia) in enumerate(users):
+                b, ib = peer[j % len(peer)]
+                e = _edge(ctx, p, a, b, "Simple", per, tree=True, rails=(ia, ib))
+                lat = c.nvls_tree_net + (e.latency - c.tree_net[2])
+                edges.append((1.0 / len(users), e, a.owner))
+                inter = max(inter, lat)
+        levels = math.ceil(math.log2(len(nodes)))
+        hops += [inter] * (2 * levels)
+    return _Plan(algo, "Simple", 0.0, tuple(hops), tuple(edges))
 
 
 def _choose(plans: Sequence[_Plan], size: int) -> _Plan:
@@ -456,7 +588,8 @@ def _iteration(ctx: Ctx, p: NcclParams, coll: Collective[_Rank], plan: _Plan, si
     latency = launch + plan.base + sum(jittered(ctx.rng, spread, h) for h in plan.hops)
     mine = [(share * size, e) for share, e, owner in plan.edges if owner == me]
     n = len(coll.ranks)
-    phases = 2 * (n - 1) if (p.model == "steps" and plan.algo == "ring" and n > 1) else 1
+    steps = ring_passes(p.collective) * (n - 1)
+    phases = steps if (p.model == "steps" and plan.algo == "ring" and n > 1) else 1
     for k in range(phases):
         flows: list[FlowSpec] = [
             (nbytes / phases, list(e.links), None if e.cap == math.inf else e.cap, f"{me}:nccl")
