@@ -181,3 +181,16 @@ def test_gpu_box_layouts_give_the_distances_of_their_tables() -> None:
 def test_gpu_box_refuses_an_unknown_cpu_in_one_line() -> None:
     with pytest.raises(ConfigError, match=r"box.toml: params.cpu: .*threadripper"):
         platform_from_dict({"preset": "gpu-box", "params": {"cpu": "pentium"}}, "box.toml")
+
+
+def test_the_gpu_doc_lists_every_gpu_parameter_with_its_confidence() -> None:
+    from pathlib import Path
+
+    from pinlab.platform.cost import parameters
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cost-model" / "gpu.md").read_text()
+    for p in parameters():
+        if p.section.startswith("§G"):
+            assert f"`{p.key}`" in doc, p.key
+            assert p.confidence in ("high", "medium", "low"), p.key
+            assert p.source and p.unit, p.key

@@ -90,7 +90,7 @@ def gpu_device(
 
 def _nvswitch(key: str, gpus: int, switches: int) -> tuple[NvlinkSpec, ...]:
     g = GPU_MODELS[key]
-    if g.nvlink_gen is None:
+    if g.nvlink_gen is None or gpus < 2:
         return ()
     return (
         NvlinkSpec(
@@ -108,9 +108,12 @@ def dgx_a100(
     *,
     gpu: Literal["a100-sxm4-40gb", "a100-sxm4-80gb"] = "a100-sxm4-40gb",
     nic_rate: Literal["200Gbps", "100Gbps"] = "200Gbps",
+    gpus: Annotated[int, Field(ge=1, le=8)] = 8,
+    nics: Annotated[int, Field(ge=0, le=8)] = 8,
     kernel: str | None = None,
 ) -> PlatformSpec:
-    """NVIDIA DGX A100 (``docs/cost-model/gpu.md`` §G6).
+    """NVIDIA DGX A100 (``docs/cost-model/gpu.md`` §G6); ``gpus``/``nics`` keep the first so
+    many of each (a run that uses fewer).
 
     * 8 × A100 SXM4 (``gpu``: 40 GB in the DGX A100 320GB, 80 GB in the 640GB), all 12 NVLink 3
       links of each to 6 NVSwitches (``nvswitch``; 4.8 TB/s bidirectional in total);
@@ -132,7 +135,7 @@ def dgx_a100(
     host = (1 if gpu == "a100-sxm4-40gb" else 2) * TiB
     switches: list[SwitchSpec] = []
     devices: list[DeviceSpec] = []
-    nics: list[NicSpec] = []
+    nic_specs: list[NicSpec] = []
     for k in range(4):
         top = f"plx{k}"
         switches.append(SwitchSpec(name=top, parent=f"rc{k}", vendor=_BROADCOM, device=0xC010))
@@ -141,7 +144,7 @@ def dgx_a100(
             switches.append(SwitchSpec(name=f"{top}.g{j}", parent=top, vendor=_BROADCOM))
             switches.append(SwitchSpec(name=f"{top}.n{j}", parent=top, vendor=_BROADCOM))
             devices.append(gpu_device(f"gpu{i}", gpu, f"{top}.g{j}"))
-            nics.append(
+            nic_specs.append(
                 NicSpec(
                     name=f"mlx5_{i}",
                     driver="mlx5",
@@ -162,9 +165,9 @@ def dgx_a100(
             for k in range(4)
         ),
         switches=tuple(switches),
-        devices=tuple(devices),
-        nics=tuple(nics),
-        nvlink=_nvswitch(gpu, 8, 6),
+        devices=tuple(devices[:gpus]),
+        nics=tuple(nic_specs[:nics]),
+        nvlink=_nvswitch(gpu, gpus, 6),
         inter_socket=InterSocketSpec(bandwidth=parse_rate("126GB/s")),
     )
 
@@ -180,13 +183,13 @@ root-complex P2P between switches is refused; GPU and NIC below one switch are u
 
 
 def _hopper_node(
-    name: str, description: str, cpu: CpuSpec, dram: str, nics: list[NicSpec]
+    name: str, description: str, cpu: CpuSpec, dram: str, nics: list[NicSpec], gpus: int
 ) -> PlatformSpec:
     switches = [
         SwitchSpec(name=f"sw{i}", parent=f"rc{i // 4}", gen=5, vendor=_BROADCOM, device=0xC030)
         for i in range(8)
     ]
-    devices = [gpu_device(f"gpu{i}", "h100-sxm5-80gb", f"sw{i}") for i in range(8)]
+    devices = [gpu_device(f"gpu{i}", "h100-sxm5-80gb", f"sw{i}") for i in range(gpus)]
     root = _SPR_ROOT if cpu.vendor == "intel" else 0x1480
     return PlatformSpec(
         name=name,
@@ -205,14 +208,20 @@ def _hopper_node(
         switches=tuple(switches),
         devices=tuple(devices),
         nics=tuple(nics),
-        nvlink=_nvswitch("h100-sxm5-80gb", 8, 4),
+        nvlink=_nvswitch("h100-sxm5-80gb", gpus, 4),
         inter_socket=InterSocketSpec(bandwidth=parse_rate("128GB/s")),
     )
 
 
 @validate_call(config=_CALL)
-def dgx_h100(*, kernel: str | None = None) -> PlatformSpec:
-    """NVIDIA DGX H100 (``docs/cost-model/gpu.md`` §G6).
+def dgx_h100(
+    *,
+    gpus: Annotated[int, Field(ge=1, le=8)] = 8,
+    nics: Annotated[int, Field(ge=0, le=8)] = 8,
+    kernel: str | None = None,
+) -> PlatformSpec:
+    """NVIDIA DGX H100 (``docs/cost-model/gpu.md`` §G6); ``gpus``/``nics`` keep the first so
+    many of each.
 
     * 8 × H100 SXM5 80 GB, 18 NVLink 4 links each to the NVSwitches (900 GB/s bidirectional);
       4 NVSwitch chips [unverified];
@@ -225,7 +234,7 @@ def dgx_h100(*, kernel: str | None = None) -> PlatformSpec:
     pinlab's assumptions: one Gen5 switch per GPU–NIC pair, four per socket on one root
     complex; UPI 4 × 32 GB/s per direction; storage NICs left out.
     """
-    nics = [
+    nic_specs = [
         NicSpec(
             name=f"mlx5_{i}",
             driver="mlx5",
@@ -236,20 +245,25 @@ def dgx_h100(*, kernel: str | None = None) -> PlatformSpec:
             device=0x1021,
         )
         for i in range(8)
-    ]
+    ][:nics]
     spec = _hopper_node(
         "dgx-h100",
         "NVIDIA DGX H100: 8 × H100 SXM5, NVSwitch, 8 × NDR ConnectX-7, 2 × Xeon 8480C",
         _SPR,
         _SPR_DRAM,
-        nics,
+        nic_specs,
+        gpus,
     )
     return spec.model_copy(update={"kernel": kernel})
 
 
 @validate_call(config=_CALL)
 def p5(
-    *, cpu: Literal["spr", "milan"] = "spr", efa_per_gpu: int = 4, kernel: str | None = None
+    *,
+    cpu: Literal["spr", "milan"] = "spr",
+    efa_per_gpu: Annotated[int, Field(ge=1, le=8)] = 4,
+    gpus: Annotated[int, Field(ge=1, le=8)] = 8,
+    kernel: str | None = None,
 ) -> PlatformSpec:
     """AWS p5.48xlarge-like node (``docs/cost-model/gpu.md`` §G6).
 
@@ -262,7 +276,7 @@ def p5(
 
     pinlab's assumptions: the EFA links Gen4 x16; one switch per GPU with its EFAs.
     """
-    nics = [
+    nic_specs = [
         NicSpec(
             name=f"efa{i * efa_per_gpu + j}",
             driver="efa",
@@ -270,8 +284,9 @@ def p5(
             line_rate=parse_rate("100Gbps"),
             vendor=_AMAZON,
             device=0xEFA1,
+            driver_options={"rdma_write": True},
         )
-        for i in range(8)
+        for i in range(gpus)
         for j in range(efa_per_gpu)
     ]
     cpu_spec = (
@@ -284,7 +299,8 @@ def p5(
         f"AWS p5.48xlarge-like: 8 × H100 SXM5, NVSwitch, {8 * efa_per_gpu} × 100 Gbps EFA",
         cpu_spec,
         _SPR_DRAM if cpu == "spr" else "204.8GB/s",
-        nics,
+        nic_specs,
+        gpus,
     )
     return spec.model_copy(update={"kernel": kernel})
 
