@@ -589,7 +589,7 @@ SignedDuration = Annotated[
     PlainSerializer(exact_time, return_type=str),
     WithJsonSchema({**_UNIT_SCHEMA, "examples": ["-0.5us", "0.5us"]}),
 ]
-"""Seconds, may be negative (a delta such as ``nic.alpha_host_delta``)."""
+"""Seconds, may be negative (a signed delta of a time)."""
 
 TimePerByte = Annotated[
     float,

@@ -101,7 +101,9 @@ device = "gpu0"
     assert spec.cpu.family == 0x19 and spec.host_bridges[0].device == 0x14D8
     m = build(spec)
     assert m.p2p_path_class("gpu0", "nic0") == "switch"
-    assert m.links["net:nic0"].capacity["tx"] == pytest.approx(25e9 * 0.95)
+    # 200 Gbps IB at the model's MTU 4096: headers 26 B per packet, link-level rdma.ib_link_eff
+    wire = 25e9 * m.cost.rdma.ib_link_eff * 4096 / (4096 + 26)
+    assert m.links["net:nic0"].capacity["tx"] == pytest.approx(wire)
 
 
 BASE = """name = "x"

@@ -27,11 +27,17 @@ from pinlab.platform import (
     cluster,
     dl1,
     p4d,
+    pcie_model,
     workstation,
 )
 from pinlab.units import GiB, MiB
 
 PROFILES = ["5.16", "6.12", "6.16", "7.1"]
+
+COST = CostModel()
+GEN3 = pcie_model.write_rate(COST, 3, 16, 256)  # 12.99 GB/s: the mechanism, MPS 256
+GEN4 = pcie_model.write_rate(COST, 4, 16, 256)  # 25.99 GB/s
+EFA_WIRE = 12.5e9 * 8192 / (8192 + 82)  # 100 Gbps at MTU 8192, Ethernet-framed SRD
 
 
 def region(machine: Machine, device: str, name: str) -> int:
@@ -63,7 +69,7 @@ def test_p4d_builds(profile: str) -> None:
     assert isinstance(gpu, NvidiaComputeDevice)
     assert region(m, "gpu3", "vram") == 40 * GiB
     assert gpu.bar1_size == 40 * GiB  # BAR1 = HBM size (§9.2, §6.3)
-    assert m.links["pcie:gpu3"].capacity["up"] == 25e9  # Gen4 x16 (§9.2)
+    assert m.links["pcie:gpu3"].capacity["up"] == pytest.approx(GEN4)  # Gen4 x16 (§9.2)
     assert m.links["mem:gpu3"].capacity["rw"] == pytest.approx(1555e9 * 0.85)
     assert m.spec.host_memory == 1152 * GiB
     assert m.p2p_path_class("gpu0", "efa0") == "switch"  # paired behind one switch
@@ -81,10 +87,11 @@ def test_workstation_builds(profile: str) -> None:
     assert isinstance(nic, Mlx5Device) and nic.odp
     assert set(m.system.displays) == {"display0"}
     assert set(m.system.gpu_importers) == {"gpu0:import"}
-    assert m.links["pcie:gpu0"].capacity["down"] == 25e9
+    assert m.links["pcie:gpu0"].capacity["down"] == pytest.approx(GEN4)
     assert m.links["dram:0"].capacity["rw"] == pytest.approx(89.6e9 * 0.84)
-    # the platform's cost override (§9.3)
-    assert m.cost.p2p.factor.root_complex == 0.45
+    # no cost override: the root complex's effect on P2P is the PCIe mechanism's
+    assert m.spec.cost_overrides == {}
+    assert m.nic_port_model("mlx5_0").model_name == "cx5"
     assert workstation(resizable_bar=True).device("gpu0").bar_size == 16 * GiB
 
 
@@ -126,19 +133,21 @@ def test_xe_exists_only_from_6_12() -> None:
 
 
 def test_dl1_gaudi_pair_host_link_is_12_GBps() -> None:
-    """§9.1: pairs of Gaudis share one PCIe Gen3 x16 link → ≈ 12 GB/s per pair."""
+    """§9.1: pairs of Gaudis share one PCIe Gen3 x16 link → ≈ 13 GB/s per pair (posted writes
+    at MPS 256, the PCIe mechanism)."""
     m = build(dl1())
     for sw in ("sw0", "sw1", "sw2", "sw3"):
         link = m.links[f"pcie:{sw}"]
-        assert link.capacity == {"up": 12e9, "down": 12e9}
+        assert link.capacity == {"up": pytest.approx(GEN3), "down": pytest.approx(GEN3)}
         assert (link.gen, link.width) == (3, 16)
-    assert m.links["net:efa0"].capacity["tx"] == pytest.approx(12.5e9 * 0.95)
+    assert pytest.approx(12.99e9, rel=1e-3) == GEN3
+    assert m.links["net:efa0"].capacity["tx"] == pytest.approx(EFA_WIRE)
     assert m.links["dram:0"].capacity["rw"] == pytest.approx(140.8e9 * 0.84)
     # both Gaudis of a pair share the switch uplink toward the host
     up0 = m.path("gaudi0", "host:0")
     up1 = m.path("gaudi1", "host:0")
     assert LinkUse("pcie:sw0", "up") in up0 and LinkUse("pcie:sw0", "up") in up1
-    assert m.bottleneck(up0) == 12e9
+    assert m.bottleneck(up0) == pytest.approx(GEN3)
 
 
 def test_dl1_paths() -> None:
@@ -202,7 +211,7 @@ def test_display_and_importer_endpoints() -> None:
 
 def test_directed_capacities_name_each_direction() -> None:
     caps = build(dl1()).directed_capacities()
-    assert caps["pcie:sw0/up"] == 12e9
+    assert caps["pcie:sw0/up"] == pytest.approx(GEN3)
     assert caps["upi:0-1/0->1"] == 41.6e9
     assert caps["dram:1/rw"] == pytest.approx(140.8e9 * 0.84)
 
@@ -212,7 +221,7 @@ def test_link_overrides() -> None:
     data = spec.model_dump()
     data["switches"][0]["link"] = {"up": "10GB/s", "latency": "500ns"}
     m = build(PlatformSpec.model_validate(data))
-    assert m.links["pcie:sw0"].capacity == {"up": 10e9, "down": 12e9}
+    assert m.links["pcie:sw0"].capacity == {"up": 10e9, "down": pytest.approx(GEN3)}
     assert m.latency(m.path("gaudi0", "host:0")) == pytest.approx(5e-7)
 
 
@@ -224,14 +233,16 @@ def test_dl1_gaudi_efa_crosses_whitelisted_root_complex() -> None:
     bridge is whitelisted (K-83); the same pair is THRU_HOST_BRIDGE in the kernel model."""
     m = build(dl1(), "5.16")
     assert m.p2p_path_class("gaudi0", "efa0") == "root_complex"
-    assert m.p2p_factor("gaudi0", "efa0") == 0.8
+    path = m.pcie_path("efa0", "gaudi0")
+    assert [hb.rc_class for hb in path.host_bridges] == ["intel_server"]
+    assert path.p2p_bridge is not None and path.switches == 1
     provider = m.pdevs["gaudi0"]
     client = m.nics["efa0"].dev
     assert pci_p2pdma_distance(provider, client) == 6  # 3 hops up + the EFA's root port chain
     assert pci_p2pdma_map_type(provider, client) is PciP2pdmaMapType.THRU_HOST_BRIDGE
     # the other socket's host bridge is listed too, without the same-bridge flag
     assert m.p2p_path_class("gaudi0", "efa3") == "cross_socket"
-    assert m.p2p_factor("gaudi0", "efa3") == 0.3
+    assert m.pcie_path("efa3", "gaudi0").sockets == 1
     # Gaudi ↔ Gaudi below one switch: bus-address P2P at distance 4 (K-56)
     assert m.p2p_path_class("gaudi0", "gaudi1") == "switch"
     assert pci_p2pdma_distance(provider, m.pdevs["gaudi1"]) == 4
@@ -241,7 +252,6 @@ def test_dl1_with_unlisted_host_bridge_refuses_p2p() -> None:
     """K-83: an Intel host bridge not on the whitelist: P2PDMA distance -1 (K-55)."""
     m = build(dl1(host_bridge_device=0x09A2))
     assert m.p2p_path_class("gaudi0", "efa0") is None
-    assert m.p2p_factor("gaudi0", "efa0") is None
     assert m.p2p_capacity("gaudi0", "efa0") is None
     # below one switch no host bridge is involved
     assert m.p2p_path_class("gaudi0", "gaudi1") == "switch"
@@ -272,26 +282,63 @@ def test_acs_redirect_forces_the_root_complex() -> None:
 
 
 def test_p2p_capacity_dl1() -> None:
-    """§1 item 3: min(NIC, PCIe × P2P factor); NIC reads × p2p.nic_read_factor."""
-    m = build(dl1(), overrides={"p2p.nic_read_factor": "0.9"})
-    assert m.p2p_capacity("gaudi0", "efa0") == pytest.approx(12e9 * 0.8)
-    assert m.p2p_capacity("gaudi0", "efa0", nic_reads=True) == pytest.approx(12e9 * 0.8 * 0.9)
-    # behind one switch (factor 1.0) the NIC's streaming rate, 100 Gbps × 0.95 = 11.875 GB/s,
-    # is below the Gen3 x16 link's 12 GB/s
+    """§1 item 3 from mechanisms: through the Cascade Lake root complex the EFA's reads of
+    Gaudi memory are capped by the host bridge's P2P read forwarding (pcie.rc.intel_server),
+    its writes by the P2P write forwarding; behind one switch only the EFA's port binds."""
+    m = build(dl1())
+    rc = m.cost.pcie.rc.intel_server
+    assert m.p2p_capacity("gaudi0", "efa0", nic_reads=True) == pytest.approx(rc.read_limit)
+    assert m.p2p_capacity("gaudi0", "efa0") == pytest.approx(min(rc.write_limit, EFA_WIRE))
     m2 = build(dl1(efa_behind_switch=True))
-    assert m2.p2p_capacity("gaudi0", "efa0") == pytest.approx(11.875e9)
-    assert m2.p2p_capacity("gaudi0", "efa0", nic_reads=True) == pytest.approx(11.875e9)
+    assert m2.p2p_capacity("gaudi0", "efa0") == pytest.approx(EFA_WIRE)
+    assert m2.p2p_capacity("gaudi0", "efa0", nic_reads=True) == pytest.approx(EFA_WIRE)
+    # a tighter forwarding limit moves the root-port capacity, the switch path not at all
+    m3 = build(dl1(), overrides={"pcie.rc.intel_server.read_limit": "5GB/s"})
+    assert m3.p2p_capacity("gaudi0", "efa0", nic_reads=True) == pytest.approx(5e9)
+
+
+def test_pcie_path_describes_the_route() -> None:
+    """Machine.pcie_path: links in order with gen/width/MPS/direction, switches, host bridges
+    and their CPU class, socket crossings, the initiator's MRRS."""
+    m = build(dl1(efa_behind_switch=True))
+    p = m.pcie_path("efa0", "gaudi0")
+    assert [(x.name, x.direction) for x in p.links] == [
+        ("pcie:efa0", "up"),
+        ("pcie:gaudi0", "down"),
+    ]
+    assert (p.switches, p.host_bridges, p.sockets, p.target_kind) == (1, (), 0, "device")
+    assert (p.mps, p.mrrs) == (256, 512)
+    host = m.pcie_path("efa0", "host:0")
+    assert host.target_kind == "host" and host.switches == 1
+    assert [x.name for x in host.links] == ["pcie:efa0", "pcie:sw0"]
+    assert host.host_bridges[0].p2p is False
+    far = m.pcie_path("efa0", "host:1")
+    assert far.sockets == 1 and far.socket_link == pytest.approx(41.6e9)
+    lat = m.cost.pcie.lat
+    assert pcie_model.read_latency(m.cost, far) == pytest.approx(
+        lat.host_read + lat.switch + lat.remote_socket
+    )
+    with pytest.raises(KeyError):
+        m.pcie_path("host:0", "gaudi0")
 
 
 def test_workstation_p2p_amd_allowed_intel_refused() -> None:
-    """§9.3 / K-83: on an AMD Zen host, host-bridge P2P is allowed (cpu_supports_p2pdma); on
-    an Intel client host bridge (not whitelisted) it is refused → migrate-to-host."""
+    """§9.3 / K-83: on an AMD Zen host, host-bridge P2P is allowed (cpu_supports_p2pdma) and
+    forwarded (pcie.rc.amd_zen); on an Intel client host bridge (not whitelisted) P2PDMA
+    refuses → migrate-to-host, and its root ports would not forward the NIC's reads anyway."""
     amd = build(workstation(cpu="amd"))
     assert amd.p2p_path_class("gpu0", "mlx5_0") == "root_complex"
-    assert amd.p2p_factor("gpu0", "mlx5_0") == 0.45
+    path = amd.pcie_path("mlx5_0", "gpu0")
+    assert path.p2p_bridge is not None and path.p2p_bridge.rc_class == "amd_zen"
+    assert pcie_model.p2p_reads_forwarded(amd.cost, path)
     assert amd.p2p_path_class("gpu0", "display0") == "local"
     intel = build(workstation(cpu="intel"))
     assert intel.p2p_path_class("gpu0", "mlx5_0") is None
+    ipath = intel.pcie_path("mlx5_0", "gpu0")
+    assert ipath.p2p_bridge is not None and ipath.p2p_bridge.rc_class == "intel_client"
+    assert not pcie_model.p2p_reads_forwarded(intel.cost, ipath)
+    assert pcie_model.p2p_writes_forwarded(intel.cost, ipath)
+    assert pcie_model.read_rate(intel.cost, ipath, 256) == 0.0
 
 
 def test_p2pdma_switch_follows_the_kernel_profile() -> None:
@@ -305,11 +352,14 @@ def test_p2pdma_switch_follows_the_kernel_profile() -> None:
 
 def test_build_cost_precedence() -> None:
     """Platform cost overrides beat the base cost; ``overrides`` (the user's) beat both."""
-    base = CostModel().with_overrides({"p2p.factor.root_complex": "0.7"})
-    assert build(workstation(), cost=base).cost.p2p.factor.root_complex == 0.45
-    m = build(workstation(), cost=base, overrides={"p2p.factor.root_complex": "0.6"})
-    assert m.cost.p2p.factor.root_complex == 0.6
-    assert build(dl1(), cost=base).cost.p2p.factor.root_complex == 0.7
+    base = CostModel().with_overrides({"pcie.lat.switch": "0.2us"})
+    data = workstation().model_dump()
+    data["cost_overrides"] = {"pcie.lat.switch": "0.3us"}
+    spec = PlatformSpec.model_validate(data)
+    assert build(spec, cost=base).cost.pcie.lat.switch == pytest.approx(0.3e-6)
+    m = build(spec, cost=base, overrides={"pcie.lat.switch": "0.4us"})
+    assert m.cost.pcie.lat.switch == pytest.approx(0.4e-6)
+    assert build(dl1(), cost=base).cost.pcie.lat.switch == pytest.approx(0.2e-6)
 
 
 # -- cluster --------------------------------------------------------------------------------------
@@ -338,7 +388,7 @@ def test_cluster_paths() -> None:
     assert c.names == ("node0", "node1", "node2", "node3")
     path = c.path("node0", "efa1", "node3", "efa2")
     assert path == [LinkUse("node0/net:efa1", "tx"), LinkUse("node3/net:efa2", "rx")]
-    assert c.link("node3/net:efa2").capacity["rx"] == pytest.approx(11.875e9)
+    assert c.link("node3/net:efa2").capacity["rx"] == pytest.approx(EFA_WIRE)
     local = c.path("node1", "gaudi0", "node1", "efa0")
     assert local[0] == LinkUse("node1/mem:gaudi0", "rw")
     assert c.built == 3

@@ -33,7 +33,9 @@ def test_a_nic_without_odp_must_take_the_pinned_path(scenario: ScenarioRun) -> N
 
 
 def test_odp_registers_without_the_pinned_registration_cost(scenario: ScenarioRun) -> None:
-    """§6.2 vs §7 notes: a pinned 2 GiB dma-buf MR takes seconds, an ODP one reg.dev.fixed."""
+    """§6.2 per NIC driver: on mlx5 a pinned 2 GiB dma-buf MR and an ODP one are both a UMR
+    post with an mkey-cache hit (reg.mlx5), milliseconds -- not EFA's seconds-long admin
+    command that grows with what is registered (reg.efa)."""
     results, _ = scenario("odp-vs-pin")
-    assert results["odp"].metric(f"{R}.setup_time") < 0.2
-    assert results["pinned"].metric(f"{R}.setup_time") > 5
+    assert results["odp"].metric(f"{R}.setup_time") < 0.05
+    assert results["pinned"].metric(f"{R}.setup_time") < 0.05

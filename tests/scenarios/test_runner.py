@@ -95,7 +95,7 @@ def test_sets_reach_every_part_of_the_document(tmp_path: Path) -> None:
             "kernel.profile=7.1",
             "tenants.kv.params.buffer=1GiB",
             "cost.odp.fault=2ms",
-            'cost."nic.alpha"=3us',
+            'cost."rdma.post_cost"=3us',
         ],
     )
     r = cfg.resolve("b")
@@ -104,7 +104,7 @@ def test_sets_reach_every_part_of_the_document(tmp_path: Path) -> None:
     params = r.tenants[0].params
     assert isinstance(params, KvTransferParams)  # validated once, into the workload's model
     assert (params.buffer, params.block, params.rate) == (GiB, 128 * MiB, 50)  # variant stays
-    assert r.cost == {"odp": {"fault": "2ms"}, "nic.alpha": "3us"}
+    assert r.cost == {"odp": {"fault": "2ms"}, "rdma.post_cost": "3us"}
 
 
 def test_sets_win_over_variants_and_may_address_a_variant(tmp_path: Path) -> None:

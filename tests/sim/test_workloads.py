@@ -72,6 +72,7 @@ def test_registry_has_the_workloads_with_parameter_models() -> None:
     assert {
         "allreduce",
         "kv-transfer",
+        "perftest",
         "compositor",
         "app",
         "pin-hog",
@@ -110,42 +111,75 @@ def test_parameters_take_units_and_refuse_bare_times_in_files() -> None:
 
 
 def test_dmabuf_registration_cost_grows_with_what_is_registered() -> None:
-    """§6.2: fixed + per_own_byte × length + per_registered × bytes already registered on the
-    NIC by this process; the pin-hog's third 256 MiB buffer lands when the sum says."""
+    """§6.2, EFA (the driver declares reg.efa): fixed + per_own_byte × length +
+    per_registered × bytes already registered on the NIC by this process; the pin-hog's third
+    256 MiB buffer lands when the sum says (an admin command per MR, Mooncake PR #3210)."""
     chunk = 256 * MiB
-    sim = workstation()
-    start(sim, "hog", "pin-hog", chunk=chunk, limit=3 * chunk, retry="0s")
-    reg = sim.node().machine.cost.reg.dev
+    sim = Simulation(PRESETS["dl1"](efa_behind_switch=True), "5.16", seed=1, sample_interval=0.1)
+    start(
+        sim, "hog", "pin-hog", device="gaudi0", nic="efa0", chunk=chunk, limit=3 * chunk, retry="0s"
+    )
+    reg = sim.node().machine.cost.reg.efa
     one = reg.fixed + reg.per_own_byte * chunk
     t3 = 3 * one + reg.per_registered * (chunk + 2 * chunk)
     sim.run(t3 - 0.05)
     assert result(sim, "hog").pinned_bytes == 2 * chunk
     sim.run(t3 + 0.05)
     assert result(sim, "hog").pinned_bytes == 3 * chunk
-    ctx = sim.tenants["hog"].ctx
-    assert dmabuf_reg_cost(ctx, "mlx5_0", chunk, odp=True) == pytest.approx(reg.fixed)
     assert sim.stale_incidents() == 0
 
 
+def test_mlx5_registration_is_a_umr_post() -> None:
+    """§6.2, mlx5 (reg.mlx5): an mkey-cache hit and a UMR post, fixed + per_page × pages; an
+    ODP MR writes no pages up front; nothing grows with what is registered."""
+    chunk = 256 * MiB
+    sim = workstation()
+    start(sim, "hog", "pin-hog", chunk=chunk, limit=3 * chunk, retry="0s")
+    sim.run(0.5)
+    assert result(sim, "hog").pinned_bytes == 3 * chunk
+    ctx = sim.tenants["hog"].ctx
+    reg = ctx.cost.reg.mlx5
+    assert dmabuf_reg_cost(ctx, "mlx5_0", chunk, odp=True) == pytest.approx(reg.fixed)
+    assert dmabuf_reg_cost(ctx, "mlx5_0", chunk, odp=False) == pytest.approx(reg.fixed)
+    slow = ctx.cost.with_overrides({"reg.mlx5.per_page": "10ns"}).reg.mlx5
+    pages = chunk // 4096
+    assert slow.dmabuf(chunk, 0, odp=False) == pytest.approx(reg.fixed + 10e-9 * pages)
+    assert slow.dmabuf(chunk, 10 * chunk, odp=False) == slow.dmabuf(chunk, 0, odp=False)
+    assert slow.dmabuf(chunk, 0, odp=True) == pytest.approx(reg.fixed)
+
+
 def test_kv_transfer_runs_at_the_p2p_capacity() -> None:
-    """§1 items 2, 3: back-to-back blocks at min(P2P capacity, NIC rate), nic.alpha each."""
+    """§1 items 2, 3: back-to-back blocks at the NIC's end of the mechanism for one 64 MiB
+    message (the P2P capacity: its read window through the AMD root complex, its port), each
+    after that end's message latency."""
     sim = workstation()
     start(sim, "kv", "kv-transfer", buffer=512 * MiB, block=64 * MiB, produce=False)
     sim.run(4.0)
     machine = sim.node().machine
     cap = machine.p2p_capacity("gpu0", "mlx5_0", nic_reads=True)
     assert cap is not None
+    end = machine.nic_end("mlx5_0", "gpu0", 64 * MiB, write=False)
     n = result(sim, "kv")
-    assert n.path_rate == pytest.approx(cap)
+    assert n.path_rate == pytest.approx(end.rate)
+    assert end.rate == pytest.approx(cap, rel=1e-5)
     stats = sim.tenants["kv"].stats
-    per_block = 64 * MiB / cap + machine.cost.nic.alpha
+    per_block = 64 * MiB / end.rate + end.latency
     assert stats.percentile(50) == pytest.approx(per_block, rel=1e-6)
     assert n.staged == 0 and sim.stale_incidents() == 0
 
 
+def _staging(c: Any, write: bool = False) -> tuple[float, float, float]:
+    """(copy seconds, NIC seconds, NIC delay) of one chunk on dl1's Gaudi 0 and EFA 0."""
+    chunk = c.stage.chunk
+    copy = c.restore_h2d(3) if write else c.evict_d2h(3)
+    return c.stage.copy_launch + chunk / copy, chunk / 12.5e9 * (8192 + 82) / 8192, 0.0
+
+
 def test_without_p2p_the_habanalabs_buffer_is_staged_through_host_memory() -> None:
     """A kernel without CONFIG_PCI_P2PDMA: habanalabs refuses the EFA mapping (-EPERM,
-    K-52); the workload bounces through a pinned host buffer (§1 item 5, aggregate mode)."""
+    K-52); the workload bounces through a pinned host buffer (§1 item 5): the chunk pipeline
+    of a D2H copy (stage.copy_launch + chunk at evict.d2h.gen3) and the EFA's send from host
+    memory, at chunk / the slower stage."""
     spec = PRESETS["dl1"](efa_behind_switch=True)
     sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), seed=1, sample_interval=0.1)
     start(
@@ -158,22 +192,46 @@ def test_without_p2p_the_habanalabs_buffer_is_staged_through_host_memory() -> No
         block=64 * MiB,
     )
     sim.run(1.0)
-    stats = sim.tenants["kv"].stats
     assert sim.tenants["kv"].proc.stats.denials["-EPERM"] == 1
     n = result(sim, "kv")
     assert n.staged == 1 and n.fallback_staged == 1
     cost = sim.node().machine.cost
-    # pipeline_eff × min(D2H copy 12.9, Gen3 link 12, EFA 11.875) GB/s
-    expected = cost.stage.pipeline_eff * min(cost.evict_d2h(3), 12e9, cost.nic_rate())
-    assert n.path_rate == pytest.approx(min(cost.evict_d2h(3), cost.nic_rate()))
-    rate = 64 * MiB / (stats.percentile(50) - cost.nic.alpha - cost.stage.copy_launch)
-    assert rate == pytest.approx(expected, rel=0.05)
+    t_copy, t_nic, _ = _staging(cost)
+    assert n.path_rate == pytest.approx(cost.stage.chunk / max(t_copy, t_nic), rel=1e-3)
 
 
-def test_staged_pipeline_mode_follows_the_chunk_algebra() -> None:
-    """§1 item 5, explicit pipeline: T ≈ Σ t_i + (k − 1) · max t_i (pipeline_eff = 1)."""
+def test_staged_pipeline_follows_the_chunk_algebra() -> None:
+    """§1 item 5, the explicit pipeline: T ≈ t_copy + t_nic + (k − 1) · max(t_copy, t_nic) +
+    the NIC's message delay once (later chunks overlap it)."""
     spec = PRESETS["dl1"](efa_behind_switch=True)
-    cost = {"stage.mode": "pipeline", "stage.pipeline_eff": 1.0}
+    sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), seed=1)
+    start(
+        sim,
+        "kv",
+        "kv-transfer",
+        process_args={"memlock": 1 << 30},
+        device="gaudi0",
+        buffer=64 * MiB,
+        block=16 * MiB,
+        produce=False,
+        requests=1,
+    )
+    sim.run(1.0)
+    machine = sim.node().machine
+    c = machine.cost
+    chunk = c.stage.chunk
+    k = 16 * MiB // chunk
+    t_copy, t_nic, _ = _staging(c)
+    delay = machine.nic_end("efa0", "host:0", chunk, write=False).latency
+    expected = t_copy + t_nic + (k - 1) * max(t_copy, t_nic) + delay
+    assert sim.tenants["kv"].stats.latencies[0] == pytest.approx(expected, rel=0.02)
+
+
+def test_aggregate_staging_is_only_a_fallback() -> None:
+    """stage.mode = "aggregate" (the documented fallback, unused by built-in scenarios): one
+    flow at stage.pipeline_eff × the slower stage's rate."""
+    spec = PRESETS["dl1"](efa_behind_switch=True)
+    cost = {"stage.mode": "aggregate"}
     sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), cost_overrides=cost, seed=1)
     start(
         sim,
@@ -188,12 +246,9 @@ def test_staged_pipeline_mode_follows_the_chunk_algebra() -> None:
     )
     sim.run(1.0)
     c = sim.node().machine.cost
-    chunk = c.stage.chunk
-    k = 16 * MiB // chunk
-    t_copy = c.stage.copy_launch + chunk / min(c.evict_d2h(3), 12e9)
-    t_nic = c.nic.alpha + chunk / c.nic_rate()
-    expected = t_copy + t_nic + (k - 1) * max(t_copy, t_nic)
-    assert sim.tenants["kv"].stats.latencies[0] == pytest.approx(expected, rel=0.02)
+    _, t_nic, _ = _staging(c)
+    eff = c.stage.pipeline_eff * min(c.evict_d2h(3), c.stage.chunk / t_nic)
+    assert result(sim, "kv").path_rate == pytest.approx(eff, rel=1e-3)
 
 
 def test_odp_transfers_fault_after_pressure_and_never_touch_stale_memory() -> None:
@@ -406,7 +461,16 @@ def custom(ctx: Ctx, r: CustomResult) -> Generator[simpy.Event, Any, None]:
     fd = yield from ctx.call(ctx.proc.prime_handle_to_fd, handle)
     mr, _cost = yield from register_dmabuf(ctx, "mlx5_0", fd, 256 * MiB)
     access = yield from nic_access(ctx, mr, 64 * MiB)
-    side = nic_side(ctx, ctx.node.name, ctx.machine, "gpu0", "mlx5_0", p2p=access.p2p, write=False)
+    side = nic_side(
+        ctx,
+        ctx.node.name,
+        ctx.machine,
+        "gpu0",
+        "mlx5_0",
+        p2p=access.p2p,
+        write=False,
+        nbytes=64 * MiB,
+    )
     r.elapsed = yield from send(ctx, side, 64 * MiB)
 
 
@@ -416,9 +480,8 @@ def test_custom_workloads_use_the_same_helpers_and_report_their_own_metrics() ->
     tenant = sim.spawn("c", partial(custom, r=r), result=r)
     sim.run(5.0)
     machine = sim.node().machine
-    cap = machine.p2p_capacity("gpu0", "mlx5_0", nic_reads=True)
-    assert cap is not None
-    assert r.elapsed == pytest.approx(64 * MiB / cap + machine.cost.nic.alpha)
+    end = machine.nic_end("mlx5_0", "gpu0", 64 * MiB, write=False)
+    assert r.elapsed == pytest.approx(64 * MiB / end.rate + end.latency)
     reported = tenant.report(5.0)["tenant.c.elapsed"]
     assert reported.unit == "s" and reported.value == pytest.approx(r.elapsed)
 

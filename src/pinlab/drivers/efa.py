@@ -39,6 +39,8 @@ class EfaDevice(RdmaDevice):
     """An EFA-like NIC. ``rdma_write`` enables ``IB_ACCESS_REMOTE_WRITE`` (newer devices)."""
 
     default_name = "efa_0"
+    nic_model = "efa"
+    registration_model = "efa"  # an admin-queue command (EFA_ADMIN_REG_MR) per MR
 
     def __init__(
         self,

@@ -43,6 +43,8 @@ class Mlx5Device(RdmaDevice):
     """An mlx5-like NIC; ``odp`` says whether it supports on-demand paging."""
 
     default_name = "mlx5_0"
+    nic_model = "cx5"
+    registration_model = "mlx5"  # an mkey from the cache, the page list written by UMR
     supports_odp = True
     odp_items = ("K-43", "K-42")
 

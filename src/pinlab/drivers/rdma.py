@@ -118,10 +118,11 @@ class NicSpecLike(Protocol):
 class RdmaDevice(DeviceImporter):
     """An RDMA NIC's ``ib_device`` as an importer of dma-bufs.
 
-    Declared by every driver: ``supports_odp`` (the driver can build on-demand-paging MRs at
-    all; EFA cannot), ``odp`` (this device has ODP enabled), and the device-wide counters
-    ``faults`` (ODP page faults resolved) and ``invalidations`` (``move_notify`` calls that
-    zapped a mapping), 0 for a driver that never faults.
+    Declared by every driver: ``nic_model`` and ``registration_model`` (the cost model's NIC
+    model and dma-buf registration model for it), ``supports_odp`` (the driver can build
+    on-demand-paging MRs at all; EFA cannot), ``odp`` (this device has ODP enabled), and the
+    device-wide counters ``faults`` (ODP page faults resolved) and ``invalidations``
+    (``move_notify`` calls that zapped a mapping), 0 for a driver that never faults.
 
     Registration (:meth:`reg_dmabuf_mr`) is shared: an ``IB_ACCESS_ON_DEMAND`` request goes to
     the driver's :meth:`reg_odp_mr` (``-EOPNOTSUPP`` without ODP), anything else to the pinned
@@ -130,6 +131,12 @@ class RdmaDevice(DeviceImporter):
 
     driver_name: ClassVar[str] = "rdma"
     default_name: ClassVar[str] = "rdma_0"
+    nic_model: ClassVar[str] = "cx5"
+    """The NIC model of the cost model (``nic.<model>``) a NIC of this driver is unless its
+    platform entry names one."""
+    registration_model: ClassVar[str] = "mlx5"
+    """The dma-buf registration cost model (``reg.<model>``) of this driver's
+    ``ib_reg_user_mr_dmabuf``: how the driver builds the device's translation."""
     supports_odp: ClassVar[bool] = False
     odp_items: ClassVar[tuple[str, ...]] = ()
     """The checklist items of the driver's ODP path (invalidate, fault)."""

@@ -10,9 +10,12 @@
 * :mod:`~pinlab.platform.builder` -- :func:`build`, which makes a :class:`Machine` from a
   :class:`PlatformSpec`, constructing each driver through its ``from_spec``;
 * :mod:`~pinlab.platform.cluster` -- N-node clusters (one kernel per node);
-* :mod:`~pinlab.platform.presets` -- ``dl1``, ``p4d``, ``workstation``, ``apu-laptop``,
-  ``cluster`` (``cost-model.md`` §9), ``matrix`` (the machine of ``pinlab matrix``) and TOML
-  platform files.
+* :mod:`~pinlab.platform.pcie_model`, :mod:`~pinlab.platform.rdma_model` -- the PCIe and
+  RDMA NIC mechanisms (pure functions of the cost model and a path);
+* :mod:`~pinlab.platform.presets` -- ``dl1``, ``p4d``, ``workstation``, ``workstation-amd``,
+  ``apu-laptop``, ``cluster`` (``cost-model.md`` §9), ``cx-pair`` (two ConnectX hosts back
+  to back, ``pinlab bench``), ``matrix`` (the machine of ``pinlab matrix``) and TOML platform
+  files.
 """
 
 from pinlab.platform.builder import build
@@ -23,6 +26,7 @@ from pinlab.platform.presets import (
     AnySpec,
     apu_laptop,
     cluster,
+    cx_pair,
     dl1,
     dump_platform,
     load_platform,
@@ -31,6 +35,7 @@ from pinlab.platform.presets import (
     platform_from_dict,
     resolve_platform,
     workstation,
+    workstation_amd,
 )
 from pinlab.platform.spec import (
     CpuSpec,
@@ -74,6 +79,7 @@ __all__ = [
     "build",
     "build_cluster",
     "cluster",
+    "cx_pair",
     "dl1",
     "dump_platform",
     "load_platform",
@@ -83,4 +89,5 @@ __all__ = [
     "platform_from_dict",
     "resolve_platform",
     "workstation",
+    "workstation_amd",
 ]

@@ -21,10 +21,11 @@ from pinlab.errors import ConfigError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciAcs, PciDev, PciHostBridge, PciTopology
 from pinlab.kernel.profile import KernelProfile
+from pinlab.platform import rdma_model
 from pinlab.platform.cost import CostModel
 from pinlab.platform.gpu_model import nvlink_params, nvlink_rate
 from pinlab.platform.spec import DeviceSpec, LinkSpec, NicSpec, PlatformSpec, SwitchSpec, nic_driver
-from pinlab.platform.topology import Machine, PlatformLink, TreeNode
+from pinlab.platform.topology import Machine, PlatformLink, TreeNode, nic_port
 from pinlab.uapi.system import System
 
 __all__ = ["build", "make_kernel"]
@@ -129,7 +130,10 @@ class _MachineBuilder:
             root = bridge.pci_host_bridge_dev()
             if root is not None:
                 self.pdevs[hb.name] = root
-            self.nodes[hb.name] = TreeNode(hb.name, "host_bridge", None, hb.socket, None)
+            mps = self.cost.pcie.mps if hb.mps is None else hb.mps
+            self.nodes[hb.name] = TreeNode(
+                hb.name, "host_bridge", None, hb.socket, None, mps=mps, mrrs=self.cost.pcie.mrrs
+            )
 
     def _port(self, parent: str, child: str) -> PciDev:
         """A new root port of host bridge ``parent``, or downstream port of switch ``parent``."""
@@ -144,15 +148,29 @@ class _MachineBuilder:
                 child, f"expected room for a port below {parent!r}, found: {e}"
             ) from None
 
+    def _mps(self, parent: str, own: int | None) -> int:
+        """The MPS a new link below ``parent`` runs at: the smaller of both ends' (Linux's
+        default ``pcie_bus_config`` makes a child's MPS no larger than its parent's)."""
+        mine = self.cost.pcie.mps if own is None else own
+        return min(mine, self.nodes[parent].mps)
+
     def _pcie_link(
-        self, name: str, parent: str, gen: int, width: int, override: LinkSpec | None
+        self,
+        name: str,
+        parent: str,
+        gen: int,
+        width: int,
+        mps: int,
+        override: LinkSpec | None,
     ) -> str:
-        """Add ``pcie:<name>``, the link of ``name`` to its parent port; returns its name."""
+        """Add ``pcie:<name>``, the link of ``name`` to its parent port; returns its name.
+        Its capacity per direction is the posted-write payload rate at ``mps``
+        (``cost.pcie_rate``, the PCIe mechanism)."""
         if parent in self.switch_specs:
             psw = self.switch_specs[parent]
             gen, width = min(gen, psw.gen), min(width, psw.width)
-        up = self.cost.pcie_rate(gen, width, "up")
-        down = self.cost.pcie_rate(gen, width, "down")
+        up = self.cost.pcie_rate(gen, width, "up", mps)
+        down = self.cost.pcie_rate(gen, width, "down", mps)
         latency = 0.0
         if override is not None:
             up = override.up if override.up is not None else up
@@ -171,10 +189,28 @@ class _MachineBuilder:
         return link.name
 
     def _node(
-        self, name: str, kind: str, parent: str, uplink: str | None, acs: bool = False
+        self,
+        name: str,
+        kind: str,
+        parent: str,
+        uplink: str | None,
+        acs: bool = False,
+        *,
+        mps: int,
+        mrrs: int | None = None,
     ) -> None:
         pnode = self.nodes[parent]
-        self.nodes[name] = TreeNode(name, kind, pnode, pnode.socket, uplink, acs, pnode.depth + 1)
+        self.nodes[name] = TreeNode(
+            name,
+            kind,
+            pnode,
+            pnode.socket,
+            uplink,
+            acs,
+            pnode.depth + 1,
+            mps,
+            self.cost.pcie.mrrs if mrrs is None else mrrs,
+        )
 
     def add_switch(self, sw: SwitchSpec) -> None:
         """Add switch ``sw`` (its parent switches first) with its upstream port and link."""
@@ -185,8 +221,9 @@ class _MachineBuilder:
         port = self._port(sw.parent, sw.name)
         usp = port.add_switch(0, vendor=sw.vendor, device=sw.device, label=sw.name)
         self.pdevs[sw.name] = usp
-        uplink = self._pcie_link(sw.name, sw.parent, sw.gen, sw.width, sw.link)
-        self._node(sw.name, "switch", sw.parent, uplink, sw.acs_redirect)
+        mps = self._mps(sw.parent, sw.mps)
+        uplink = self._pcie_link(sw.name, sw.parent, sw.gen, sw.width, mps, sw.link)
+        self._node(sw.name, "switch", sw.parent, uplink, sw.acs_redirect, mps=mps)
 
     # -- drivers ---------------------------------------------------------------------------
 
@@ -203,9 +240,11 @@ class _MachineBuilder:
             pdev = self._port(dev.parent, dev.name).add_endpoint(
                 vendor=dev.vendor, device=dev.device, label=dev.name
             )
-            uplink = self._pcie_link(dev.name, dev.parent, dev.gen, dev.width, dev.link)
+        mps = self._mps(dev.parent, dev.mps)
+        if not dev.rciep:
+            uplink = self._pcie_link(dev.name, dev.parent, dev.gen, dev.width, mps, dev.link)
         self.pdevs[dev.name] = pdev
-        self._node(dev.name, "device", dev.parent, uplink)
+        self._node(dev.name, "device", dev.parent, uplink, mps=mps, mrrs=dev.mrrs)
         where = f"devices[{i}] ({dev.name})"
         try:
             driver = EXPORTERS[dev.driver].from_spec(self.kernel, pdev, dev)
@@ -235,14 +274,15 @@ class _MachineBuilder:
             vendor=nic.vendor, device=nic.device, label=nic.name
         )
         self.pdevs[nic.name] = pdev
-        uplink = self._pcie_link(nic.name, nic.parent, nic.gen, nic.width, nic.link)
-        self._node(nic.name, "nic", nic.parent, uplink)
+        mps = self._mps(nic.parent, nic.mps)
+        uplink = self._pcie_link(nic.name, nic.parent, nic.gen, nic.width, mps, nic.link)
+        self._node(nic.name, "nic", nic.parent, uplink, mps=mps, mrrs=nic.mrrs)
         try:
             rdma = nic_driver(nic.driver).from_spec(self.kernel, pdev, nic)
         except (ValueError, TypeError) as e:
             raise self._fail(f"nics[{i}] ({nic.name})", str(e)) from None
         self.system.add_nic(nic.name, rdma)
-        rate = self.cost.nic_rate(nic.line_rate)
+        rate = rdma_model.wire_rate(self.cost, nic_port(self.cost, nic))
         self.links[f"net:{nic.name}"] = PlatformLink(
             f"net:{nic.name}", "net", MappingProxyType({"tx": rate, "rx": rate}), 0.0, (nic.name,)
         )

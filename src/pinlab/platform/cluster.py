@@ -7,7 +7,7 @@ the same :class:`~pinlab.kernel.profile.KernelProfile` (one release across the c
 same effective :class:`~pinlab.platform.cost.CostModel`.
 
 The fabric joins the nodes' NIC ports. Each NIC port is the node's ``net:<nic>`` link
-(``tx``/``rx``, line rate × ``nic.efficiency``, ``cost-model.md`` §4); cluster-wide a link is
+(``tx``/``rx``, its payload rate, ``platform/rdma_model.py``); cluster-wide a link is
 named ``"<node>/<link>"`` (``node03/net:efa0``). By default the fabric is non-blocking (full
 bisection, [assumption]: AWS places DL1/p4d nodes in a cluster placement group), so a
 node-to-node transfer crosses only the sender's ``tx`` and the receiver's ``rx``;
@@ -46,7 +46,9 @@ class FabricSpec(BaseModel):
     core_bandwidth: Rate | None = Field(
         default=None, description="shared core capacity; None = non-blocking (full bisection)"
     )
-    latency: Duration = Field(default=0.0, description="one-way fabric latency (beyond nic.alpha)")
+    latency: Duration = Field(
+        default=0.0, description="one-way latency of cables and switches between two NICs"
+    )
 
 
 class ClusterSpec(BaseModel):

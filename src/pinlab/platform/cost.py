@@ -1,12 +1,14 @@
 """``CostModel``: every number of ``cost-model.md`` §2–§8, with its unit, sweep range and source.
 
 The model is a frozen pydantic tree whose leaves are the doc's rows. Keys follow the doc's
-dotted names (``pcie.efficiency``, ``p2p.factor.root_complex``, ``odp.fault``), spelled as
+dotted names (``pcie.efficiency``, ``nic.cx6.qp_msg_cost``, ``odp.fault``), spelled as
 valid Python (``pcie.gen3.raw`` → ``cost.pcie.gen3.raw``). Each leaf's ``Field`` carries the
 doc row as metadata: ``description``, and ``json_schema_extra`` with ``unit`` (a unit string
 :mod:`pinlab.units` parses, used to show the value as the doc does), ``section``
 (``"§2.1"``), ``source``, ``sweep`` (``[low, high]`` in that unit, absent for fixed facts),
-``choices`` (discrete sweep values) and ``marker`` (``derived``/``assumption``/``unverified``).
+``choices`` (discrete sweep values), ``marker`` (``derived``/``assumption``/``unverified``) and
+``confidence`` (``high``/``medium``/``low``: :data:`Confidence`; ``pinlab run --robust`` varies
+the low ones over their sweep).
 :func:`parameters` lists them all (``pinlab params``; docs).
 
 Values are stored in base units: bytes, bytes/s, seconds, seconds per byte, plain floats.
@@ -36,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pinlab.errors import ConfigError, config_error
+from pinlab.platform import pcie_model
 from pinlab.units import (
     STRICT_UNITS,
     Duration,
@@ -43,7 +46,6 @@ from pinlab.units import (
     Fraction,
     LineRate,
     Rate,
-    SignedDuration,
     Size,
     TimePerByte,
     parse_line_rate,
@@ -56,23 +58,45 @@ from pinlab.units import (
 __all__ = [
     "Confidence",
     "CostModel",
+    "LinkLayer",
+    "NicModel",
+    "NicModelName",
     "P2pPathClass",
     "ParamInfo",
     "PcieGen",
+    "RcClass",
+    "RegModelName",
     "parameters",
 ]
-
-Confidence = Literal["high", "medium", "low"]
-"""How far a parameter's source can be trusted: ``high`` = read in a tool's, driver's or
-kernel's source or a vendor document; ``medium`` = one measurement with a stated setup (or a
-calibration on one published table); ``low`` = a secondary source, a partial setup or an
-assumption."""
 
 P2pPathClass = Literal["local", "switch", "root_complex", "cross_socket"]
 """How a P2P transfer travels (``cost-model.md`` §3.1); ``local`` is a device and itself."""
 
 PcieGen = Literal[3, 4, 5]
 """PCIe generations with rates in ``cost-model.md`` §2.1."""
+
+Confidence = Literal["high", "medium", "low"]
+"""How far a parameter can be trusted: ``high`` = read in a tool's, kernel's or vendor's source
+or a spec; ``medium`` = one measurement with a stated setup, or derived from such; ``low`` = an
+assumption, a secondary source or a partial setup (``pinlab run --robust`` varies these)."""
+
+_CONFIDENCE_OF_MARKER: dict[str | None, Confidence] = {
+    "assumption": "low",
+    "unverified": "low",
+    "derived": "medium",
+}
+
+NicModelName = Literal["cx5", "cx6", "cx7", "efa"]
+"""The NIC models of the ``nic`` table (``nic.<model>.*``)."""
+
+LinkLayer = Literal["ib", "roce", "srd"]
+"""How a NIC frames packets: InfiniBand, RoCEv2 over Ethernet, or EFA's SRD over Ethernet."""
+
+RegModelName = Literal["efa", "mlx5"]
+"""The dma-buf registration models of ``reg.*`` (an RDMA driver declares its own)."""
+
+RcClass = Literal["intel_client", "intel_server", "amd_zen"]
+"""The host-bridge classes whose P2P forwarding ``pcie.rc.*`` describes."""
 
 _NVBW42 = "`NVIDIA/nvbandwidth` #42"
 _GEARSHIFFT = "`mpicbg-scicomp/gearshifft` PR #82"
@@ -95,8 +119,8 @@ def _p(
 ) -> Any:
     """A cost-model row as a pydantic ``Field`` (default written in the doc's units).
 
-    ``confidence`` grades the source (:data:`Confidence`): ``--robust`` varies the ``low``
-    ones across their sweep."""
+    ``confidence`` defaults from the marker: ``assumption``/``unverified`` rows are ``low``,
+    ``derived`` ones ``medium``, the rest (read in a source) ``high``."""
     extra: dict[str, Any] = {"unit": unit, "section": section, "source": source}
     if sweep is not None:
         extra["sweep"] = list(sweep)
@@ -104,8 +128,9 @@ def _p(
         extra["choices"] = list(choices)
     if marker is not None:
         extra["marker"] = marker
-    if confidence is not None:
-        extra["confidence"] = confidence
+    if confidence is None:
+        confidence = _CONFIDENCE_OF_MARKER.get(marker, "high")
+    extra["confidence"] = confidence
     return Field(default=default, description=desc, json_schema_extra=extra)
 
 
@@ -119,23 +144,27 @@ class _Group(BaseModel):
 
 # -- §2 PCIe -----------------------------------------------------------------------------------
 
+_PCIE_MODEL = "`pcie-bench/pcie-model` model/pcie.py"
+_PCIE_BENCH = "`pcie-bench/data` nfp6000-1.2GHz_*/lat_dma_sizes.txt (LAT_DMA_RD, median)"
+
 
 class PcieGen3(_Group):
     """PCIe Gen3 x16 per direction (``cost-model.md`` §2.1)."""
 
     raw: Rate = _p(
-        "15.75GB/s",
+        "15.7538GB/s",
         unit="GB/s",
         section="§2.1",
-        desc="raw link rate per direction, x16 (8 GT/s, 128b/130b)",
-        source="https://hpc-notes.pages.dev/reference/pcie",
+        desc="raw link rate per direction, x16: 8 GT/s × 16 lanes × 128b/130b",
+        source=f"{_PCIE_MODEL} (GTs, Gbs); hpc-notes.pages.dev/reference/pcie",
     )
     eff: Rate = _p(
         "12GB/s",
         unit="GB/s",
         section="§2.1",
         sweep=("11.8GB/s", "12.9GB/s"),
-        desc="effective (measured) rate per direction, x16",
+        desc="fallback: measured rate per direction, x16 (only with pcie.rate_model = "
+        "'measured'; built-in presets use the mechanism, pcie.rate_model = 'mechanism')",
         source=f"Tesla P100-PCIe bandwidthTest H2D 12.15, D2H 12.89 GB/s ({_GEARSHIFFT}); "
         "typical 12.1 (Microway)",
     )
@@ -145,39 +174,40 @@ class PcieGen4(_Group):
     """PCIe Gen4 x16 per direction (``cost-model.md`` §2.1)."""
 
     raw: Rate = _p(
-        "31.5GB/s",
+        "31.5077GB/s",
         unit="GB/s",
         section="§2.1",
-        desc="raw link rate per direction, x16 (16 GT/s, 128b/130b)",
-        source="https://hpc-notes.pages.dev/reference/pcie",
+        desc="raw link rate per direction, x16: 16 GT/s × 16 lanes × 128b/130b",
+        source=f"{_PCIE_MODEL} (GTs, Gbs); hpc-notes.pages.dev/reference/pcie",
     )
     eff: Rate = _p(
         "25GB/s",
         unit="GB/s",
         section="§2.1",
         sweep=("24GB/s", "26.2GB/s"),
-        desc="effective (measured) rate per direction, x16",
+        desc="fallback: measured rate per direction, x16 (only with pcie.rate_model = 'measured')",
         source=f"A100 host_to_device_memcpy_sm 25.13 GB/s ({_NVBW42}); DGX-A100 ≈ 24 GB/s "
         "(`openucx/ucx` #6206); BaM Gen4 peak 25 GB/s (`ZaidQureshi/bam` #54)",
     )
 
 
 class PcieGen5(_Group):
-    """PCIe Gen5 x16 per direction (``cost-model.md`` §2.1); H2D and D2H are asymmetric."""
+    """PCIe Gen5 x16 per direction (``cost-model.md`` §2.1)."""
 
     raw: Rate = _p(
-        "63GB/s",
+        "63.0154GB/s",
         unit="GB/s",
         section="§2.1",
-        desc="raw link rate per direction, x16 (32 GT/s, 128b/130b)",
-        source="https://hpc-notes.pages.dev/reference/pcie",
+        desc="raw link rate per direction, x16: 32 GT/s × 16 lanes × 128b/130b",
+        source=f"{_PCIE_MODEL} (GTs, Gbs); hpc-notes.pages.dev/reference/pcie",
     )
     eff: Rate = _p(
         "50GB/s",
         unit="GB/s",
         section="§2.1",
         sweep=("35GB/s", "53GB/s"),
-        desc="effective rate per direction, x16 (D2H; H2D is pcie.gen5.h2d)",
+        desc="fallback: measured rate per direction, x16 (only with pcie.rate_model = "
+        "'measured'; D2H; H2D is pcie.gen5.h2d)",
         source="H100 device_to_host_memcpy_sm ≈ 52.8 GB/s (`NVIDIA/nvbandwidth` #24)",
     )
     h2d: Rate = _p(
@@ -185,37 +215,330 @@ class PcieGen5(_Group):
         unit="GB/s",
         section="§2.1",
         sweep=("35GB/s", "50GB/s"),
-        desc="effective host-to-device rate, x16",
-        source="same H100: host_to_device_memcpy_sm ≈ 35.2 GB/s (`NVIDIA/nvbandwidth` #24); "
-        "HGX H100 GPU→GPU through host ≈ 36–38 GB/s (`NVIDIA/nccl` #1264)",
+        desc="fallback: host-to-device rate, x16 (only with pcie.rate_model = 'measured')",
+        source="H100 host_to_device_memcpy_sm ≈ 35.2 GB/s (`NVIDIA/nvbandwidth` #24): the GPU "
+        "reads host memory, which the read mechanism (pcie.lat.*, outstanding reads) models",
     )
 
 
+class PcieTlp(_Group):
+    """PCIe transaction- and link-layer byte costs (``platform/pcie_model.py``; the ACK and
+    flow-control DLLP intervals per width and MPS are the spec's tables in that module)."""
+
+    mwr_overhead: Size = _p(
+        24,
+        unit="B",
+        section="§2.3",
+        desc="bytes a 64-bit memory-write TLP adds to its payload: 8 (framing, sequence number, "
+        "LCRC) + 4 (TLP header) + 12 (address, requester)",
+        source=f"{_PCIE_MODEL} (DLLP_Hdr, TLP_Hdr, TLP_MWr_64_Hdr); Intel AN 829 'Protocol "
+        "overhead' (5–7 dwords of overhead, 3- or 4-dword headers)",
+    )
+    mrd_overhead: Size = _p(
+        24,
+        unit="B",
+        section="§2.3",
+        desc="bytes of one 64-bit memory-read request TLP (no payload), sent the other way",
+        source=f"{_PCIE_MODEL} (TLP_MRd_64_Hdr)",
+    )
+    cpld_overhead: Size = _p(
+        20,
+        unit="B",
+        section="§2.3",
+        desc="bytes a completion-with-data TLP adds to its payload: 8 + 4 + 8",
+        source=f"{_PCIE_MODEL} (TLP_CplD_Hdr)",
+    )
+    dllp: Size = _p(
+        8,
+        unit="B",
+        section="§2.3",
+        desc="one ACK or UpdateFC DLLP on the wire (2 B framing + 4 B DLLP + 2 B CRC)",
+        source=f"{_PCIE_MODEL} (Ack_Size, FC_Size)",
+    )
+    skp_length: Size = _p(
+        4,
+        unit="B",
+        section="§2.3",
+        desc="SKP ordered set (clock compensation) per pcie.tlp.skp_interval bytes",
+        source=f"{_PCIE_MODEL} (SKIP_Length)",
+    )
+    skp_interval: Size = _p(
+        1538,
+        unit="B",
+        section="§2.3",
+        desc="bytes between SKP ordered sets",
+        source=f"{_PCIE_MODEL} (SKIP_Interval)",
+    )
+    host_completion: Size = _p(
+        256,
+        unit="B",
+        section="§2.3",
+        sweep=(64, 256),
+        marker="assumption",
+        desc="largest completion a root complex returns for a read of host memory (capped at "
+        "the MPS; some root complexes split at the 64 or 128 B read completion boundary)",
+        source="RCB 64 or 128 B for root complexes (Intel AN 855 'Throughput for reads'); "
+        "[assumption] MPS-sized completions, which the CX-7 host plateau of "
+        "`validation-tables.md` A4 (381 Gb/s > the 346 Gb/s of 64 B completions) requires",
+    )
+
+
+class PcieLat(_Group):
+    """Read and write latencies along a PCIe path (``platform/pcie_model.py``)."""
+
+    host_read: Duration = _p(
+        "0.55us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.5us", "0.65us"),
+        desc="DMA read of host DRAM on the same socket by a device on a root port (request to "
+        "last completion, 64 B)",
+        source=f"546 ns median at 64 B on Xeon E5-2630v4/2620v3/2630, 600 ns on E5-2637v3 "
+        f"({_PCIE_BENCH})",
+    )
+    remote_socket: Duration = _p(
+        "0.11us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.1us", "0.3us"),
+        desc="added when the memory (or the peer) is on the other socket",
+        source=f"653–666 ns at 64 B with memory on the remote socket vs 546 local ({_PCIE_BENCH}, "
+        "-s0-s1-s1 runs)",
+    )
+    switch: Duration = _p(
+        "0.1us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.05us", "0.3us"),
+        marker="assumption",
+        desc="added to a read's round trip per PCIe switch on the path",
+        source="[assumption] the lead's design note (issue 11): ≈ 0.1–0.15 µs per switch",
+    )
+    rc_p2p: Duration = _p(
+        "0.15us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.05us", "0.5us"),
+        marker="assumption",
+        desc="added to a P2P read's round trip when the host bridge turns it around (root "
+        "complex between two root ports)",
+        source="[assumption] no measurement of a root-complex P2P read latency was found "
+        "(tools-and-mechanisms.md 'Gaps')",
+    )
+    bar_read: Duration = _p(
+        "0.66us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.4us", "1.2us"),
+        marker="derived",
+        confidence="low",
+        desc="completer latency of a device BAR read by a peer (the device fetches from its "
+        "memory and returns the completion), for devices whose spec gives none",
+        source="calibrated: geometric mean of the A100 (0.91 µs, validation-tables.md A2) and "
+        "H200 (0.48 µs, A3) values of cx-pair's GPUs (presets.GPUS); CPU loads from a V100 BAR "
+        "take 0.86–1.7 µs (`NVIDIA/gdrcopy` README copylat), an upper-bound proxy",
+    )
+    write: Duration = _p(
+        "0.21us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.1us", "0.3us"),
+        marker="derived",
+        desc="posted write from a device until the data is visible in host DRAM",
+        source=f"write-then-read 760 ns vs read 546 ns at 64 B ({_PCIE_BENCH}, LAT_DMA_WRRD)",
+    )
+
+
+class PcieRead(_Group):
+    """Outstanding non-posted reads (``platform/pcie_model.py``: read rate ≤ outstanding ×
+    MRRS / latency)."""
+
+    bar_slots: int = _p(
+        20,
+        unit="count",
+        section="§2.3",
+        sweep=(8, 64),
+        marker="derived",
+        confidence="low",
+        desc="read requests a device BAR (completer) serves at once; with the requester's tags "
+        "this bounds a peer's read window",
+        source="calibrated: ConnectX-7 reading H200 memory reaches 85 % of its 141 Gb/s plateau "
+        "at 8 KiB with 2 messages per QP in flight, which needs a 10–11 KB window "
+        "(validation-tables.md A3); with it pcie.lat.bar_read and the GPUs' latencies set the "
+        "plateaus of A2 and A3",
+    )
+
+
+def _rc_fields(
+    reads: bool,
+    writes: bool,
+    read_limit: str | None,
+    write_limit: str | None,
+    *,
+    source: str,
+    confidence: Confidence,
+    read_sweep: tuple[str, str] | None = None,
+    write_sweep: tuple[str, str] | None = None,
+) -> tuple[Any, Any, Any, Any]:
+    """The four fields of a host-bridge class: forwards reads, forwards writes, and the cap on
+    one forwarded read / write stream (None: no cap below the links)."""
+
+    def row(default: Any, unit: str, desc: str, sweep: tuple[str, str] | None = None) -> Any:
+        return _p(
+            default,
+            unit=unit,
+            section="§3.1",
+            sweep=sweep,
+            choices=(True, False) if unit == "bool" else None,
+            desc=desc,
+            source=source,
+            confidence=confidence,
+        )
+
+    return (
+        row(reads, "bool", "the host bridge forwards P2P read requests between root ports"),
+        row(writes, "bool", "the host bridge forwards P2P writes between root ports"),
+        row(read_limit, "GB/s", "cap on one forwarded P2P read stream (None: none)", read_sweep),
+        row(write_limit, "GB/s", "cap on one forwarded P2P write stream (None: none)", write_sweep),
+    )
+
+
+class PcieRcClass(_Group):
+    """What one class of host bridge does with peer-to-peer requests between its root ports
+    (subclasses give the values and their sources)."""
+
+    p2p_reads: bool
+    p2p_writes: bool
+    read_limit: Rate | None
+    write_limit: Rate | None
+
+
+_ICLIENT = _rc_fields(
+    False,
+    True,
+    None,
+    None,
+    source="Intel client root ports forward P2P writes only (`NVIDIA/open-gpu-kernel-modules` "
+    "#1253, measurements.md)",
+    confidence="medium",
+)
+_ISERVER = _rc_fields(
+    True,
+    True,
+    "10GB/s",
+    "10.26GB/s",
+    read_sweep=("5GB/s", "20GB/s"),
+    write_sweep=("7GB/s", "26GB/s"),
+    source="writes: Xeon W-2123, two Vega WX 8100 on root ports, P2P 10.26 GB/s vs D2H 14.29 "
+    "(`ROCm/ROCm` #787, validation-tables.md C6(b)); reads: 6 PCIe GPUs, P2P reads 9.64–10.46 "
+    "GB/s vs 22 GB/s to DRAM (`NVIDIA/nccl` #814, CPU not visible, C5) -- 'P2P read bandwidth "
+    "severely limited on some processor architectures' (NVIDIA GPUDirect RDMA doc, NVIDIA "
+    "forum 55564)",
+    confidence="low",
+)
+_ZEN = _rc_fields(
+    True,
+    True,
+    None,
+    None,
+    source="Threadripper PRO 7965WX and 2× EPYC 9374F: GPU↔GPU P2P writes 26.32 GB/s = Gen4 x16, "
+    "same and cross socket (`luigifcruz/stelline`, validation-tables.md C3, C4); reads "
+    "[assumption] as writes; kernel P2PDMA allows Zen host bridges (kernel-semantics.md §8.3)",
+    confidence="low",
+)
+
+
+class PcieRcIntelClient(PcieRcClass):
+    """Intel client (Core) root ports: P2P writes only."""
+
+    p2p_reads: bool = _ICLIENT[0]
+    p2p_writes: bool = _ICLIENT[1]
+    read_limit: Rate | None = _ICLIENT[2]
+    write_limit: Rate | None = _ICLIENT[3]
+
+
+class PcieRcIntelServer(PcieRcClass):
+    """Intel Xeon host bridges: both forwarded, at limited rates."""
+
+    p2p_reads: bool = _ISERVER[0]
+    p2p_writes: bool = _ISERVER[1]
+    read_limit: Rate | None = _ISERVER[2]
+    write_limit: Rate | None = _ISERVER[3]
+
+
+class PcieRcAmdZen(PcieRcClass):
+    """AMD Zen host bridges (and Infinity Fabric between sockets): both forwarded."""
+
+    p2p_reads: bool = _ZEN[0]
+    p2p_writes: bool = _ZEN[1]
+    read_limit: Rate | None = _ZEN[2]
+    write_limit: Rate | None = _ZEN[3]
+
+
+class PcieRc(_Group):
+    """Peer-to-peer forwarding by host-bridge class (``platform/pcie_model.py``)."""
+
+    intel_client: PcieRcIntelClient = _group(PcieRcIntelClient, "Intel client root ports")
+    intel_server: PcieRcIntelServer = _group(PcieRcIntelServer, "Intel Xeon host bridges")
+    amd_zen: PcieRcAmdZen = _group(PcieRcAmdZen, "AMD Zen host bridges")
+
+    def of(self, rc: RcClass) -> PcieRcClass:
+        """The forwarding rules of host-bridge class ``rc``."""
+        value: PcieRcClass = getattr(self, rc)
+        return value
+
+
 class Pcie(_Group):
-    """PCIe link rates and effects (``cost-model.md`` §2.1, §2.2)."""
+    """PCIe link rates, mechanisms and effects (``cost-model.md`` §2.1–§2.3)."""
 
     gen3: PcieGen3 = _group(PcieGen3, "PCIe Gen3 rates (§2.1)")
     gen4: PcieGen4 = _group(PcieGen4, "PCIe Gen4 rates (§2.1)")
     gen5: PcieGen5 = _group(PcieGen5, "PCIe Gen5 rates (§2.1)")
+    tlp: PcieTlp = _group(PcieTlp, "TLP and DLLP byte costs (§2.3)")
+    lat: PcieLat = _group(PcieLat, "read and write latencies (§2.3)")
+    read: PcieRead = _group(PcieRead, "outstanding reads (§2.3)")
+    rc: PcieRc = _group(PcieRc, "host-bridge P2P forwarding (§3.1)")
+    mps: Size = _p(
+        256,
+        unit="B",
+        section="§2.3",
+        choices=(128, 256, 512),
+        desc="Max_Payload_Size of a port whose platform entry gives none (the path uses the "
+        "smallest along it)",
+        source=f"x86 servers typically 256 B ({_PCIE_MODEL} MPSs; [unverified] typical value)",
+        confidence="medium",
+    )
+    mrrs: Size = _p(
+        512,
+        unit="B",
+        section="§2.3",
+        choices=(128, 256, 512, 1024, 2048, 4096),
+        marker="unverified",
+        desc="Max_Read_Request_Size of a device whose platform entry gives none",
+        source="512 B is the common firmware/OS default (tools-and-mechanisms.md B1, [unverified])",
+    )
     efficiency: Fraction = _p(
         0.80,
         unit="fraction",
         section="§2.1",
         sweep=(0.75, 0.85),
         marker="derived",
-        desc="effective rate as a fraction of raw (used when pcie.rate_model = 'raw_x_efficiency')",
+        desc="fallback: effective rate as a fraction of raw (only with pcie.rate_model = "
+        "'raw_x_efficiency')",
         source="Gen3 12.1/15.75 = 0.77, Gen4 26.2/31.5 = 0.83 (Microway); A100 25.13/31.5 = "
         f"0.80 ({_NVBW42}); H100 52.8/63 = 0.84 (`NVIDIA/nvbandwidth` #24)",
     )
-    rate_model: Literal["measured", "raw_x_efficiency"] = _p(
-        "measured",
+    rate_model: Literal["mechanism", "measured", "raw_x_efficiency"] = _p(
+        "mechanism",
         unit="choice",
         section="§2.1",
-        choices=("measured", "raw_x_efficiency"),
-        desc="how a link's rate is derived: 'measured' = pcie.genN.eff (Gen5 H2D: "
-        "pcie.gen5.h2d), 'raw_x_efficiency' = pcie.genN.raw × pcie.efficiency; both × width/16. "
-        "Overriding pcie.efficiency alone selects 'raw_x_efficiency'",
-        source="[pinlab] the two §2.1 derivations of one rate",
+        choices=("mechanism", "measured", "raw_x_efficiency"),
+        desc="how a link's rate is derived: 'mechanism' = raw × link-level (DLLP, SKP) "
+        "efficiency × MPS / (MPS + TLP overhead) (platform/pcie_model.py: Gen3/4/5 x16 at MPS "
+        "256 → 12.99 / 25.99 / 51.98 GB/s); the fallbacks 'measured' = pcie.genN.eff (Gen5 H2D: "
+        "pcie.gen5.h2d) and 'raw_x_efficiency' = raw × pcie.efficiency, × width/16. Overriding "
+        "pcie.efficiency alone selects 'raw_x_efficiency'",
+        source="[pinlab] the §2.1 derivations of one rate",
     )
     bidir_h2d_factor: Fraction = _p(
         0.5,
@@ -366,116 +689,406 @@ class Cpu(_Group):
     )
 
 
-# -- §3 P2P --------------------------------------------------------------------------------------
+# -- §4 NIC models and the RDMA transport (platform/rdma_model.py) ------------------------------
+
+_SPIN = "Hoefler et al., sPIN slides (ConnectX-5: '1 msg / 5 ns')"
+_CX6_MANUAL = "NVIDIA ConnectX-6 EN user manual, Introduction (215 million messages/s)"
+_A1 = "validation-tables.md A1 (`acaneru/installation` network-operator.md)"
+_A2 = "validation-tables.md A2 (same file, GPUDirect section)"
+_A34 = "validation-tables.md A3/A4 (`kubernetes-sigs/dranet` demo_gke_rdma README)"
+_IB_PACK = "Linux include/rdma/ib_pack.h"
 
 
-class P2pFactor(_Group):
-    """Multipliers on the PCIe effective rate by P2P path class (``cost-model.md`` §3.1)."""
+class NicModel(_Group):
+    """One RDMA NIC model (``nic.<model>.*``): what ``platform/rdma_model.py`` needs of it.
+    Subclasses give each model's values and sources."""
 
-    switch: Fraction = _p(
-        1.0,
-        unit="fraction",
-        section="§3.1",
-        desc="path only through PCIe switches",
-        source="best case by construction",
+    line_rate: LineRate
+    link_layer: LinkLayer
+    mtu: Size
+    msg_rate: float
+    qp_msg_cost: Duration
+    max_rd_atom: int
+    qp_read_slots: int
+    read_tags: int
+    p2p_read_tags: int
+    tx_latency: Duration
+    rx_latency: Duration
+    blueflame: bool
+
+
+_NIC_DESC = {
+    "line_rate": ("Gbps", "port line rate (data rate after line coding)"),
+    "link_layer": ("choice", "default link layer (a platform's NIC entry may choose another)"),
+    "mtu": ("B", "default active MTU (RDMA payload per packet)"),
+    "msg_rate": ("Mpps", "message-rate ceiling of the whole NIC (all QPs), million messages/s"),
+    "qp_msg_cost": (
+        "us",
+        "per-message (per-WQE) processing of one QP: the NIC serves a QP's WQEs one after the "
+        "other, so one QP sends at most 1 / this messages per second",
+    ),
+    "max_rd_atom": ("count", "RDMA READs outstanding per QP (max_qp_rd_atom)"),
+    "qp_read_slots": (
+        "count",
+        "messages of one QP whose payload the NIC is reading from memory at once (a message "
+        "holds its slot from its first PCIe read request until its last completion)",
+    ),
+    "read_tags": ("count", "PCIe read requests the NIC keeps outstanding to host memory"),
+    "p2p_read_tags": ("count", "PCIe read requests the NIC keeps outstanding to a peer's BAR"),
+    "tx_latency": (
+        "us",
+        "NIC send pipeline: doorbell or WQE in the NIC to the first packet on the wire",
+    ),
+    "rx_latency": (
+        "us",
+        "NIC receive pipeline: last packet in to the PCIe write (or read request) issued",
+    ),
+    "blueflame": (
+        "bool",
+        "the CPU writes small WQEs straight into the NIC (BlueFlame), saving the WQE fetch (a "
+        "DMA read of host memory) of an idle queue",
+    ),
+}
+_NIC_CHOICES: dict[str, tuple[Any, ...]] = {
+    "link_layer": ("ib", "roce", "srd"),
+    "mtu": (256, 512, 1024, 2048, 4096, 8192),
+    "blueflame": (True, False),
+}
+
+
+def _nic(
+    field: str,
+    default: Any,
+    source: str,
+    confidence: Confidence = "high",
+    sweep: tuple[Any, Any] | None = None,
+) -> Any:
+    """One row of a NIC model (unit and meaning by ``field``, :data:`_NIC_DESC`)."""
+    unit, desc = _NIC_DESC[field]
+    return _p(
+        default,
+        unit=unit,
+        section="§4.1",
+        desc=desc,
+        source=source,
+        choices=_NIC_CHOICES.get(field),
+        sweep=sweep,
+        confidence=confidence,
     )
-    root_complex: Fraction = _p(
-        0.8,
-        unit="fraction",
-        section="§3.1",
-        sweep=(0.45, 0.85),
-        marker="derived",
-        desc="path through one socket's root complex",
-        source="6× RTX A6000 d2d read 26.34 vs 21.8–22.7 GB/s ≈ 0.83 (`NVIDIA/nvbandwidth` #50); "
-        "Xeon E5-2650v4 NVMe→GPU ≈ 0.75 (NVIDIA forum); 6-GPU PCIe box ≈ 0.45 (`NVIDIA/nccl` #814)",
+
+
+_CX_LATENCY = (
+    "[assumption] split so that ib_write_lat ≈ 1.0 µs, ib_send_lat ≈ 1.1 µs and ib_read_lat "
+    "≈ 2.1 µs back to back, as expected for ConnectX (tools-and-mechanisms.md B2.3: CX-4 EDR "
+    "ib_send_lat 32 B 0.83 µs, Potter 2018; CX-6 'sub-600 ns', NVIDIA manual)"
+)
+_CX_TAGS = "[assumption] 8-bit extended tags (256)"
+_P2P_TAGS = (
+    "[assumption] 10-bit tags are not sent to a peer unless its support is known (PCIe 5.0 "
+    "§2.2.6.2 as quoted in the Linux '10-Bit Tag' series, linux-pci 2021)"
+)
+_RD_ATOM = "mlx5 reports 16 (perftest 'Outstand reads : 16'; tools-and-mechanisms.md B2.2)"
+_MTU = (
+    "perftest uses the port's active MTU (set_mtu, 256…4096); RoCE 4096 needs a netdev MTU ≥ "
+    "4192 (Linux include/rdma/ib_addr.h iboe_get_mtu)"
+)
+_BF = "`linux-rdma/rdma-core` providers/mlx5/qp.c (mlx5_bf_copy)"
+_LAT_SWEEP = ("0.05us", "0.5us")
+_SLOT_SWEEP = (1, 8)
+_QP_SWEEP = ("0.15us", "0.45us")
+
+
+class NicCx5(NicModel):
+    """NVIDIA (Mellanox) ConnectX-5, EDR 100G."""
+
+    line_rate: LineRate = _nic(
+        "line_rate", "100Gbps", "EDR: 4 lanes × 25.78125 Gb/s, 64b/66b (ConnectX-5 user manual)"
     )
-    cross_socket: Fraction = _p(
-        0.3,
-        unit="fraction",
-        section="§3.1",
-        sweep=(0.2, 0.5),
-        marker="derived",
-        desc="path across the inter-socket link",
-        source="remote-socket copies 0.31 / 0.20 (§2.2); A30 + ConnectX-6 in SYS locality ≈ 0.48 "
-        "(`linux-rdma/perftest` #241)",
+    link_layer: LinkLayer = _nic("link_layer", "ib", "ConnectX-5 VPI: InfiniBand or Ethernet")
+    mtu: Size = _nic("mtu", 4096, _MTU, "medium")
+    msg_rate: float = _nic("msg_rate", 200.0, _SPIN, "medium")
+    qp_msg_cost: Duration = _nic(
+        "qp_msg_cost", "0.27us", f"[assumption] as ConnectX-6 ({_A1})", "low", _QP_SWEEP
     )
+    max_rd_atom: int = _nic("max_rd_atom", 16, _RD_ATOM)
+    qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
+    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low")
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
+    rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
+    blueflame: bool = _nic("blueflame", True, _BF)
 
-    def of(self, path_class: P2pPathClass) -> float:
-        """The factor for ``path_class`` (``local`` counts as ``switch``: nothing is crossed)."""
-        if path_class == "local":
-            return self.switch
-        value: float = getattr(self, path_class)
-        return value
 
+class NicCx6(NicModel):
+    """NVIDIA ConnectX-6, HDR 200G (HDR100 ports run at 100G: set the NIC's line rate)."""
 
-class P2p(_Group):
-    """Peer-to-peer paths (``cost-model.md`` §3)."""
-
-    factor: P2pFactor = _group(P2pFactor, "P2P factor by path class (§3.1)")
-    nic_read_factor: Fraction = _p(
-        1.0,
-        unit="fraction",
-        section="§3.1",
-        sweep=(0.8, 1.0),
-        marker="assumption",
-        desc="multiplier when the NIC reads device memory",
-        source="qualitative only: NCCL_NET_GDR_READ default (`NVIDIA/nccl` #1295); HCA reads of "
-        "GPU memory vary with PCIe distance (`open-mpi/ompi` #10303)",
+    line_rate: LineRate = _nic(
+        "line_rate",
+        "200Gbps",
+        "HDR 4 × 50 Gb/s (ConnectX-6 VPI user manual); HDR100 2 × 53.125 Gb/s PAM4 → 100 Gb/s",
     )
+    link_layer: LinkLayer = _nic("link_layer", "ib", "ConnectX-6 VPI: InfiniBand or Ethernet")
+    mtu: Size = _nic("mtu", 4096, _MTU, "medium")
+    msg_rate: float = _nic("msg_rate", 215.0, _CX6_MANUAL)
+    qp_msg_cost: Duration = _nic(
+        "qp_msg_cost",
+        "0.27us",
+        f"calibrated: 1 QP, tx 128: 2.9–3.9 Mpps, mean 3.6, at 2–1024 B ({_A1}); with 2 QPs "
+        f"the post cost (rdma.post_cost) binds at ≈ 4.0 Mpps ({_A2})",
+        "medium",
+        _QP_SWEEP,
+    )
+    max_rd_atom: int = _nic("max_rd_atom", 16, _RD_ATOM)
+    qp_read_slots: int = _nic(
+        "qp_read_slots",
+        3,
+        f"calibrated: the fewest that keep one QP at its 3.7 Mpps up to 1 KiB with a 0.65 µs "
+        f"host read ({_A1})",
+        "low",
+        _SLOT_SWEEP,
+    )
+    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low")
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
+    rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
+    blueflame: bool = _nic("blueflame", True, _BF)
 
 
-# -- §4 NIC -------------------------------------------------------------------------------------
+class NicCx7(NicModel):
+    """NVIDIA ConnectX-7, NDR 400G (or 400GbE RoCE), PCIe Gen5."""
+
+    line_rate: LineRate = _nic(
+        "line_rate", "400Gbps", "NDR 4 × 100 Gb/s; 400GbE [unverified PAM4/FEC details]", "medium"
+    )
+    link_layer: LinkLayer = _nic("link_layer", "ib", "ConnectX-7 VPI: InfiniBand or Ethernet")
+    mtu: Size = _nic("mtu", 4096, _MTU, "medium")
+    msg_rate: float = _nic(
+        "msg_rate", 330.0, "[unverified] 330–370 Mpps, not found in a primary source", "low"
+    )
+    qp_msg_cost: Duration = _nic(
+        "qp_msg_cost",
+        "0.28us",
+        f"calibrated: 1 QP, tx 128, 2–1024 B of GPU memory: 3.39–3.63 Mpps ({_A34}, A3; the "
+        "host-memory run A4 is bound by nic.cx7.qp_read_slots instead)",
+        "medium",
+        _QP_SWEEP,
+    )
+    max_rd_atom: int = _nic("max_rd_atom", 16, _RD_ATOM)
+    qp_read_slots: int = _nic(
+        "qp_read_slots",
+        2,
+        f"calibrated: host memory, 1 QP: 3.05–3.27 Mpps up to 1 KiB and 2.46 / 2.49 / 2.14 "
+        f"Mpps at 4 / 8 / 16 KiB = 2 messages per 0.65 µs read + size / 52.7 GB/s ({_A34}, A4)",
+        "medium",
+        _SLOT_SWEEP,
+    )
+    read_tags: int = _nic(
+        "read_tags", 768, "[assumption] 10-bit tags (PCIe Gen5): 768 usable", "low"
+    )
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
+    rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
+    blueflame: bool = _nic("blueflame", True, _BF)
+
+
+_EFA_LATENCY = (
+    "[derived] osu_latency 1 B = 9.87 µs one way on hpc6a, placement group, Intel MPI over "
+    "libfabric (`aws/aws-parallelcluster` #6449), less the host side (post, PCIe, poll), split "
+    "evenly between send and receive; includes the AWS fabric and the provider's software"
+)
+
+
+class NicEfa(NicModel):
+    """AWS Elastic Fabric Adapter (one 100G interface), SRD transport."""
+
+    line_rate: LineRate = _nic(
+        "line_rate",
+        "100Gbps",
+        "100 Gb/s per EFA interface; p4d 4 × 100, p5.48xlarge 32 × 100 (AWS; cost-model.md §9.5)",
+    )
+    link_layer: LinkLayer = _nic("link_layer", "srd", "EFA's Scalable Reliable Datagram (AWS)")
+    mtu: Size = _nic("mtu", 8192, "[assumption] EFA runs with 9001-byte jumbo frames (AWS)", "low")
+    msg_rate: float = _nic(
+        "msg_rate",
+        50.0,
+        "[assumption] no public EFA message-rate ceiling; one endpoint is bound by "
+        "nic.efa.qp_msg_cost long before",
+        "low",
+    )
+    qp_msg_cost: Duration = _nic(
+        "qp_msg_cost",
+        "1.5us",
+        "libfabric fi_rdm_tagged_bw 64 B: 1.50 µs per transfer, pipelined, one endpoint on c5n "
+        "(`ofiwg/libfabric` #5694)",
+        "medium",
+        ("1us", "3us"),
+    )
+    max_rd_atom: int = _nic("max_rd_atom", 16, "[assumption] as mlx5", "low")
+    qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
+    read_tags: int = _nic("read_tags", 256, "[assumption] as ConnectX", "low")
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    tx_latency: Duration = _nic("tx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
+    rx_latency: Duration = _nic("rx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
+    blueflame: bool = _nic("blueflame", False, "[assumption] EFA rings a doorbell", "low")
 
 
 class Nic(_Group):
-    """NIC line rates and per-message latency (``cost-model.md`` §4)."""
+    """The NIC models (``nic.<model>.*``, ``platform/rdma_model.py``); a platform's NIC entry
+    names its model (``NicSpec.model``; default: what its driver declares)."""
 
-    line_rate: LineRate = _p(
-        "100Gbps",
-        unit="Gbps",
-        section="§4",
-        choices=("100Gbps", "200Gbps", "400Gbps"),
-        desc="line rate of a NIC whose platform entry gives none",
-        source="EDR ConnectX-5 and each EFA interface are 100 Gbps (AWS); 200G ConnectX-6 "
-        "(`linux-rdma/perftest` #241); 400G (`kvcache-ai/Mooncake` #1459)",
+    cx5: NicCx5 = _group(NicCx5, "ConnectX-5 EDR 100G (§4.1)")
+    cx6: NicCx6 = _group(NicCx6, "ConnectX-6 HDR 200G (§4.1)")
+    cx7: NicCx7 = _group(NicCx7, "ConnectX-7 NDR 400G (§4.1)")
+    efa: NicEfa = _group(NicEfa, "AWS EFA 100G SRD (§4.1)")
+
+    def model(self, name: str) -> NicModel:
+        """NIC model ``name`` (:data:`NicModelName`); ``KeyError`` for any other name."""
+        if name not in type(self).model_fields:
+            known = ", ".join(type(self).model_fields)
+            raise KeyError(f"no NIC model {name!r} (expected one of {known})")
+        value: NicModel = getattr(self, name)
+        return value
+
+
+def _hdr(size: int, desc: str, source: str) -> Any:
+    return _p(size, unit="B", section="§4.2", desc=desc, source=source)
+
+
+class RdmaHeaders(_Group):
+    """Packet header bytes (``platform/rdma_model.py``: wire bytes per packet and message)."""
+
+    lrh: Size = _hdr(8, "IB local route header", f"{_IB_PACK} IB_LRH_BYTES")
+    grh: Size = _hdr(40, "IB global route header (IPv6-shaped)", f"{_IB_PACK} IB_GRH_BYTES")
+    bth: Size = _hdr(12, "base transport header", f"{_IB_PACK} IB_BTH_BYTES")
+    reth: Size = _hdr(
+        16,
+        "RDMA extended header: first packet of a WRITE, a READ request",
+        "rxe rxe_hdr.h struct rxe_reth (va 8, rkey 4, len 4)",
     )
-    efficiency: Fraction = _p(
-        0.95,
-        unit="fraction",
-        section="§4",
-        sweep=(0.90, 0.97),
-        marker="derived",
-        desc="fraction of line rate, pipelined streaming",
-        source="ib_send_bw plateau between AMD GPUs over ConnectX-5 EDR (`linux-rdma/perftest` "
-        "PR #98)",
+    aeth: Size = _hdr(
+        4, "ACK extended header: read response first/last/only", "rxe rxe_hdr.h struct rxe_aeth"
     )
-    single_msg_efficiency: Fraction = _p(
-        0.90,
-        unit="fraction",
-        section="§4",
-        sweep=(0.85, 0.95),
-        marker="derived",
-        desc="fraction of line rate, one unpipelined message",
-        source="slope of large-message ib_send_lat in the same PR (`linux-rdma/perftest` PR #98)",
-    )
-    alpha: Duration = _p(
-        "1.75us",
+    icrc: Size = _hdr(4, "invariant CRC", f"{_IB_PACK} IB_ICRC_BYTES")
+    vcrc: Size = _hdr(2, "variant CRC (IB link)", "Wireshark packet-infiniband.c")
+    eth: Size = _hdr(14, "Ethernet header", f"{_IB_PACK} IB_ETH_BYTES")
+    fcs: Size = _hdr(4, "Ethernet frame check sequence", "IEEE 802.3")
+    preamble: Size = _hdr(8, "Ethernet preamble + start-of-frame delimiter", "IEEE 802.3")
+    ifg: Size = _hdr(12, "minimum inter-frame gap", "IEEE 802.3")
+    ipv4: Size = _hdr(20, "IPv4 header", f"{_IB_PACK} IB_IP4_BYTES")
+    ipv6: Size = _hdr(40, "IPv6 header", "RFC 8200")
+    udp: Size = _hdr(8, "UDP header", f"{_IB_PACK} IB_UDP_BYTES")
+
+
+class Rdma(_Group):
+    """The host side and transport of an RDMA message (``platform/rdma_model.py``)."""
+
+    hdr: RdmaHeaders = _group(RdmaHeaders, "packet headers (§4.2)")
+    post_cost: Duration = _p(
+        "0.25us",
         unit="us",
-        section="§4",
-        sweep=("1us", "3us"),
-        marker="derived",
-        desc="per-message latency (GPUDirect)",
-        source="α of an α–β fit to `linux-rdma/perftest` PR #98; < 2 µs on ConnectX-3/Connect-IB "
-        "(NVIDIA 'Benchmarking GPUDirect RDMA on Modern Server Platforms')",
+        section="§4.2",
+        sweep=("0.15us", "0.4us"),
+        desc="CPU time one posting thread spends per WQE (build it, ring the doorbell or copy "
+        "it by BlueFlame, poll completions); perftest posts every QP from one thread",
+        source=f"calibrated: 2 QPs, tx 128, 2–1024 B: 3.71–4.03 Mpps ({_A2}) -- twice the QPs "
+        f"but only ≈ 1.1× the 1-QP rate of {_A1}, so a per-thread cost binds",
+        confidence="medium",
     )
-    alpha_host_delta: SignedDuration = _p(
-        "0us",
+    post_latency: Duration = _p(
+        "0.1us",
         unit="us",
-        section="§4",
-        sweep=("-0.5us", "0.5us"),
+        section="§4.2",
+        sweep=("0.05us", "0.3us"),
         marker="assumption",
-        desc="added per message for host-memory vs GDR endpoints",
-        source="no source separates the two; sweep it",
+        desc="CPU time of one ibv_post_send (or post_recv) on an otherwise idle thread, as a "
+        "latency test sees it (rdma.post_cost is the per-WQE occupancy of a busy loop)",
+        source="[assumption] with the NIC pipelines, ib_write_lat ≈ 1 µs and ib_read_lat ≈ 2 µs "
+        "back to back (tools-and-mechanisms.md B2.3, [unverified] expectations)",
+    )
+    mmio_latency: Duration = _p(
+        "0.1us",
+        unit="us",
+        section="§4.2",
+        sweep=("0.05us", "0.3us"),
+        marker="assumption",
+        desc="a CPU store (doorbell, BlueFlame WQE) until it reaches the NIC",
+        source="[assumption] a posted write down the PCIe path, about half a read round trip",
+    )
+    poll_latency: Duration = _p(
+        "0.05us",
+        unit="us",
+        section="§4.2",
+        sweep=("0.02us", "0.2us"),
+        marker="assumption",
+        desc="a spinning CPU sees a write the NIC placed (cache-line transfer)",
+        source="[assumption]",
+    )
+    ib_link_eff: Fraction = _p(
+        0.99,
+        unit="fraction",
+        section="§4.2",
+        sweep=(0.985, 1.0),
+        marker="derived",
+        desc="share of an InfiniBand link's data rate left after link-level traffic (flow-"
+        "control credit packets, SKIP ordered sets, idles)",
+        source=f"calibrated: 100G IB ib_write_bw plateau 98.38 Gb/s ({_A1}) against 99.37 of "
+        "headers alone at MTU 4096; 98.39 Gb/s on another 100G IB pair (`linux-rdma/perftest` "
+        "#225)",
+    )
+    grh: bool = _p(
+        False,
+        unit="bool",
+        section="§4.2",
+        choices=(False, True),
+        desc="InfiniBand packets carry a GRH (global routing); LID-routed back to back they do not",
+        source="IBTA: GRH only for routed or GID-addressed traffic",
+        confidence="medium",
+    )
+    roce_ip: Literal["ipv4", "ipv6"] = _p(
+        "ipv4",
+        unit="choice",
+        section="§4.2",
+        choices=("ipv4", "ipv6"),
+        marker="assumption",
+        desc="RoCEv2 GIDs: IPv4-mapped (perftest's GID index 3) or IPv6",
+        source="perftest on RoCE uses an IPv4-mapped GID (`-x 3`, validation-tables.md A3)",
+    )
+    jitter: Fraction = _p(
+        0.05,
+        unit="fraction",
+        section="§4.2",
+        sweep=(0.0, 0.3),
+        marker="assumption",
+        desc="coefficient of variation of every per-message service time and latency "
+        "component (log-normal, drawn from the tenant's seeded generator)",
+        source="[assumption] perftest's message rates vary ±15 % between sizes of one run "
+        f"({_A1}); 0 makes runs deterministic",
+    )
+    tail_prob: Fraction = _p(
+        0.002,
+        unit="probability",
+        section="§4.2",
+        sweep=(0.0, 0.01),
+        marker="assumption",
+        desc="probability that one latency sample is hit by a host interruption",
+        source="[assumption] ib_*_lat 99.9 % percentiles lie 1–3 µs above the median "
+        "(tools-and-mechanisms.md A1.5: 'the first value measured is the maximum')",
+    )
+    tail_time: Duration = _p(
+        "2us",
+        unit="us",
+        section="§4.2",
+        sweep=("0.5us", "10us"),
+        marker="assumption",
+        desc="mean extra time (exponential) of such an interruption",
+        source="[assumption]",
+    )
+    flow_window: int = _p(
+        128,
+        unit="count",
+        section="§4.2",
+        desc="messages a flow-level transfer keeps outstanding (perftest's default tx depth)",
+        source="perftest DEF_TX_BW (tools-and-mechanisms.md A1.1)",
     )
 
 
@@ -522,7 +1135,8 @@ class Stage(_Group):
         section="§5",
         sweep=(0.6, 0.95),
         marker="derived",
-        desc="fraction of the bottleneck stage (aggregate mode)",
+        desc="fallback: fraction of the bottleneck stage (only with stage.mode = 'aggregate'; "
+        "the built-in model is the explicit chunk pipeline)",
         source="2× DGX-A100 host-staged peak ≈ 0.70 of 24 GB/s (`openucx/ucx` #6206)",
     )
     dram_crossings: int = _p(
@@ -540,13 +1154,14 @@ class Stage(_Group):
         desc="bounce buffers are pinned host memory",
         source="pageable 8 KB bounce pipeline collapsed throughput (`openucx/ucx` #6206)",
     )
-    mode: Literal["aggregate", "pipeline"] = _p(
-        "aggregate",
+    mode: Literal["pipeline", "aggregate"] = _p(
+        "pipeline",
         unit="choice",
         section="§1",
-        choices=("aggregate", "pipeline"),
-        desc="staging model: 'aggregate' (pipeline_eff × bottleneck) or 'pipeline' (explicit "
-        "chunk algebra; set pipeline_eff to 1)",
+        choices=("pipeline", "aggregate"),
+        desc="staging model: 'pipeline' = the explicit chunk pipeline (per chunk "
+        "stage.copy_launch + the copy, then the NIC from host memory; host DRAM crossed twice); "
+        "'aggregate' = the fallback pipeline_eff × the slowest stage",
         source="[pinlab] the two modes of cost-model.md §1 item 5",
     )
 
@@ -591,7 +1206,8 @@ class RegHost(_Group):
         section="§6.1",
         sweep=("10us", "100us"),
         desc="per registration",
-        source="UCX MEM_REG_OVERHEAD (`openucx/ucx` src/uct/ib/base/ib_md.c)",
+        source="UCX's built-in estimate MEM_REG_OVERHEAD (`openucx/ucx` src/uct/ib/base/"
+        "ib_md.c, marked 'TODO take default from device'), not a measurement",
     )
     per_byte: TimePerByte = _p(
         "0.06ns/B",
@@ -629,38 +1245,88 @@ class RegHost(_Group):
     )
 
 
-class RegDev(_Group):
-    """Device-memory (dma-buf MR) registration (``cost-model.md`` §6.2)."""
+class RegEfa(_Group):
+    """dma-buf MR registration on EFA (``cost-model.md`` §6.2): ``efa_reg_user_mr_dmabuf`` pins
+    the umem and issues a synchronous admin-queue command (``EFA_ADMIN_REG_MR``) per MR."""
 
     fixed: Duration = _p(
         "70ms",
         unit="ms",
         section="§6.2",
-        desc="a small buffer registered first",
-        source=f"EFA on p5.48xlarge, GPU memory, serial registration ({_MOONCAKE3210})",
+        sweep=("35ms", "140ms"),
+        desc="a small buffer registered first (the admin command's round trip and the pin)",
+        source=f"EFA on p5.48xlarge, GPU memory, serial registration ({_MOONCAKE3210}); "
+        "validation-tables.md F1",
+        confidence="medium",
     )
     per_registered: TimePerByte = _p(
         "260ms/GiB",
         unit="ms/GiB",
         section="§6.2",
+        sweep=("130ms/GiB", "390ms/GiB"),
         desc="per GiB of device memory already registered on the same domain (order matters)",
-        source=f"{_MOONCAKE3210}: linear in previously registered bytes; 2505 ms after 9.17 GiB",
+        source=f"{_MOONCAKE3210}: linear in previously registered bytes, flat over 0–19 GiB; "
+        "2505 ms after 9.17 GiB (validation-tables.md F1)",
+        confidence="medium",
     )
     per_own_byte: TimePerByte = _p(
         "3.4ms/MB",
         unit="ms/MB",
         section="§6.2",
+        sweep=("1.7ms/MB", "5ms/MB"),
         marker="derived",
-        desc="per MB of the buffer itself (low confidence)",
+        confidence="low",
+        desc="per MB of the buffer itself (the physical buffer list and its pages)",
         source=f"{_MOONCAKE3210}: a 391 MB buffer registered first took 1382 ms; (1382 − 70)/391",
     )
+
+    def dmabuf(self, length: int, registered_before: int, *, odp: bool) -> float:
+        """Seconds one dma-buf MR registration takes (EFA has no ODP: ``odp`` is refused before
+        it costs anything, so it is not priced here)."""
+        return self.fixed + self.per_own_byte * length + self.per_registered * registered_before
+
+
+class RegMlx5(_Group):
+    """dma-buf MR registration on mlx5 (``mlx5_ib_reg_user_mr_dmabuf``): an mkey from the mkey
+    cache (no firmware command on a hit) and the page list written by UMR work requests on a
+    kernel QP (``mlx5r_umr_update_mr_pas``)."""
+
+    fixed: Duration = _p(
+        "30us",
+        unit="us",
+        section="§6.2",
+        sweep=("10us", "1.4ms"),
+        marker="assumption",
+        desc="one registration with an mkey-cache hit: dma-buf attach and map, one UMR post "
+        "and its completion",
+        source="[assumption] tens of µs from the code path (no firmware command on a cache "
+        "hit); range up to 1.4 ms, a GPU MR through nv_peer_mem on ConnectX-3 (`ut-osa/gpunet` "
+        "#1). UCX's '16000 + 0.060 · N ns' (`openucx/ucx` #10929) is UCX's built-in default "
+        "(MEM_REG_OVERHEAD, MEM_REG_GROWTH), not a measurement",
+    )
+    per_page: Duration = _p(
+        "0ns",
+        unit="ns",
+        section="§6.2",
+        sweep=("0ns", "100ns"),
+        marker="assumption",
+        desc="per 4 KiB page of the MR whose translation (MTT entry) the UMR writes",
+        source="[assumption] no public timing of ibv_reg_dmabuf_mr on mlx5",
+    )
+
+    def dmabuf(self, length: int, registered_before: int, *, odp: bool) -> float:
+        """Seconds one dma-buf MR registration takes; an ODP MR writes no page list up front
+        (its translation is filled in by the first fault)."""
+        pages = 0 if odp else -(-length // 4096)
+        return self.fixed + self.per_page * pages
 
 
 class Reg(_Group):
     """Registration costs (``cost-model.md`` §6.1, §6.2)."""
 
     host: RegHost = _group(RegHost, "host-memory registration (§6.1)")
-    dev: RegDev = _group(RegDev, "device-memory (dma-buf MR) registration (§6.2)")
+    efa: RegEfa = _group(RegEfa, "dma-buf MR registration on EFA (§6.2)")
+    mlx5: RegMlx5 = _group(RegMlx5, "dma-buf MR registration on mlx5 (§6.2)")
     host_mmap_flat: Duration = _p(
         "600ms",
         unit="ms",
@@ -684,6 +1350,15 @@ class Reg(_Group):
         source="no difference per an NCCL maintainer (`NVIDIA/nccl` #908); UCX, libfabric try "
         "dma-buf first (`openucx/ucx` PR #11002; `ofiwg/libfabric` PR #11804)",
     )
+
+    def model(self, name: str) -> RegEfa | RegMlx5:
+        """The dma-buf registration model ``name`` (:data:`RegModelName`, what an RDMA driver
+        declares); ``KeyError`` for any other name."""
+        if name == "efa":
+            return self.efa
+        if name == "mlx5":
+            return self.mlx5
+        raise KeyError(f"no registration model {name!r} (expected efa or mlx5)")
 
 
 class DeregHost(_Group):
@@ -1338,6 +2013,15 @@ class Nccl(_Group):
         desc="LL128 bandwidth of one ring channel (Ampere; Hopper 36.7)",
         source=f"{_NCCL_TUNING}: perChMaxRingLL128Bws",
     )
+    buffsize: Size = _p(
+        "4MiB",
+        unit="MiB",
+        section="§G5",
+        confidence="high",
+        desc="NCCL_BUFFSIZE: a channel's Simple buffer; a network message is one of its 8 steps "
+        "(NCCL_STEPS), 512 KiB by default",
+        source="`NVIDIA/nccl` src/include/device.h (NCCL_STEPS 8), docs (NCCL_BUFFSIZE 4 MiB)",
+    )
     channels: int = _p(
         8,
         unit="count",
@@ -1358,16 +2042,17 @@ class CostModel(_Group):
     """Every parameter of ``cost-model.md`` §2–§8 (frozen; see the module docstring).
 
     ``CostModel()`` holds the doc's defaults. Derived quantities follow ``cost-model.md`` §1:
-    :meth:`pcie_rate` (link rates), :meth:`nic_rate`, :meth:`evict_d2h`, :meth:`restore_h2d`,
-    :meth:`swap_time`, :meth:`dram_rate`, :meth:`p2p_factor`.
+    :meth:`pcie_rate` (link rates, by the PCIe mechanism of :mod:`pinlab.platform.pcie_model`),
+    :meth:`raw_rate`, :meth:`evict_d2h`, :meth:`restore_h2d`, :meth:`swap_time`,
+    :meth:`dram_rate`; the NIC and RDMA mechanisms are :mod:`pinlab.platform.rdma_model`.
     """
 
     pcie: Pcie = _group(Pcie, "PCIe links (§2)")
     c2c: C2c = _group(C2c, "coherent CPU links (§2.1)")
     numa: Numa = _group(Numa, "remote-socket host memory (§2.2)")
     cpu: Cpu = _group(Cpu, "CPU access to BARs (§2.2)")
-    p2p: P2p = _group(P2p, "peer-to-peer paths (§3)")
-    nic: Nic = _group(Nic, "NIC rates and latency (§4)")
+    nic: Nic = _group(Nic, "NIC models (§4.1)")
+    rdma: Rdma = _group(Rdma, "RDMA host side and transport (§4.2)")
     efa: Efa = _group(Efa, "EFA (§4)")
     stage: Stage = _group(Stage, "host staging (§5)")
     dram: Dram = _group(Dram, "host DRAM (§5)")
@@ -1396,17 +2081,24 @@ class CostModel(_Group):
             return self.pcie.gen5
         raise ValueError(f"PCIe generation must be 3, 4 or 5 (cost-model.md §2.1), not {gen!r}")
 
-    def pcie_rate(self, gen: int, width: int = 16, direction: str = "up") -> float:
-        """Effective PCIe rate in bytes/s, one direction (``cost-model.md`` §2.1).
+    def pcie_rate(
+        self, gen: int, width: int = 16, direction: str = "up", mps: int | None = None
+    ) -> float:
+        """Payload rate of a PCIe link in bytes/s, one direction (``cost-model.md`` §2.1).
 
         ``direction`` is ``"up"`` (device → host, D2H) or ``"down"`` (H2D). With
-        ``pcie.rate_model = "measured"``: ``pcie.genN.eff`` (Gen5 H2D: ``pcie.gen5.h2d``);
-        with ``"raw_x_efficiency"``: ``pcie.genN.raw × pcie.efficiency``. Both scale by
-        ``width / 16``. Gen3 x16 → 12 GB/s; Gen4 x16 → 25 GB/s.
+        ``pcie.rate_model = "mechanism"`` (the default): posted writes of ``mps`` bytes
+        (default ``pcie.mps``) through :func:`pinlab.platform.pcie_model.write_rate` -- raw ×
+        link-level efficiency × MPS / (MPS + TLP overhead), the same both ways (Gen3/4/5 x16,
+        MPS 256: 12.99 / 25.99 / 51.98 GB/s). The fallbacks: ``"measured"`` =
+        ``pcie.genN.eff`` (Gen5 H2D: ``pcie.gen5.h2d``), ``"raw_x_efficiency"`` =
+        ``pcie.genN.raw × pcie.efficiency``, both × ``width / 16``.
         """
         if direction not in ("up", "down"):
             raise ValueError(f"direction must be 'up' or 'down', not {direction!r}")
         g = self._gen(gen)
+        if self.pcie.rate_model == "mechanism":
+            return pcie_model.write_rate(self, gen, width, self.pcie.mps if mps is None else mps)
         if self.pcie.rate_model == "raw_x_efficiency":
             rate = g.raw * self.pcie.efficiency
         elif direction == "down" and isinstance(g, PcieGen5):
@@ -1415,13 +2107,10 @@ class CostModel(_Group):
             rate = g.eff
         return rate * width / 16
 
-    def nic_rate(self, line_rate: float | None = None, *, single_message: bool = False) -> float:
-        """A NIC's achievable rate in bytes/s: line rate × ``nic.efficiency`` (streaming) or
-        × ``nic.single_msg_efficiency`` (one unpipelined message) (``cost-model.md`` §1 item 2,
-        §4). ``line_rate`` defaults to ``nic.line_rate``."""
-        line = self.nic.line_rate if line_rate is None else line_rate
-        eff = self.nic.single_msg_efficiency if single_message else self.nic.efficiency
-        return line * eff
+    def raw_rate(self, gen: int, width: int = 16) -> float:
+        """Raw (line-coded) rate of a PCIe link, one direction, bytes/s: ``pcie.genN.raw`` ×
+        ``width / 16``."""
+        return self._gen(gen).raw * width / 16
 
     def evict_d2h(self, gen: int) -> float:
         """VRAM → host copy rate for a PCIe generation, bytes/s (``evict.d2h.genN``, §8)."""
@@ -1430,8 +2119,8 @@ class CostModel(_Group):
         return rate
 
     def restore_h2d(self, gen: int) -> float:
-        """Host → VRAM copy rate: ``restore.h2d.genN`` = ``pcie.genN.eff`` (Gen5:
-        ``pcie.gen5.h2d``), x16 (``cost-model.md`` §8)."""
+        """Host → VRAM copy rate: ``restore.h2d.genN`` = the x16 link rate of
+        :meth:`pcie_rate` (``cost-model.md`` §8)."""
         return self.pcie_rate(gen, 16, "down")
 
     def swap_time(self, working_set: int, gen: int) -> float:
@@ -1441,10 +2130,6 @@ class CostModel(_Group):
     def dram_rate(self, theoretical: float) -> float:
         """Usable DRAM bandwidth: theoretical × ``dram.efficiency`` (``cost-model.md`` §5)."""
         return theoretical * self.dram.efficiency
-
-    def p2p_factor(self, path_class: P2pPathClass) -> float:
-        """``p2p.factor.<path_class>`` (``cost-model.md`` §3.1)."""
-        return self.p2p.factor.of(path_class)
 
     # -- overrides ---------------------------------------------------------------------------
 
@@ -1512,7 +2197,7 @@ class ParamInfo:
     sweep: tuple[Any, ...] | None
     choices: tuple[Any, ...] | None
     marker: str | None
-    confidence: str | None = None
+    confidence: Confidence = "high"
 
     @property
     def text(self) -> str:
@@ -1636,7 +2321,7 @@ def parameters(cost: CostModel | None = None) -> list[ParamInfo]:
                 sweep=tuple(sweep) if isinstance(sweep, list) else None,
                 choices=tuple(choices) if isinstance(choices, list) else None,
                 marker=str(extra["marker"]) if "marker" in extra else None,
-                confidence=str(extra["confidence"]) if "confidence" in extra else None,
+                confidence=extra.get("confidence", "high"),
             )
         )
     return out

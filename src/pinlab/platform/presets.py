@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,19 +41,34 @@ from pinlab.platform.spec import (
     DisplaySpec,
     DramSpec,
     HostBridgeSpec,
+    Name,
     NicSpec,
     NvlinkSpec,
+    PcieGen,
     PlatformSpec,
     SwitchSpec,
 )
 from pinlab.tomlfile import read_toml
-from pinlab.units import STRICT_UNITS, GiB, MiB, Rate, Size, parse_rate
+from pinlab.units import (
+    GB,
+    STRICT_UNITS,
+    Duration,
+    GiB,
+    LineRate,
+    MiB,
+    Rate,
+    Size,
+    parse_rate,
+    parse_time,
+)
 
 __all__ = [
+    "GPUS",
     "PRESETS",
     "AnySpec",
     "apu_laptop",
     "cluster",
+    "cx_pair",
     "dl1",
     "dump_platform",
     "load_platform",
@@ -61,6 +77,7 @@ __all__ = [
     "platform_from_dict",
     "resolve_platform",
     "workstation",
+    "workstation_amd",
 ]
 
 AnySpec = PlatformSpec | ClusterSpec
@@ -85,6 +102,44 @@ _100G = parse_rate("100Gbps")
 _CALL = ConfigDict(arbitrary_types_allowed=False)
 
 
+NicChoice = Literal["efa", "cx5", "cx6", "cx7"]
+"""A preset's NIC model: AWS EFA (the ``efa`` driver) or a ConnectX (the ``mlx5`` driver)."""
+
+
+def _rdma_nic(
+    model: NicChoice, i: int, parent: str, *, gen: PcieGen, line_rate: float | None = None
+) -> NicSpec:
+    """NIC ``i`` of a preset: ``efa<i>`` (EFA, 100 Gbps) or ``mlx5_<i>`` (ConnectX ``model``,
+    its own line rate unless ``line_rate``)."""
+    if model == "efa":
+        return NicSpec(
+            name=f"efa{i}",
+            driver="efa",
+            model="efa",
+            parent=parent,
+            line_rate=_100G if line_rate is None else line_rate,
+            gen=gen,
+            width=16,
+            vendor=_AMAZON,
+            device=0xEFA0,
+        )
+    return NicSpec(
+        name=f"mlx5_{i}",
+        driver="mlx5",
+        model=model,
+        parent=parent,
+        line_rate=line_rate,
+        gen=gen,
+        width=16,
+        vendor=_MELLANOX,
+        device=_CX_DEVICE[model],
+    )
+
+
+_CX_DEVICE = {"cx5": 0x1017, "cx6": 0x101B, "cx7": 0x1021}
+"""PCI device IDs of ConnectX-5/6/7 (PCI ID repository)."""
+
+
 @validate_call(config=_CALL)
 def dl1(
     *,
@@ -92,6 +147,7 @@ def dl1(
     hbm: Size = 32 * GiB,
     sockets: Literal[1, 2] = 2,
     host_bridge_device: int = _SKYLAKE_E_ROOT,
+    nic: NicChoice = "efa",
     kernel: str | None = "5.16",
 ) -> PlatformSpec:
     """AWS dl1.24xlarge-like node (``cost-model.md`` §9.1).
@@ -104,8 +160,11 @@ def dl1(
       ports, so Gaudi ↔ EFA P2P crosses the root complex (§9.1); with ``efa_behind_switch``
       EFA *i* sits behind switch *i* instead (bus-address P2P, distance 4, §9.1 variant);
     * Intel Xeon host bridges with ``host_bridge_device`` (Skylake-E 0x2030, whitelisted;
-      §9.1, ``kernel-semantics.md`` §8.3) -- pass an unlisted ID to see P2P refused;
-    * 768 GiB host memory (§9.1).
+      §9.1, ``kernel-semantics.md`` §8.3) -- pass an unlisted ID to see P2P refused; their P2P
+      forwarding is ``pcie.rc.intel_server``'s;
+    * 768 GiB host memory (§9.1);
+    * ``nic``: the NIC model, EFA by default (``"cx5"``/``"cx6"``/``"cx7"``: ConnectX NICs
+      ``mlx5_0``… driven by mlx5, at their own line rate, in the same places).
 
     pinlab's assumptions beyond the doc: ``sockets`` = 2 (96 vCPU = 2 × 24-core Cascade Lake
     Xeon), each socket holding two Gaudi pairs and two EFAs, one host bridge per socket,
@@ -136,16 +195,7 @@ def dl1(
         for i in range(8)
     ]
     nics = [
-        NicSpec(
-            name=f"efa{i}",
-            driver="efa",
-            parent=f"sw{i}" if efa_behind_switch else f"rc{i // per_socket}",
-            line_rate=_100G,
-            gen=3,
-            width=16,
-            vendor=_AMAZON,
-            device=0xEFA0,
-        )
+        _rdma_nic(nic, i, f"sw{i}" if efa_behind_switch else f"rc{i // per_socket}", gen=3)
         for i in range(4)
     ]
     return PlatformSpec(
@@ -169,6 +219,7 @@ def p4d(
     gpu: Literal["a100-sxm4-40gb", "a100-sxm4-80gb"] = "a100-sxm4-40gb",
     sockets: Literal[1, 2] = 2,
     host_bridge_device: int = _SKYLAKE_E_ROOT,
+    nic: NicChoice = "efa",
     kernel: str | None = "5.16",
 ) -> PlatformSpec:
     """AWS p4d.24xlarge-like node (``cost-model.md`` §9.2); ``gpu="a100-sxm4-80gb"`` is the
@@ -185,7 +236,8 @@ def p4d(
       2 GPUs and 1 × 100 Gbps EFA (4 × 100 Gbps = 400 Gbps, §9.2);
     * Intel Cascade Lake host bridges (whitelisted Skylake-E-class ID, §9.2);
     * 1152 GiB host memory [unverified] (§9.2), DDR4-2933 × 6 channels per socket (140.8 GB/s,
-      §5 table; Cascade Lake has six channels).
+      §5 table; Cascade Lake has six channels);
+    * ``nic``: the NIC model, EFA by default (a ConnectX model: ``mlx5_0``… instead).
 
     pinlab's assumptions beyond the doc: 2 sockets, 2 switches per socket, switch uplinks Gen4
     x16 (two GPUs share one), EFA links Gen4 x16; the first-generation EFAs without RDMA write
@@ -232,18 +284,10 @@ def p4d(
             ),
         ),
         nics=tuple(
-            NicSpec(
-                name=f"efa{i}",
-                driver="efa",
-                parent=f"sw{i}",
-                line_rate=_100G,
-                gen=4,
-                width=16,
-                vendor=_AMAZON,
-                device=0xEFA0,
-                driver_options={"rdma_write": False},
-            )
-            for i in range(4)
+            n.model_copy(update={"driver_options": {"rdma_write": False}})
+            if n.driver == "efa"
+            else n
+            for n in (_rdma_nic(nic, i, f"sw{i}", gen=4) for i in range(4))
         ),
     )
 
@@ -251,7 +295,11 @@ def p4d(
 _CPU_DESKTOP: dict[str, tuple[CpuSpec, int, int]] = {
     # (cpu, host bridge vendor, host bridge device) -- device IDs [assumption]
     "amd": (CpuSpec(vendor="amd", family=0x19, model="AMD Ryzen (Zen 4)"), _AMD, 0x14D8),
-    "intel": (CpuSpec(vendor="intel", family=6, model="Intel Core (client)"), _INTEL, 0xA700),
+    "intel": (
+        CpuSpec(vendor="intel", family=6, model="Intel Core (client)", segment="client"),
+        _INTEL,
+        0xA700,
+    ),
 }
 
 
@@ -264,6 +312,7 @@ def workstation(
     resizable_bar: bool = False,
     host_memory: Size = 64 * GiB,
     nic: bool = True,
+    nic_model: Literal["cx5", "cx6", "cx7"] = "cx5",
     kernel: str | None = "6.16",
 ) -> PlatformSpec:
     """A desktop with one discrete GPU (``cost-model.md`` §9.3).
@@ -271,11 +320,13 @@ def workstation(
     * ``gpu0``: amdgpu-like exporter, ``vram`` (16 GiB, sweep 8–24 GiB), PCIe Gen4 x16
       (≈ 25 GB/s), driving ``display0`` (static importer); CPU-visible BAR ``bar`` (256 MiB =
       ``pin.bar1_consumer``), or all of VRAM with ``resizable_bar`` (§9.3, §6.3);
-    * ``mlx5_0``: 100 Gbps mlx5-like NIC with ODP on CPU lanes (its own root port, §9.3);
-      ``nic=False`` leaves it out;
-    * ``cpu``: ``"amd"`` (Zen: host-bridge P2P allowed) or ``"intel"`` (client host bridge not
-      on the whitelist: P2P refused → migrate-to-host) (§9.3);
-    * root-complex P2P factor 0.45 (``p2p.factor.root_complex`` override, §9.3);
+    * ``mlx5_0``: a ConnectX (``nic_model``, default ConnectX-5 EDR 100 Gbps) with ODP on CPU
+      lanes (its own root port, §9.3); ``nic=False`` leaves it out;
+    * ``cpu``: ``"amd"`` (Zen: host-bridge P2P allowed, forwarded as ``pcie.rc.amd_zen``) or
+      ``"intel"`` (client host bridge not on the whitelist: P2P refused → migrate-to-host; its
+      root ports forward no P2P reads, ``pcie.rc.intel_client``) (§9.3); GPU ↔ NIC P2P goes
+      through the root complex, so its rate is the read mechanism's (``pcie.lat.*``), not a
+      factor;
     * dual-channel DDR5-5600: 89.6 GB/s theoretical (§9.3).
 
     pinlab's assumptions beyond the doc: ``host_memory`` 64 GiB; host bridge IDs AMD
@@ -311,20 +362,19 @@ def workstation(
                 NicSpec(
                     name="mlx5_0",
                     driver="mlx5",
+                    model=nic_model,
                     parent="rc0",
-                    line_rate=_100G,
                     odp=True,
                     gen=4,
                     width=16,
                     vendor=_MELLANOX,
-                    device=0x101B,
+                    device=_CX_DEVICE[nic_model],
                 ),
             )
             if nic
             else ()
         ),
         displays=(DisplaySpec(name="display0", device="gpu0"),),
-        cost_overrides={"p2p.factor.root_complex": 0.45},
     )
 
 
@@ -376,6 +426,261 @@ def apu_laptop(
             ),
         ),
         displays=(DisplaySpec(name="display0", device="apu0"),),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Gpu:
+    """A GPU a preset can put in a host (:data:`GPUS`)."""
+
+    model: str
+    driver: str
+    memory: int
+    bandwidth: str
+    gen: PcieGen
+    vendor: int
+    device: int
+    bar_read_latency: str | None
+    source: str
+
+
+GPUS: dict[str, _Gpu] = {
+    "a100": _Gpu(
+        "NVIDIA A100-SXM4-80GB",
+        "nvidia-compute",
+        80 * GiB,
+        "2039GB/s",
+        4,
+        _NVIDIA,
+        0x20B2,
+        "0.91us",
+        "BAR read latency calibrated on validation-tables.md A2 (A100 + ConnectX-6, "
+        "--use_cuda, plateau 81 Gb/s)",
+    ),
+    "h100": _Gpu(
+        "NVIDIA H100 80GB HBM3",
+        "nvidia-compute",
+        80 * GiB,
+        "3350GB/s",
+        5,
+        _NVIDIA,
+        0x2330,
+        "0.48us",
+        "[assumption] BAR read latency as the H200 (same Hopper die)",
+    ),
+    "h200": _Gpu(
+        "NVIDIA H200",
+        "nvidia-compute",
+        141 * GB // (2 * MiB) * (2 * MiB),  # 141 GB, in whole 2 MiB pages
+        "4800GB/s",
+        5,
+        _NVIDIA,
+        0x2335,
+        "0.48us",
+        "BAR read latency calibrated on validation-tables.md A3 (H200 + ConnectX-7 RoCE, "
+        "--use_cuda_dmabuf, plateau 141 Gb/s)",
+    ),
+    "mi210": _Gpu(
+        "AMD Instinct MI210",
+        "amdgpu",
+        64 * GiB,
+        "1638GB/s",
+        4,
+        _AMD_GPU,
+        0x740F,
+        None,
+        "no BAR read measurement: pcie.lat.bar_read",
+    ),
+}
+"""GPUs ``cx-pair`` can place next to its NIC (HBM sizes and rates: vendor data sheets)."""
+
+_NIC_GEN: dict[str, PcieGen] = {"cx5": 3, "cx6": 4, "cx7": 5}
+"""The PCIe generation of each ConnectX's host link (x16): CX-5 Gen3 (Gen4 on some SKUs), CX-6
+Gen4, CX-7 Gen5 (NVIDIA product briefs)."""
+
+_SERVER_CPU: dict[str, tuple[CpuSpec, int, int]] = {
+    "intel": (
+        CpuSpec(vendor="intel", family=6, model="Intel Xeon (Ice Lake / Sapphire Rapids)"),
+        _INTEL,
+        _SKYLAKE_E_ROOT,
+    ),
+    "amd": (CpuSpec(vendor="amd", family=0x19, model="AMD EPYC (Zen 3/4)"), _AMD, 0x1480),
+}
+
+
+def _gpu_device(gpu: _Gpu, parent: str) -> DeviceSpec:
+    return DeviceSpec(
+        name="gpu0",
+        driver=gpu.driver,
+        parent=parent,
+        memory=gpu.memory,
+        memory_bandwidth=parse_rate(gpu.bandwidth),
+        gen=gpu.gen,
+        width=16,
+        vendor=gpu.vendor,
+        device=gpu.device,
+        bar_read_latency=None if gpu.bar_read_latency is None else parse_time(gpu.bar_read_latency),
+        gpu_import=False,
+    )
+
+
+@validate_call(config=_CALL)
+def cx_pair(
+    *,
+    nic: Literal["cx5", "cx6", "cx7"] = "cx6",
+    link: Literal["ib", "roce"] = "ib",
+    line_rate: LineRate | None = None,
+    mtu: Literal[256, 512, 1024, 2048, 4096] | None = None,
+    cpu: Literal["intel", "amd"] = "intel",
+    gpu: Literal["a100", "h100", "h200", "mi210"] | None = None,
+    gpu_distance: Literal["switch", "root_complex", "cross_socket"] = "switch",
+    nic_name: Name = "mlx5_0",
+    cable: Duration = 10e-9,
+    kernel: str | None = "6.16",
+) -> ClusterSpec:
+    """Two identical hosts, one ConnectX each, cabled back to back: the machine of
+    ``pinlab bench perftest`` (the default platform of ``pinlab bench``).
+
+    * ``nic``: ConnectX-5 (EDR 100G, Gen3 x16), ConnectX-6 (HDR 200G, Gen4) or ConnectX-7
+      (NDR 400G, Gen5) -- the cost model's ``nic.<model>``; ``line_rate`` overrides the
+      model's (an HDR100 port: ``"100Gbps"``), ``mtu`` its active MTU; ``link``: InfiniBand or
+      RoCEv2; the NIC is ``nic_name`` (perftest's ``-d``), below a PCIe switch ``sw0`` of its
+      generation on socket 0's root complex;
+    * ``cpu``: Intel Xeon (P2P forwarding ``pcie.rc.intel_server``) or AMD EPYC
+      (``pcie.rc.amd_zen``), 2 sockets, 8 channels of DDR4-3200 per socket (DDR5-4800 with a
+      Gen5 NIC);
+    * ``gpu``: an optional GPU ``gpu0`` for perftest's ``--use_cuda`` / ``--use_dmabuf``
+      (:data:`GPUS`: A100, H100, H200 (nvidia-compute), MI210 (amdgpu)); ``gpu_distance``:
+      behind the NIC's switch (``"switch"``, NVIDIA's PIX/PXB), on another root port of the
+      same socket (``"root_complex"``, PHB) or on the other socket (``"cross_socket"``, SYS);
+    * ``cable``: one-way latency of the cable between the two NICs (≈ 5 ns/m: 2 m copper).
+
+    pinlab's assumptions: the host bridge IDs (Intel 0x2030, whitelisted; AMD 0x1480), host
+    memory 512 GiB per socket, every link x16 at the default MPS.
+    """
+    cpu_spec, hb_vendor, hb_device = _SERVER_CPU[cpu]
+    cpu_spec = cpu_spec.model_copy(update={"sockets": 2})
+    gen = _NIC_GEN[nic]
+    gpus: tuple[DeviceSpec, ...] = ()
+    if gpu is not None:
+        parent = {"switch": "sw0", "root_complex": "rc0", "cross_socket": "rc1"}[gpu_distance]
+        gpus = (_gpu_device(GPUS[gpu], parent),)
+    dram = "409.6GB/s" if gen == 5 else "204.8GB/s"
+    node = PlatformSpec(
+        name=f"cx-{nic}-{link}" + (f"-{gpu}-{gpu_distance}" if gpu else ""),
+        description=f"a host with one {nic.upper()} ({link})"
+        + (f" and an {GPUS[gpu].model} ({gpu_distance})" if gpu else ""),
+        kernel=kernel,
+        cpu=cpu_spec,
+        dram=DramSpec(size=512 * GiB, bandwidth=parse_rate(dram)),
+        host_bridges=tuple(
+            HostBridgeSpec(name=f"rc{s}", socket=s, vendor=hb_vendor, device=hb_device)
+            for s in range(2)
+        ),
+        switches=(SwitchSpec(name="sw0", parent="rc0", gen=gen, width=16),),
+        devices=gpus,
+        nics=(
+            NicSpec(
+                name=nic_name,
+                driver="mlx5",
+                model=nic,
+                parent="sw0",
+                line_rate=line_rate,
+                link_layer=link,
+                mtu=mtu,
+                gen=gen,
+                width=16,
+                vendor=_MELLANOX,
+                device=_CX_DEVICE[nic],
+            ),
+        ),
+    )
+    return ClusterSpec(
+        name=f"pair-{node.name}",
+        description=f"2 × ({node.description}), back to back",
+        nodes=2,
+        node=node,
+        fabric=FabricSpec(latency=cable),
+    )
+
+
+_WORKSTATION_CPU: dict[str, tuple[CpuSpec, int, int]] = {
+    "amd": (
+        CpuSpec(vendor="amd", family=0x19, model="AMD Threadripper PRO (Zen 4)"),
+        _AMD,
+        0x14D8,
+    ),
+    "intel": (CpuSpec(vendor="intel", family=6, model="Intel Xeon W"), _INTEL, _SKYLAKE_E_ROOT),
+    "intel-client": _CPU_DESKTOP["intel"],
+}
+
+
+@validate_call(config=_CALL)
+def workstation_amd(
+    *,
+    cpu: Literal["amd", "intel", "intel-client"] = "amd",
+    slots: Literal["switch", "root_complex"] = "root_complex",
+    nic_model: Literal["cx5", "cx6", "cx7"] = "cx5",
+    vram: Size = 32 * GiB,
+    host_memory: Size = 128 * GiB,
+    kernel: str | None = "6.16",
+) -> PlatformSpec:
+    """A workstation with an AMD GPU and a ConnectX NIC (issue 11's "workstation with an AMD
+    GPU and a ConnectX NIC").
+
+    * ``gpu0``: amdgpu, ``vram`` of VRAM (32 GiB, a Radeon PRO W6800-class card), PCIe Gen4
+      x16, 512 GB/s, its BAR = all of VRAM (large BAR, which ROCm's P2P needs);
+    * ``mlx5_0``: a ConnectX (``nic_model``, default ConnectX-5 EDR 100G) with ODP;
+    * ``cpu``: AMD Zen 4 Threadripper PRO (P2P through the host bridge: ``pcie.rc.amd_zen``),
+      Intel Xeon W (``pcie.rc.intel_server``, whitelisted host bridge) or an Intel Core client
+      (not whitelisted: P2PDMA refuses; its root ports forward no P2P reads);
+    * ``slots``: the GPU and the NIC on CPU root ports (``"root_complex"``, NVIDIA's PHB) or
+      behind one PCIe switch (``"switch"``, PIX).
+
+    pinlab's assumptions: one socket with 8 channels of DDR5-4800 (307.2 GB/s), host bridge
+    IDs as :func:`workstation`'s and :func:`cx_pair`'s; ``pinlab bench`` makes a pair of it.
+    """
+    cpu_spec, hb_vendor, hb_device = _WORKSTATION_CPU[cpu]
+    switches = (SwitchSpec(name="sw0", parent="rc0", gen=4, width=16),) if slots == "switch" else ()
+    parent = "sw0" if slots == "switch" else "rc0"
+    return PlatformSpec(
+        name="workstation-amd"
+        + ("" if cpu == "amd" else f"-{cpu}")
+        + ("-switch" if slots == "switch" else ""),
+        description="workstation: an amdgpu GPU and a ConnectX NIC",
+        kernel=kernel,
+        cpu=cpu_spec,
+        dram=DramSpec(size=host_memory, bandwidth=parse_rate("307.2GB/s")),
+        host_bridges=(HostBridgeSpec(name="rc0", socket=0, vendor=hb_vendor, device=hb_device),),
+        switches=switches,
+        devices=(
+            DeviceSpec(
+                name="gpu0",
+                driver="amdgpu",
+                parent=parent,
+                memory=vram,
+                memory_bandwidth=parse_rate("512GB/s"),
+                gtt=host_memory // 2,
+                system=host_memory,
+                gen=4,
+                width=16,
+                vendor=_AMD_GPU,
+                device=0x73A3,
+            ),
+        ),
+        nics=(
+            NicSpec(
+                name="mlx5_0",
+                driver="mlx5",
+                model=nic_model,
+                parent=parent,
+                odp=True,
+                gen=_NIC_GEN[nic_model],
+                width=16,
+                vendor=_MELLANOX,
+                device=_CX_DEVICE[nic_model],
+            ),
+        ),
     )
 
 
@@ -480,6 +785,8 @@ PRESETS: dict[str, Callable[..., AnySpec]] = {
     "dl1": dl1,
     "p4d": p4d,
     "workstation": workstation,
+    "workstation-amd": workstation_amd,
+    "cx-pair": cx_pair,
     "apu-laptop": apu_laptop,
     "cluster": cluster,
     "matrix": matrix,

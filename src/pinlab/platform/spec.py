@@ -3,9 +3,9 @@
 A :class:`PlatformSpec` (pydantic, frozen) describes one node: the CPU, host DRAM per socket,
 root complexes (host bridges, whose vendor/device IDs the P2PDMA whitelist matches), PCIe
 switches, devices (each an exporter from :data:`pinlab.drivers.EXPORTERS`), RDMA NICs (each an
-RDMA driver from :data:`pinlab.drivers.IMPORTERS`), displays, the inter-socket link, and
-optional cost-model overrides that belong to the platform (the desktop's 0.45 root-complex P2P
-factor, ``cost-model.md`` §9.3). Driver names are checked against the registries, and what
+RDMA driver from :data:`pinlab.drivers.IMPORTERS`, and a NIC model of the cost model),
+displays, the inter-socket link, and optional cost-model overrides that belong to the
+platform. Driver names are checked against the registries, and what
 depends on the driver (whether device memory is a carve-out of host DRAM, whether a NIC can
 do ODP) is read off what the driver class declares.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -42,7 +42,7 @@ from pinlab.kernel.pci import (
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
 )
-from pinlab.platform.cost import CostModel
+from pinlab.platform.cost import CostModel, LinkLayer, NicModelName, RcClass
 from pinlab.units import Duration, LineRate, PciId, Rate, Size
 
 __all__ = [
@@ -102,6 +102,10 @@ CpuFamily = Annotated[
 
 PcieGen = Literal[3, 4, 5]
 PcieWidth = Literal[1, 2, 4, 8, 16]
+PcieMps = Literal[128, 256, 512, 1024, 2048, 4096]
+"""Max_Payload_Size / Max_Read_Request_Size values (bytes); None in a spec: ``pcie.mps`` /
+``pcie.mrrs``."""
+Mtu = Literal[256, 512, 1024, 2048, 4096, 8192]
 
 
 def nic_driver(name: str) -> type[RdmaDevice]:
@@ -160,11 +164,27 @@ class CpuSpec(_Spec):
     )
     model: str = Field(default="", description="free text, for reports")
     sockets: int = Field(default=1, ge=1, le=8, description="number of sockets (NUMA nodes)")
+    segment: Literal["server", "client"] = Field(
+        default="server",
+        description="server (Xeon, EPYC) or client (Core, Ryzen) part: Intel client root "
+        "ports forward P2P writes only (pcie.rc.intel_client)",
+    )
 
     @property
     def x86_vendor(self) -> str:
         """The CPUID vendor string the PCI model takes."""
         return {"intel": X86_VENDOR_INTEL, "amd": X86_VENDOR_AMD}.get(self.vendor, "Other")
+
+    @property
+    def rc_class(self) -> RcClass | None:
+        """Which ``pcie.rc.<class>`` forwarding rules its host bridges follow: AMD Zen (family
+        ≥ 0x17) ``amd_zen``, Intel ``intel_server`` or ``intel_client`` by segment; None for
+        anything else (no P2P forwarding is known)."""
+        if self.vendor == "amd" and self.family >= 0x17:
+            return "amd_zen"
+        if self.vendor == "intel":
+            return "intel_server" if self.segment == "server" else "intel_client"
+        return None
 
 
 class DramSpec(_Spec):
@@ -188,6 +208,9 @@ class HostBridgeSpec(_Spec):
     socket: int = Field(default=0, ge=0, description="socket (NUMA node) of this root complex")
     vendor: PciId = Field(default=0x8086, description="host bridge function vendor ID")
     device: PciId = Field(default=0, description="host bridge function device ID")
+    mps: PcieMps | None = Field(
+        default=None, description="Max_Payload_Size of its root ports (default pcie.mps)"
+    )
 
 
 class LinkSpec(_Spec):
@@ -213,6 +236,7 @@ class SwitchSpec(_Spec):
     acs_redirect: bool = False
     vendor: PciId = Field(default=0x10B5, description="switch vendor ID (default Broadcom/PLX)")
     device: PciId = 0
+    mps: PcieMps | None = Field(default=None, description="Max_Payload_Size (default pcie.mps)")
     link: LinkSpec | None = None
 
 
@@ -255,6 +279,14 @@ class DeviceSpec(_Spec):
     )
     vendor: PciId = 0
     device: PciId = 0
+    mps: PcieMps | None = Field(default=None, description="Max_Payload_Size (default pcie.mps)")
+    mrrs: PcieMps | None = Field(
+        default=None, description="Max_Read_Request_Size of its DMA engines (default pcie.mrrs)"
+    )
+    bar_read_latency: Duration | None = Field(
+        default=None,
+        description="completer latency of a peer's read of its BAR (default pcie.lat.bar_read)",
+    )
     link: LinkSpec | None = None
     driver_options: dict[str, bool | int | str] = Field(default_factory=dict)
     model: str = Field(
@@ -292,22 +324,40 @@ class NicSpec(_Spec):
     """An RDMA NIC driven by an RDMA driver from :data:`pinlab.drivers.IMPORTERS`: ``efa``
     (pinned dma-buf MRs only) or ``mlx5`` (ODP-capable).
 
-    ``line_rate`` defaults to ``nic.line_rate`` (``cost-model.md`` §4). ``odp`` needs a driver
-    that declares ODP support. ``driver_options`` go to the driver constructor (EFA:
-    ``rdma_write``, ``revocable`` (7.1 only); mlx5: ``ignore_move_notify``).
+    ``model`` names the NIC model of the cost model (``nic.<model>``: ``cx5``, ``cx6``,
+    ``cx7``, ``efa``; default: the one its driver declares, ``RdmaDevice.nic_model``);
+    ``line_rate``, ``link_layer`` and ``mtu`` default to the model's (``cost-model.md`` §4).
+    ``odp`` needs a driver that declares ODP support. ``driver_options`` go to the driver
+    constructor (EFA: ``rdma_write``, ``revocable`` (7.1 only); mlx5: ``ignore_move_notify``).
     """
 
     name: Name
     driver: RdmaDriverName = Field(description="RDMA driver name in pinlab.drivers.IMPORTERS")
     parent: Name = Field(description="host bridge or switch the NIC hangs below")
-    line_rate: LineRate | None = None
+    model: NicModelName | None = Field(
+        default=None, description="NIC model (nic.<model>; default: the driver's)"
+    )
+    line_rate: LineRate | None = Field(default=None, description="default: the model's")
+    link_layer: LinkLayer | None = Field(default=None, description="default: the model's")
+    mtu: Mtu | None = Field(default=None, description="active MTU (default: the model's)")
     odp: bool = Field(default=False, description="on-demand paging (drivers with ODP: mlx5)")
     gen: PcieGen = 4
     width: PcieWidth = 16
     vendor: PciId = 0
     device: PciId = 0
+    mps: PcieMps | None = Field(default=None, description="Max_Payload_Size (default pcie.mps)")
+    mrrs: PcieMps | None = Field(
+        default=None, description="Max_Read_Request_Size (default pcie.mrrs)"
+    )
     link: LinkSpec | None = None
     driver_options: dict[str, bool | int | str] = Field(default_factory=dict)
+
+    @property
+    def model_name(self) -> NicModelName:
+        """The NIC model: ``model``, else the one the driver declares."""
+        if self.model is not None:
+            return self.model
+        return cast(NicModelName, nic_driver(self.driver).nic_model)
 
 
 class DisplaySpec(_Spec):
@@ -321,8 +371,7 @@ class InterSocketSpec(_Spec):
     """The link between sockets (UPI / Infinity Fabric), per direction.
 
     Default: two UPI links at 10.4 GT/s × 2 B = 41.6 GB/s per direction [assumption: not in
-    ``cost-model.md``; remote-socket effects are the numa.* and p2p.factor.cross_socket
-    multipliers, §2.2, §3.1].
+    ``cost-model.md``]; a read across it pays ``pcie.lat.remote_socket`` (§2.3).
     """
 
     bandwidth: Rate = Field(default=41.6e9, description="capacity per direction")

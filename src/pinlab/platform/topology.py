@@ -15,16 +15,18 @@ A :class:`Machine` (made by :func:`~pinlab.platform.builder.build` from a
   direction:
 
   - ``pcie:<x>`` (``up`` = toward the host, ``down``): the PCIe link between ``x`` (a switch,
-    device or NIC) and its parent port; ``cost.pcie_rate(gen, width, direction)`` with
-    gen/width the lower of the child's and (for a switch parent) the switch's (§2.1), unless
-    the spec's ``link`` overrides it;
+    device or NIC) and its parent port: the posted-write payload rate of
+    :func:`~pinlab.platform.pcie_model.write_rate` with gen/width the lower of the child's and
+    (for a switch parent) the switch's and the MPS the lower of both ends' (§2.1, §2.3),
+    unless the spec's ``link`` overrides it;
   - ``dram:<s>`` (``rw``): socket ``s``'s DRAM, theoretical bandwidth × ``dram.efficiency``
     (§5); reads and writes share it;
   - ``mem:<d>`` (``rw``): device ``d``'s memory, ``memory_bandwidth`` ×
     ``hbm.copy_efficiency`` (§8), when the spec gives a bandwidth;
   - ``upi:<a>-<b>`` (``a->b``, ``b->a``): the inter-socket link between sockets ``a`` < ``b``;
-  - ``net:<n>`` (``tx``, ``rx``): NIC ``n``'s network port, line rate × ``nic.efficiency``
-    (§4);
+  - ``net:<n>`` (``tx``, ``rx``): NIC ``n``'s network port: its payload rate for large
+    messages, line rate × the link layer's header efficiency at the NIC's MTU
+    (:func:`~pinlab.platform.rdma_model.wire_rate`);
   - ``nvlink:<d>`` (``tx``, ``rx``): GPU ``d``'s NVLinks to the NVSwitches of its domain, and
     ``nvlink:<a>-<b>`` (``a->b``, ``b->a``) for two GPUs bridged directly: the copy-engine data
     rate of the links (``docs/cost-model/gpu.md`` §G1). :meth:`Machine.nvlink_path` routes
@@ -43,7 +45,8 @@ them):
    (``down``) to the destination -- when the common ancestor is a switch and none of the
    switches passed has ``acs_redirect``;
 3. otherwise up to the root complex, across ``upi:<a>-<b>`` when the sockets differ, and down;
-   the root complex itself is not a link (its cost is the P2P factor, §3.1);
+   the root complex itself is not a link (what it does to P2P is the PCIe mechanism's,
+   :meth:`pcie_path`);
 4. the destination's memory, as in 1.
 
 A device and itself (or its display / GPU importer) share no PCIe link: ``path(d, d)`` is just
@@ -74,14 +77,31 @@ from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pdma_map_type
 from pinlab.kernel.pci import PciDev, PciTopology
 from pinlab.kernel.ttm import TtmDevice
-from pinlab.platform.cost import CostModel, P2pPathClass
-from pinlab.platform.spec import NvlinkSpec, PlatformSpec
+from pinlab.platform import pcie_model, rdma_model
+from pinlab.platform.cost import CostModel, NicModel, P2pPathClass
+from pinlab.platform.pcie_model import HostBridgeCrossing, PcieLink, PciePath
+from pinlab.platform.rdma_model import EndRate, NicPort
+from pinlab.platform.spec import NicSpec, NvlinkSpec, PlatformSpec
 from pinlab.uapi.system import System
 
-__all__ = ["LinkUse", "Machine", "PciDistance", "PlatformLink", "TreeNode"]
+__all__ = ["LinkUse", "Machine", "PciDistance", "PlatformLink", "TreeNode", "nic_port"]
 
 PciDistance = Literal["X", "PIX", "PXB", "PHB", "NODE", "SYS"]
 """The PCIe distance classes of ``nvidia-smi topo -m`` and NCCL's ``PATH_*`` (nearest first)."""
+
+
+def nic_port(cost: CostModel, spec: NicSpec) -> NicPort:
+    """A NIC entry as the RDMA mechanism sees it: its model (``nic.<model>``) and the line
+    rate, link layer and MTU of the entry, else of the model."""
+    model: NicModel = cost.nic.model(spec.model_name)
+    return NicPort(
+        name=spec.name,
+        model_name=spec.model_name,
+        model=model,
+        line_rate=model.line_rate if spec.line_rate is None else spec.line_rate,
+        link_layer=model.link_layer if spec.link_layer is None else spec.link_layer,
+        mtu=model.mtu if spec.mtu is None else spec.mtu,
+    )
 
 
 class LinkUse(NamedTuple):
@@ -115,7 +135,10 @@ class PlatformLink:
 
 @dataclass(slots=True, eq=False)
 class TreeNode:
-    """A host bridge, switch, device or NIC in the PCIe tree, with the link to its parent."""
+    """A host bridge, switch, device or NIC in the PCIe tree, with the link to its parent.
+
+    ``mps`` is the Max_Payload_Size its uplink runs at (the smaller of its own and its
+    parent port's); ``mrrs`` the Max_Read_Request_Size of a device's or NIC's DMA."""
 
     name: str
     kind: str  # host_bridge, switch, device, nic
@@ -124,6 +147,8 @@ class TreeNode:
     uplink: str | None
     acs_redirect: bool = False
     depth: int = 0
+    mps: int = 256
+    mrrs: int = 512
 
 
 @dataclass(slots=True, eq=False)
@@ -160,6 +185,8 @@ class Machine:
     pdevs: dict[str, PciDev]
     _nodes: dict[str, TreeNode] = field(default_factory=dict)
     _paths: dict[tuple[str, str], tuple[LinkUse, ...]] = field(default_factory=dict)
+    _pcie_paths: dict[tuple[str, str], PciePath] = field(default_factory=dict)
+    _ends: dict[tuple[str, str, str, int], EndRate] = field(default_factory=dict)
 
     # -- lookup ---------------------------------------------------------------------------------
 
@@ -417,33 +444,154 @@ class Machine:
             return "root_complex"
         return "cross_socket"
 
-    def p2p_factor(self, exporter: str, importer: str) -> float | None:
-        """``p2p.factor.<path class>`` for the pair (``cost-model.md`` §3.1); None if refused."""
-        path_class = self.p2p_path_class(exporter, importer)
-        return None if path_class is None else self.cost.p2p_factor(path_class)
-
     def p2p_capacity(
         self, exporter: str, importer: str, *, nic_reads: bool = False
     ) -> float | None:
-        """Uncontended pin-in-place rate, bytes/s (``cost-model.md`` §1 item 3), None if refused.
+        """Uncontended pin-in-place rate, bytes/s (``cost-model.md`` §1 item 3), None if
+        P2PDMA refuses the pair.
 
-        PCIe bottleneck of the path × the P2P factor; for a NIC importer, the minimum with the
-        NIC's streaming rate; × ``p2p.nic_read_factor`` when the NIC reads device memory
-        (``nic_reads``; a send), not when it writes it (a receive).
-        """
-        factor = self.p2p_factor(exporter, importer)
-        if factor is None:
+        From the PCIe mechanism (:mod:`pinlab.platform.pcie_model`) over
+        :meth:`pcie_path` ``(importer, exporter)``: the importer *reading* device memory
+        (``nic_reads``, a send) is bounded by its outstanding reads over the read latency and
+        by the host bridge's P2P read forwarding; writing it (a receive) by the posted-write
+        rate. For a NIC importer, the minimum with its port's payload rate
+        (:func:`~pinlab.platform.rdma_model.wire_rate`)."""
+        if self.p2p_path_class(exporter, importer) is None:
             return None
-        if nic_reads:
-            rate = self.bottleneck(self.path(exporter, importer)) * factor
-        else:
-            rate = self.bottleneck(self.path(importer, exporter)) * factor
+        path = self.pcie_path(importer, exporter)
+        cost = self.cost
         if importer in self.system.nics:
-            line = self.links[f"net:{importer}"].capacity["tx" if nic_reads else "rx"]
-            rate = min(rate, line)
-            if nic_reads:
-                rate *= self.cost.p2p.nic_read_factor
-        return rate
+            port = self.nic_port_model(importer)
+            tags = port.model.p2p_read_tags
+            wire = rdma_model.wire_rate(cost, port)
+        else:
+            tags = cost.pcie.read.bar_slots
+            wire = float("inf")
+        if nic_reads:
+            rate = pcie_model.read_rate(cost, path, tags)
+        else:
+            rate = pcie_model.path_write_rate(cost, path)
+        return min(rate, wire)
+
+    # -- what the mechanisms need ---------------------------------------------------------------
+
+    def nic_port_model(self, nic: str) -> NicPort:
+        """NIC ``nic`` as the RDMA mechanism sees it: its model (``nic.<model>``), line rate,
+        link layer and MTU (the platform entry's, else the model's)."""
+        spec = next((n for n in self.spec.nics if n.name == nic), None)
+        if spec is None:
+            raise KeyError(f"no NIC named {nic!r} on {self.name}")
+        return nic_port(self.cost, spec)
+
+    def nic_end(self, nic: str, memory: str, nbytes: int, *, write: bool) -> EndRate:
+        """One end of a flow-level NIC transfer of ``nbytes`` as one message
+        (:func:`~pinlab.platform.rdma_model.send_end`, or with ``write``
+        :func:`~pinlab.platform.rdma_model.recv_end`): NIC ``nic`` reading (or writing)
+        ``memory`` -- a device (peer to peer) or ``"host:<socket>"``. Computed once per
+        (NIC, memory, direction, size)."""
+        key = (nic, memory, "w" if write else "r", int(nbytes))
+        end = self._ends.get(key)
+        if end is None:
+            port = self.nic_port_model(nic)
+            path = self.pcie_path(nic, memory)
+            if write:
+                end = rdma_model.recv_end(self.cost, port, path, int(nbytes))
+            else:
+                host = self.pcie_path(nic, self.host_of(nic))
+                end = rdma_model.send_end(self.cost, port, path, host, int(nbytes))
+            self._ends[key] = end
+        return end
+
+    def pcie_path(self, initiator: str, target: str) -> PciePath:
+        """The PCIe route from ``initiator`` (a device or NIC that issues the requests) to
+        ``target`` (``"host:<socket>"`` or a device whose BAR it accesses), typed for
+        :mod:`pinlab.platform.pcie_model`: the links in order with their generation, width,
+        MPS and direction, the switches gone through, the host bridges crossed (with their CPU
+        class, and whether they turn a P2P request around), socket crossings and the
+        inter-socket capacity, the smallest MPS and the initiator's MRRS. Follows the same
+        routing rule as :meth:`path` (module docstring)."""
+        key = (initiator, target)
+        cached = self._pcie_paths.get(key)
+        if cached is None:
+            cached = self._pcie_paths[key] = self._compute_pcie_path(initiator, target)
+        return cached
+
+    def _compute_pcie_path(self, initiator: str, target: str) -> PciePath:
+        a = self._endpoint(initiator)
+        b = self._endpoint(target)
+        if a.node is None or a.node.kind not in ("device", "nic"):
+            raise KeyError(f"{initiator!r}: expected a device or NIC as the initiator")
+        to_host = b.node is None
+        chain_a = self._chain(a.node)
+        chain_b = [] if to_host else self._chain(b.node)
+        common: TreeNode | None = None
+        if not to_host:
+            ids_b = {id(n) for n in chain_b}
+            common = next((n for n in chain_a if id(n) in ids_b), None)
+        below_a: list[TreeNode]
+        below_b: list[TreeNode]
+        bridges: list[HostBridgeCrossing] = []
+        sockets = 0
+        turn = (
+            common is not None
+            and common.kind == "switch"
+            and not any(
+                n.parent is not None and n.parent.acs_redirect
+                for n in (
+                    *chain_a[: chain_a.index(common)],
+                    *chain_b[: [id(n) for n in chain_b].index(id(common))],
+                )
+            )
+        )
+        if turn and common is not None:
+            below_a = chain_a[: chain_a.index(common)]
+            below_b = chain_b[: [id(n) for n in chain_b].index(id(common))]
+            switches = 1 + sum(1 for n in below_a[1:] if n.kind == "switch")
+            switches += sum(1 for n in below_b[1:] if n.kind == "switch")
+        else:
+            below_a = [n for n in chain_a if n.kind != "host_bridge"]
+            below_b = [n for n in chain_b if n.kind != "host_bridge"]
+            switches = sum(1 for n in (*below_a[1:], *below_b[1:]) if n.kind == "switch")
+            rc = self.spec.cpu.rc_class
+            hb_a = chain_a[-1]
+            bridges.append(HostBridgeCrossing(hb_a.name, hb_a.socket, rc, p2p=not to_host))
+            if a.socket != b.socket:
+                sockets = 1
+                if not to_host:
+                    hb_b = chain_b[-1]
+                    bridges.append(HostBridgeCrossing(hb_b.name, hb_b.socket, rc, p2p=True))
+        links: list[PcieLink] = []
+        for n in below_a:
+            if n.uplink is not None:
+                links.append(self._pcie_link(n, "up"))
+        for n in reversed(below_b):
+            if n.uplink is not None:
+                links.append(self._pcie_link(n, "down"))
+        mps = min((link.mps for link in links), default=a.node.mps)
+        completer = None
+        if not to_host and b.node is not None and b.node.kind == "device":
+            completer = self.spec.device(b.node.name).bar_read_latency
+        return PciePath(
+            initiator=initiator,
+            target=target,
+            links=tuple(links),
+            switches=switches,
+            host_bridges=tuple(bridges),
+            sockets=sockets,
+            socket_link=self.spec.inter_socket.bandwidth if sockets else None,
+            target_kind="host" if to_host else "device",
+            completer_latency=completer,
+            mps=mps,
+            mrrs=a.node.mrrs,
+        )
+
+    def _pcie_link(self, node: TreeNode, direction: str) -> PcieLink:
+        assert node.uplink is not None
+        link = self.links[node.uplink]
+        assert link.gen is not None and link.width is not None
+        return PcieLink(
+            node.uplink, link.gen, link.width, node.mps, "up" if direction == "up" else "down"
+        )
 
     def __repr__(self) -> str:
         return (

@@ -366,8 +366,8 @@ def apply_changes(doc: dict[str, Any], changes: Mapping[str, Any], source: str) 
 
 
 def flatten_cost(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Dotted cost keys from nested tables: ``{"odp": {"fault": "2ms"}, "nic.alpha": "2us"}``
-    → ``{"odp.fault": "2ms", "nic.alpha": "2us"}``."""
+    """Dotted cost keys from nested tables: ``{"odp": {"fault": "2ms"}, "rdma.post_cost":
+    "2us"}`` → ``{"odp.fault": "2ms", "rdma.post_cost": "2us"}``."""
     out: dict[str, Any] = {}
     for k, v in data.items():
         key = f"{prefix}{k}"

@@ -13,9 +13,10 @@ process, fences waited for in simulated time), every byte moved is a flow of the
 * :mod:`~.base` -- the parameter base model and field helper (units, defaults,
   descriptions);
 * the families: :mod:`~.kv_transfer` (``kv-transfer``: KV-cache blocks as request/response
-  transfers, latency percentiles), :mod:`~.allreduce` (``allreduce``: a ring over NICs, one
-  group across tenants and nodes), :mod:`~.desktop` (``compositor``: periodic scanout with
-  framebuffer reallocations; ``app``: a VRAM working set touched periodically) and
+  transfers, latency percentiles), :mod:`~.perftest` (``perftest``: the linux-rdma perftest
+  tools between two nodes, message by message), :mod:`~.allreduce` (``allreduce``: a ring
+  over NICs, one group across tenants and nodes), :mod:`~.desktop` (``compositor``: periodic
+  scanout with framebuffer reallocations; ``app``: a VRAM working set touched periodically) and
   :mod:`~.pressure` (``pin-hog``: pins all it can; ``pressure``: allocation bursts that force
   eviction);
 * the shared helpers, public for custom workloads: :mod:`~.nic` (which device and NIC, the
@@ -28,11 +29,10 @@ Custom workloads are generator functions of a ``Ctx``, started with
 
 Not modelled (cost-model rows the workloads do not use): ``pcie.bidir_h2d_factor`` and
 ``pcie.large_buffer_factor`` (the flow network shares link capacity without them),
-``numa.remote_*`` (bounce buffers sit in the NIC's socket), ``nic.single_msg_efficiency``
-(messages stream back to back), ``policy.hybrid_threshold`` (pure policies), ``reg.multi_nic_
-factor`` (one NIC per buffer), ``odp.fault_granularity``/``odp.rdma_prefetch_max``/
-``odp.implicit_chunk`` (dma-buf ODP MRs fault as a whole, §1 item 6), the ``swodp.*`` and
-``uvm.*`` comparisons.
+``numa.remote_*`` (bounce buffers sit in the NIC's socket), ``policy.hybrid_threshold`` (pure
+policies), ``reg.multi_nic_factor`` (one NIC per buffer), ``odp.fault_granularity``/
+``odp.rdma_prefetch_max``/``odp.implicit_chunk`` (dma-buf ODP MRs fault as a whole, §1 item
+6), the ``swodp.*`` and ``uvm.*`` comparisons.
 """
 
 from pinlab.sim.workloads.allreduce import AllreduceParams, AllreduceResult
@@ -49,6 +49,7 @@ from pinlab.sim.workloads.paths import (
     staged_pipeline,
     staged_side,
 )
+from pinlab.sim.workloads.perftest import PerftestParams, PerftestResult
 from pinlab.sim.workloads.pressure import PinHogParams, PinHogResult, PressureParams, PressureResult
 from pinlab.sim.workloads.registration import (
     ACCESS,
@@ -74,6 +75,8 @@ __all__ = [
     "Fallback",
     "KvTransferParams",
     "KvTransferResult",
+    "PerftestParams",
+    "PerftestResult",
     "PinHogParams",
     "PinHogResult",
     "PressureParams",

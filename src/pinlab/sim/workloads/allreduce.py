@@ -42,7 +42,8 @@ class AllreduceParams(WorkloadParams):
     model: Literal["steps", "aggregate"] = param(
         "steps",
         "'steps': 2(N-1) ring steps of size/N; 'aggregate': one transfer of "
-        "2(N-1)/N x size per iteration after 2(N-1) x nic.alpha (the same for symmetric ranks)",
+        "2(N-1)/N x size per iteration after 2(N-1) message latencies (the same for symmetric "
+        "ranks)",
     )
     access: Literal["pinned", "odp"] = param(
         "pinned", "the MRs: pinned, or on-demand paging (IB_ACCESS_ON_DEMAND)"
@@ -89,7 +90,7 @@ def allreduce(ctx: Ctx, p: AllreduceParams, r: AllreduceResult) -> Gen:
     memory, each end P2P, host memory or staged as its registration turned out -- the first
     N − 1 steps followed by the reduction (the accelerator reads two chunks and writes one,
     ``compute``), and a barrier across the group. ``model = "aggregate"`` sends the same
-    2(N − 1)/N × ``size`` bytes per rank as one transfer after 2(N − 1) × ``nic.alpha``: the
+    2(N − 1)/N × ``size`` bytes per rank as one transfer after 2(N − 1) message latencies: the
     α–β form of the same algorithm (§1 item 2), identical for symmetric ranks and far cheaper
     for 128 of them. Each iteration the accelerator also writes the gradients (``size``) and
     reads the result (``size``). Throughput counts the bytes this tenant's ranks sent.
@@ -115,6 +116,7 @@ def allreduce(ctx: Ctx, p: AllreduceParams, r: AllreduceResult) -> Gen:
             ep = Endpoint(ctx.node.name, dev, nic, handle, fd, length, p.access == "odp")
             ep.owner = ctx.proc.comm
             ep.buffer = ctx.proc.buffer(handle)
+            ep.message = p.size
             yield from setup_endpoint(ctx, ep, p.fallback, costs, r)
             ranks.append(ep)
         yield from ctx.wait_pending()
@@ -177,7 +179,7 @@ def _ring_step(
         succ = coll.successor(ep)
         assert ep.send_side is not None and succ.recv_side is not None
         links, cap, lat = route(ctx.sim, ep.send_side, succ.recv_side)
-        latency = max(latency, lat + (messages - 1) * ctx.cost.nic.alpha)
+        latency = max(latency, lat * messages)
         flows.append((nbytes, links, cap, label))
     t0 = ctx.env.now
     yield coll.submit(ctx.proc.comm, flows, latency)

@@ -24,7 +24,7 @@ from pinlab.platform.gpu_model import bar_load_time, bar_store_time
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
 from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
-from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, pcie_write_rate
+from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, cpu_bar_write_rate
 from pinlab.units import Size
 
 __all__ = ["CopylatRow", "GdrcopyParams", "GdrcopyResult", "gdrcopy"]
@@ -86,7 +86,7 @@ def gdrcopy(ctx: Ctx, p: GdrcopyParams, r: GdrcopyResult) -> Gen:
     r.device = dev
     cost = ctx.cost
     host = machine.host_of(dev)
-    link_write = pcie_write_rate(machine, host, dev)
+    link_write = cpu_bar_write_rate(machine, dev)
     r.data_start = ctx.now
     rows: list[CopylatRow] = []
     tests: list[tuple[str, int, Callable[[int], float]]] = []

@@ -72,6 +72,7 @@ def kv_transfer(ctx: Ctx, p: KvTransferParams, r: KvTransferResult) -> Gen:
     fd = yield from ctx.call(ctx.proc.prime_handle_to_fd, handle)
     ep = Endpoint(ctx.node.name, device, nic, handle, fd, p.buffer, p.access == "odp")
     ep.buffer = ctx.proc.buffer(handle)
+    ep.message = p.block
     costs: list[float] = []
     yield from setup_endpoint(ctx, ep, p.fallback, costs, r)
     yield from ctx.wait_pending()

@@ -64,6 +64,9 @@ PATH_LEVELS: tuple[str, ...] = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 """NCCL's path types in distance order (``PATH_LOC`` … ``PATH_SYS``; ``nvidia-smi``'s NODE
 is NCCL's PHB)."""
 _PROTOS: tuple[Proto, ...] = ("LL", "LL128", "Simple")
+NCCL_STEPS = 8
+"""Steps of a channel's buffer (``NCCL_STEPS``, ``src/include/device.h``): a network message
+is ``NCCL_BUFFSIZE / NCCL_STEPS``."""
 
 DTYPE_SIZE: dict[str, int] = {
     "int8": 1,
@@ -350,7 +353,10 @@ def _side(ctx: Ctx, rank: _Rank, rail: _Rail, *, write: bool) -> Side:
     through a bounce buffer in host memory."""
     machine = ctx.sim.node(rank.node).machine
     if rail.gdr_recv if write else rail.gdr_send:
-        return nic_side(ctx, rank.node, machine, rank.device, rail.nic, p2p=True, write=write)
+        chunk = machine.cost.nccl.buffsize // NCCL_STEPS
+        return nic_side(
+            ctx, rank.node, machine, rank.device, rail.nic, p2p=True, write=write, nbytes=chunk
+        )
     return staged_side(ctx, rank.node, machine, rank.device, rail.nic, write=write)
 
 

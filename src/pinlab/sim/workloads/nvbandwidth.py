@@ -14,6 +14,7 @@ network shares the links among the concurrent copies.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from pinlab.platform.gpu_model import CopyEngine
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
 from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
-from pinlab.sim.workloads.gpu_copy import copy_flow, jittered, peer_access
+from pinlab.sim.workloads.gpu_copy import copy_flow, jittered, peer_access, shared_caps
 from pinlab.units import Size
 
 __all__ = [
@@ -319,6 +320,10 @@ def _measure(
     spread = ctx.cost.gpucopy.jitter
     flows = [
         copy_flow(machine, src, dst, initiator=ini, engine=engine) for src, dst, ini, _ in copies
+    ]
+    flows = [
+        dataclasses.replace(fl, cap=cap)
+        for fl, cap in zip(flows, shared_caps(machine, flows), strict=True)
     ]
     per_sample: list[list[float]] = []
     for _ in range(p.samples):

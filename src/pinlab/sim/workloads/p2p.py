@@ -13,6 +13,7 @@ pair's "P2P=Enabled" cells are staged too, as the sample falls back to a normal 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
 from typing import Literal
@@ -22,7 +23,13 @@ import simpy
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
 from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
-from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, jittered, peer_access
+from pinlab.sim.workloads.gpu_copy import (
+    CopyFlow,
+    copy_flow,
+    jittered,
+    peer_access,
+    shared_caps,
+)
 
 __all__ = ["P2pMatrices", "P2pParams", "P2pResult", "p2p"]
 
@@ -144,6 +151,8 @@ def _bandwidth(ctx: Ctx, flows: list[CopyFlow], size: int, repeat: int, *, diago
     bytes counted, twice on the diagonal (the sample counts a copy inside a GPU's read and
     write)."""
     spread = ctx.cost.gpucopy.jitter
+    caps = shared_caps(ctx.machine, flows)
+    flows = [dataclasses.replace(fl, cap=cap) for fl, cap in zip(flows, caps, strict=True)]
     t0 = ctx.now
     events = []
     for fl in flows:

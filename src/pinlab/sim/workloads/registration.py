@@ -1,12 +1,14 @@
 """One buffer of a tenant registered for RDMA: registration and its cost, the fallbacks, and
 the access check that registers again after a NIC reset (``cost-model.md`` §6, §7).
 
-* **registration** (§6): a dma-buf MR costs ``reg.dev.fixed`` + ``reg.dev.per_own_byte`` ×
-  its length + ``reg.dev.per_registered`` × the device memory this process already registered
-  on the same NIC (the growth of §6.2; a protection domain is per process), ×
-  ``reg.dmabuf_vs_peermem``; an ODP MR pins nothing and costs ``reg.dev.fixed`` only (§7
-  notes); a host bounce buffer costs ``reg.host.fixed`` + ``reg.host.per_byte`` × its length
-  (§6.1);
+* **registration** (§6): a dma-buf MR costs what the NIC driver's registration model says
+  (the driver declares it, ``RdmaDevice.registration_model``; ``reg.<model>.dmabuf``), ×
+  ``reg.dmabuf_vs_peermem``: EFA (``reg.efa``) an admin command per MR, ``fixed`` +
+  ``per_own_byte`` × its length + ``per_registered`` × the device memory this process already
+  registered on the same NIC (the growth of §6.2; a protection domain is per process); mlx5
+  (``reg.mlx5``) a UMR post with an mkey-cache hit, ``fixed`` + ``per_page`` × its pages (an
+  ODP MR writes no pages up front); a host bounce buffer costs ``reg.host.fixed`` +
+  ``reg.host.per_byte`` × its length (§6.1);
 * **pin and migration** (§1 item 4, §8): the exporter decides where a pin lands; a migration
   is a copy job of the device's copy engine, and the registering call waits for its fence;
 * **fallbacks** (:data:`~pinlab.sim.workloads.base.Fallback`): a refused ODP registration
@@ -62,17 +64,17 @@ class RdmaResult(TenantResult):
 
 
 def dmabuf_reg_cost(ctx: Ctx, nic: str, length: int, *, odp: bool) -> float:
-    """Seconds a dma-buf MR registration takes (``cost-model.md`` §6.2; ODP: §7 notes)."""
+    """Seconds a dma-buf MR registration takes on ``nic`` (``cost-model.md`` §6.2; ODP: §7
+    notes): the registration model its driver declares, given the device memory this process
+    already registered (pinned) on the same NIC."""
     reg = ctx.cost.reg
-    if odp:
-        return reg.dev.fixed * reg.dmabuf_vs_peermem
+    model = reg.model(ctx.machine.nics[nic].registration_model)
     before = sum(
         mr.length
         for mr in ctx.proc.mrs.values()
         if mr.nic.name == nic and not mr.odp and not mr.deregistered
     )
-    t = reg.dev.fixed + reg.dev.per_own_byte * length + reg.dev.per_registered * before
-    return t * reg.dmabuf_vs_peermem
+    return model.dmabuf(length, before, odp=odp) * reg.dmabuf_vs_peermem
 
 
 def register_dmabuf(
@@ -132,6 +134,7 @@ class Endpoint:
     send_side: Side | None = None
     recv_side: Side | None = None
     owner: str = ""
+    message: int = 0  # bytes per message the workload sends (0: the whole buffer)
     sides_p2p: bool | None = None  # the mapping kind the sides were computed for
     buffer: DeviceBuffer | None = None  # the GEM buffer, for where its bytes are
 
@@ -201,8 +204,11 @@ def refresh_sides(ctx: Ctx, ep: Endpoint, result: DmaResult | None = None) -> No
     if ep.sides_p2p is p2p and ep.send_side is not None:
         return
     ep.sides_p2p = p2p
-    ep.send_side = nic_side(ctx, node, machine, ep.device, ep.nic, p2p=p2p, write=False)
-    ep.recv_side = nic_side(ctx, node, machine, ep.device, ep.nic, p2p=p2p, write=True)
+    size = ep.message or ep.length
+    ep.send_side = nic_side(
+        ctx, node, machine, ep.device, ep.nic, p2p=p2p, write=False, nbytes=size
+    )
+    ep.recv_side = nic_side(ctx, node, machine, ep.device, ep.nic, p2p=p2p, write=True, nbytes=size)
 
 
 def check_access(

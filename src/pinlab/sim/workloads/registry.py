@@ -24,6 +24,7 @@ from pinlab.sim.workloads import (
     nccl,
     nvbandwidth,
     p2p,
+    perftest,
     pressure,
 )
 from pinlab.sim.workloads.base import Gen, WorkloadParams
@@ -79,6 +80,12 @@ WORKLOADS: dict[str, WorkloadDef[Any, Any]] = _table(
         desktop.AppResult,
         desktop.app,
         "a working set in device memory, touched every period",
+    ),
+    WorkloadDef(
+        perftest.PerftestParams,
+        perftest.PerftestResult,
+        perftest.perftest,
+        "perftest's ib_{send,write,read}_{lat,bw} between a client and a server on two nodes",
     ),
     WorkloadDef(
         pressure.PinHogParams,
