@@ -167,3 +167,26 @@ def test_dump_round_trip(cost: CostModel) -> None:
     c2 = cost.with_overrides({"reg.host.per_byte": "0.098ns/B", "odp.fault": "250us"})
     assert CostModel.load(c2.model_dump(mode="json")) == c2
     assert CostModel.model_validate(c2.model_dump()) == c2
+
+
+def test_pcie_and_nic_parameters_are_documented() -> None:
+    """docs/cost-model/pcie-and-nic.md lists every PCIe, NIC, RDMA and per-driver
+    registration parameter with its source (issue 11)."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/cost-model/pcie-and-nic.md").read_text(
+        encoding="utf-8"
+    )
+    owned = ("pcie.tlp.", "pcie.lat.", "pcie.read.", "pcie.bar_read.", "pcie.rc.", "nic.", "rdma.")
+    for p in parameters():
+        if p.key.startswith(owned) or p.key.startswith(("reg.efa.", "reg.mlx5.")):
+            assert f"`{p.key}`" in doc, p.key
+
+
+def test_low_confidence_pcie_and_nic_parameters_have_a_range() -> None:
+    """--robust varies every low-confidence parameter over its range: the ones issue 11 adds
+    all have one."""
+    owned = ("pcie.", "nic.", "rdma.", "reg.efa.", "reg.mlx5.", "stage.")
+    for p in parameters():
+        if p.key.startswith(owned) and p.confidence == "low":
+            assert p.sweep or p.choices, p.key

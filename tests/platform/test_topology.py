@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from pydantic import ValidationError
 
 from pinlab.drivers.amdgpu import AmdgpuDevice
 from pinlab.drivers.efa import EfaDevice
@@ -414,3 +415,48 @@ def test_driver_options_reach_the_drivers() -> None:
     data["devices"][0]["driver_options"] = {"strict_p2p": True}
     gpu = build(PlatformSpec.model_validate(data)).exporters["gpu0"]
     assert isinstance(gpu, NvidiaComputeDevice) and gpu.strict_p2p
+
+
+# -- NIC models on presets; the perftest machines ----------------------------------------------
+
+
+def test_a_nic_model_is_selectable_on_the_presets() -> None:
+    """issue 11: a ConnectX family selectable on any preset (NicSpec.model)."""
+    from pinlab.drivers.mlx5 import Mlx5Device
+
+    m = build(dl1(nic="cx7"))
+    assert set(m.nics) == {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}
+    assert all(isinstance(n, Mlx5Device) for n in m.nics.values())
+    port = m.nic_port_model("mlx5_0")
+    assert (port.model_name, port.line_rate, port.link_layer) == ("cx7", 50e9, "ib")
+    assert build(p4d()).nic_port_model("efa0").model_name == "efa"  # the driver's default
+    assert build(p4d(nic="cx6")).nic_port_model("mlx5_2").model_name == "cx6"
+    assert build(workstation(nic_model="cx6")).nic_port_model("mlx5_0").line_rate == 25e9
+    assert cluster(nodes=2, nic="cx5").node.nics[0].model == "cx5"
+    # a platform entry's line rate, link layer and MTU win over the model's
+    data = workstation().model_dump()
+    data["nics"][0].update(line_rate="25Gbps", link_layer="roce", mtu=1024)
+    port = build(PlatformSpec.model_validate(data)).nic_port_model("mlx5_0")
+    assert (port.line_rate, port.link_layer, port.mtu) == (25e9 / 8, "roce", 1024)
+
+
+def test_cx_pair_and_workstation_amd() -> None:
+    from pinlab.platform import cx_pair, workstation_amd
+
+    pair = cx_pair(nic="cx7", link="roce", gpu="h200", nic_name="mlx5_3")
+    assert pair.nodes == 2 and pair.fabric.latency == pytest.approx(10e-9)
+    m = build(pair.node)
+    assert m.nic_port_model("mlx5_3").link_layer == "roce"
+    assert m.links["pcie:mlx5_3"].gen == 5
+    assert m.spec.device("gpu0").bar_read == "h200"
+    assert m.p2p_path_class("gpu0", "mlx5_3") == "switch"
+    far = build(cx_pair(gpu="a100", gpu_distance="cross_socket").node)
+    assert far.p2p_path_class("gpu0", "mlx5_0") == "cross_socket"
+    amd = build(workstation_amd())
+    assert amd.p2p_path_class("gpu0", "mlx5_0") == "root_complex"
+    assert build(workstation_amd(slots="switch")).p2p_path_class("gpu0", "mlx5_0") == "switch"
+    assert build(workstation_amd(cpu="intel-client")).p2p_path_class("gpu0", "mlx5_0") is None
+    data = cx_pair(gpu="a100").node.model_dump()
+    data["devices"][0]["bar_read"] = "v100"
+    with pytest.raises(ValidationError, match=r"expected a pcie\.bar_read row"):
+        PlatformSpec.model_validate(data)

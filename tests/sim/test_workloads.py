@@ -168,11 +168,22 @@ def test_kv_transfer_runs_at_the_p2p_capacity() -> None:
     assert n.staged == 0 and sim.stale_incidents() == 0
 
 
-def _staging(c: Any, write: bool = False) -> tuple[float, float, float]:
-    """(copy seconds, NIC seconds, NIC delay) of one chunk on dl1's Gaudi 0 and EFA 0."""
+def _staging(c: Any, write: bool = False) -> tuple[float, float]:
+    """(copy seconds, NIC seconds) of one chunk on dl1's Gaudi 0 and EFA 0 (100 Gbps at MTU
+    8192, Ethernet-framed SRD)."""
     chunk = c.stage.chunk
     copy = c.restore_h2d(3) if write else c.evict_d2h(3)
-    return c.stage.copy_launch + chunk / copy, chunk / 12.5e9 * (8192 + 82) / 8192, 0.0
+    return c.stage.copy_launch + chunk / copy, chunk / 12.5e9 * (8192 + 82) / 8192
+
+
+def _staged_kv(cost: dict[str, object] | None = None, **params: Any) -> Simulation:
+    """A kv-transfer from Gaudi 0 staged through host memory (a kernel without P2PDMA)."""
+    spec = PRESETS["dl1"](efa_behind_switch=True)
+    profile = get_profile("5.16", pci_p2pdma=False)
+    sim = Simulation(spec, profile, cost_overrides=cost, seed=1, sample_interval=0.1)
+    start(sim, "kv", "kv-transfer", process_args={"memlock": 1 << 30}, device="gaudi0", **params)
+    sim.run(1.0)
+    return sim
 
 
 def test_without_p2p_the_habanalabs_buffer_is_staged_through_host_memory() -> None:
@@ -180,48 +191,24 @@ def test_without_p2p_the_habanalabs_buffer_is_staged_through_host_memory() -> No
     K-52); the workload bounces through a pinned host buffer (§1 item 5): the chunk pipeline
     of a D2H copy (stage.copy_launch + chunk at evict.d2h.gen3) and the EFA's send from host
     memory, at chunk / the slower stage."""
-    spec = PRESETS["dl1"](efa_behind_switch=True)
-    sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), seed=1, sample_interval=0.1)
-    start(
-        sim,
-        "kv",
-        "kv-transfer",
-        process_args={"memlock": 1 << 30},
-        device="gaudi0",
-        buffer=256 * MiB,
-        block=64 * MiB,
-    )
-    sim.run(1.0)
+    sim = _staged_kv(buffer=256 * MiB, block=64 * MiB)
     assert sim.tenants["kv"].proc.stats.denials["-EPERM"] == 1
     n = result(sim, "kv")
     assert n.staged == 1 and n.fallback_staged == 1
     cost = sim.node().machine.cost
-    t_copy, t_nic, _ = _staging(cost)
+    t_copy, t_nic = _staging(cost)
     assert n.path_rate == pytest.approx(cost.stage.chunk / max(t_copy, t_nic), rel=1e-3)
 
 
 def test_staged_pipeline_follows_the_chunk_algebra() -> None:
     """§1 item 5, the explicit pipeline: T ≈ t_copy + t_nic + (k − 1) · max(t_copy, t_nic) +
     the NIC's message delay once (later chunks overlap it)."""
-    spec = PRESETS["dl1"](efa_behind_switch=True)
-    sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), seed=1)
-    start(
-        sim,
-        "kv",
-        "kv-transfer",
-        process_args={"memlock": 1 << 30},
-        device="gaudi0",
-        buffer=64 * MiB,
-        block=16 * MiB,
-        produce=False,
-        requests=1,
-    )
-    sim.run(1.0)
+    sim = _staged_kv(buffer=64 * MiB, block=16 * MiB, produce=False, requests=1)
     machine = sim.node().machine
     c = machine.cost
     chunk = c.stage.chunk
     k = 16 * MiB // chunk
-    t_copy, t_nic, _ = _staging(c)
+    t_copy, t_nic = _staging(c)
     delay = machine.nic_end("efa0", "host:0", chunk, write=False).latency
     expected = t_copy + t_nic + (k - 1) * max(t_copy, t_nic) + delay
     assert sim.tenants["kv"].stats.latencies[0] == pytest.approx(expected, rel=0.02)
@@ -230,23 +217,11 @@ def test_staged_pipeline_follows_the_chunk_algebra() -> None:
 def test_aggregate_staging_is_only_a_fallback() -> None:
     """stage.mode = "aggregate" (the documented fallback, unused by built-in scenarios): one
     flow at stage.pipeline_eff × the slower stage's rate."""
-    spec = PRESETS["dl1"](efa_behind_switch=True)
-    cost = {"stage.mode": "aggregate"}
-    sim = Simulation(spec, get_profile("5.16", pci_p2pdma=False), cost_overrides=cost, seed=1)
-    start(
-        sim,
-        "kv",
-        "kv-transfer",
-        process_args={"memlock": 1 << 30},
-        device="gaudi0",
-        buffer=64 * MiB,
-        block=16 * MiB,
-        produce=False,
-        requests=1,
+    sim = _staged_kv(
+        {"stage.mode": "aggregate"}, buffer=64 * MiB, block=16 * MiB, produce=False, requests=1
     )
-    sim.run(1.0)
     c = sim.node().machine.cost
-    _, t_nic, _ = _staging(c)
+    _, t_nic = _staging(c)
     eff = c.stage.pipeline_eff * min(c.evict_d2h(3), c.stage.chunk / t_nic)
     assert result(sim, "kv").path_rate == pytest.approx(eff, rel=1e-3)
 

@@ -325,19 +325,6 @@ class PcieLat(_Group):
         source="[assumption] no measurement of a root-complex P2P read latency was found "
         "(tools-and-mechanisms.md 'Gaps')",
     )
-    bar_read: Duration = _p(
-        "0.66us",
-        unit="us",
-        section="§2.3",
-        sweep=("0.4us", "1.2us"),
-        marker="derived",
-        confidence="low",
-        desc="completer latency of a device BAR read by a peer (the device fetches from its "
-        "memory and returns the completion), for devices whose spec gives none",
-        source="calibrated: geometric mean of the A100 (0.91 µs, validation-tables.md A2) and "
-        "H200 (0.48 µs, A3) values of cx-pair's GPUs (presets.GPUS); CPU loads from a V100 BAR "
-        "take 0.86–1.7 µs (`NVIDIA/gdrcopy` README copylat), an upper-bound proxy",
-    )
     write: Duration = _p(
         "0.21us",
         unit="us",
@@ -347,6 +334,62 @@ class PcieLat(_Group):
         desc="posted write from a device until the data is visible in host DRAM",
         source=f"write-then-read 760 ns vs read 546 ns at 64 B ({_PCIE_BENCH}, LAT_DMA_WRRD)",
     )
+
+
+_BAR_SRC = (
+    "calibrated with pcie.read.bar_slots = 20 so that the NIC-reads-GPU plateau of one "
+    "ConnectX on cx-pair (its GPU behind the NIC's switch) is the measured one"
+)
+
+
+class PcieBarRead(_Group):
+    """Completer latency of a device BAR read by a peer, per device model (the device fetches
+    from its memory and returns the completion): a device names its row
+    (``DeviceSpec.bar_read``), others use ``default``."""
+
+    default: Duration = _p(
+        "0.66us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.4us", "1.2us"),
+        marker="derived",
+        confidence="low",
+        desc="a device whose platform entry names no row",
+        source="[derived] geometric mean of the A100 and H200 rows; CPU loads from a V100 BAR "
+        "take 0.86–1.7 µs (`NVIDIA/gdrcopy` README copylat), an upper-bound proxy",
+    )
+    a100: Duration = _p(
+        "0.91us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.6us", "1.2us"),
+        marker="derived",
+        confidence="medium",
+        desc="NVIDIA A100",
+        source=f"{_BAR_SRC}: A100-SXM4-80GB + ConnectX-6, --use_cuda, 2 QPs, 81 Gb/s "
+        "(validation-tables.md A2)",
+    )
+    h200: Duration = _p(
+        "0.48us",
+        unit="us",
+        section="§2.3",
+        sweep=("0.3us", "0.8us"),
+        marker="derived",
+        confidence="medium",
+        desc="NVIDIA H200 (and, [assumption], H100: the same Hopper die)",
+        source=f"{_BAR_SRC}: H200 + ConnectX-7 RoCE, --use_cuda_dmabuf, 1 QP, 141 Gb/s "
+        "(validation-tables.md A3)",
+    )
+
+    def of(self, name: str | None) -> float:
+        """The row ``name`` (None: ``default``); ``KeyError`` for an unknown row."""
+        if name is None:
+            return self.default
+        if name not in type(self).model_fields:
+            known = ", ".join(type(self).model_fields)
+            raise KeyError(f"no pcie.bar_read row {name!r} (expected one of {known})")
+        value: float = getattr(self, name)
+        return value
 
 
 class PcieRead(_Group):
@@ -364,8 +407,7 @@ class PcieRead(_Group):
         "this bounds a peer's read window",
         source="calibrated: ConnectX-7 reading H200 memory reaches 85 % of its 141 Gb/s plateau "
         "at 8 KiB with 2 messages per QP in flight, which needs a 10–11 KB window "
-        "(validation-tables.md A3); with it pcie.lat.bar_read and the GPUs' latencies set the "
-        "plateaus of A2 and A3",
+        "(validation-tables.md A3); with it the pcie.bar_read rows set the plateaus of A2 and A3",
     )
 
 
@@ -441,6 +483,8 @@ _ZEN = _rc_fields(
     True,
     None,
     None,
+    read_sweep=("10GB/s", "64GB/s"),
+    write_sweep=("10GB/s", "64GB/s"),
     source="Threadripper PRO 7965WX and 2× EPYC 9374F: GPU↔GPU P2P writes 26.32 GB/s = Gen4 x16, "
     "same and cross socket (`luigifcruz/stelline`, validation-tables.md C3, C4); reads "
     "[assumption] as writes; kernel P2PDMA allows Zen host bridges (kernel-semantics.md §8.3)",
@@ -497,6 +541,7 @@ class Pcie(_Group):
     tlp: PcieTlp = _group(PcieTlp, "TLP and DLLP byte costs (§2.3)")
     lat: PcieLat = _group(PcieLat, "read and write latencies (§2.3)")
     read: PcieRead = _group(PcieRead, "outstanding reads (§2.3)")
+    bar_read: PcieBarRead = _group(PcieBarRead, "device BAR read latency by device (§2.3)")
     rc: PcieRc = _group(PcieRc, "host-bridge P2P forwarding (§3.1)")
     mps: Size = _p(
         256,
@@ -795,6 +840,8 @@ _MTU = (
 _BF = "`linux-rdma/rdma-core` providers/mlx5/qp.c (mlx5_bf_copy)"
 _LAT_SWEEP = ("0.05us", "0.5us")
 _SLOT_SWEEP = (1, 8)
+_TAG_SWEEP = (32, 768)
+_P2P_TAG_SWEEP = (32, 256)
 _QP_SWEEP = ("0.15us", "0.45us")
 
 
@@ -812,8 +859,8 @@ class NicCx5(NicModel):
     )
     max_rd_atom: int = _nic("max_rd_atom", 16, _RD_ATOM)
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
-    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low")
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -847,8 +894,8 @@ class NicCx6(NicModel):
         "low",
         _SLOT_SWEEP,
     )
-    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low")
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -863,7 +910,11 @@ class NicCx7(NicModel):
     link_layer: LinkLayer = _nic("link_layer", "ib", "ConnectX-7 VPI: InfiniBand or Ethernet")
     mtu: Size = _nic("mtu", 4096, _MTU, "medium")
     msg_rate: float = _nic(
-        "msg_rate", 330.0, "[unverified] 330–370 Mpps, not found in a primary source", "low"
+        "msg_rate",
+        330.0,
+        "[unverified] 330–370 Mpps, not found in a primary source",
+        "low",
+        (215.0, 370.0),
     )
     qp_msg_cost: Duration = _nic(
         "qp_msg_cost",
@@ -883,9 +934,9 @@ class NicCx7(NicModel):
         _SLOT_SWEEP,
     )
     read_tags: int = _nic(
-        "read_tags", 768, "[assumption] 10-bit tags (PCIe Gen5): 768 usable", "low"
+        "read_tags", 768, "[assumption] 10-bit tags (PCIe Gen5): 768 usable", "low", _TAG_SWEEP
     )
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -914,6 +965,7 @@ class NicEfa(NicModel):
         "[assumption] no public EFA message-rate ceiling; one endpoint is bound by "
         "nic.efa.qp_msg_cost long before",
         "low",
+        (10.0, 100.0),
     )
     qp_msg_cost: Duration = _nic(
         "qp_msg_cost",
@@ -923,10 +975,10 @@ class NicEfa(NicModel):
         "medium",
         ("1us", "3us"),
     )
-    max_rd_atom: int = _nic("max_rd_atom", 16, "[assumption] as mlx5", "low")
+    max_rd_atom: int = _nic("max_rd_atom", 16, "[assumption] as mlx5", "low", (1, 16))
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
-    read_tags: int = _nic("read_tags", 256, "[assumption] as ConnectX", "low")
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low")
+    read_tags: int = _nic("read_tags", 256, "[assumption] as ConnectX", "low", _TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     rx_latency: Duration = _nic("rx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     blueflame: bool = _nic("blueflame", False, "[assumption] EFA rings a doorbell", "low")

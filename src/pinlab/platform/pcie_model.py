@@ -24,7 +24,7 @@ each). At most ``window`` bytes are requested and not yet returned, so (:func:`r
 with ``window = min(requester tags, completer slots) × MRRS`` -- a device BAR serves at most
 ``pcie.read.bar_slots`` requests at once -- and the **read latency** (:func:`read_latency`) of
 the path: host DRAM on the same socket ``pcie.lat.host_read`` (0.55 µs), a device BAR its
-completer latency (``DeviceSpec.bar_read_latency``, default ``pcie.lat.bar_read``) plus
+completer latency (the ``pcie.bar_read`` row the device names, ``DeviceSpec.bar_read``) plus
 ``pcie.lat.rc_p2p`` when a host bridge turns the request around, ``pcie.lat.switch`` per switch
 on the path and ``pcie.lat.remote_socket`` per socket crossing. This is what makes a NIC
 *reading* device memory slower than one reading host memory, and slower than one *writing*
@@ -141,8 +141,8 @@ class PciePath:
         sockets: socket crossings (0 or 1).
         socket_link: the inter-socket link's capacity per direction (bytes/s), None if none.
         target_kind: ``"host"`` (DRAM behind the root complex) or ``"device"`` (a BAR).
-        completer_latency: the target device's BAR read latency (None: ``pcie.lat.bar_read``;
-            unused for host memory).
+        completer_latency: the target device's BAR read latency (its ``pcie.bar_read`` row;
+            None: ``pcie.bar_read.default``; unused for host memory).
         mps: the smallest Max_Payload_Size along the path.
         mrrs: the initiator's Max_Read_Request_Size.
     """
@@ -229,23 +229,25 @@ def rc_forwarding(cost: CostModel, rc_class: RcClass | None) -> PcieRcClass | No
     return None if rc_class is None else cost.pcie.rc.of(rc_class)
 
 
-def p2p_reads_forwarded(cost: CostModel, path: PciePath) -> bool:
-    """Whether the path's reads get through: True unless a host bridge that turns them around
-    does not forward P2P reads (Intel client root ports) or is of an unknown class."""
+def _forwarded(cost: CostModel, path: PciePath, *, reads: bool) -> bool:
     hb = path.p2p_bridge
     if hb is None:
         return True
     rules = rc_forwarding(cost, hb.rc_class)
-    return rules is not None and rules.p2p_reads
+    if rules is None:
+        return False
+    return rules.p2p_reads if reads else rules.p2p_writes
+
+
+def p2p_reads_forwarded(cost: CostModel, path: PciePath) -> bool:
+    """Whether the path's reads get through: True unless a host bridge that turns them around
+    does not forward P2P reads (Intel client root ports) or is of an unknown class."""
+    return _forwarded(cost, path, reads=True)
 
 
 def p2p_writes_forwarded(cost: CostModel, path: PciePath) -> bool:
     """Whether the path's posted writes get through (see :func:`p2p_reads_forwarded`)."""
-    hb = path.p2p_bridge
-    if hb is None:
-        return True
-    rules = rc_forwarding(cost, hb.rc_class)
-    return rules is not None and rules.p2p_writes
+    return _forwarded(cost, path, reads=False)
 
 
 # -- rates and latencies of a path ------------------------------------------------------------
@@ -257,16 +259,21 @@ def path_write_rate(cost: CostModel, path: PciePath) -> float:
     them peer to peer (0 when it does not forward them; ``inf`` for a path with no link)."""
     if not p2p_writes_forwarded(cost, path):
         return 0.0
-    rate = math.inf
-    for link in path.links:
-        rate = min(rate, write_rate(cost, link.gen, link.width, link.mps))
+    links = (write_rate(cost, x.gen, x.width, x.mps) for x in path.links)
+    return _path_limits(cost, path, min(links, default=math.inf), reads=False)
+
+
+def _path_limits(cost: CostModel, path: PciePath, rate: float, *, reads: bool) -> float:
+    """``rate`` capped by the inter-socket link and the forwarding limit (reads or writes) of
+    a host bridge that turns the path's requests around."""
     if path.socket_link is not None:
         rate = min(rate, path.socket_link)
     hb = path.p2p_bridge
-    if hb is not None:
-        rules = rc_forwarding(cost, hb.rc_class)
-        if rules is not None and rules.write_limit is not None:
-            rate = min(rate, rules.write_limit)
+    rules = None if hb is None else rc_forwarding(cost, hb.rc_class)
+    if rules is not None:
+        limit = rules.read_limit if reads else rules.write_limit
+        if limit is not None:
+            rate = min(rate, limit)
     return rate
 
 
@@ -279,7 +286,8 @@ def read_latency(cost: CostModel, path: PciePath) -> float:
     if path.target_kind == "host":
         base = lat.host_read
     else:
-        base = lat.bar_read if path.completer_latency is None else path.completer_latency
+        bar = cost.pcie.bar_read.default
+        base = bar if path.completer_latency is None else path.completer_latency
         if path.p2p_bridge is not None:
             base += lat.rc_p2p
     return base + lat.switch * path.switches + lat.remote_socket * path.sockets
@@ -310,17 +318,12 @@ def read_rate(cost: CostModel, path: PciePath, requester_tags: int) -> float:
     if not p2p_reads_forwarded(cost, path):
         return 0.0
     completion = _completion_size(cost, path)
-    rate = read_window(cost, path, requester_tags) / read_latency(cost, path)
+    latency = read_latency(cost, path)
+    window = read_window(cost, path, requester_tags)
+    rate = window / latency if latency > 0 else math.inf
     for link in path.links:
         rate = min(rate, completion_rate(cost, link.gen, link.width, link.mps, completion))
-    if path.socket_link is not None:
-        rate = min(rate, path.socket_link)
-    hb = path.p2p_bridge
-    if hb is not None:
-        rules = rc_forwarding(cost, hb.rc_class)
-        if rules is not None and rules.read_limit is not None:
-            rate = min(rate, rules.read_limit)
-    return rate
+    return _path_limits(cost, path, rate, reads=True)
 
 
 def read_time(cost: CostModel, path: PciePath, nbytes: int, requester_tags: int) -> float:

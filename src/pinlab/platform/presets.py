@@ -59,7 +59,6 @@ from pinlab.units import (
     Rate,
     Size,
     parse_rate,
-    parse_time,
 )
 
 __all__ = [
@@ -107,10 +106,16 @@ NicChoice = Literal["efa", "cx5", "cx6", "cx7"]
 
 
 def _rdma_nic(
-    model: NicChoice, i: int, parent: str, *, gen: PcieGen, line_rate: float | None = None
+    model: NicChoice,
+    i: int,
+    parent: str,
+    *,
+    gen: PcieGen,
+    line_rate: float | None = None,
+    odp: bool = False,
 ) -> NicSpec:
     """NIC ``i`` of a preset: ``efa<i>`` (EFA, 100 Gbps) or ``mlx5_<i>`` (ConnectX ``model``,
-    its own line rate unless ``line_rate``)."""
+    its own line rate unless ``line_rate``; ``odp`` for on-demand paging)."""
     if model == "efa":
         return NicSpec(
             name=f"efa{i}",
@@ -129,6 +134,7 @@ def _rdma_nic(
         model=model,
         parent=parent,
         line_rate=line_rate,
+        odp=odp,
         gen=gen,
         width=16,
         vendor=_MELLANOX,
@@ -440,8 +446,7 @@ class _Gpu:
     gen: PcieGen
     vendor: int
     device: int
-    bar_read_latency: str | None
-    source: str
+    bar_read: str | None
 
 
 GPUS: dict[str, _Gpu] = {
@@ -453,9 +458,7 @@ GPUS: dict[str, _Gpu] = {
         4,
         _NVIDIA,
         0x20B2,
-        "0.91us",
-        "BAR read latency calibrated on validation-tables.md A2 (A100 + ConnectX-6, "
-        "--use_cuda, plateau 81 Gb/s)",
+        "a100",
     ),
     "h100": _Gpu(
         "NVIDIA H100 80GB HBM3",
@@ -465,8 +468,7 @@ GPUS: dict[str, _Gpu] = {
         5,
         _NVIDIA,
         0x2330,
-        "0.48us",
-        "[assumption] BAR read latency as the H200 (same Hopper die)",
+        "h200",
     ),
     "h200": _Gpu(
         "NVIDIA H200",
@@ -476,9 +478,7 @@ GPUS: dict[str, _Gpu] = {
         5,
         _NVIDIA,
         0x2335,
-        "0.48us",
-        "BAR read latency calibrated on validation-tables.md A3 (H200 + ConnectX-7 RoCE, "
-        "--use_cuda_dmabuf, plateau 141 Gb/s)",
+        "h200",
     ),
     "mi210": _Gpu(
         "AMD Instinct MI210",
@@ -489,10 +489,11 @@ GPUS: dict[str, _Gpu] = {
         _AMD_GPU,
         0x740F,
         None,
-        "no BAR read measurement: pcie.lat.bar_read",
     ),
 }
-"""GPUs ``cx-pair`` can place next to its NIC (HBM sizes and rates: vendor data sheets)."""
+"""GPUs ``cx-pair`` can place next to its NIC (HBM sizes and rates: vendor data sheets; the
+BAR read latency is the cost model's ``pcie.bar_read`` row, the H100 [assumption] the
+H200's)."""
 
 _NIC_GEN: dict[str, PcieGen] = {"cx5": 3, "cx6": 4, "cx7": 5}
 """The PCIe generation of each ConnectX's host link (x16): CX-5 Gen3 (Gen4 on some SKUs), CX-6
@@ -519,7 +520,7 @@ def _gpu_device(gpu: _Gpu, parent: str) -> DeviceSpec:
         width=16,
         vendor=gpu.vendor,
         device=gpu.device,
-        bar_read_latency=None if gpu.bar_read_latency is None else parse_time(gpu.bar_read_latency),
+        bar_read=gpu.bar_read,
         gpu_import=False,
     )
 
@@ -668,19 +669,7 @@ def workstation_amd(
                 device=0x73A3,
             ),
         ),
-        nics=(
-            NicSpec(
-                name="mlx5_0",
-                driver="mlx5",
-                model=nic_model,
-                parent=parent,
-                odp=True,
-                gen=_NIC_GEN[nic_model],
-                width=16,
-                vendor=_MELLANOX,
-                device=_CX_DEVICE[nic_model],
-            ),
-        ),
+        nics=(_rdma_nic(nic_model, 0, parent, gen=_NIC_GEN[nic_model], odp=True),),
     )
 
 
@@ -762,15 +751,16 @@ def cluster(
     nodes: int = 16,
     node: PlatformSpec | None = None,
     efa_behind_switch: bool = False,
+    nic: NicChoice = "efa",
     core_bandwidth: Rate | None = None,
 ) -> ClusterSpec:
     """``nodes`` DL1-like nodes (default 16: the debate's 128-accelerator cluster, seed-brief).
 
-    ``node`` defaults to :func:`dl1` (``efa_behind_switch`` passed on). The fabric is
+    ``node`` defaults to :func:`dl1` (``efa_behind_switch`` and ``nic`` passed on). The fabric is
     non-blocking unless ``core_bandwidth`` is given; one kernel per node, one profile for all
     (:mod:`pinlab.platform.cluster`).
     """
-    spec = node if node is not None else dl1(efa_behind_switch=efa_behind_switch)
+    spec = node if node is not None else dl1(efa_behind_switch=efa_behind_switch, nic=nic)
     return ClusterSpec(
         name=f"cluster{nodes}-{spec.name}",
         description=f"{nodes} × {spec.name} joined by a "

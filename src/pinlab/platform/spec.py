@@ -42,7 +42,7 @@ from pinlab.kernel.pci import (
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
 )
-from pinlab.platform.cost import CostModel, LinkLayer, NicModelName, RcClass
+from pinlab.platform.cost import CostModel, LinkLayer, NicModelName, PcieBarRead, RcClass
 from pinlab.units import Duration, LineRate, PciId, Rate, Size
 
 __all__ = [
@@ -135,6 +135,13 @@ def _rdma_driver(value: str) -> str:
     rdma = (name for name, cls in IMPORTERS.items() if issubclass(cls, RdmaDevice))
     return _registered(value, rdma, "an RDMA driver")
 
+
+def _bar_row(value: str) -> str:
+    return _registered(value, PcieBarRead.model_fields, "a pcie.bar_read row")
+
+
+BarReadRow = Annotated[str, AfterValidator(_bar_row)]
+"""A row of the cost model's ``pcie.bar_read`` table (a device's BAR read latency)."""
 
 ExporterName = Annotated[str, AfterValidator(_exporter_driver)]
 """The name of a registered exporter driver (:data:`pinlab.drivers.EXPORTERS`)."""
@@ -283,9 +290,10 @@ class DeviceSpec(_Spec):
     mrrs: PcieMps | None = Field(
         default=None, description="Max_Read_Request_Size of its DMA engines (default pcie.mrrs)"
     )
-    bar_read_latency: Duration | None = Field(
+    bar_read: BarReadRow | None = Field(
         default=None,
-        description="completer latency of a peer's read of its BAR (default pcie.lat.bar_read)",
+        description="the pcie.bar_read row of its BAR's completer latency when a peer reads it "
+        "(a100, h200; default: pcie.bar_read.default)",
     )
     link: LinkSpec | None = None
     driver_options: dict[str, bool | int | str] = Field(default_factory=dict)

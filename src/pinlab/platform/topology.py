@@ -570,7 +570,11 @@ class Machine:
         mps = min((link.mps for link in links), default=a.node.mps)
         completer = None
         if not to_host and b.node is not None and b.node.kind == "device":
-            completer = self.spec.device(b.node.name).bar_read_latency
+            row = self.spec.device(b.node.name).bar_read
+            try:
+                completer = self.cost.pcie.bar_read.of(row)
+            except KeyError as e:
+                raise KeyError(f"{target}: {e.args[0]}") from None
         return PciePath(
             initiator=initiator,
             target=target,
