@@ -130,7 +130,8 @@ def test_dgx_a100_pairs_two_gpus_and_two_nics_per_switch_complex() -> None:
         assert m.socket_of(gpus[0]) == k // 2
     assert m.pci_distance("gpu0", "mlx5_7") == "SYS"
     assert m.pci_distance("gpu0", "mlx5_2") in ("NODE", "SYS")
-    assert m.nics["mlx5_0"] is not None and spec.nics[0].line_rate == pytest.approx(25e9)
+    assert spec.nics[0].model == "cx6"  # HDR 200 Gb/s
+    assert m.nic_port_model("mlx5_0").line_rate == pytest.approx(25e9)
     # NVSwitch: every pair at the 12-link rate, one port per GPU each way
     assert m.bottleneck(m.nvlink_path("gpu0", "gpu7") or []) == pytest.approx(nvlink_rate(COST, 3))
     assert spec.nvlink[0].switches == 6
@@ -140,7 +141,8 @@ def test_dgx_h100_and_p5_put_each_gpus_nics_on_its_switch() -> None:
     h = build(PRESETS["dgx-h100"]())
     for i in range(8):
         assert h.pci_distance(f"gpu{i}", f"mlx5_{i}") == "PIX"
-    assert h.spec.nics[0].line_rate == pytest.approx(50e9)  # NDR 400 Gb/s
+    assert h.nic_port_model("mlx5_0").line_rate == pytest.approx(50e9)  # NDR 400 Gb/s
+    assert build(PRESETS["dgx-h100"](link="roce")).nic_port_model("mlx5_0").link_layer == "roce"
     assert h.spec.nvlink[0].links == 18 and h.spec.dram.bandwidth == pytest.approx(307.2e9)
     p = build(PRESETS["p5"]())
     assert len(p.spec.nics) == 32

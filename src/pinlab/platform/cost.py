@@ -1824,15 +1824,17 @@ class CopyEngines(_Group):
         "(`NVIDIA/cuda-samples` #357, C14) needs ≥ 56 GB/s × read latency",
     )
     sm_read_inflight: Size = _p(
-        "32KiB",
+        "22.5KiB",
         unit="KiB",
         section="§G2",
-        sweep=("16KiB", "64KiB"),
+        sweep=("16KiB", "32KiB"),
         marker="derived",
         confidence="medium",
         desc="bytes of reads a copy kernel keeps outstanding over PCIe (H2D SM copies)",
-        source="H100 host_to_device_memcpy_sm 35.2 GB/s while device_to_host_memcpy_sm gets "
-        "52.8 (`NVIDIA/nvbandwidth` #24, C8): 35.2 GB/s × the host read latency",
+        source="calibrated on C8: H100 host_to_device_memcpy_sm 35.2 GB/s while "
+        "device_to_host_memcpy_sm gets 52.8 (`NVIDIA/nvbandwidth` #24) = 35.2 GB/s × the "
+        "host read latency of the dgx-h100 path (pcie.lat.host_read 0.55 µs + one switch "
+        "0.1 µs), rounded to whole 512-byte requests (45)",
     )
     launch_gpu: Duration = _p(
         "1.1us",

@@ -18,12 +18,13 @@ from pinlab.platform.spec import (
     DramSpec,
     HostBridgeSpec,
     InterSocketSpec,
+    Mtu,
     NicSpec,
     NvlinkSpec,
     PlatformSpec,
     SwitchSpec,
 )
-from pinlab.units import GiB, TiB, parse_rate
+from pinlab.units import GiB, LineRate, TiB, parse_rate
 
 __all__ = ["GPU_BOX_CPUS", "dgx_a100", "dgx_h100", "gpu_box", "gpu_device", "p5"]
 
@@ -88,6 +89,37 @@ def gpu_device(
     )
 
 
+ConnectX = Literal["cx5", "cx6", "cx7"]
+"""The ConnectX models of the cost model's NIC table (``nic.<model>``)."""
+_CX_DEVICE = {"cx5": 0x1017, "cx6": 0x101B, "cx7": 0x1021}
+
+
+def _connectx(
+    name: str,
+    parent: str,
+    model: ConnectX,
+    link: Literal["ib", "roce"],
+    line_rate: float | None,
+    mtu: Mtu | None,
+    *,
+    gen: Literal[3, 4, 5],
+) -> NicSpec:
+    """A ConnectX NIC of ``model`` (mlx5 driver) below ``parent``; unset rates and MTU are the
+    model's."""
+    return NicSpec(
+        name=name,
+        driver="mlx5",
+        model=model,
+        parent=parent,
+        line_rate=line_rate,
+        link_layer=link,
+        mtu=mtu,
+        gen=gen,
+        vendor=_MELLANOX,
+        device=_CX_DEVICE[model],
+    )
+
+
 def _nvswitch(key: str, gpus: int, switches: int) -> tuple[NvlinkSpec, ...]:
     g = GPU_MODELS[key]
     if g.nvlink_gen is None or gpus < 2:
@@ -107,13 +139,18 @@ def _nvswitch(key: str, gpus: int, switches: int) -> tuple[NvlinkSpec, ...]:
 def dgx_a100(
     *,
     gpu: Literal["a100-sxm4-40gb", "a100-sxm4-80gb"] = "a100-sxm4-40gb",
-    nic_rate: Literal["200Gbps", "100Gbps"] = "200Gbps",
+    nic: ConnectX = "cx6",
+    link: Literal["ib", "roce"] = "ib",
+    line_rate: LineRate | None = None,
+    mtu: Mtu | None = None,
     gpus: Annotated[int, Field(ge=1, le=8)] = 8,
     nics: Annotated[int, Field(ge=0, le=8)] = 8,
     kernel: str | None = None,
 ) -> PlatformSpec:
     """NVIDIA DGX A100 (``docs/cost-model/gpu.md`` §G6); ``gpus``/``nics`` keep the first so
-    many of each (a run that uses fewer).
+    many of each (a run that uses fewer); ``nic``, ``link``, ``line_rate``, ``mtu``: the compute
+    NICs' ConnectX model (``nic.<model>``), link layer, line rate (an HDR100 port: ``100Gbps``)
+    and active MTU, as ``cx-pair`` takes them.
 
     * 8 × A100 SXM4 (``gpu``: 40 GB in the DGX A100 320GB, 80 GB in the 640GB), all 12 NVLink 3
       links of each to 6 NVSwitches (``nvswitch``; 4.8 TB/s bidirectional in total);
@@ -145,14 +182,7 @@ def dgx_a100(
             switches.append(SwitchSpec(name=f"{top}.n{j}", parent=top, vendor=_BROADCOM))
             devices.append(gpu_device(f"gpu{i}", gpu, f"{top}.g{j}"))
             nic_specs.append(
-                NicSpec(
-                    name=f"mlx5_{i}",
-                    driver="mlx5",
-                    parent=f"{top}.n{j}",
-                    line_rate=parse_rate(nic_rate),
-                    vendor=_MELLANOX,
-                    device=0x101B,
-                )
+                _connectx(f"mlx5_{i}", f"{top}.n{j}", nic, link, line_rate, mtu, gen=4)
             )
     return PlatformSpec(
         name="dgx-a100",
@@ -216,12 +246,16 @@ def _hopper_node(
 @validate_call(config=_CALL)
 def dgx_h100(
     *,
+    nic: ConnectX = "cx7",
+    link: Literal["ib", "roce"] = "ib",
+    line_rate: LineRate | None = None,
+    mtu: Mtu | None = None,
     gpus: Annotated[int, Field(ge=1, le=8)] = 8,
     nics: Annotated[int, Field(ge=0, le=8)] = 8,
     kernel: str | None = None,
 ) -> PlatformSpec:
     """NVIDIA DGX H100 (``docs/cost-model/gpu.md`` §G6); ``gpus``/``nics`` keep the first so
-    many of each.
+    many of each; ``nic``, ``link``, ``line_rate``, ``mtu`` as for ``dgx-a100``.
 
     * 8 × H100 SXM5 80 GB, 18 NVLink 4 links each to the NVSwitches (900 GB/s bidirectional);
       4 NVSwitch chips [unverified];
@@ -235,16 +269,7 @@ def dgx_h100(
     complex; UPI 4 × 32 GB/s per direction; storage NICs left out.
     """
     nic_specs = [
-        NicSpec(
-            name=f"mlx5_{i}",
-            driver="mlx5",
-            parent=f"sw{i}",
-            line_rate=parse_rate("400Gbps"),
-            gen=5,
-            vendor=_MELLANOX,
-            device=0x1021,
-        )
-        for i in range(8)
+        _connectx(f"mlx5_{i}", f"sw{i}", nic, link, line_rate, mtu, gen=5) for i in range(8)
     ][:nics]
     spec = _hopper_node(
         "dgx-h100",
@@ -280,6 +305,7 @@ def p5(
         NicSpec(
             name=f"efa{i * efa_per_gpu + j}",
             driver="efa",
+            model="efa",
             parent=f"sw{i}",
             line_rate=parse_rate("100Gbps"),
             vendor=_AMAZON,
@@ -389,6 +415,7 @@ def gpu_box(
     layout: BoxLayout = "root-ports",
     nvlink_pairs: bool = False,
     nics: int = 0,
+    nic: ConnectX = "cx7",
     nic_rate: Literal["100Gbps", "200Gbps", "400Gbps"] = "200Gbps",
     host_memory_per_socket: int = 256 * GiB,
     kernel: str | None = None,
@@ -402,8 +429,8 @@ def gpu_box(
       generation, 4 links [assumption]) when the model has NVLink;
     * ``cpu``: a :data:`GPU_BOX_CPUS` key (its vendor and family decide root-complex P2P, its
       host bridge ID the Intel whitelist); ``sockets`` defaults to the CPU's;
-    * ``nics`` ConnectX-like mlx5 NICs at ``nic_rate``, spread over the sockets, each on its own
-      host bridge (``NODE`` to the GPUs, as in the RTX 6000 Ada boxes of C3/C4).
+    * ``nics`` ConnectX NICs of model ``nic`` at ``nic_rate``, spread over the sockets, each on
+      its own host bridge (``NODE`` to the GPUs, as in the RTX 6000 Ada boxes of C3/C4).
 
     C3 is ``gpu_box(gpus=2)``; C4 ``gpu_box(gpus=4, cpu="epyc-9374f", layout="host-bridges")``;
     C6 (b) ``gpu_box(gpu="radeon-pro-wx8100", cpu="xeon-w-2123")``; C7
@@ -446,13 +473,14 @@ def gpu_box(
             HostBridgeSpec(name=bridge, socket=s, vendor=hb_vendor, device=hb_device)
         )
         nic_specs.append(
-            NicSpec(
-                name=f"mlx5_{j}",
-                driver="mlx5",
-                parent=bridge,
-                line_rate=parse_rate(nic_rate),
-                vendor=_MELLANOX,
-                device=0x1021,
+            _connectx(
+                f"mlx5_{j}",
+                bridge,
+                nic,
+                "ib",
+                parse_rate(nic_rate),
+                None,
+                gen=4 if nic != "cx7" else 5,
             )
         )
     g = GPU_MODELS[gpu]
