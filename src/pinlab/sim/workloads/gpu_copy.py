@@ -21,6 +21,8 @@ from pinlab.platform import pcie_model
 from pinlab.platform.gpu_model import CopyEngine, nvlink_rate, read_window, staged_rate
 from pinlab.platform.pcie_model import PcieLink
 from pinlab.platform.topology import LinkUse, Machine
+from pinlab.sim.engine import Ctx
+from pinlab.sim.workloads.base import Gen
 
 __all__ = [
     "CopyFlow",
@@ -31,6 +33,7 @@ __all__ = [
     "pcie_read_rate",
     "pcie_write_rate",
     "peer_access",
+    "run_copy",
     "shared_caps",
 ]
 
@@ -221,6 +224,19 @@ def _staged(machine: Machine, src: str, dst: str) -> CopyFlow:
     )
     latency = 2 * cost.gpucopy.launch_gpu + cost.gpucopy.staged_handoff
     return CopyFlow((*down.uses, *up.uses), cap, latency, "staged", (*down.pcie, *up.pcie))
+
+
+def run_copy(ctx: Ctx, flow: CopyFlow, nbytes: float, delay: float) -> Gen:
+    """One stream of copies in simulated time: the GPU's per-copy costs (``delay``), then the
+    bytes over the flow's links at its cap; records the transfer and returns the time its
+    last byte arrived."""
+    yield ctx.sleep(delay)
+    links = ctx.sim.links(ctx.node.name, flow.uses)
+    cap = None if flow.cap == math.inf else flow.cap
+    t0 = ctx.now
+    yield ctx.sim.net.transfer(nbytes, links, cap=cap, label=f"{ctx.proc.comm}:{flow.via}")
+    ctx.stats.record_transfer(nbytes, ctx.now - t0)
+    return ctx.now
 
 
 def jittered(rng: random.Random, spread: float, value: float) -> float:

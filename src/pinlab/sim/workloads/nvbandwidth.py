@@ -17,13 +17,20 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pinlab.platform.gpu_model import CopyEngine
+from pinlab.platform.topology import Machine
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
 from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
-from pinlab.sim.workloads.gpu_copy import copy_flow, jittered, peer_access, shared_caps
+from pinlab.sim.workloads.gpu_copy import (
+    copy_flow,
+    jittered,
+    peer_access,
+    run_copy,
+    shared_caps,
+)
 from pinlab.units import Size
 
 __all__ = [
@@ -259,7 +266,7 @@ def _cell_copies(kind: Kind, devs: list[str], host: dict[str, str], r: int, c: i
     raise ValueError(kind)
 
 
-def _fan_copies(kind: Kind, machine: Any, devs: list[str], c: int) -> list[_Copy]:
+def _fan_copies(kind: Kind, machine: Machine, devs: list[str], c: int) -> list[_Copy]:
     """all_to_one / one_to_all: every peer that can access GPU ``c`` copies at once."""
     d = devs[c]
     peers = [x for x in devs if x != d and peer_access(machine, d, x)]
@@ -332,7 +339,7 @@ def _measure(
         events = []
         for flow, nbytes in zip(flows, sizes, strict=True):
             delay = sum(jittered(ctx.rng, spread, flow.latency) for _ in range(p.loop_count))
-            events.append(ctx.env.process(_copy(ctx, flow, nbytes, delay)))
+            events.append(ctx.env.process(run_copy(ctx, flow, nbytes, delay)))
         ends: list[float] = []
         for ev in events:
             end = yield ev
@@ -345,15 +352,3 @@ def _measure(
     stat = statistics.fmean if p.use_mean else statistics.median
     width = len(per_sample[0])
     return [stat(s[i] for s in per_sample) for i in range(width)]
-
-
-def _copy(ctx: Ctx, flow: Any, nbytes: int, delay: float) -> Gen:
-    """One stream's copies: the GPU's per-copy costs, then the bytes over the flow's links;
-    returns the time its last byte arrived."""
-    yield ctx.sleep(delay)
-    links = ctx.sim.links(ctx.node.name, flow.uses)
-    cap = None if flow.cap == float("inf") else flow.cap
-    t0 = ctx.now
-    yield ctx.sim.net.transfer(nbytes, links, cap=cap, label=f"{ctx.proc.comm}:{flow.via}")
-    ctx.stats.record_transfer(nbytes, ctx.now - t0)
-    return ctx.now

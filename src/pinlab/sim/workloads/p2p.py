@@ -28,6 +28,7 @@ from pinlab.sim.workloads.gpu_copy import (
     copy_flow,
     jittered,
     peer_access,
+    run_copy,
     shared_caps,
 )
 
@@ -157,19 +158,10 @@ def _bandwidth(ctx: Ctx, flows: list[CopyFlow], size: int, repeat: int, *, diago
     events = []
     for fl in flows:
         delay = sum(jittered(ctx.rng, spread, fl.latency) for _ in range(repeat))
-        events.append(ctx.env.process(_stream(ctx, fl, size * repeat, delay)))
+        events.append(ctx.env.process(run_copy(ctx, fl, size * repeat, delay)))
     yield simpy.AllOf(ctx.env, events)
     counted = size * repeat * len(flows) * (2 if diagonal else 1)
     return counted / (ctx.now - t0)
-
-
-def _stream(ctx: Ctx, fl: CopyFlow, nbytes: int, delay: float) -> Gen:
-    yield ctx.sleep(delay)
-    links = ctx.sim.links(ctx.node.name, fl.uses)
-    cap = None if fl.cap == float("inf") else fl.cap
-    t0 = ctx.now
-    yield ctx.sim.net.transfer(nbytes, links, cap=cap, label=f"{ctx.proc.comm}:{fl.via}")
-    ctx.stats.record_transfer(nbytes, ctx.now - t0)
 
 
 def _latency(ctx: Ctx, fl: CopyFlow, repeat: int) -> Gen:
