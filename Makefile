@@ -36,6 +36,8 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_alloc.py
 	$(BIN)/python benchmarks/bench_sim.py
+	$(BIN)/python benchmarks/bench_flows.py --vs-simgrid
+	$(BIN)/python benchmarks/bench_sweep.py
 
 clean:
 	rm -rf $(VENV) build pinlab-out src/*.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -9,6 +9,7 @@ second group runs the real built-in scenarios: the same seed gives a byte-identi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import types
@@ -36,6 +37,13 @@ class FakeConfig:
     camp: str = "stability"
     held: bool = True
     sets: tuple[str, ...] = ()
+    profile: str = "6.16"
+
+    def with_profile(self, profile: str) -> FakeConfig:
+        return dataclasses.replace(self, profile=profile)
+
+    def resolve(self, variant: str) -> Any:
+        return types.SimpleNamespace(kernel=types.SimpleNamespace(profile=self.profile))
 
 
 @dataclass
@@ -139,7 +147,7 @@ def test_run_all_prints_one_verdict_per_scenario(
         run_dir = tmp_path / scenario / variant
         names = {p.name for p in run_dir.iterdir()}
         assert {"config.toml", "series.csv", "summary.json", "report.html"} <= names
-        assert {"plot-throughput.svg", "plot-memory.png"} <= names
+        assert {"plot-throughput.svg", "plot-memory.svg"} <= names
     assert (tmp_path / "report.html").is_file()  # the suite page
     assert [c["variants"] for c in fake.calls] == [["pin", "odp"], ["odp", "migrate"]]
 
@@ -241,10 +249,13 @@ def test_unwritable_out_is_a_user_error(
 def test_bad_seed_is_rejected_by_argparse(
     fake: FakeRunner, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["run", "--seed", "-1"])
-    assert exc.value.code == 2
-    assert "expected a seed >= 0" in capsys.readouterr().err
+    for bad in ("-1", str(2**63), "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["run", "--seed", bad])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("pinlab: error: run: argument --seed: expected")
+        assert err.count("\n") == 1
 
 
 def test_compare_profile_prints_the_difference(
@@ -293,7 +304,7 @@ def test_ticker_advances_as_variants_finish() -> None:
     variant done when the next one starts, and the rest when the scenario returns."""
     from rich.progress import Progress
 
-    from pinlab.cli import _Ticker
+    from pinlab.cli.run import _Ticker
 
     progress = Progress(disable=True)
     task = progress.add_task("x", total=5)

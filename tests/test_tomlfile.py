@@ -82,3 +82,30 @@ def test_date_values_are_refused_with_their_key_path() -> None:
 
 def test_toml_path_quotes_keys_that_need_it() -> None:
     assert toml_path(("cgroups", "a/b", "dmem.max", 0)) == 'cgroups."a/b"."dmem.max"[0]'
+
+
+def test_integers_outside_tomls_64_bit_range_are_refused() -> None:
+    """toml.io v1.0.0: integers are 64-bit signed; a larger one must be an error (tomllib
+    accepts it). 2^63-1 itself is fine."""
+    assert parse_toml("seed = 9223372036854775807\n", "s.toml") == {"seed": 2**63 - 1}
+    with pytest.raises(ConfigError) as exc:
+        parse_toml('[cgroups."a/b"]\nx = [1, 18446744073709551616]\n', "s.toml")
+    assert str(exc.value) == (
+        's.toml: cgroups."a/b".x[1]: expected an integer within TOML\'s 64-bit range '
+        "(-2^63 to 2^63-1), found 18446744073709551616"
+    )
+    with pytest.raises(ConfigError, match=r"^s\.toml: x: .*found an integer of 40 digits$"):
+        parse_toml("x = " + "9" * 40 + "\n", "s.toml")
+
+
+def test_an_integer_too_long_to_convert_is_one_line() -> None:
+    """Python refuses int() of more than 4300 digits; tomllib lets that ValueError out."""
+    with pytest.raises(ConfigError) as exc:
+        parse_toml("x = " + "9" * 5000 + "\n", "s.toml")
+    line = str(exc.value)
+    assert line.startswith("s.toml: expected valid TOML, found a number too long to read")
+    assert "\n" not in line
+
+
+def test_toml_path_escapes_control_characters() -> None:
+    assert toml_path(("users", "a\nb", 2)) == 'users."a\\nb"[2]'

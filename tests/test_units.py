@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from pinlab.errors import format_validation_error
+from pinlab.errors import config_error
 from pinlab.units import (
+    SIZE_MAX,
     STRICT_UNITS,
     Duration,
     Fraction,
@@ -22,6 +27,7 @@ from pinlab.units import (
     Size,
     TimePerByte,
     UnitError,
+    compact_size,
     exact_line_rate,
     exact_rate,
     exact_size,
@@ -32,6 +38,7 @@ from pinlab.units import (
     fmt_time,
     parse_factor,
     parse_fraction,
+    parse_limit,
     parse_rate,
     parse_size,
     parse_time,
@@ -72,26 +79,27 @@ def test_sizes_are_exact_integers_for_binary_units() -> None:
     assert parse_size("3.75MiB") == 3 * MiB + 3 * MiB // 4
 
 
+SIZE = 'expected a size like "32GiB", "512KiB", "1.5GB" or a whole number of bytes'
+
+
 @pytest.mark.parametrize(
-    ("text", "detail"),
+    ("text", "line"),
     [
-        ("lots", ""),
-        ("1.3B", "not a whole number of bytes"),
-        ("-1GiB", "negative"),
-        ("3Gb", "unknown size unit 'Gb'"),
-        ("12 furlongs", "unknown size unit"),
-        (1.5, "not a whole number"),
-        (True, ""),
-        (None, ""),
+        ("lots", f'{SIZE}, found "lots"'),
+        ("1.3B", f'{SIZE}, found "1.3B" (not a whole number of bytes)'),
+        ("-1GiB", f'{SIZE}, found "-1GiB" (negative)'),
+        ("3Gb", f'{SIZE}, found "3Gb" (unknown size unit "Gb")'),
+        ("12 furlongs", f'{SIZE}, found "12 furlongs" (unknown size unit "furlongs")'),
+        ("64M", f'{SIZE}, found "64M" (unknown size unit "M")'),  # memparse only in policy
+        (1.5, f"{SIZE}, found 1.5 (not a whole number of bytes)"),
+        (True, f"{SIZE}, found true"),
+        (None, f"{SIZE}, found nothing"),
     ],
 )
-def test_parse_size_errors(text: object, detail: str) -> None:
+def test_parse_size_errors(text: object, line: str) -> None:
     with pytest.raises(UnitError) as exc:
         parse_size(text)
-    msg = str(exc.value)
-    assert msg.startswith('expected a size like "32GiB"')
-    assert f"found {text!r}" in msg
-    assert detail in msg
+    assert str(exc.value) == line
 
 
 @pytest.mark.parametrize(
@@ -256,10 +264,8 @@ def test_pydantic_types_validate_and_serialise() -> None:
 def test_pydantic_error_says_expected_and_found() -> None:
     with pytest.raises(ValidationError) as exc:
         _Model.model_validate({"size": "lots"})
-    line = format_validation_error(exc.value, "f.toml")
-    assert line.startswith('f.toml: size: expected a size like "32GiB"')
-    assert line.endswith("found 'lots'")
-    assert "\n" not in line
+    line = str(config_error(exc.value, "f.toml"))
+    assert line == f'f.toml: size: {SIZE}, found "lots"'
 
 
 def test_strict_context_requires_units_for_rates_and_times() -> None:
@@ -267,8 +273,132 @@ def test_strict_context_requires_units_for_rates_and_times() -> None:
     assert _Model(time=0.001).time == 0.001
     with pytest.raises(ValidationError) as exc:
         _Model.model_validate({"time": 1}, context=STRICT_UNITS)
-    assert "write the unit explicitly" in format_validation_error(exc.value)
+    assert "write the unit explicitly" in str(config_error(exc.value))
     with pytest.raises(ValidationError):
         _Model.model_validate({"rate": 25}, context=STRICT_UNITS)
     # sizes stay unambiguous as bare byte counts
     assert _Model.model_validate({"size": 4096}, context=STRICT_UNITS).size == 4096
+
+
+# -- memparse suffixes, limits and the policy's compact sizes -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("64M", 64 * MiB), ("64m", 64 * MiB), ("2G", 2 * GiB), ("1.5K", 1536), ("3T", 3 << 40)],
+)
+def test_memparse_suffixes_are_binary(text: str, expected: int) -> None:
+    """``memparse`` (lib/cmdline.c): K/M/G/T/P are powers of 1024, in either case (P-19)."""
+    assert parse_size(text, memparse=True) == expected
+
+
+def test_limits_may_be_unlimited() -> None:
+    assert parse_limit("unlimited", unlimited="unlimited") is None
+    assert parse_limit(" Max ", unlimited="max") is None
+    assert parse_limit("8M", unlimited="unlimited") == 8 * MiB
+    with pytest.raises(UnitError) as exc:
+        parse_limit("max", unlimited="unlimited")
+    assert str(exc.value) == 'expected a size like "64MiB" or "unlimited", found "max"'
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (64 * MiB, "64MiB"),
+        (3 * GiB // 2, "1.5GiB"),
+        (GiB + GiB // 16, "1.0625GiB"),
+        (4096, "4KiB"),
+        (4097, "4097B"),
+        (0, "0B"),
+        (5 << 40, "5TiB"),
+        (None, "unlimited"),
+    ],
+)
+def test_compact_size(n: int | None, text: str) -> None:
+    assert compact_size(n) == text
+
+
+@given(st.integers(min_value=1 << 53, max_value=SIZE_MAX))
+def test_compact_size_is_exact_for_large_values(n: int) -> None:
+    """Integer arithmetic: no float rounding of sizes above 2^53 bytes."""
+    text = compact_size(n)
+    assert parse_size(text) == n
+
+
+def test_large_sizes_parse_exactly() -> None:
+    assert parse_size("18446744073709551615") == SIZE_MAX
+    assert parse_size(f"{SIZE_MAX}B") == SIZE_MAX
+    assert parse_size("18446744073.709551615GB") == SIZE_MAX
+
+
+# -- out-of-range numbers (issue 10): one clear error naming the bound, never a hang ------------
+
+
+@pytest.mark.parametrize(
+    ("parse", "value", "detail"),
+    [
+        (parse_size, "1e400", "above 2^64-1 bytes, the largest size"),
+        (parse_size, "1e999999999B", "above 2^64-1 bytes, the largest size"),
+        (parse_size, "18446744073709551616", "above 2^64-1 bytes, the largest size"),
+        (parse_size, "16384PiB", "above 2^64-1 bytes, the largest size"),
+        (parse_size, 2**64, "above 2^64-1 bytes, the largest size"),
+        (parse_size, "inf", "not a finite number"),
+        (parse_size, "-inf", "not a finite number"),
+        (parse_size, "nan", "not a finite number"),
+        (parse_size, math.inf, "not a finite number"),
+        (parse_size, math.nan, "not a finite number"),
+        (parse_size, "1e-999999999B", "closer to zero than 1e-400"),
+        (parse_time, "1e-401s", "closer to zero than 1e-400"),
+        (parse_size, "1" * 1001, "a number of more than 1000 characters"),
+        (parse_rate, "1e400GB/s", "above 1EB/s, the largest rate"),
+        (parse_rate, "2000PB/s", "above 1EB/s, the largest rate"),
+        (parse_rate, 1e300, "above 1EB/s, the largest rate"),
+        (parse_rate, math.inf, "not a finite number"),
+        (parse_rate, "nan GB/s", "not a finite number"),
+        (parse_time, "1e400s", "above 1e9s, the longest time"),
+        (parse_time, "1e999999999ms", "above 1e9s, the longest time"),
+        (parse_time, 1e10, "above 1e9s, the longest time"),
+        (parse_time, "inf", "not a finite number"),
+        (parse_time, math.nan, "not a finite number"),
+        (parse_time_per_byte, "1e400s/B", "above 1e9s, the longest time"),
+        (parse_factor, "1e400x", "above 1e6, the largest factor"),
+        (parse_factor, math.inf, "not a finite number"),
+        (parse_fraction, "1e400", "must be <= 1"),
+    ],
+)
+def test_out_of_range_numbers_name_the_bound(
+    parse: Callable[[object], object], value: object, detail: str
+) -> None:
+    start = time.perf_counter()
+    with pytest.raises(UnitError) as exc:
+        parse(value)
+    assert time.perf_counter() - start < 0.5  # refused before any big-number arithmetic
+    assert str(exc.value).endswith(f"({detail})"), str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_rlimit_and_dmem_bounds() -> None:
+    """An RLIMIT above RLIM_INFINITY, or a dmem value memparse would wrap to 0, is refused
+    with the bound named by the caller."""
+    assert parse_limit(str(SIZE_MAX), unlimited="unlimited") == SIZE_MAX  # RLIM_INFINITY
+    with pytest.raises(UnitError) as exc:
+        parse_limit("16384P", unlimited="unlimited", bound="RLIM_INFINITY (2^64-1)")
+    assert str(exc.value) == (
+        'expected a size like "64MiB" or "unlimited", found "16384P" (above RLIM_INFINITY (2^64-1))'
+    )
+
+
+def test_long_blank_runs_parse_in_linear_time() -> None:
+    """The unit regex runs on stripped text: no quadratic backtracking over blanks."""
+    text = "1B" + " " * 200_000 + "x"
+    start = time.perf_counter()
+    with pytest.raises(UnitError) as exc:
+        parse_size(text)
+    assert time.perf_counter() - start < 0.5
+    assert "(200003 characters)" in str(exc.value)
+
+
+def test_booleans_are_not_numbers() -> None:
+    for parse in (parse_size, parse_rate, parse_time, parse_factor, parse_fraction):
+        with pytest.raises(UnitError):
+            parse(True)

@@ -10,7 +10,9 @@ that did not come from a file), so every file gets the same one-line errors
 * the shape: nesting deeper than :data:`MAX_DEPTH` tables/arrays (the parser would recurse
   until Python's stack gives out), and TOML date/time values, which no pinlab file uses -- a
   ``start = 1979-05-27`` is a mistake that would otherwise reach a number field as a
-  ``datetime`` and be reported as something else.
+  ``datetime`` and be reported as something else;
+* the numbers: integers outside TOML's 64-bit range (:data:`INT_MIN` … :data:`INT_MAX`),
+  which the parser accepts, or too long for Python to convert at all.
 
 This module belongs to the ground floor: it imports nothing of pinlab but :mod:`pinlab.errors`.
 """
@@ -25,11 +27,16 @@ from typing import Any
 
 from pinlab.errors import ConfigError, toml_path
 
-__all__ = ["MAX_DEPTH", "parse_toml", "read_toml"]
+__all__ = ["INT_MAX", "INT_MIN", "MAX_DEPTH", "parse_toml", "read_toml"]
 
 MAX_DEPTH = 64
 """Deepest nesting of tables and arrays a pinlab file may use (the deepest built-in one
 uses 5)."""
+
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+"""TOML integers are 64-bit signed ("if an integer cannot be represented losslessly, an error
+must be thrown", toml.io v1.0.0); ``tomllib`` accepts any size, so the range is checked here."""
 
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _BOMS = (
@@ -113,7 +120,11 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         raise ConfigError(
             source, "", "expected valid TOML, found nesting too deep to read"
         ) from None
-    _reject_dates(data, source, ())
+    except ValueError as e:  # tomllib's int() of a number too long for Python to convert
+        raise ConfigError(
+            source, "", f"expected valid TOML, found a number too long to read ({e})"
+        ) from None
+    _check_values(data, source)
     return data
 
 
@@ -150,14 +161,26 @@ def _bracket_depth(text: str) -> int:
     return deepest
 
 
-def _reject_dates(value: Any, source: str, path: tuple[str | int, ...]) -> None:
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
+def _check_values(value: Any, source: str) -> None:
+    """Refuse what the parser accepts but no pinlab file may hold: integers outside TOML's
+    64-bit range and date/time values."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         node, where = stack.pop()
         if isinstance(node, dict):
             stack.extend((v, (*where, k)) for k, v in node.items())
         elif isinstance(node, list):
             stack.extend((v, (*where, i)) for i, v in enumerate(node))
+        elif (
+            isinstance(node, int) and not isinstance(node, bool) and not INT_MIN <= node <= INT_MAX
+        ):
+            digits = len(str(abs(node)))
+            shown = str(node) if digits <= 30 else f"an integer of {digits} digits"
+            raise ConfigError(
+                source,
+                toml_path(where),
+                f"expected an integer within TOML's 64-bit range (-2^63 to 2^63-1), found {shown}",
+            )
         elif isinstance(node, (_dt.datetime, _dt.date, _dt.time)):
             raise ConfigError(
                 source,

@@ -97,3 +97,20 @@ def test_p29_dmem_max_bounds_what_a_cgroup_holds_byte_for_byte(sizes: list[int])
         assert used == charged <= limit
     proc.exit(0)
     assert int(tree.read("/a", "dmem.current").split()[1]) == 0
+
+
+def test_exporting_an_imported_handle_returns_the_original_dma_buf() -> None:
+    """drm_gem_prime_handle_to_fd of an imported object re-exports the dma-buf it came from;
+    importing that fd again is the same import, and teardown releases each object once."""
+    from pinlab.report.matrix import build_machine
+
+    m = build_machine("amdgpu", "6.12")
+    proc = m.system.spawn("p")
+    handle = proc.gem_create("gpu0", 4096, "vram")
+    fd = proc.prime_handle_to_fd(handle)
+    imported = proc.prime_fd_to_handle("gpu1:import", fd)
+    again = proc.prime_handle_to_fd(imported)
+    assert proc.dmabuf(again) is proc.dmabuf(fd)
+    proc.prime_fd_to_handle("gpu1:import", again)
+    proc.exit(0)
+    assert list(m.kernel.dma_bufs()) == [] and m.kernel.leaks == []

@@ -7,23 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.inspect import host
-from pinlab.inspect.host import (
-    MISSING,
-    NOT_APPLICABLE,
-    OK,
-    inspect_host,
-    parse_config_space,
-    read_bufinfo,
-    read_capabilities,
-    read_cgroup,
-    read_cpu,
-    read_dmem,
-    read_meminfo,
-    read_memlock,
-    read_pci,
-    read_system,
-)
+from pinlab.inspect import host, source
+from pinlab.inspect.cgroup import read_cgroup, read_dmem
+from pinlab.inspect.cpu import read_cpu
+from pinlab.inspect.debugfs import read_bufinfo
+from pinlab.inspect.host import inspect_host
+from pinlab.inspect.pci import parse_config_space, read_pci
+from pinlab.inspect.proc import read_capabilities, read_meminfo, read_memlock, read_system
+from pinlab.inspect.source import MISSING, NOT_APPLICABLE, OK
 from tests.inspect.fakehost import (
     ACS_CR,
     ACS_RR,
@@ -266,14 +257,14 @@ def test_bufinfo_debugfs_mounted_without_dma_buf(tmp_path: Path) -> None:
 def test_bufinfo_permission_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests run as root, so permission bits do not block: make ``open`` refuse instead."""
     workstation(tmp_path)
-    real = host._read_bytes
+    real = source._open
 
     def deny(path: Path) -> bytes:
         if path.name == "bufinfo":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(host, "_read_bytes", deny)
+    monkeypatch.setattr(source, "_open", deny)
     b = read_bufinfo(tmp_path)
     assert b.status == "unreadable: permission denied"
     assert "root only" in b.detail
@@ -395,14 +386,14 @@ def test_meminfo_and_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert read_meminfo(tmp_path).total == 64 * GiB
     s = read_system(tmp_path)
     assert (s.release, s.hostname, s.version) == ("6.16.3-arch1-1", "box", (6, 16))
-    real = host._read_bytes
+    real = source._open
 
     def deny(path: Path) -> bytes:
         if path.name == "meminfo":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(host, "_read_bytes", deny)
+    monkeypatch.setattr(source, "_open", deny)
     m = read_meminfo(tmp_path)
     assert m.status == "unreadable: permission denied" and m.total is None
 

@@ -7,21 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.inspect.host import (
-    OK,
-    CpuInfo,
-    MemInfo,
-    PciInfo,
-    SystemInfo,
-    inspect_host,
-)
+from pinlab.inspect.cpu import CpuInfo
+from pinlab.inspect.host import inspect_host
+from pinlab.inspect.pci import PciInfo
 from pinlab.inspect.platform import (
     DEFAULT_DRAM_BANDWIDTH,
+    plan_platform,
     platform_text,
     suggest_kernel,
-    to_platform,
     write_platform,
 )
+from pinlab.inspect.proc import MemInfo, SystemInfo
+from pinlab.inspect.source import OK
 from pinlab.inspect.summary import check_platform, plan_host
 from pinlab.platform import PlatformSpec, build
 from pinlab.platform.presets import load_platform
@@ -216,7 +213,7 @@ def test_to_platform_signature_and_drivers(tmp_path: Path) -> None:
     (vf / "physfn").symlink_to("../0000:08:00.0")
     r = inspect_host(tmp_path)
     plan = plan_host(r)
-    spec = to_platform(r.pci, r.cpu, r.memory, dmem=r.dmem, system=r.system)
+    spec = plan_platform(r.pci, r.cpu, r.memory, dmem=r.dmem, system=r.system).spec
     assert spec == plan.spec
     assert [(d.name, d.driver, d.rciep) for d in spec.devices] == [
         ("gpu0", "apu", True),  # 0000:00:08.0 comes first
@@ -241,7 +238,7 @@ def test_to_platform_signature_and_drivers(tmp_path: Path) -> None:
 def test_plan_with_unreadable_pci(tmp_path: Path) -> None:
     pci = PciInfo("unreadable: permission denied", "/sys/bus/pci/devices")
     cpu = CpuInfo(OK, "", "amd", "AuthenticAMD", 0x19, "x", 2, {0: 0, 1: 1})
-    spec = to_platform(pci, cpu, MemInfo(OK, "", 128 * GiB))
+    spec = plan_platform(pci, cpu, MemInfo(OK, "", 128 * GiB)).spec
     assert spec.cpu.sockets == 2 and spec.dram.size == 64 * GiB
     assert len(spec.host_bridges) == 1
 

@@ -24,6 +24,14 @@ from pinlab.kernel.p2pdma import (
     pci_p2pdma_map_type,
 )
 from pinlab.kernel.pci import (
+    PciAcs,
+    PciDev,
+    PciExpType,
+    PciTopology,
+    find_parent_pci_dev,
+    pci_upstream_bridge,
+)
+from pinlab.kernel.pci_ids import (
     PCI_ANY_ID,
     PCI_P2PDMA_WHITELIST_V6_0,
     PCI_VENDOR_ID_INTEL,
@@ -31,12 +39,6 @@ from pinlab.kernel.pci import (
     X86_VENDOR_INTEL,
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
-    PciAcs,
-    PciDev,
-    PciExpType,
-    PciTopology,
-    find_parent_pci_dev,
-    pci_upstream_bridge,
 )
 
 SKYLAKE_E = 0x2020  # whitelisted, no flag

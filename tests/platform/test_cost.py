@@ -146,7 +146,7 @@ def test_overrides(cost: CostModel) -> None:
         ),
         (
             {"odp.fault": "2"},
-            '--set: odp.fault: expected a time like "1.75us", "6ms" or "2s", found \'2\' '
+            '--set: odp.fault: expected a time like "1.75us", "6ms" or "2s", found "2" '
             "(a unit is required)",
         ),
         ({"pcie.efficiency": "1.5"}, "--set: pcie.efficiency: expected a fraction"),

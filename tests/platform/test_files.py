@@ -124,7 +124,7 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
             BASE.replace('"16GiB"', '"lots"'),
             "dram.size",
             'expected a size like "32GiB", "512KiB", "1.5GB" or a whole number of bytes, '
-            "found 'lots'",
+            'found "lots"',
         ),
         (BASE.replace('"100GB/s"', "100"), "dram.bandwidth", "write the unit explicitly"),
         (
@@ -142,7 +142,7 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
             BASE + '[[devices]]\nname = "g"\ndriver = "amdgpu"\nparent = "rc0"\nmemory = "1"\n'
             'colour = "red"\n',
             "devices[0].colour",
-            "unknown field (found 'red')",
+            'unknown field (found "red")',
         ),
         (
             BASE + '[[nics]]\nname = "e"\ndriver = "efa"\nparent = "rc0"\nodp = true\n',
@@ -176,12 +176,12 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
         ),
         (
             BASE + '[cost_overrides]\n"odp.fault" = "2"\n',
-            "cost_overrides['odp.fault']",
-            "found '2' (a unit is required)",
+            'cost_overrides."odp.fault"',
+            'found "2" (a unit is required)',
         ),
         (
             BASE + '[cost_overrides]\n"odp.faults" = "2ms"\n',
-            "cost_overrides['odp.faults']",
+            'cost_overrides."odp.faults"',
             "expected a cost-model parameter (did you mean 'odp.fault'?)",
         ),
         (BASE.replace('name = "x"', ""), "name", "expected a value, found nothing"),
@@ -192,11 +192,11 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
             "params.efa_behind_swtch",
             "expected a parameter of preset 'dl1'",
         ),
-        ('preset = "dl1"\n[params]\nhbm = "big"\n', "params.hbm", "found 'big'"),
+        ('preset = "dl1"\n[params]\nhbm = "big"\n', "params.hbm", 'found "big"'),
         (
             'kind = "cluster"\nname = "c"\nnodes = 0\n[node]\n' + NODE,
             "nodes",
-            "expected greater than or equal to 1, found 0",
+            "expected a number >= 1, found 0",
         ),
         (
             'kind = "cluster"\nname = "c"\nnodes = 2\n[node]\n' + NODE.replace("16GiB", '16 GiB"'),

@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from pinlab.cli import main
+from pinlab.errors import ConfigError
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import CAP_IPC_LOCK, CAP_SYS_RESOURCE, DEFAULT_MEMLOCK, RLIM_INFINITY
 from pinlab.policy.cgroup import CgroupTree
@@ -16,14 +17,13 @@ from pinlab.policy.config import (
     PolicyConfig,
     PolicyError,
     apply_policy,
-    format_size,
     load_policy,
     parse_policy,
-    parse_size,
     preview_policy,
 )
 from pinlab.policy.dmem import DmemCgroupController
 from pinlab.policy.render import render_policy
+from pinlab.units import compact_size, parse_limit, parse_size
 from tests.policy.machine import ACCESS, GiB, MiB, make_workstation
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "policy"
@@ -64,7 +64,7 @@ enabled = false
 
 
 def error_of(text: str) -> str:
-    with pytest.raises(PolicyError) as info:
+    with pytest.raises(ConfigError) as info:
         parse_policy(text, "desktop.toml")
     message = str(info.value)
     assert "\n" not in message and message.startswith("desktop.toml: "), message
@@ -118,10 +118,11 @@ def test_defaults_and_an_empty_file() -> None:
     ],
 )
 def test_sizes(text: object, size: int) -> None:
-    assert parse_size(text) == size
-    assert parse_size("unlimited", unlimited="unlimited") is None
-    assert format_size(64 * MiB) == "64MiB" and format_size(3 * GiB // 2) == "1.5GiB"
-    assert format_size(None) == "unlimited" and format_size(4097) == "4097B"
+    """Policy sizes are pinlab.units sizes plus memparse's K/M/G (P-19)."""
+    assert parse_size(text, memparse=True) == size
+    assert parse_limit("unlimited", unlimited="unlimited") is None
+    assert compact_size(64 * MiB) == "64MiB" and compact_size(3 * GiB // 2) == "1.5GiB"
+    assert compact_size(None) == "unlimited" and compact_size(4097) == "4097B"
 
 
 def test_the_examples_load_and_apply() -> None:
@@ -161,20 +162,27 @@ SIZE_MSG = 'expected a size like "64MiB" or "unlimited", found "lots"'
             "desktop.toml: users.alice.memlok: unknown field "
             "(expected one of uid, memlock, capabilities, cgroup)",
         ),
-        ("[users.alice]\n", "desktop.toml: users.alice.uid: expected a value, found nothing"),
+        (
+            "[users.alice]\n",
+            "desktop.toml: users.alice.uid: expected a value, found nothing (the field is "
+            "required)",
+        ),
         (
             '[users.alice]\nuid = "1000"\n',
             'desktop.toml: users.alice.uid: expected an integer, found "1000"',
         ),
-        ("[users.alice]\nuid = -1\n", "desktop.toml: users.alice.uid: expected a number >= 0"),
+        (
+            "[users.alice]\nuid = -1\n",
+            "desktop.toml: users.alice.uid: expected a number >= 0, found -1",
+        ),
         (
             '[users.alice]\nuid = 1\ncapabilities = ["CAP_SYS_ADMIN"]\n',
-            "desktop.toml: users.alice.capabilities[0]: expected one of 'CAP_IPC_LOCK' or "
-            "'CAP_SYS_RESOURCE', found \"CAP_SYS_ADMIN\"",
+            'desktop.toml: users.alice.capabilities[0]: expected one of "CAP_IPC_LOCK" or '
+            '"CAP_SYS_RESOURCE", found "CAP_SYS_ADMIN"',
         ),
         (
             '[users.alice]\nuid = 1\ncapabilities = "CAP_IPC_LOCK"\n',
-            'desktop.toml: users.alice.capabilities: expected a list, found "CAP_IPC_LOCK"',
+            'desktop.toml: users.alice.capabilities: expected an array, found "CAP_IPC_LOCK"',
         ),
         ("users = 5\n", "desktop.toml: users: expected a table, found 5"),
         (
@@ -197,7 +205,8 @@ SIZE_MSG = 'expected a size like "64MiB" or "unlimited", found "lots"'
         ),
         (
             '[regions]\n"drm/x/vram" = "big"\n',
-            'desktop.toml: regions."drm/x/vram": expected a size like "16GiB", found "big"',
+            'desktop.toml: regions."drm/x/vram": expected a size like "32GiB", "512KiB", '
+            '"1.5GB" or a whole number of bytes, found "big"',
         ),
         (
             '[regions]\nr = "1GiB"\n[cgroups."a/b"]\n"dmem.max" = ["r 1GiB", "r"]\n',
@@ -231,7 +240,8 @@ SIZE_MSG = 'expected a size like "64MiB" or "unlimited", found "lots"'
         ),
         (
             '[cgroups."a/../b"]\n',
-            'desktop.toml: cgroups."a/../b": expected a path of cgroup names, found ".."',
+            'desktop.toml: cgroups."a/../b": expected a path of cgroup names (no newline, not '
+            '. or .., not the name of an interface file), found ".."',
         ),
         (
             '[cgroups.a]\n[cgroups."/a/"]\n',
@@ -251,7 +261,11 @@ SIZE_MSG = 'expected a size like "64MiB" or "unlimited", found "lots"'
             '[users.a]\nuid = 7\nmemlock = { soft = "2MiB", hard = "1MiB" }\n',
             "desktop.toml: users.a.memlock: expected soft <= hard, found soft 2MiB > hard 1MiB",
         ),
-        ("[regions]\nr = 0\n", "desktop.toml: regions.r: expected a capacity above 0"),
+        (
+            "[regions]\nr = 0\n",
+            "desktop.toml: regions.r: expected a capacity above 0 (a region of size 0 is no "
+            "region), found 0",
+        ),
         (
             "description = 1\n[users.alice]\nuid = 1\n",
             "desktop.toml: description: expected a string, found 1",
@@ -259,14 +273,24 @@ SIZE_MSG = 'expected a size like "64MiB" or "unlimited", found "lots"'
     ],
 )
 def test_validation_errors_are_one_line(text: str, expected: str) -> None:
-    assert error_of(text).startswith(expected)
+    assert error_of(text) == expected
 
 
 def test_toml_syntax_errors_name_the_line() -> None:
-    message = error_of('[users.alice]\nuid = 1000\nmemlock = "64MiB\n')
-    assert message.startswith("desktop.toml: line 3, column ")
-    assert "invalid TOML" in message
-    assert error_of("[users]\n[users]\n").startswith("desktop.toml: line 2")
+    assert error_of('[users.alice]\nuid = 1000\nmemlock = "64MiB\n') == (
+        "desktop.toml: line 3, column 17: expected valid TOML, found Illegal character '\\n'"
+    )
+    assert error_of("[users]\n[users]\n") == (
+        "desktop.toml: line 2, column 7: expected valid TOML, found Cannot declare ('users',) twice"
+    )
+
+
+def test_policy_rules_raise_policy_errors_a_kind_of_config_error() -> None:
+    """One error type reaches the CLI: a policy's own rule is a PolicyError, a ConfigError."""
+    with pytest.raises(PolicyError) as info:
+        parse_policy("[users.a]\nuid = -1\n", "p.toml")
+    assert isinstance(info.value, ConfigError)
+    assert (info.value.source, info.value.where) == ("p.toml", "users.a.uid")
 
 
 def test_several_errors_report_the_first_and_count_the_rest() -> None:
@@ -275,14 +299,24 @@ def test_several_errors_report_the_first_and_count_the_rest() -> None:
 
 
 def test_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(PolicyError, match=r"^.*nope\.toml: no such file"):
+    """Policies are read by pinlab.tomlfile.read_toml, like every other file."""
+    expected = "expected a TOML policy file"
+    with pytest.raises(ConfigError) as info:
         load_policy(tmp_path / "nope.toml")
-    with pytest.raises(PolicyError, match="is a directory"):
+    assert str(info.value) == f"{tmp_path / 'nope.toml'}: {expected}, found no such file"
+    with pytest.raises(ConfigError) as info:
         load_policy(tmp_path)
+    assert str(info.value) == f"{tmp_path}: {expected}, found a directory"
     binary = tmp_path / "bin.toml"
     binary.write_bytes(b"\xff\xfe")
-    with pytest.raises(PolicyError, match="not UTF-8"):
+    with pytest.raises(ConfigError) as info:
         load_policy(binary)
+    assert str(info.value) == f"{binary}: {expected} in UTF-8, found UTF-16 text"
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"[users.a]\nuid = \xff\n")
+    with pytest.raises(ConfigError) as info:
+        load_policy(bad)
+    assert str(info.value) == f"{bad}: {expected} in UTF-8, found byte 0xff at offset 16"
 
 
 # -- applying to a live machine --------------------------------------------------------------------
@@ -412,3 +446,101 @@ def test_cli_policy_show_and_check_errors(
     assert "ok -- 3 cgroups, 2 users, proposals: none" in capsys.readouterr().out
     assert main(["policy", "check", str(tmp_path / "missing.toml")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+# -- numbers out of range and names the kernel refuses (one line each, before any work) ----------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[users.a]\nuid = 1\nmemlock = "18446744073709551616"\n',
+            'desktop.toml: users.a.memlock: expected a size like "64MiB" or "unlimited", found '
+            '"18446744073709551616" (above RLIM_INFINITY (2^64-1))',
+        ),
+        (
+            '[users.a]\nuid = 1\nmemlock = { soft = "1MiB", hard = "1e999999999" }\n',
+            'desktop.toml: users.a.memlock.hard: expected a size like "64MiB" or "unlimited", '
+            'found "1e999999999" (above RLIM_INFINITY (2^64-1))',
+        ),
+        (
+            '[users.a]\nuid = 1\nmemlock = "inf"\n',
+            'desktop.toml: users.a.memlock: expected a size like "64MiB" or "unlimited", found '
+            '"inf" (not a finite number)',
+        ),
+        (
+            '[regions]\nr = "1GiB"\n[cgroups.a]\n"dmem.max" = "r 18446744073709551616"\n',
+            'desktop.toml: cgroups.a."dmem.max"[0]: expected a value in bytes, K/M/G, '
+            'KiB/MiB/GiB or "max" after r, found "18446744073709551616" (above 2^64-1, the '
+            "largest value memparse reads without wrapping)",
+        ),
+        (
+            '[regions]\nr = "1GiB"\n[cgroups.a]\n"dmem.max" = "r 16384P"\n',
+            'desktop.toml: cgroups.a."dmem.max"[0]: expected a value in bytes, K/M/G, '
+            'KiB/MiB/GiB or "max" after r, found "16384P" (above 2^64-1, the largest value '
+            "memparse reads without wrapping)",
+        ),
+        (
+            '[proposals.device-pin-cap]\nmax_per_device = "1e400"\n',
+            "desktop.toml: proposals.device-pin-cap.max_per_device: expected a size like "
+            '"64MiB" or "unlimited", found "1e400" (above 2^64-1 bytes, the largest size)',
+        ),
+        (
+            "[proposals.memlock-dmabuf-pins]\ndevice_memory_only = 1\n",
+            "desktop.toml: proposals.memlock-dmabuf-pins.device_memory_only: expected true or "
+            "false, found 1",
+        ),
+        (
+            '[cgroups."a/b\\nc"]\n',
+            'desktop.toml: cgroups."a/b\\nc": expected a path of cgroup names (no newline, not . '
+            'or .., not the name of an interface file), found "b\\nc"',
+        ),
+        (
+            '[cgroups."a/dmem.max"]\n',
+            'desktop.toml: cgroups."a/dmem.max": expected a path of cgroup names (no newline, '
+            'not . or .., not the name of an interface file), found "dmem.max"',
+        ),
+        (
+            '[cgroups."cgroup.procs"]\n',
+            'desktop.toml: cgroups."cgroup.procs": expected a path of cgroup names (no newline, '
+            'not . or .., not the name of an interface file), found "cgroup.procs"',
+        ),
+        (
+            "[users.a]\nuid = 99999999999999999999\n",
+            "desktop.toml: users.a.uid: expected an integer within TOML's 64-bit range (-2^63 "
+            "to 2^63-1), found 99999999999999999999",
+        ),
+    ],
+)
+def test_out_of_range_values_and_refused_names(text: str, expected: str) -> None:
+    assert error_of(text) == expected
+
+
+def test_a_dmem_max_never_wraps_to_zero() -> None:
+    """memparse wraps at 64 bits (lib/cmdline.c): 2^64 written to dmem.max would be a limit of
+    0. The largest value that does not wrap is accepted and reads back as written (P-19)."""
+    text = f'[regions]\n"{REGION}" = "16GiB"\n[cgroups.a]\n"dmem.max" = "{REGION} {2**64 - 1}"\n'
+    config = parse_policy(text, "p.toml")
+    preview = preview_policy(config, "p.toml")
+    assert preview.tree.read("/a", "dmem.max") != f"{REGION} 0\n"
+    assert config.cgroups["a"].dmem_max[0].value == 2**64 - 1
+
+
+def test_large_sizes_are_exact() -> None:
+    """Integer arithmetic: 2^53 + 1 bytes is not rounded to 2^53 on the way."""
+    config = parse_policy('[users.a]\nuid = 1\nmemlock = "9007199254740993"\n', "p.toml")
+    assert config.users["a"].memlock.soft == 2**53 + 1
+    config = parse_policy('[users.a]\nuid = 1\nmemlock = "8796093022207.5K"\n', "p.toml")
+    assert config.users["a"].memlock.soft == 8796093022207 * 1024 + 512
+
+
+def test_cli_policy_check_refuses_out_of_range_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "p.toml"
+    bad.write_text('[users.a]\nuid = 1\nmemlock = "1e999999999"\n')
+    assert main(["policy", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"pinlab: error: {bad}: users.a.memlock: expected a size like")

@@ -298,13 +298,13 @@ def test_exporter_without_a_dmem_region_is_keyed_by_device() -> None:
 
 
 def test_buffers_without_a_location_are_not_charged() -> None:
-    """``dmabuf.locate`` is None (an exporter that publishes nothing): the pin goes through
-    uncharged."""
+    """``dmabuf.locate()`` is None (an exporter that publishes no location): the pin goes
+    through uncharged."""
     rig = Rig()
     t = rig.task("/job")
     rig.cap("/job", "0")
     bo, dmabuf, fd = rig.buffer(8 * MiB)
-    dmabuf.locate = None
+    dmabuf.locator = None
     umem = rig.pin(t, fd, bo.size)
     assert bo.tbo.pin_count == 1 and rig.pinned("/job") == 0
     ib_umem_dmabuf_release(umem)

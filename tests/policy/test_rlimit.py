@@ -27,11 +27,11 @@ from pinlab.kernel.umem import (
     ib_umem_dmabuf_get_pinned,
     ib_umem_dmabuf_release,
 )
-from pinlab.policy import rlimit
+from pinlab.policy import iommufd, rlimit
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.dmem import DmemCgroupController
+from pinlab.policy.iommufd import IoptPagesAccount
 from pinlab.policy.rlimit import (
-    IoptPagesAccount,
     VmLocked,
     __account_locked_vm,
     account_locked_vm,
@@ -338,36 +338,36 @@ def test_p15_iommufd_user_mm_and_none_modes() -> None:
     do_update_pinned does."""
     kernel = Kernel()
     t = task(kernel=kernel)
-    user_mode = rlimit.iopt_alloc_pages(t, 0x1001, L * PAGE - 1)
+    user_mode = iommufd.iopt_alloc_pages(t, 0x1001, L * PAGE - 1)
     assert user_mode.account_mode is IoptPagesAccount.USER and user_mode.npages == L
-    rlimit.iopt_pages_pin(user_mode)
+    iommufd.iopt_pages_pin(user_mode)
     assert (t.user.locked_vm, t.mm.locked_vm, t.mm.pinned_vm) == (L, 0, L)
     sibling = task(kernel=kernel)  # same uid: shares user->locked_vm
-    expect(Errno.ENOMEM, rlimit.iopt_pages_pin, rlimit.iopt_alloc_pages(sibling, 0, PAGE))
-    rlimit.iopt_pages_unpin(user_mode)
+    expect(Errno.ENOMEM, iommufd.iopt_pages_pin, iommufd.iopt_alloc_pages(sibling, 0, PAGE))
+    iommufd.iopt_pages_unpin(user_mode)
     assert (t.user.locked_vm, t.mm.pinned_vm) == (0, 0)
 
-    mm_mode = rlimit.iopt_alloc_pages(t, 0, (L + 1) * PAGE, IoptPagesAccount.MM)
+    mm_mode = iommufd.iopt_alloc_pages(t, 0, (L + 1) * PAGE, IoptPagesAccount.MM)
     assert mm_mode.account_mode is IoptPagesAccount.MM
     t.caps = frozenset({CAP_IPC_LOCK})  # gained after allocation: MM mode has no bypass
-    e = expect(Errno.ENOMEM, rlimit.iopt_pages_pin, mm_mode)
+    e = expect(Errno.ENOMEM, iommufd.iopt_pages_pin, mm_mode)
     assert e.function == "__account_locked_vm"
     assert (t.mm.locked_vm, t.mm.pinned_vm, t.user.locked_vm) == (0, 0, 0)
     t.caps = frozenset()
-    fits = rlimit.iopt_alloc_pages(t, 0, L * PAGE, IoptPagesAccount.MM)
-    rlimit.iopt_pages_pin(fits)
+    fits = iommufd.iopt_alloc_pages(t, 0, L * PAGE, IoptPagesAccount.MM)
+    iommufd.iopt_pages_pin(fits)
     assert (t.mm.locked_vm, t.user.locked_vm) == (L, 0)
-    rlimit.iopt_pages_unpin(fits)
+    iommufd.iopt_pages_unpin(fits)
 
     capped = task(cap=True, kernel=kernel)
-    none_mode = rlimit.iopt_alloc_pages(capped, 0, 10 * L * PAGE, IoptPagesAccount.MM)
+    none_mode = iommufd.iopt_alloc_pages(capped, 0, 10 * L * PAGE, IoptPagesAccount.MM)
     assert none_mode.account_mode is IoptPagesAccount.NONE
-    rlimit.iopt_pages_pin(none_mode)
+    iommufd.iopt_pages_pin(none_mode)
     assert (capped.mm.locked_vm, capped.user.locked_vm) == (0, 0)
     assert capped.mm.pinned_vm == 10 * L
-    rlimit.iopt_pages_unpin(none_mode)
+    iommufd.iopt_pages_unpin(none_mode)
     assert capped.mm.pinned_vm == 0
-    expect(Errno.EINVAL, rlimit.iopt_alloc_pages, t, 0, 0)
+    expect(Errno.EINVAL, iommufd.iopt_alloc_pages, t, 0, 0)
     assert not kernel.warnings.count("decr_user_locked_vm")
 
 

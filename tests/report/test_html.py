@@ -80,7 +80,7 @@ def test_run_page_has_claim_verdict_metrics_plots_and_links() -> None:
     page = render_run_html(make_result(), make_verdict())
     assert "<title>toy / pin-in-place</title>" in page
     assert "Pinning in place is at least 1.5x faster." in page
-    assert "Performance first (Hubbard)" in page  # the camp, from config["scenario"]["camp"]
+    assert "Performance first (Hubbard)" in page  # the camp, from config["claim"]["camp"]
     assert '<span class="badge held">HELD</span>' in page
     assert "pin-in-place moved 2.5x the bytes of migrate-on-pin." in page
     # the verdict table, this run's row marked
@@ -174,20 +174,29 @@ def test_inline_svg_prefixes_ids_and_references() -> None:
 def test_run_report_files_for_a_directory_writer() -> None:
     files = run_report_files(make_result(), make_verdict())
     assert sorted(files) == [
-        "plot-denials.png",
         "plot-denials.svg",
-        "plot-memory.png",
         "plot-memory.svg",
-        "plot-throughput.png",
         "plot-throughput.svg",
         "report.html",
     ]
+    page = files["report.html"]
+    assert isinstance(page, str)
+    assert 'href="plot-memory.svg">SVG</a>' in page and "PNG" not in page
+    # the inline copy is the file's SVG, ids prefixed
+    assert page.count('<svg class="plot"') == 3
+    svg = files["plot-memory.svg"]
+    assert isinstance(svg, str)
+    assert str(inline_svg(svg, "p1-", "Pinned versus free device memory over time")) in page
+
+
+def test_png_only_on_request() -> None:
+    files = run_report_files(make_result(), make_verdict(), png=True)
+    assert {"plot-denials.png", "plot-memory.png", "plot-throughput.png"} <= set(files)
     assert isinstance(files["plot-memory.png"], bytes)
     page = files["report.html"]
     assert isinstance(page, str)
     assert 'href="plot-memory.png">PNG</a>' in page and 'href="plot-memory.svg">SVG</a>' in page
-    # the inline copy is the file's SVG, ids prefixed
-    assert page.count('<svg class="plot"') == 3
+    assert page.count('<svg class="plot"') == 3 and "<img" not in page  # still inline SVG
 
 
 def test_write_run_report_into_a_run_directory(tmp_path: Path) -> None:
@@ -196,7 +205,7 @@ def test_write_run_report_into_a_run_directory(tmp_path: Path) -> None:
     page = write_run_report(run_dir, result, make_verdict())
     assert page == run_dir / "report.html"
     names = sorted(p.name for p in run_dir.iterdir())
-    assert "plot-throughput.svg" in names and "plot-throughput.png" in names
+    assert "plot-throughput.svg" in names and "plot-throughput.png" not in names
     assert not [n for n in names if n.startswith(".")]  # no temporary files left
     text = page.read_text()
     assert 'href="trace.json"' in text  # write_run writes trace.json; the page links it

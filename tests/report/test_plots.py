@@ -1,9 +1,13 @@
 """Plots of a run (issue "Seeing and scaling", item 2): throughput per tenant, pinned versus
-free device memory, denials over time, variant comparison bars; PNG and SVG, written
-atomically, byte-identical for the same run. Built from hand-made RunResults, no runner."""
+free device memory, denials over time, variant comparison bars; SVG (PNG on request), written
+atomically, byte-identical for the same run -- also when drawn on a kept figure after another
+run (issue 12, item 4); series thinned to the plot's pixel columns without losing an extreme.
+Built from hand-made RunResults, no runner."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +81,7 @@ def make_result(
         profile="6.16",
         seed=7,
         duration=1.0,
-        config={"scenario": {"name": "toy", "claim": claim, "camp": camp}},
+        config={"scenario": {"name": "toy"}, "claim": {"statement": claim, "camp": camp}},
         metrics=metrics,
         recorder=rec,
     )
@@ -92,37 +96,104 @@ def _texts(fig: Figure) -> str:
 
 
 def _legend_labels(fig: Figure) -> list[str]:
-    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    return plots.legend_labels(fig)
 
 
 # -- files ---------------------------------------------------------------------------------------
 
 
-def test_save_figure_writes_png_and_svg_atomically(tmp_path: Path) -> None:
+def test_save_figure_writes_svg_and_png_on_request_atomically(tmp_path: Path) -> None:
     fig = plots.memory_over_time(make_result())
-    png, svg = plots.save_figure(fig, tmp_path / "plots" / "memory")
-    assert (png.name, svg.name) == ("memory.png", "memory.svg")
-    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    (svg,) = plots.save_figure(fig, tmp_path / "plots" / "memory")
+    assert svg.name == "memory.svg"
     text = svg.read_text()
     assert text.startswith("<?xml") and "<svg" in text
+    svg, png = plots.save_figure(fig, tmp_path / "plots" / "memory", png=True)
+    assert png.name == "memory.png" and png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     # nothing but the two files: the temporary files were renamed away
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["memory.png", "memory.svg"]
 
 
 def test_save_figure_keeps_dots_in_the_name(tmp_path: Path) -> None:
-    png, svg = plots.save_figure(plots.denials_over_time(make_result()), tmp_path / "dmem.max")
-    assert (png.name, svg.name) == ("dmem.max.png", "dmem.max.svg")
+    svg, png = plots.save_figure(
+        plots.denials_over_time(make_result()), tmp_path / "dmem.max", png=True
+    )
+    assert (svg.name, png.name) == ("dmem.max.svg", "dmem.max.png")
 
 
 @pytest.mark.parametrize("stem", sorted(plots.FIGURES))
 def test_same_run_gives_byte_identical_svg_and_png(stem: str, tmp_path: Path) -> None:
     fn = plots.FIGURES[stem][1]
-    a = plots.save_figure(fn(make_result()), tmp_path / "a")
-    b = plots.save_figure(fn(make_result()), tmp_path / "b")
-    assert a[1].read_bytes() == b[1].read_bytes()
+    a = plots.save_figure(fn(make_result()), tmp_path / "a", png=True)
+    b = plots.save_figure(fn(make_result()), tmp_path / "b", png=True)
     assert a[0].read_bytes() == b[0].read_bytes()
-    svg = a[1].read_text()
+    assert a[1].read_bytes() == b[1].read_bytes()
+    svg = a[0].read_text()
     assert "<dc:date>" not in svg and "Matplotlib v" not in svg  # no date, no version string
+
+
+def _other_run() -> RunResult:
+    """A run unlike make_result(): more tenants, devices and denials, no fault, 3 s."""
+    result = make_result(tenants=tuple(f"t{i}" for i in range(10)), devices=8, rate=3e8)
+    result.duration = 3.0
+    result.recorder.events = [e for e in result.recorder.events if e[1] != "fault"]
+    for k in range(40):
+        result.recorder.sample("tenant.t1.denials", 1.0 + k / 20, float(4 + k))
+    return result
+
+
+def test_kept_figures_draw_what_new_figures_draw() -> None:
+    """The reports draw on kept figures (run_figure_svgs, variant_bars_svg): the SVG of a run
+    is byte-identical to a new figure's, whatever was drawn on the kept one before -- the
+    same run gives the same report alone or in a suite."""
+    runs = [make_result(), _other_run(), make_result(byte_series=False, denial_series=False)]
+    new = [{stem: plots.figure_svg(fn(r)) for stem, (_, fn) in plots.FIGURES.items()} for r in runs]
+    for order in ([0, 1, 2, 0], [2, 1, 0, 2]):
+        for i in order:
+            assert plots.run_figure_svgs(runs[i]) == new[i]
+    pairs = [runs[:2], runs[1:]]
+    expected = [plots.figure_svg(plots.variant_bars(rs, "tenant.*.throughput")) for rs in pairs]
+    for rs, svg in [*zip(pairs, expected, strict=True), (pairs[0], expected[0])]:
+        assert plots.variant_bars_svg(rs, "tenant.*.throughput") == svg
+
+
+def test_thin_steps_keeps_extremes_and_column_edges() -> None:
+    """Issue 12, item 4: a step series is thinned to the first, lowest, highest and last
+    point of each pixel column, in time order; a short series is left alone."""
+    rng = np.random.default_rng(7)
+    t = np.sort(rng.uniform(0.0, 10.0, 20_000))
+    v = rng.normal(0.0, 1.0, t.size).cumsum()
+    tt, vv = plots.thin_steps(t, v, 10.0, columns=100)
+    assert len(tt) <= 4 * 100 and np.all(np.diff(tt) >= 0)
+    assert set(zip(tt, vv, strict=True)) <= set(zip(t, v, strict=True))  # only real points
+    column = np.minimum((t * 10).astype(int), 99)
+    kept = np.minimum((tt * 10).astype(int), 99)
+    for c in range(100):
+        mine, theirs = vv[kept == c], v[column == c]
+        assert mine.min() == theirs.min() and mine.max() == theirs.max()
+        assert mine[0] == theirs[0] and mine[-1] == theirs[-1]  # exact at the column's edges
+    short_t, short_v = t[:300], v[:300]
+    thinned_t, thinned_v = plots.thin_steps(short_t, short_v, 10.0, columns=100)
+    assert thinned_t is short_t and thinned_v is short_v
+
+
+def test_a_long_series_is_drawn_thinned() -> None:
+    result = make_result()
+    for k in range(50_000):
+        result.recorder.sample("device.node/gpu0.vram.used", 1.0 * k / 50_000, float(k % 977))
+    vram = plots.memory_over_time(result).axes[1]
+    used = next(line for line in vram.get_lines() if line.get_label() == "used")
+    assert len(used.get_xdata()) <= 4 * plots.COLUMNS
+
+
+def test_importing_the_report_does_not_import_matplotlib() -> None:
+    """Issue 12, item 4: matplotlib loads with the first figure, not with the run path."""
+    code = (
+        "import sys, pinlab.cli.run, pinlab.report.html, pinlab.report.plots, "
+        "pinlab.report.output; print('matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_variant_bars_svg_is_deterministic() -> None:
@@ -275,7 +346,7 @@ def test_variant_bars_of_one_metric_and_missing_values() -> None:
     fig = plots.variant_bars([a, b], "device.node/gpu0.vram.pinned_peak")
     bars = _bars(fig)
     assert [round(x.get_height(), 6) for x in bars] == [8.0]  # GiB; b has no bar
-    assert fig.legends == []
+    assert _legend_labels(fig) == []
 
 
 def test_variant_bars_with_many_metrics_show_min_mean_max() -> None:

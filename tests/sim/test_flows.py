@@ -101,48 +101,6 @@ def test_zero_bytes_and_bad_input() -> None:
         net.add_link("l", 2.0)
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.floats(0, 2),
-            st.floats(1, 1000),
-            st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True),
-            st.one_of(st.none(), st.floats(0.5, 50)),
-        ),
-        min_size=1,
-        max_size=12,
-    )
-)
-def test_property_rates_feasible_and_bytes_conserved(
-    jobs: list[tuple[float, float, list[str], float | None]],
-) -> None:
-    """Every link carries no more than capacity x time; every byte of every transfer is
-    carried by each of its links; all transfers finish."""
-    env = simpy.Environment()
-    net = FlowNetwork(env)
-    caps = {"a": 10.0, "b": 3.0, "c": 7.0}
-    for name, cap in caps.items():
-        net.add_link(name, cap)
-    original_compute = net._compute_rates
-
-    def checked() -> None:
-        original_compute()
-        for name, link in net.links.items():
-            load = sum(t.rate for t in net.active if link in t.links)
-            assert load <= caps[name] * (1 + 1e-9)
-        for t in net.active:
-            assert t.rate <= t.cap * (1 + 1e-9)
-            assert t.rate > 0
-
-    net._compute_rates = checked  # type: ignore[method-assign]
-    done = run(env, net, jobs)
-    assert len(done) == len(jobs)
-    for name, link in net.links.items():
-        expected = sum(nb for _, nb, links, _ in jobs if name in links)
-        assert link.bytes_carried == pytest.approx(expected, rel=1e-6)
-
-
 def test_deterministic() -> None:
     def once() -> list[float]:
         rng = random.Random(7)
@@ -172,3 +130,315 @@ def test_a_path_crossing_a_link_twice_consumes_twice_its_rate() -> None:
     env.run()
     assert env.now == pytest.approx(1.0)
     assert net.links["dram"].bytes_carried == pytest.approx(10 * GB)
+
+
+# -- the solver against a reference ---------------------------------------------------------
+
+
+def reference_max_min(
+    capacities: dict[str, float], flows: list[tuple[list[str], float]]
+) -> list[float]:
+    """Straightforward progressive filling (the definition, not the solver): raise every unfrozen
+    rate by the largest step no link or cap forbids, freeze what that step saturates, repeat.
+    ``flows`` are ``(path, cap)``; a path lists a link once per crossing."""
+    rate = [0.0] * len(flows)
+    frozen = [False] * len(flows)
+    while not all(frozen):
+        users = dict.fromkeys(capacities, 0)
+        residual = dict(capacities)
+        for j, (path, _) in enumerate(flows):
+            for name in path:
+                residual[name] -= rate[j]
+                if not frozen[j]:
+                    users[name] += 1
+        shares = {name: residual[name] / users[name] for name in capacities if users[name]}
+        step = min(
+            [
+                *shares.values(),
+                *(cap - rate[j] for j, (_, cap) in enumerate(flows) if not frozen[j]),
+            ]
+        )
+        tight = {name for name, share in shares.items() if share <= step * (1 + 1e-12)}
+        for j, (path, cap) in enumerate(flows):
+            if frozen[j]:
+                continue
+            rate[j] += step
+            if rate[j] >= cap * (1 - 1e-12) or tight.intersection(path):
+                frozen[j] = True
+    return rate
+
+
+class Checker:
+    """Compares the network with :func:`reference_max_min` at every start and end, checks the
+    max-min properties, and integrates the reference loads over time for byte accounting."""
+
+    def __init__(self, env: simpy.Environment, net: FlowNetwork) -> None:
+        self.env, self.net = env, net
+        self.capacities = {name: link.capacity for name, link in net.links.items()}
+        self.scale = max(self.capacities.values())
+        self.integral = dict.fromkeys(self.capacities, 0.0)
+        self.loads = dict.fromkeys(self.capacities, 0.0)
+        self.at = 0.0
+        self.checks = 0
+
+    def close(self, a: float, b: float) -> bool:
+        # 1e-12 relative to the rate, or to the largest capacity: a rate that is a small
+        # difference of capacities carries that difference's rounding, in any order of sums
+        return abs(a - b) <= 1e-12 * max(abs(b), self.scale)
+
+    def __call__(self) -> None:
+        now = self.env.now
+        for name, load in self.loads.items():
+            self.integral[name] += load * (now - self.at)
+        self.at = now
+        active = list(self.net.active)
+        expected = reference_max_min(
+            self.capacities, [([link.name for link in t.links], t.cap) for t in active]
+        )
+        for t, want in zip(active, expected, strict=True):
+            assert self.close(t.rate, want), (t, want)
+        self.loads = dict.fromkeys(self.capacities, 0.0)
+        on: dict[str, list[float]] = {name: [] for name in self.capacities}
+        for t in active:
+            for link in t.links:
+                self.loads[link.name] += t.rate
+                on[link.name].append(t.rate)
+        for name, load in self.loads.items():
+            assert load <= self.capacities[name] * (1 + 1e-12)
+        for t in active:  # max-min: each transfer is at its cap or at a saturated link's top
+            assert t.rate > 0
+            assert t.rate <= t.cap * (1 + 1e-12)
+            at_cap = t.rate >= t.cap * (1 - 1e-9)
+            bottleneck = any(
+                self.loads[link.name] >= self.capacities[link.name] * (1 - 1e-9)
+                and t.rate >= max(on[link.name]) * (1 - 1e-9)
+                for link in t.links
+            )
+            assert at_cap or bottleneck, t
+        self.checks += 1
+
+    def carried(self) -> dict[str, float]:
+        """Bytes each link carried up to now by the reference rates."""
+        dt = self.env.now - self.at
+        return {name: self.integral[name] + self.loads[name] * dt for name in self.capacities}
+
+
+Job = tuple[float, float, list[int], float | None]
+
+
+@st.composite
+def flow_cases(draw: st.DrawFn) -> tuple[list[float], list[list[Job]]]:
+    """Random link capacities and batches of jobs ``(at, nbytes, path, cap)``: a batch starts
+    together (``transfer_many``), a path may repeat a link, a cap is optional."""
+    capacities = draw(st.lists(st.floats(1, 100), min_size=1, max_size=5))
+    n = len(capacities)
+    job = st.tuples(
+        st.floats(0, 3),
+        st.floats(1, 500),
+        st.lists(st.integers(0, n - 1), max_size=4),
+        st.one_of(st.none(), st.floats(0.5, 60)),
+    ).filter(lambda j: bool(j[2]) or j[3] is not None)
+    batches = draw(st.lists(st.lists(job, min_size=1, max_size=4), min_size=1, max_size=6))
+    return capacities, batches
+
+
+def run_checked(
+    capacities: list[float], batches: list[list[Job]], samples: list[float]
+) -> tuple[FlowNetwork, Checker, dict[int, float]]:
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    for i, capacity in enumerate(capacities):
+        net.add_link(f"l{i}", capacity)
+    check = Checker(env, net)
+    done: dict[int, float] = {}
+
+    def wait(k: int, ev: simpy.Event):  # type: ignore[no-untyped-def]
+        yield ev
+        done[k] = env.now
+        check()
+
+    def batch(b: int, jobs: list[Job]):  # type: ignore[no-untyped-def]
+        yield env.timeout(jobs[0][0])
+        specs = [
+            (nb, [f"l{i}" for i in path], cap, f"b{b}j{k}")
+            for k, (_, nb, path, cap) in enumerate(jobs)
+        ]
+        events = (
+            net.transfer_many(specs)
+            if len(specs) > 1
+            else [net.transfer(specs[0][0], specs[0][1], cap=specs[0][2], label=specs[0][3])]
+        )
+        check()
+        for k, ev in enumerate(events):
+            env.process(wait(b * 10 + k, ev))
+
+    def sampler():  # type: ignore[no-untyped-def]
+        for at in sorted(samples):
+            yield env.timeout(at - env.now)
+            net.advance()
+            want = check.carried()
+            for name, link in net.links.items():
+                assert link.bytes_carried == pytest.approx(want[name], rel=1e-9, abs=1e-6)
+
+    for b, jobs in enumerate(batches):
+        env.process(batch(b, jobs))
+    env.process(sampler())
+    env.run()
+    return net, check, done
+
+
+@settings(max_examples=150, deadline=None)
+@given(flow_cases(), st.lists(st.floats(0, 20), max_size=5))
+def test_property_rates_are_the_progressive_filling_result(
+    case: tuple[list[float], list[list[Job]]], samples: list[float]
+) -> None:
+    """cost-model §1 items 1 and 5: at every start and end, every active transfer's rate is the
+    reference progressive-filling rate (1e-12), the allocation is max-min (each transfer at its
+    cap or at the top of a saturated link, no link over capacity), and each link's
+    ``bytes_carried`` is the integral of its load -- at sample times and in total, where every
+    transfer has crossed each link of its path once per crossing."""
+    capacities, batches = case
+    net, check, done = run_checked(capacities, batches, samples)
+    jobs = [job for jobs in batches for job in jobs]
+    assert len(done) == len(jobs) == net.completed
+    assert check.checks == len(batches) + len(jobs)
+    for name, link in net.links.items():
+        i = int(name[1:])
+        expected = sum(nb * path.count(i) for _, nb, path, _ in jobs)
+        assert link.bytes_carried == pytest.approx(expected, rel=1e-9)
+        assert link.bytes_carried == pytest.approx(check.carried()[name], rel=1e-9, abs=1e-6)
+
+
+def test_a_start_leaves_other_components_alone() -> None:
+    """Only the component of a started transfer is solved again; the other keeps its rates (and
+    their very objects) and its projected completions."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    for name, capacity in (("a1", 10.0), ("a2", 4.0), ("b1", 6.0)):
+        net.add_link(name, capacity)
+    ea = net.transfer_many([(100, ["a1", "a2"], None, "x"), (100, ["a1"], None, "y")])
+    rates = [net.rate_of(ev) for ev in ea]
+    before = net.resolved
+    eb = net.transfer(50, ["b1"])
+    assert net.resolved == before + 1  # the new transfer alone
+    assert all(net.rate_of(ev) is r for ev, r in zip(ea, rates, strict=True))
+    assert net.rate_of(eb) == 6.0
+    before = net.resolved
+    net.transfer(50, ["b1"], cap=1.0)  # b's component: the new transfer and the other one
+    assert net.resolved == before + 2
+    assert all(net.rate_of(ev) is r for ev, r in zip(ea, rates, strict=True))
+    assert net.rate_of(eb) == 5.0
+
+
+def test_only_rates_at_or_above_the_change_are_solved_again() -> None:
+    """flows.py, fact 2: ending a transfer of rate r leaves every rate below r as it is, and
+    starting one leaves every rate below its bound min(cap, capacity / uses) as it is."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("l", 10.0)
+    small = net.transfer(1, ["l"], cap=1.0)  # 1 B/s, ends at t=1
+    assert net.resolved == 1
+    mid = net.transfer(45, ["l"])  # bound 10/2 = 5: small (1) stays
+    assert net.resolved == 1 + 1
+    big = net.transfer(100, ["l"])  # bound 10/3: small stays, mid is solved again
+    assert net.resolved == 1 + 1 + 2
+    assert [net.rate_of(e) for e in (small, mid, big)] == [1.0, 4.5, 4.5]
+    env.run(until=small)
+    assert net.resolved == 4 + 2  # small (1 B/s) ended: mid and big, both above it
+    assert net.rate_of(mid) == 5.0  # 4.5 B/s until t=1, then 5 B/s: ends at t=9.1
+    env.run(until=mid)
+    assert net.resolved == 6 + 1  # big alone
+    assert env.now == pytest.approx(9.1)
+    assert net.rate_of(big) == 10.0
+
+
+def test_start_order_and_batches_give_the_same_rates() -> None:
+    """``transfer_many`` solves once and gives the rates that starting one by one gives."""
+
+    def rates(many: bool) -> list[float]:
+        env = simpy.Environment()
+        net = FlowNetwork(env)
+        rng = random.Random(3)
+        for i in range(6):
+            net.add_link(f"l{i}", rng.uniform(1, 10))
+        specs: list[tuple[float, list[str], float | None, str]] = [
+            (
+                rng.uniform(1, 9),
+                [f"l{rng.randrange(6)}" for _ in range(rng.randint(1, 3))],
+                rng.choice([None, rng.uniform(0.5, 3)]),
+                f"t{k}",
+            )
+            for k in range(20)
+        ]
+        if many:
+            events = net.transfer_many(specs)
+            assert net.recomputes == 1
+        else:
+            events = [net.transfer(nb, p, cap=c, label=lb) for nb, p, c, lb in specs]
+        return [net.rate_of(ev) for ev in events]
+
+    assert rates(True) == pytest.approx(rates(False), rel=1e-12)
+
+
+def test_finished_transfers_leave_the_network() -> None:
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("l", 2.0)
+    first = net.transfer(2, ["l"], label="first")
+    second = net.transfer(4, ["l"], label="second")
+    assert [t.label for t in net.active] == ["first", "second"]
+    env.run(until=first)
+    assert first.value == pytest.approx(2.0)
+    assert net.rate_of(first) == 0.0
+    assert [t.label for t in net.active] == ["second"]
+    assert net.rate_of(second) == 2.0
+    assert next(iter(net.active)).remaining == pytest.approx(2.0)
+    env.run()
+    assert not net.active
+    assert net.completed == 2
+    assert net.links["l"].busy_time == pytest.approx(3.0)
+    assert net.links["l"].bytes_carried == pytest.approx(6.0)
+
+
+def test_deterministic_whatever_the_object_addresses() -> None:
+    """Same case, same floats: nothing depends on ``id``/``hash`` order (the second run
+    allocates junk first, so its objects land elsewhere)."""
+
+    def once(junk: int) -> tuple[list[float], list[float], float]:
+        _ = [object() for _ in range(junk)]
+        rng = random.Random(11)
+        batches: list[list[Job]] = [
+            [
+                (
+                    rng.uniform(0, 2),
+                    rng.uniform(1, 100),
+                    [rng.randrange(6) for _ in range(rng.randint(1, 4))],
+                    rng.choice([None, rng.uniform(1, 20)]),
+                )
+            ]
+            for _ in range(40)
+        ]
+        capacities = [rng.uniform(1, 30) for _ in range(6)]
+        net, _, done = run_checked(capacities, batches, [])
+        return (
+            [done[k] for k in sorted(done)],
+            [link.bytes_carried for link in net.links.values()],
+            net.links["l0"].busy_time,
+        )
+
+    assert once(0) == once(5000)
+
+
+def test_a_transfer_due_within_eps_completes_with_its_last_bytes_counted() -> None:
+    """Completions less than 1e-9 s apart happen together; the early one's last bytes still
+    count on its links, so every link carries exactly what crossed it."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("a", 1.0)
+    net.add_link("b", 2.0)
+    first = net.transfer(1.0, ["a"])  # due at t=1
+    second = net.transfer(1.0 + 5e-10, ["b", "b"])  # 1 B/s (b crossed twice): due 5e-10 later
+    env.run()
+    assert first.value == second.value == 1.0
+    assert net.recomputes == 2  # the two starts; the end leaves nothing to solve
+    assert net.links["b"].bytes_carried == pytest.approx(2 * (1.0 + 5e-10), rel=1e-14)

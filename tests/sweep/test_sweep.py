@@ -17,7 +17,7 @@ import pytest
 
 from pinlab.cli import main
 from pinlab.errors import ConfigError
-from pinlab.sweep import load_sweep, run_point, run_sweep
+from pinlab.sweep import PointError, execute, load_sweep, run_point, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "sweeps" / "pin-cap.toml"
@@ -99,6 +99,70 @@ def test_validation_errors_are_one_line(
     assert err.startswith("pinlab: error: ") and "\n" not in err
 
 
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        (
+            ("seed = 5", "seed = -1"),
+            "sweep.seed: expected a number >= 0, found -1",
+        ),
+        (
+            ("seed = 5", 'seed = "5"'),
+            'sweep.seed: expected an integer, found "5"',
+        ),
+        (
+            ("seed = 5", "seed = 9223372036854775807"),
+            "sweep: expected seeds up to 9223372036854775807 (seed + replications - 1), "
+            "found 9223372036854775808",
+        ),
+        (
+            ("seed = 5", "seed = 9223372036854775808"),
+            "sweep.seed: expected an integer within TOML's 64-bit range (-2^63 to 2^63-1), "
+            "found 9223372036854775808",
+        ),
+        (
+            ("replications = 2\nseed = 5", "seeds = [1, 1]"),
+            "sweep: expected distinct seeds, found [1, 1]",
+        ),
+        (
+            ("replications = 2", "replications = 1000000000000"),
+            "sweep.replications: expected a number <= 100000, found 1000000000000",
+        ),
+        (
+            ("replications = 2", "replicatons = 2"),
+            "sweep.replicatons: unknown field (expected one of name, scenario, variants, "
+            "profile, seeds, replications, seed, mode, metrics)",
+        ),
+        (
+            ('"scenario.sample_interval" = ["500ms", "1s"]', '"scenario.sample_interval" = []'),
+            'factors."scenario.sample_interval": expected at least one value, found []',
+        ),
+        (
+            (
+                '"scenario.sample_interval" = ["500ms", "1s"]',
+                '"a.b" = '
+                + str(list(range(50)))
+                + '\n"c.d" = '
+                + str(list(range(50)))
+                + '\n"e.f" = '
+                + str(list(range(50))),
+            ),
+            "factors: expected at most 100000 points, found 500000 (250000 factor combinations"
+            " x 1 variants x 2 seeds)",
+        ),
+    ],
+)
+def test_seeds_and_sizes_are_bounded(tmp_path: Path, edit: tuple[str, str], line: str) -> None:
+    """Issue 10: seeds within 0 ... 2^63-1 (valid TOML when written back), no bool/str for an
+    integer, and a sweep too large to expand refused before it is expanded."""
+    path = tmp_path / "bad.toml"
+    assert edit[0] in SWEEP
+    path.write_text(SWEEP.replace(*edit), encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(path)
+    assert str(exc.value) == f"{path}: {line}"
+
+
 def test_run_point_row_has_config_seed_and_selected_metrics(sweep_file: Path) -> None:
     point = load_sweep(sweep_file).points[0]
     result = run_point(point.spec())
@@ -111,8 +175,9 @@ def test_run_point_row_has_config_seed_and_selected_metrics(sweep_file: Path) ->
 
 
 def test_local_pool_writes_parquet_and_csv_with_factor_columns(
-    sweep_file: Path, tmp_path: Path
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # a pool even for tiny points
     out = tmp_path / "out"
     assert main(["sweep", str(sweep_file), "--out", str(out), "--jobs", "2", "--quiet"]) == 0
     table = pq.read_table(out / "results.parquet")
@@ -150,7 +215,8 @@ def test_interrupted_sweep_resumes_each_point_exactly_once(
     with pytest.raises(KeyboardInterrupt):
         run_sweep(sweep, out, jobs=1, run=dying)
     assert len(list((out / "points").glob("*.json"))) == 3
-    assert len(_rows(out)) == 1 + 3  # the partial table
+    assert len(_rows(out)) == 1 + 3  # the partial table, marked as such
+    assert (out / "INCOMPLETE").read_text(encoding="utf-8").startswith("3 of 8 points")
 
     rerun: list[int] = []
 
@@ -164,24 +230,125 @@ def test_interrupted_sweep_resumes_each_point_exactly_once(
     ids = [row.split(",")[1] for row in _rows(out)[1:]]
     assert sorted(ids) == sorted(p.id for p in sweep.points)
     assert (out / "results.csv").read_bytes() == (clean / "results.csv").read_bytes()
+    assert not (out / "INCOMPLETE").exists()
     # a third run has nothing to do
     assert run_sweep(sweep, out, jobs=1, run=counting).ran == 0
+
+
+def test_a_sweep_that_fails_before_any_point_leaves_nothing(
+    sweep_file: Path, tmp_path: Path
+) -> None:
+    """A first point that fails (or a scheduler that cannot be reached) in a new --out: no
+    results.csv, no points/, no directory (issue "Hardening", item 2)."""
+    sweep = load_sweep(sweep_file)
+    out = tmp_path / "new"
+
+    def failing(spec: dict[str, Any]) -> dict[str, Any]:
+        raise PointError("point 0: made to fail")
+
+    with pytest.raises(PointError):
+        run_sweep(sweep, out, jobs=1, run=failing)
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"expected Dask|expected a reachable Dask"):
+        run_sweep(sweep, out, dask="not-a-scheme://")
+    assert not out.exists()
 
 
 def test_max_points_then_rerun_and_stray_files(
     sweep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    assert main(["sweep", str(sweep_file), "--out", str(out), "--max-points", "5"]) == 0
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--max-points", "5"]) == 1
     assert "5/8 points" in capsys.readouterr().out
+    assert (out / "INCOMPLETE").read_text(encoding="utf-8").startswith("5 of 8 points; 3 missing")
     # a half-written temp file and a torn point file (never left by pinlab) are not results
     (out / "points" / ".junk.json.tmp-0000").write_text("{", encoding="utf-8")
     torn = next(iter(sorted((out / "points").glob("*.json"))))
     torn.write_text('{"row": ', encoding="utf-8")
     assert main(["sweep", str(sweep_file), "--out", str(out), "--jobs", "2"]) == 0
     assert "8/8 points (4 run now, 4 already done; complete)" in capsys.readouterr().out
+    assert not (out / "INCOMPLETE").exists()
     ids = [row.split(",")[1] for row in _rows(out)[1:]]
     assert len(ids) == len(set(ids)) == 8
+
+
+def test_a_tiny_sweep_starts_no_worker(
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 4: with less work left after the first point than starting a worker
+    costs, --jobs 2 runs every point in this process."""
+
+    def no_workers(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr("multiprocessing.get_context", no_workers)
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 3600.0)
+    outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
+    assert outcome.ran == 8 and outcome.complete
+
+
+def test_chunks_carry_about_a_second_of_points_and_shrink_to_the_end() -> None:
+    sizes = execute.chunk_sizes(1000, 0.01, 2)
+    assert sum(sizes) == 1000 and sizes[0] == round(execute.TASK_SECONDS / 0.01)
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert execute.chunk_sizes(40, 0.01, 2)[0] == 10  # a quarter of what is left
+    assert execute.chunk_sizes(5, 30.0, 2) == [1] * 5  # long points: one per task
+
+
+def test_a_chunk_returns_the_points_before_a_failure(sweep_file: Path) -> None:
+    """A task runs its points in order; a failing point ends it, and the points already
+    run still come back (and are recorded)."""
+    points = load_sweep(sweep_file).points
+    bad = points[1].spec()
+    bad["variant"] = "nope"
+    done, error = execute._run_chunk(run_point, [points[0].spec(), bad, points[2].spec()], {})
+    assert [result["row"]["point"] for result in done] == [0]
+    assert isinstance(error, PointError) and error.user and "point 1" in str(error)
+
+
+def failing_at_5(spec: dict[str, Any]) -> dict[str, Any]:
+    """A point runner (picklable, for the workers) whose point 5 fails."""
+    if spec["index"] == 5:
+        raise PointError("point 5: made to fail")
+    return run_point(spec)
+
+
+def test_a_failure_on_a_worker_stops_the_sweep_and_keeps_the_rest(
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
+    sweep = load_sweep(sweep_file)
+    out = tmp_path / "out"
+    with pytest.raises(PointError, match="point 5: made to fail"):
+        run_sweep(sweep, out, jobs=2, run=failing_at_5)
+    recorded = len(list((out / "points").glob("*.json")))
+    assert 1 <= recorded <= 7 and len(_rows(out)) == 1 + recorded
+    outcome = run_sweep(sweep, out, jobs=2)
+    assert outcome.skipped == recorded and outcome.ran == 8 - recorded and outcome.complete
+
+
+def test_points_sharing_a_configuration_load_it_once(
+    sweep_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 4: no per-point loading (and validation of every variant) of the
+    scenario -- points with the same factor values share one configuration."""
+    from pinlab.scenarios import runner
+
+    loads: list[tuple[str, ...]] = []
+    real = runner.load_scenario
+
+    def counting(ref: str, *, sets: tuple[str, ...] = ()) -> Any:
+        loads.append(tuple(sets))
+        return real(ref, sets=sets)
+
+    monkeypatch.setattr(runner, "load_scenario", counting)
+    sweep = load_sweep(sweep_file)
+    loads.clear()
+    configs: execute.Configs = {}
+    rows = [run_point(p.spec(), configs=configs)["row"] for p in sweep.points]
+    assert len(loads) == 4 == len({tuple(p.sets()) for p in sweep.points})  # 4 factor combos
+    alone = [run_point(p.spec())["row"] for p in sweep.points]
+    assert rows == alone
 
 
 @pytest.mark.slow  # a Dask LocalCluster takes a few seconds to start

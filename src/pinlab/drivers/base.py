@@ -108,7 +108,11 @@ class RegionUsage:
 
 
 class DeviceBuffer(ABC):
-    """A buffer a driver created (a GEM object or device-memory handle)."""
+    """A buffer a driver created (a GEM object or device-memory handle).
+
+    Subclasses declare ``__slots__``: a machine may hold a million of them."""
+
+    __slots__ = ()
 
     name: str
     size: int
@@ -208,6 +212,13 @@ class ExporterDriver(Driver, ABC):
         one where it does not raises ``ValueError``)."""
         return True
 
+    @classmethod
+    def domain_error(cls, domain: str) -> str | None:
+        """Why its GEM create would refuse ``domain`` by name alone (the ``expected ...`` part
+        of a message), or None; lets a scenario be validated before a machine exists. The
+        default accepts every name and leaves the decision to the create ioctl."""
+        return None
+
     @property
     def dynamic(self) -> bool:
         """Whether the exporter has ``pin``/``unpin`` ops (``dma_buf_is_dynamic``, K-6)."""
@@ -278,17 +289,16 @@ class ExporterDriver(Driver, ABC):
     def buffer_of(self, dmabuf: DmaBuf) -> DeviceBuffer:
         """The buffer behind one of this driver's dma-bufs."""
 
-    def publish_location(self, dmabuf: DmaBuf, buf: DeviceBuffer) -> None:
-        """Let policies see where ``buf``'s bytes are (``DmaBuf.locate``, pin_hooks.py); the
-        device memory is named by its dmem region."""
-        device = self.name
-        region = self.vram_region
+    def publish_location(self, dmabuf: DmaBuf) -> None:
+        """Let policies see where one of this driver's dma-bufs is (``DmaBuf.locate``,
+        pin_hooks.py): the driver becomes the buffer's locator (:meth:`locate`)."""
+        dmabuf.locator = self
 
-        def locate() -> BufferLocation:
-            memory = buf.location or "none"
-            return BufferLocation(device, memory, region if memory == "vram" else None)
-
-        dmabuf.locate = locate
+    def locate(self, dmabuf: DmaBuf) -> BufferLocation:
+        """Where the bytes behind ``dmabuf`` are now; device memory is named by its dmem
+        region."""
+        memory = self.buffer_of(dmabuf).location or "none"
+        return BufferLocation(self.name, memory, self.vram_region if memory == "vram" else None)
 
     def mapping_current(self, dmabuf: DmaBuf, sgt: SgTable) -> bool:
         """Whether ``sgt`` still points at the buffer's bytes (stale-DMA detection).

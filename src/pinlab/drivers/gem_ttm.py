@@ -39,6 +39,7 @@ from pinlab.drivers.base import (
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
     DmaBuf,
+    DmaBufAttachment,
     DmaBufExportInfo,
     SgTable,
     dma_buf_export,
@@ -46,7 +47,7 @@ from pinlab.kernel.dma_buf import (
     get_dma_buf,
 )
 from pinlab.kernel.dmem import dmem_cgroup_register_region
-from pinlab.kernel.errno import Errno, err
+from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.range_alloc import PAGE_SIZE
@@ -117,6 +118,15 @@ def parse_ttm_domain(
     return tuple(sorted(found, reverse=True))
 
 
+_PLACEMENTS: dict[TtmPlacement, TtmPlacement] = {}
+
+
+def shared_placement(placement: TtmPlacement) -> TtmPlacement:
+    """The one stored copy of ``placement``: places are frozen values and a driver makes a
+    handful of distinct placements, so every BO keeps a shared tuple, not its own."""
+    return _PLACEMENTS.setdefault(placement, placement)
+
+
 class TtmGemBuffer(DeviceBuffer):
     """A GEM object backed by a TTM BO.
 
@@ -134,7 +144,7 @@ class TtmGemBuffer(DeviceBuffer):
         self.tbo = tbo
         self.name = tbo.name
         self.size = tbo.size
-        self.placements = placements
+        self.placements = shared_placement(placements)
         self.refs = 1
         tbo.driver_priv = self
 
@@ -309,6 +319,14 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         through :meth:`bo_create` implement it)."""
         raise NotImplementedError(f"{type(self).__name__} creates its BOs itself")
 
+    @classmethod
+    def domain_error(cls, domain: str) -> str | None:
+        try:
+            parse_ttm_domain(domain, cls.domain_aliases, cls.driver_name)
+        except KernelError as e:
+            return e.reason
+        return None
+
     def parse_domain(self, domain: str) -> tuple[TtmMemType, ...]:
         """The memory types a ``create_buffer`` domain string names; ``-EINVAL`` if it names
         one this device does not have (a VRAM domain on an integrated part)."""
@@ -392,6 +410,11 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         bo = self._own(buf)
         if bo.tbo.deleted:
             raise err(Errno.EINVAL, "drm_gem_prime_export", f"{bo.name} was freed")
+        attach = bo.tbo.import_attach
+        if isinstance(attach, DmaBufAttachment):
+            # drm_gem_prime_handle_to_fd: an imported object is exported as the dma-buf it
+            # came from (one more reference), never wrapped in a second one
+            return get_dma_buf(attach.dmabuf)
         dmabuf = bo.tbo.dma_buf
         if isinstance(dmabuf, DmaBuf) and not dmabuf.released:
             return get_dma_buf(dmabuf)
@@ -406,7 +429,7 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
                 owner=self.module,
             ),
         )
-        self.publish_location(dmabuf, bo)
+        self.publish_location(dmabuf)
         bo.tbo.dma_buf = dmabuf
         bo.refs += 1
         return dmabuf

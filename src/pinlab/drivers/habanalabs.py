@@ -141,6 +141,12 @@ class HabanalabsDevice(ExporterDriver):
         self.kernel.log(f"habanalabs {self.pdev.name}: {message}")
 
     # -- device memory ---------------------------------------------------------------------
+    @classmethod
+    def domain_error(cls, domain: str) -> str | None:
+        if domain.lower().strip() in _DEVICE_DOMAINS:
+            return None
+        return f"one of {', '.join(_DEVICE_DOMAINS)} (only device memory is exported)"
+
     def create_buffer(
         self, size: int, domain: str = "vram", *, name: str = "", contiguous: bool = False
     ) -> HlDeviceMemory:
@@ -195,7 +201,7 @@ class HabanalabsDevice(ExporterDriver):
                 ops=self.ops, size=buf.size, priv=buf, exp_name=self.exp_name, owner=self.module
             ),
         )
-        self.publish_location(dmabuf, buf)
+        self.publish_location(dmabuf)
         buf.exporting_cnt += 1
         return dmabuf
 

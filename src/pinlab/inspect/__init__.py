@@ -1,10 +1,13 @@
 """``pinlab.inspect``: read the real host and describe it as a pinlab platform.
 
-* :mod:`~pinlab.inspect.host` -- readers of RLIMIT_MEMLOCK, capabilities, the cgroup v2 mount
-  and the caller's cgroup, the dmem files, debugfs ``dma_buf/bufinfo``, the PCI tree, the CPU,
-  memory and kernel release; each returns a record with a ``status`` (``ok``, ``missing``,
-  ``unreadable: <reason>``, ``not applicable``) and never raises for a missing source;
-* :mod:`~pinlab.inspect.platform` -- :func:`to_platform` / :func:`plan_platform` map the PCI
+* :mod:`~pinlab.inspect.host` -- :func:`inspect_host` reads every source into a
+  :class:`HostReport`; one reader module per source -- :mod:`~pinlab.inspect.proc` (RLIMIT_MEMLOCK,
+  capabilities, memory, kernel release), :mod:`~pinlab.inspect.cgroup` (cgroup v2, dmem),
+  :mod:`~pinlab.inspect.debugfs` (``dma_buf/bufinfo``), :mod:`~pinlab.inspect.pci` (the PCI
+  tree), :mod:`~pinlab.inspect.cpu` -- each returns a record with a ``status`` (``ok``,
+  ``missing``, ``unreadable: <reason>``, ``not applicable``; :mod:`~pinlab.inspect.source`) and
+  never raises for a missing source;
+* :mod:`~pinlab.inspect.platform` -- :func:`plan_platform` maps the PCI
   tree, CPU and memory to a :class:`~pinlab.platform.spec.PlatformSpec`;
   :func:`platform_text` and :func:`write_platform` write the file ``pinlab run --platform``
   accepts;
@@ -20,7 +23,6 @@ from pinlab.inspect.platform import (
     PlatformPlan,
     plan_platform,
     platform_text,
-    to_platform,
     write_platform,
 )
 from pinlab.inspect.summary import (
@@ -42,6 +44,5 @@ __all__ = [
     "platform_text",
     "render_summary",
     "summary_json",
-    "to_platform",
     "write_platform",
 ]

@@ -2,7 +2,7 @@
 
 :func:`plan_platform` turns what :mod:`pinlab.inspect.host` read into a
 :class:`~pinlab.platform.spec.PlatformSpec` plus the mapping it used (pinlab name ↔ PCI
-address) and the assumptions it had to make; :func:`to_platform` returns just the spec;
+address) and the assumptions it had to make (``.spec`` is the spec alone);
 :func:`platform_text` writes it with :func:`~pinlab.platform.presets.dump_platform` behind a
 comment header, so :func:`~pinlab.platform.presets.load_platform` (``pinlab run --platform``)
 reads it back equal; :func:`write_platform` writes atomically (temp + rename).
@@ -61,15 +61,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pinlab import fsutil
-from pinlab.inspect.host import (
-    OK,
-    CpuInfo,
-    DmemInfo,
-    MemInfo,
-    PciFunction,
-    PciInfo,
-    SystemInfo,
-)
+from pinlab.inspect.cgroup import DmemInfo
+from pinlab.inspect.cpu import CpuInfo
+from pinlab.inspect.pci import PciFunction, PciInfo
+from pinlab.inspect.proc import MemInfo, SystemInfo
+from pinlab.inspect.source import OK
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import dump_platform
 from pinlab.platform.spec import (
@@ -93,7 +89,6 @@ __all__ = [
     "plan_platform",
     "platform_text",
     "suggest_kernel",
-    "to_platform",
     "write_platform",
 ]
 
@@ -517,19 +512,6 @@ def plan_platform(
 
 def _bus_key(bus: str) -> tuple[int, ...]:
     return tuple(int(x, 16) for x in bus.split(":"))
-
-
-def to_platform(
-    pci: PciInfo,
-    cpu: CpuInfo,
-    memory: MemInfo,
-    *,
-    dmem: DmemInfo | None = None,
-    system: SystemInfo | None = None,
-    name: str | None = None,
-) -> PlatformSpec:
-    """The :class:`PlatformSpec` of :func:`plan_platform`."""
-    return plan_platform(pci, cpu, memory, dmem=dmem, system=system, name=name).spec
 
 
 def _comment(lines: Sequence[str]) -> str:

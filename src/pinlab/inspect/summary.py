@@ -20,14 +20,10 @@ from rich.table import Table
 from rich.text import Text
 
 from pinlab.errors import ConfigError
-from pinlab.inspect.host import (
-    MISSING,
-    NOT_APPLICABLE,
-    OK,
-    HostReport,
-    PciFunction,
-)
+from pinlab.inspect.host import HostReport
+from pinlab.inspect.pci import PciFunction
 from pinlab.inspect.platform import PlatformPlan, plan_platform
+from pinlab.inspect.source import MISSING, NOT_APPLICABLE, OK
 from pinlab.kernel.profile import DEFAULT_PROFILE
 from pinlab.platform import PlatformSpec, build
 from pinlab.platform.presets import load_platform

@@ -22,9 +22,11 @@ can be shown instead of silently lost.
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.errno import Errno, KernelBug, KernelError, NotInProfile, err
@@ -156,6 +158,15 @@ class Module:
         self.refcnt -= 1
 
 
+class BufferLocator(Protocol):
+    """What an exporter publishes on its dma-bufs (``DmaBuf.locator``): where one of them is
+    (model-only; the pin hooks of ``pin_hooks.py`` read it through :meth:`DmaBuf.locate`)."""
+
+    def locate(self, dmabuf: DmaBuf) -> BufferLocation:
+        """The location of ``dmabuf``'s bytes now."""
+        ...
+
+
 @dataclass(slots=True)
 class DmaBufExportInfo:
     """``struct dma_buf_export_info`` (``DEFINE_DMA_BUF_EXPORT_INFO``)."""
@@ -169,16 +180,23 @@ class DmaBufExportInfo:
     owner: Module | None = None
 
 
+@functools.cache
+def _dma_buf_fmode(f_flags: int) -> int:
+    """The ``f_mode`` of a dma-buf file opened with ``f_flags``: one int object per flags
+    value, not one per buffer."""
+    return open_fmode(f_flags) | FMODE_LSEEK | FMODE_OPENED
+
+
 class DmaBuf:
     """``struct dma_buf``. Its refcount is its file's ``f_count``."""
 
     __slots__ = (
-        "attachments",
+        "_attachments",
         "exp_name",
         "file",
         "ino",
         "kernel",
-        "locate",
+        "locator",
         "move_notify_count",
         "name",
         "ops",
@@ -202,7 +220,8 @@ class DmaBuf:
         self.resv = (
             info.resv if info.resv is not None else DmaResv(kernel, f"dmabuf:{info.exp_name}")
         )
-        self.attachments: list[DmaBufAttachment] = []  # head = newest (K-11)
+        # head = newest (K-11); made by the first attach: most exported buffers never get one
+        self._attachments: list[DmaBufAttachment] | None = None
         self.vmapping_counter = 0
         self.vmap_ptr: int | None = None
         self.ino = kernel.next_ino()
@@ -213,19 +232,32 @@ class DmaBuf:
             "dma-buf",
             self,
             f_flags=f_flags,
-            f_mode=open_fmode(f_flags) | FMODE_LSEEK | FMODE_OPENED,
+            f_mode=_dma_buf_fmode(f_flags),
             ino=self.ino,
             release=_dma_buf_file_release,
         )
         self.move_notify_count = 0
         self.released = False
-        # model-only: the exporter says where the bytes are (policies read it, pin_hooks.py)
-        self.locate: Callable[[], BufferLocation] | None = None
+        # model-only: who says where the bytes are (policies ask it through locate()); one
+        # object per exporter, so a buffer carries a reference and no closure of its own
+        self.locator: BufferLocator | None = None
 
     @property
     def refcount(self) -> int:
         """``file_count(dmabuf->file)``: what bufinfo prints as ``count`` (K-68)."""
         return self.file.f_count
+
+    @property
+    def attachments(self) -> list[DmaBufAttachment]:
+        """``dmabuf->attachments``, newest first (K-11); read-only for everyone but attach
+        and detach (an unattached buffer returns a new empty list)."""
+        return self._attachments if self._attachments is not None else []
+
+    def locate(self) -> BufferLocation | None:
+        """Where the bytes are now, as the exporter reports it (model-only, pin_hooks.py);
+        None when the exporter publishes no location."""
+        locator = self.locator
+        return None if locator is None else locator.locate(self)
 
     def __repr__(self) -> str:
         return f"<dma_buf {self.exp_name} ino={self.ino} size={self.size}>"
@@ -477,7 +509,10 @@ def dma_buf_dynamic_attach(
     if dmabuf.ops.attach is not None:
         dmabuf.ops.attach(dmabuf, attach)  # K-10: errors propagate; nothing listed
     with dmabuf.resv:
-        dmabuf.attachments.insert(0, attach)  # K-11
+        if dmabuf._attachments is None:
+            dmabuf._attachments = [attach]
+        else:
+            dmabuf._attachments.insert(0, attach)  # K-11
 
     if profile.cache_sgt_at_attach and (
         dma_buf_attachment_is_dynamic(attach) != dma_buf_is_dynamic(dmabuf)
@@ -542,8 +577,8 @@ def dma_buf_detach(dmabuf: DmaBuf | None, attach: DmaBufAttachment | None) -> No
             attach.sgt = None
             if dma_buf_is_dynamic(dmabuf) and attach.core_pins:
                 _exporter_unpin(attach)
-        if attach in dmabuf.attachments:
-            dmabuf.attachments.remove(attach)
+        if dmabuf._attachments is not None and attach in dmabuf._attachments:
+            dmabuf._attachments.remove(attach)
     if dmabuf.ops.detach is not None:
         dmabuf.ops.detach(dmabuf, attach)
     if attach.mappings:

@@ -22,26 +22,34 @@ class DmaFence:
     timeline names are what ``dma_fence_describe`` prints in bufinfo (§4.2).
     """
 
-    __slots__ = (
-        "_callbacks",
-        "context",
-        "driver_name",
-        "error",
-        "seqno",
-        "signaled",
-        "timeline_name",
-        "timestamp",
-    )
+    __slots__ = ("_callbacks", "_timeline", "error", "seqno", "signaled", "timestamp")
 
     def __init__(self, context: int, seqno: int, driver_name: str, timeline_name: str) -> None:
-        self.context = context
+        self._begin(FenceTimeline(context, driver_name, timeline_name), seqno)
+
+    def _begin(self, timeline: FenceTimeline, seqno: int) -> None:
+        # the context and both names live on the timeline, shared by all of its fences
+        # (FenceTimeline.next_fence); a fence made on its own gets a timeline of its own
+        self._timeline = timeline
         self.seqno = seqno
-        self.driver_name = driver_name
-        self.timeline_name = timeline_name
         self.signaled = False
         self.error = 0
         self.timestamp: float | None = None
-        self._callbacks: list[FenceCallback] = []
+        # created on the first add_callback: most fences never get one, and a signalled
+        # fence that is kept (in its resv, K-65) should not keep an empty list either
+        self._callbacks: list[FenceCallback] | None = None
+
+    @property
+    def context(self) -> int:
+        return self._timeline.context
+
+    @property
+    def driver_name(self) -> str:
+        return self._timeline.driver_name
+
+    @property
+    def timeline_name(self) -> str:
+        return self._timeline.timeline_name
 
     def signal(self, timestamp: float | None = None, error: int = 0) -> bool:
         """``dma_fence_signal``: signal once and run the callbacks in registration order.
@@ -54,8 +62,8 @@ class DmaFence:
         self.signaled = True
         self.error = error
         self.timestamp = timestamp
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
+        callbacks, self._callbacks = self._callbacks, None
+        for cb in callbacks or ():
             cb(self)
         return True
 
@@ -63,7 +71,10 @@ class DmaFence:
         """``dma_fence_add_callback``: False (kernel ``-ENOENT``) if already signalled."""
         if self.signaled:
             return False
-        self._callbacks.append(cb)
+        if self._callbacks is None:
+            self._callbacks = [cb]
+        else:
+            self._callbacks.append(cb)
         return True
 
     def is_later_or_same(self, other: DmaFence) -> bool:
@@ -109,4 +120,6 @@ class FenceTimeline:
     def next_fence(self) -> DmaFence:
         """Create the next unsignalled fence on this timeline."""
         self.seqno += 1
-        return DmaFence(self.context, self.seqno, self.driver_name, self.timeline_name)
+        fence = DmaFence.__new__(DmaFence)
+        fence._begin(self, self.seqno)
+        return fence

@@ -74,13 +74,15 @@ class File:
 class FdTable:
     """``struct files_struct``: fd numbers to files, lowest free number first (O(log n))."""
 
-    __slots__ = ("_fds", "_free", "_next", "cloexec")
+    __slots__ = ("_cloexec", "_fds", "_free", "_next")
 
     def __init__(self) -> None:
         self._fds: dict[int, File] = {}
         self._free: list[int] = []  # heap of numbers below _next that were closed
         self._next = 3  # 0, 1, 2 are stdio, not modelled
-        self.cloexec: set[int] = set()
+        # fdt->close_on_exec: a bitmap, one bit per fd number (a set would cost ~50 bytes
+        # per open fd)
+        self._cloexec = bytearray()
 
     def get_unused_fd(self) -> int:
         """``get_unused_fd_flags``: the lowest free descriptor number."""
@@ -96,9 +98,26 @@ class FdTable:
         """``fd_install`` into the lowest free number; the table now owns that reference."""
         fd = self.get_unused_fd()
         self._fds[fd] = file
-        if flags & O_CLOEXEC:
-            self.cloexec.add(fd)
+        self._set_close_on_exec(fd, bool(flags & O_CLOEXEC))
         return fd
+
+    def _set_close_on_exec(self, fd: int, on: bool) -> None:
+        """``__set_close_on_exec`` / ``__clear_close_on_exec``."""
+        byte, bit = fd >> 3, 1 << (fd & 7)
+        bitmap = self._cloexec
+        if byte >= len(bitmap):
+            if not on:
+                return
+            bitmap.extend(bytes(byte + 1 - len(bitmap)))
+        if on:
+            bitmap[byte] |= bit
+        else:
+            bitmap[byte] &= ~bit
+
+    def close_on_exec(self, fd: int) -> bool:
+        """``close_on_exec(fd, fdt)``: whether ``fd`` is closed at exec (``FD_CLOEXEC``)."""
+        byte = fd >> 3
+        return byte < len(self._cloexec) and bool(self._cloexec[byte] & 1 << (fd & 7))
 
     def lookup(self, fd: int) -> File | None:
         """``fget`` without taking a reference: the open file behind ``fd`` or None."""
@@ -109,7 +128,7 @@ class FdTable:
         file = self._fds.pop(fd, None)
         if file is None:
             return False
-        self.cloexec.discard(fd)
+        self._set_close_on_exec(fd, False)
         heapq.heappush(self._free, fd)
         file.put()
         return True

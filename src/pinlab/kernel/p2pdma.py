@@ -42,8 +42,6 @@ from collections.abc import Sequence
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.pci import (
-    X86_VENDOR_AMD,
-    P2pdmaWhitelistFlag,
     PciAcs,
     PciDev,
     PciHostBridge,
@@ -52,6 +50,7 @@ from pinlab.kernel.pci import (
     pci_find_host_bridge,
     pci_upstream_bridge,
 )
+from pinlab.kernel.pci_ids import X86_VENDOR_AMD, P2pdmaWhitelistFlag
 
 __all__ = [
     "PCI_P2PDMA_MAP_BUS_ADDR",

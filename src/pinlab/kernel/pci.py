@@ -31,25 +31,22 @@ matters to nothing but names.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from pinlab.kernel.device import Device
+from pinlab.kernel.pci_ids import (
+    PCI_P2PDMA_WHITELIST_V6_0,
+    PCI_VENDOR_ID_INTEL,
+    X86_VENDOR_INTEL,
+    P2pdmaWhitelistEntry,
+)
 
 if TYPE_CHECKING:
     from pinlab.kernel.p2pdma import PciP2pdma
 
 __all__ = [
-    "PCI_ANY_ID",
-    "PCI_P2PDMA_WHITELIST_V6_0",
-    "PCI_VENDOR_ID_AMD",
-    "PCI_VENDOR_ID_INTEL",
-    "X86_VENDOR_AMD",
-    "X86_VENDOR_INTEL",
-    "P2pdmaWhitelistEntry",
-    "P2pdmaWhitelistFlag",
     "PciAcs",
     "PciBus",
     "PciDev",
@@ -61,15 +58,6 @@ __all__ = [
     "pci_find_host_bridge",
     "pci_upstream_bridge",
 ]
-
-PCI_VENDOR_ID_INTEL = 0x8086
-PCI_VENDOR_ID_AMD = 0x1022
-PCI_ANY_ID = 0xFFFF
-"""Wildcard device ID in a whitelist entry (used by whitelists newer than ≈6.0)."""
-
-X86_VENDOR_INTEL = "GenuineIntel"
-X86_VENDOR_AMD = "AuthenticAMD"
-"""CPUID vendor strings; ``cpu_supports_p2pdma`` tests for ``X86_VENDOR_AMD``."""
 
 _MAX_BUS = 0xFF
 _MAX_SLOT = 0x1F
@@ -117,52 +105,6 @@ class PciExpType(enum.IntEnum):
     DOWNSTREAM = 0x6
     RC_END = 0x9
     """Root Complex Integrated Endpoint: sits directly on a root bus, no upstream bridge."""
-
-
-class P2pdmaWhitelistFlag(enum.Flag):
-    """Flags of a ``struct pci_p2pdma_whitelist_entry``."""
-
-    NONE = 0
-    REQ_SAME_HOST_BRIDGE = 1 << 0
-    """The entry allows host-bridge P2P only between devices below this one host bridge."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class P2pdmaWhitelistEntry:
-    """One row of ``pci_p2pdma_whitelist[]``: the host bridge function's vendor and device ID.
-
-    ``device`` may be :data:`PCI_ANY_ID` (any device of that vendor), as later kernels allow.
-    """
-
-    vendor: int
-    device: int
-    flags: P2pdmaWhitelistFlag = P2pdmaWhitelistFlag.NONE
-
-    def matches(self, vendor: int, device: int) -> bool:
-        """True when ``vendor:device`` is this entry (the whitelist lookup's match test)."""
-        return vendor == self.vendor and (self.device == PCI_ANY_ID or device == self.device)
-
-
-_SAME_HB = P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE
-
-PCI_P2PDMA_WHITELIST_V6_0: tuple[P2pdmaWhitelistEntry, ...] = (
-    # Intel Xeon E5 / Core i7 (same host bridge only).
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x3C00, _SAME_HB),
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x3C01, _SAME_HB),
-    # Intel Xeon E7 v3 / Xeon E5 v3 / Core i7 (same host bridge only).
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2F00, _SAME_HB),
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2F01, _SAME_HB),
-    # Intel Skylake-E.
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2030),
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2031),
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2032),
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2033),
-    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2020),
-)
-"""``pci_p2pdma_whitelist[]`` of the ≈v6.0 snapshot (``kernel-semantics.md`` §8.3, K-83).
-
-Newer kernels list more host bridges; :class:`PciTopology` takes the whitelist as a parameter.
-"""
 
 
 class PciBus:

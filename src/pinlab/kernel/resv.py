@@ -34,6 +34,12 @@ class DmaResvUsage(enum.IntEnum):
     BOOKKEEP = 3
 
 
+_USAGES = tuple(DmaResvUsage)
+"""Usage by value (the bytes of ``DmaResv._usages``)."""
+_USAGE_BYTES = tuple(bytes((u,)) for u in DmaResvUsage)
+"""Each usage as a one-byte string."""
+
+
 def dma_resv_usage_rw(write: bool) -> DmaResvUsage:
     """``dma_resv_usage_rw``: a writer waits for readers and writers (READ), a reader for
     writers only (WRITE). K-65."""
@@ -60,13 +66,18 @@ _UNLOCKED = object()
 class DmaResv:
     """A reservation object: lock owner plus ``(fence, usage)`` entries."""
 
-    __slots__ = ("_entries", "_holder", "kernel", "name")
+    __slots__ = ("_fences", "_holder", "_usages", "kernel", "name")
 
     def __init__(self, kernel: Kernel, name: str = "") -> None:
         self.kernel = kernel
         self.name = name
         self._holder: object = _UNLOCKED
-        self._entries: list[tuple[DmaFence, DmaResvUsage]] = []
+        # the entries: fences in insertion order and, byte for byte, their usages -- a tuple
+        # and a byte string, replaced on change: a resv holds a few fences, most none or one
+        # (a list of (fence, usage) pairs costs a list, its array and a tuple per fence; the
+        # empty tuple and one-byte strings are shared by CPython)
+        self._fences: tuple[DmaFence, ...] = ()
+        self._usages = b""
 
     # -- locking ---------------------------------------------------------------------------
     def _owner(self, ctx: WwAcquireCtx | None) -> object:
@@ -161,20 +172,22 @@ class DmaResv:
         """
         self.assert_held("dma_resv_add_fence")
         usage = DmaResvUsage(usage)
-        entries = self._entries
-        for i, (old, old_usage) in enumerate(entries):
+        fences, usages = self._fences, self._usages
+        for i, old in enumerate(fences):
             if (
-                old.context == fence.context and old_usage >= usage and fence.is_later_or_same(old)
+                old.context == fence.context and usages[i] >= usage and fence.is_later_or_same(old)
             ) or old.signaled:
-                entries[i] = (fence, usage)
+                self._fences = (*fences[:i], fence, *fences[i + 1 :])
+                self._usages = usages[:i] + _USAGE_BYTES[usage] + usages[i + 1 :]
                 return
-        entries.append((fence, usage))
+        self._fences = (*fences, fence)
+        self._usages = usages + _USAGE_BYTES[usage]
 
     def iter_fences(self, usage: DmaResvUsage) -> Iterator[tuple[DmaFence, DmaResvUsage]]:
         """``dma_resv_for_each_fence``: entries with usage <= ``usage``, in insertion order."""
-        for fence, fence_usage in self._entries:
+        for fence, fence_usage in zip(self._fences, self._usages, strict=True):
             if fence_usage <= usage:
-                yield fence, fence_usage
+                yield fence, _USAGES[fence_usage]
 
     def fences(self, usage: DmaResvUsage, *, unsignaled_only: bool = False) -> list[DmaFence]:
         """The fences a query with ``usage`` returns (K-65)."""
@@ -201,10 +214,12 @@ class DmaResv:
 
     def prune(self) -> None:
         """Drop signalled fences (what ``dma_resv_reserve_fences`` recycling achieves)."""
-        self._entries = [(f, u) for f, u in self._entries if not f.signaled]
+        kept = [(f, u) for f, u in zip(self._fences, self._usages, strict=True) if not f.signaled]
+        self._fences = tuple(f for f, _ in kept)
+        self._usages = bytes(u for _, u in kept)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._fences)
 
     def __repr__(self) -> str:
         return f"<dma_resv {self.name}>" if self.name else f"<dma_resv {id(self):#x}>"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -100,7 +100,7 @@ _serials = itertools.count(1)
 class TtmResource:
     """``struct ttm_resource``: where a BO's bytes are, charged to a dmem pool if any."""
 
-    __slots__ = ("allocation", "bo", "contiguous", "manager", "pool", "serial", "size")
+    __slots__ = ("allocation", "bo", "manager", "pool", "serial")
 
     def __init__(
         self,
@@ -112,10 +112,16 @@ class TtmResource:
         self.manager = manager
         self.bo = bo
         self.allocation = allocation
-        self.size = allocation.size
-        self.contiguous = allocation.contiguous
         self.pool = pool
         self.serial = next(_serials)
+
+    @property
+    def size(self) -> int:
+        return self.allocation.size
+
+    @property
+    def contiguous(self) -> bool:
+        return self.allocation.contiguous
 
     @property
     def mem_type(self) -> TtmMemType:
@@ -164,7 +170,9 @@ class TtmResourceManager:
         self.mem_type = mem_type
         self.name = name or f"{bdev.name}:{mem_type}"
         self.allocator = RangeAllocator(size, granule=granule, name=self.name)
-        self.lru: OrderedDict[int, TtmBufferObject] = OrderedDict()
+        # insertion order is LRU order (move to the tail = pop and re-insert): a plain dict
+        # costs less per BO than an OrderedDict's linked list
+        self.lru: dict[int, TtmBufferObject] = {}
         self.pinned: dict[int, TtmBufferObject] = {}
         self.eviction_fences: list[DmaFence] = []
         self.region = region
@@ -468,7 +476,8 @@ def ttm_bo_move_to_lru_tail(bo: TtmBufferObject) -> None:
     """``ttm_bo_move_to_lru_tail``: the BO was used; evict it last."""
     res = bo.resource
     if res is not None and not bo.pin_count and bo.serial in res.manager.lru:
-        res.manager.lru.move_to_end(bo.serial)
+        lru = res.manager.lru
+        lru[bo.serial] = lru.pop(bo.serial)
 
 
 # -- pinning -------------------------------------------------------------------------------

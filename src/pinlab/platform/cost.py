@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from pinlab.errors import ConfigError, config_error
 from pinlab.platform import pcie_model
@@ -1198,7 +1198,7 @@ class Stage(_Group):
         desc="host-DRAM crossings per staged byte per host (a DMA write and a DMA read)",
         source="one DMA write into the bounce buffer, one DMA read out of it",
     )
-    bounce_pinned: bool = _p(
+    bounce_pinned: StrictBool = _p(
         True,
         unit="bool",
         section="§5",
@@ -1552,7 +1552,7 @@ class Odp(_Group):
         source="out-of-order NIC DMA splits work into 4 KB / 64 KB chunks "
         "(`meta-pytorch/monarch` PR #4923)",
     )
-    prefetch: bool = _p(
+    prefetch: StrictBool = _p(
         False,
         unit="bool",
         section="§7",
@@ -1665,7 +1665,7 @@ class Evict(_Group):
     """Eviction and migration (``cost-model.md`` §8)."""
 
     d2h: EvictD2h = _group(EvictD2h, "eviction copy rate by PCIe generation (§8)")
-    moveback_throttle: bool = _p(
+    moveback_throttle: StrictBool = _p(
         True,
         unit="bool",
         section="§8",

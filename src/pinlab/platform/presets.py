@@ -98,7 +98,7 @@ _DDR4_2933_X6 = "140.8GB/s"
 
 _100G = parse_rate("100Gbps")
 
-_CALL = ConfigDict(arbitrary_types_allowed=False)
+_CALL = ConfigDict(arbitrary_types_allowed=False, strict=True)
 
 
 NicChoice = Literal["efa", "cx5", "cx6", "cx7"]

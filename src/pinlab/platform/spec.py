@@ -26,6 +26,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    StrictBool,
     ValidationError,
     model_validator,
 )
@@ -34,7 +35,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.errors import ConfigError
-from pinlab.kernel.pci import (
+from pinlab.kernel.pci_ids import (
     PCI_ANY_ID,
     PCI_P2PDMA_WHITELIST_V6_0,
     X86_VENDOR_AMD,
@@ -240,7 +241,7 @@ class SwitchSpec(_Spec):
     parent: Name = Field(description="host bridge or switch this switch hangs below")
     gen: PcieGen = 4
     width: PcieWidth = 16
-    acs_redirect: bool = False
+    acs_redirect: StrictBool = False
     vendor: PciId = Field(default=0x10B5, description="switch vendor ID (default Broadcom/PLX)")
     device: PciId = 0
     mps: PcieMps | None = Field(default=None, description="Max_Payload_Size (default pcie.mps)")
@@ -271,15 +272,15 @@ class DeviceSpec(_Spec):
     bar: Size | None = Field(default=None, description="BAR window (default: = memory)")
     gen: PcieGen = 4
     width: PcieWidth = 16
-    rciep: bool = Field(
+    rciep: StrictBool = Field(
         default=False, description="root-complex integrated endpoint (an APU's iGPU)"
     )
-    carve_out: bool | None = Field(
+    carve_out: StrictBool | None = Field(
         default=None,
         description="device memory is carved out of host DRAM (default: what the driver "
         "declares, true for 'apu')",
     )
-    gpu_import: bool | None = Field(
+    gpu_import: StrictBool | None = Field(
         default=None,
         description="register a GPU importer too (default: drivers that import dma-bufs, "
         "the amdgpu family)",
@@ -348,7 +349,7 @@ class NicSpec(_Spec):
     line_rate: LineRate | None = Field(default=None, description="default: the model's")
     link_layer: LinkLayer | None = Field(default=None, description="default: the model's")
     mtu: Mtu | None = Field(default=None, description="active MTU (default: the model's)")
-    odp: bool = Field(default=False, description="on-demand paging (drivers with ODP: mlx5)")
+    odp: StrictBool = Field(default=False, description="on-demand paging (drivers with ODP: mlx5)")
     gen: PcieGen = 4
     width: PcieWidth = 16
     vendor: PciId = 0
@@ -408,7 +409,7 @@ class WhitelistEntrySpec(_Spec):
 
     vendor: PciId
     device: PciId | Literal["any"]
-    same_host_bridge: bool = False
+    same_host_bridge: StrictBool = False
 
     def entry(self) -> P2pdmaWhitelistEntry:
         """The kernel-model entry."""

@@ -26,10 +26,13 @@ A policy file (see ``examples/policy/desktop.toml``)::
     [proposals.revocable-pins]                # preset 7.1 only
     enabled = false                           # keep the table, switch it off
 
-:func:`load_policy` reads and validates a file; every problem is one :class:`PolicyError` line
-naming the file, the field path (TOML key syntax), what was expected and what was found --
-``desktop.toml: users.alice.memlock: expected a size like "64MiB" or "unlimited", found
-"lots"`` -- and a TOML syntax error names the line and column. :func:`apply_policy` puts a
+:func:`load_policy` reads the file through :func:`~pinlab.tomlfile.read_toml` and validates it;
+every problem is one :class:`~pinlab.errors.ConfigError` line (:class:`PolicyError` for the
+policy's own rules) naming the file, the field path (TOML key syntax), what was expected and
+what was found -- ``desktop.toml: users.alice.memlock: expected a size like "64MiB" or
+"unlimited", found "lots"`` -- and a TOML syntax error names the line and column. Sizes are
+:mod:`pinlab.units` sizes plus the kernel's ``memparse`` suffixes; a limit above 2^64-1
+(``RLIM_INFINITY``, or what ``memparse`` would wrap) is refused. :func:`apply_policy` puts a
 validated policy onto a kernel + :class:`~pinlab.policy.cgroup.CgroupTree` +
 :class:`~pinlab.policy.dmem.DmemCgroupController` and returns the live proposals and the
 users' process settings (this layer cannot spawn processes; :meth:`AppliedPolicy.spawn_args`
@@ -38,15 +41,10 @@ gives ``System.spawn`` its keyword arguments).
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -56,8 +54,10 @@ from pydantic import (
     StrictBool,
     StrictInt,
     ValidationError,
+    ValidationInfo,
 )
 
+from pinlab.errors import ConfigError, config_error, show_value, toml_path
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import (
     CAP_IPC_LOCK,
@@ -75,6 +75,8 @@ from pinlab.policy.proposals import (
     memlock_dmabuf_pins,
     revocable_pins,
 )
+from pinlab.tomlfile import parse_toml, read_toml
+from pinlab.units import UnitError, compact_size, parse_limit, parse_size, unit_validator
 
 __all__ = [
     "CAPABILITIES",
@@ -87,121 +89,55 @@ __all__ = [
     "PolicyError",
     "UserSpec",
     "apply_policy",
-    "format_size",
     "load_policy",
     "parse_policy",
-    "parse_size",
     "preview_policy",
 ]
 
 CAPABILITIES = {"CAP_IPC_LOCK": CAP_IPC_LOCK, "CAP_SYS_RESOURCE": CAP_SYS_RESOURCE}
 DMEM_FILES = ("dmem.min", "dmem.low", "dmem.max", "dmem.pin.max")
 DMEM_PIN_MAX = "dmem-pin-max"
-
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "m": 1 << 20,
-    "g": 1 << 30,
-    "t": 1 << 40,
-    "p": 1 << 50,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-    "pib": 1 << 50,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "pb": 10**15,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_INTERFACE_FILES = frozenset((*DMEM_FILES, "dmem.current", "dmem.capacity"))
+"""dmem's interface files: a cgroup of one of these names would collide with the file
+(``cgroup_mkdir`` answers ``-EEXIST``), as would any ``cgroup.*`` name."""
 
 
-class PolicyError(Exception):
+class PolicyError(ConfigError):
     """A policy file problem, as one line: ``FILE: FIELD: expected ..., found ...``."""
+
+    @classmethod
+    def of(cls, error: ConfigError) -> PolicyError:
+        """``error`` (say, from :func:`~pinlab.errors.config_error`) as a policy error."""
+        return cls(error.source, error.where, error.message)
 
 
 # -- sizes ---------------------------------------------------------------------------------------
 
-
-def _found(value: object) -> str:
-    """A value as the message shows it (strings in double quotes, like the file)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (str, int, float)):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
+_RLIMIT_BOUND = "RLIM_INFINITY (2^64-1)"
+_DMEM_BOUND = "2^64-1, the largest value memparse reads without wrapping"
 
 
-def parse_size(value: object, *, unlimited: str | None = None) -> int | None:
-    """Bytes from ``value``: an integer, or a string with an optional unit -- ``K``/``M``/``G``
-    (binary, as the kernel's memparse), ``KiB``/``MiB``/``GiB``/``TiB`` (binary),
-    ``KB``/``MB``/``GB``/``TB`` (decimal), ``B``. ``unlimited`` names the word for "no limit"
-    (``"unlimited"``, ``"max"``), returned as None. ``ValueError`` otherwise."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(value)
-        return value
-    if not isinstance(value, str):
-        raise ValueError(value)
-    if unlimited is not None and value.strip().lower() == unlimited:
-        return None
-    m = _SIZE_RE.match(value)
-    if m is None or m.group(2).lower() not in _SIZE_UNITS:
-        raise ValueError(value)
-    number = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
-    if not math.isfinite(number) or number != int(number):
-        raise ValueError(value)
-    return int(number)
+def _limit(word: str, bound: str) -> Any:
+    """A validator of a size that may be ``word`` (no limit, None), with memparse suffixes."""
 
-
-def format_size(value: int | None, *, unlimited: str = "unlimited") -> str:
-    """``64MiB``, ``1.5GiB``, ``4096B``; None as ``unlimited``."""
-    if value is None:
-        return unlimited
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= scale and value % (scale // 16) == 0:
-            text = f"{value / scale:.4f}".rstrip("0").rstrip(".")
-            return f"{text}{unit}"
-    return f"{value}B"
-
-
-def _size_or(word: str) -> Any:
     def parse(value: object) -> int | None:
         if value is None:  # already parsed (a scalar memlock expanded to soft = hard)
             return None
-        try:
-            return parse_size(value, unlimited=word)
-        except ValueError:
-            raise ValueError(
-                f'expected a size like "64MiB" or "{word}", found {_found(value)}'
-            ) from None
+        return parse_limit(value, unlimited=word, bound=bound)
 
-    return parse
+    return unit_validator(parse)
 
 
-def _size_only(value: object) -> int:
-    try:
-        size = parse_size(value)
-    except ValueError:
-        raise ValueError(f'expected a size like "16GiB", found {_found(value)}') from None
-    assert size is not None
-    return size
+def _capacity(value: object) -> int:
+    return parse_size(value, memparse=True)
 
 
-MemlockSize = Annotated[int | None, BeforeValidator(_size_or("unlimited"))]
-"""RLIMIT_MEMLOCK in bytes; None is ``RLIM_INFINITY``."""
-CapSize = Annotated[int | None, BeforeValidator(_size_or("unlimited"))]
-Capacity = Annotated[int, BeforeValidator(_size_only)]
+MemlockSize = Annotated[int | None, BeforeValidator(_limit("unlimited", _RLIMIT_BOUND))]
+"""RLIMIT_MEMLOCK in bytes, at most ``RLIM_INFINITY``; None is ``RLIM_INFINITY``."""
+CapSize = Annotated[
+    int | None, BeforeValidator(_limit("unlimited", "2^64-1 bytes, the largest size"))
+]
+Capacity = Annotated[int, BeforeValidator(unit_validator(_capacity))]
 
 
 # -- dmem lines ----------------------------------------------------------------------------------
@@ -220,19 +156,17 @@ class DmemLine:
 
 
 def _dmem_line(value: object) -> DmemLine:
-    expected = 'expected a line "<region> <bytes|max>" like "drm/0000:03:00.0/vram 2GiB"'
-    if not isinstance(value, str):
-        raise ValueError(f"{expected}, found {_found(value)}")
-    parts = value.split()
+    """``<region> <bytes|max>``; the value below 2^64, so that ``memparse`` (which wraps at
+    64 bits, ``lib/cmdline.c``) reads the number written, never 0 for 2^64."""
+    parts = value.split() if isinstance(value, str) else []
     if len(parts) != 2:
-        raise ValueError(f"{expected}, found {_found(value)}")
+        raise UnitError('a line "<region> <bytes|max>" like "drm/0000:03:00.0/vram 2GiB"', value)
     region, raw = parts
     try:
-        size = parse_size(raw, unlimited="max")
-    except ValueError:
-        raise ValueError(
-            f'expected a value in bytes, K/M/G, KiB/MiB/GiB or "max" after {region}, '
-            f"found {_found(raw)}"
+        size = parse_limit(raw, unlimited="max", bound=_DMEM_BOUND)
+    except UnitError as e:
+        raise UnitError(
+            f'a value in bytes, K/M/G, KiB/MiB/GiB or "max" after {region}', raw, e.detail
         ) from None
     return DmemLine(region, size)
 
@@ -246,7 +180,8 @@ def _as_list(value: object) -> object:
 
 
 DmemLines = Annotated[
-    list[Annotated[DmemLine, BeforeValidator(_dmem_line)]], BeforeValidator(_as_list)
+    list[Annotated[DmemLine, BeforeValidator(unit_validator(_dmem_line))]],
+    BeforeValidator(_as_list),
 ]
 
 
@@ -269,10 +204,14 @@ class MemlockSpec(_Strict):
         return soft, hard
 
 
-def _memlock(value: object) -> object:
+_MEMLOCK = _limit("unlimited", _RLIMIT_BOUND)
+
+
+def _memlock(value: object, info: ValidationInfo) -> object:
+    """A scalar memlock is soft = hard."""
     if isinstance(value, dict):
         return value
-    size = _size_or("unlimited")(value)
+    size = _MEMLOCK(value, info)
     return {"soft": size, "hard": size}
 
 
@@ -384,151 +323,29 @@ def _norm(path: str) -> str:
 
 # -- loading -------------------------------------------------------------------------------------
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _key(part: str | int) -> str:
-    if isinstance(part, int):
-        return f"[{part}]"
-    return part if _BARE_KEY.match(part) else json.dumps(part, ensure_ascii=False)
-
-
-def _loc_path(loc: Iterable[str | int]) -> str:
-    text = ""
-    for part in loc:
-        key = _key(part)
-        text += key if key.startswith("[") else (f".{key}" if text else key)
-    return text or "(top level)"
-
-
-_TYPE_NAMES = {
-    "int_type": "an integer",
-    "int_parsing": "an integer",
-    "int_from_float": "an integer",
-    "string_type": "a string",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "list_type": "a list",
-    "dict_type": "a table",
-    "model_type": "a table",
-    "model_attributes_type": "a table",
-}
-
-
-def _error_message(error: Mapping[str, Any]) -> str:
-    kind = str(error["type"])
-    found = _found(error.get("input"))
-    ctx = error.get("ctx") or {}
-    if kind == "value_error":
-        return str(ctx.get("error", error["msg"]))
-    if kind == "missing":
-        return "expected a value, found nothing"
-    if kind == "extra_forbidden":
-        return f"unknown field, found {found}"
-    if kind == "literal_error":
-        return f"expected one of {ctx.get('expected', '')}, found {found}"
-    if kind in ("greater_than_equal", "less_than", "greater_than", "less_than_equal"):
-        bound = {
-            "greater_than_equal": f">= {ctx.get('ge')}",
-            "greater_than": f"> {ctx.get('gt')}",
-            "less_than": f"< {ctx.get('lt')}",
-            "less_than_equal": f"<= {ctx.get('le')}",
-        }[kind]
-        return f"expected a number {bound}, found {found}"
-    if kind in _TYPE_NAMES:
-        return f"expected {_TYPE_NAMES[kind]}, found {found}"
-    return f"{error['msg'][0].lower()}{error['msg'][1:]}, found {found}"
-
-
-def _unwrap(annotation: Any) -> Any:
-    """Strip ``Annotated[...]`` and ``X | None`` down to the one interesting type."""
-    while True:
-        origin = get_origin(annotation)
-        if origin is Annotated:
-            annotation = get_args(annotation)[0]
-            continue
-        if origin in (Union, UnionType):
-            args = [a for a in get_args(annotation) if a is not type(None)]
-            if len(args) == 1:
-                annotation = args[0]
-                continue
-        return annotation
-
-
-def _allowed_fields(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
-    """The field names (aliases) the table at ``loc[:-1]`` accepts, for unknown-field
-    messages; walks models, ``dict[str, X]`` and ``list[X]`` along the error location."""
-    ann: Any = model
-    for part in loc[:-1]:
-        ann = _unwrap(ann)
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            match = next(
-                (f for name, f in ann.model_fields.items() if part in (f.alias, name)), None
-            )
-            if match is None:
-                return []
-            ann = match.annotation
-        elif get_origin(ann) is dict:
-            ann = get_args(ann)[1]
-        elif get_origin(ann) is list:
-            ann = get_args(ann)[0]
-        else:
-            return []
-    ann = _unwrap(ann)
-    if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
-        return []
-    return [f.alias or name for name, f in ann.model_fields.items()]
-
-
-def _validation_message(source: str, e: ValidationError, model: type[BaseModel]) -> str:
-    errors = e.errors(include_url=False)
-    first = errors[0]
-    loc = tuple(first["loc"])
-    message = _error_message(first)
-    if first["type"] == "extra_forbidden":
-        allowed = _allowed_fields(model, loc)
-        if allowed:
-            message = f"unknown field (expected one of {', '.join(allowed)})"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{source}: {_loc_path(loc)}: {message}{more}"
-
-
-_TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
-
 
 def parse_policy(text: str, source: str = "<policy>") -> PolicyConfig:
-    """Validate policy ``text``; ``source`` names it in error messages (a file name)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        msg = str(e)
-        m = _TOML_POS.search(msg)
-        if m is not None:
-            where = f"line {m.group(1)}, column {m.group(2)}"
-            raise PolicyError(f"{source}: {where}: invalid TOML: {msg[: m.start()]}") from None
-        raise PolicyError(f"{source}: invalid TOML: {msg}") from None
-    try:
-        config = PolicyConfig.model_validate(data)
-    except ValidationError as e:
-        raise PolicyError(_validation_message(source, e, PolicyConfig)) from None
-    _check_references(config, source)
-    return config
+    """Validate policy ``text``; ``source`` names it in error messages (a file name).
+
+    Raises :class:`~pinlab.errors.ConfigError` for text that is not TOML
+    (:func:`~pinlab.tomlfile.parse_toml`), :class:`PolicyError` for a policy that is not valid.
+    """
+    return _validate(parse_toml(text, source), source)
 
 
 def load_policy(path: str | Path) -> PolicyConfig:
-    """Read and validate a policy file (``PolicyError`` for a missing or invalid file)."""
-    source = str(path)
+    """Read and validate a policy file (:func:`~pinlab.tomlfile.read_toml`'s errors for a
+    missing or unreadable file, :class:`PolicyError` for an invalid policy)."""
+    return _validate(read_toml(path, what="a TOML policy file"), str(path))
+
+
+def _validate(data: dict[str, Any], source: str) -> PolicyConfig:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PolicyError(f"{source}: no such file (expected a TOML policy file)") from None
-    except IsADirectoryError:
-        raise PolicyError(f"{source}: is a directory (expected a TOML policy file)") from None
-    except UnicodeDecodeError as e:
-        raise PolicyError(f"{source}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except OSError as e:
-        raise PolicyError(f"{source}: cannot read: {e.strerror}") from None
-    return parse_policy(text, source)
+        config = PolicyConfig.model_validate(data)
+    except ValidationError as e:
+        raise PolicyError.of(config_error(e, source, model=PolicyConfig)) from None
+    _check_references(config, source)
+    return config
 
 
 def _check_references(config: PolicyConfig, source: str) -> None:
@@ -536,22 +353,29 @@ def _check_references(config: PolicyConfig, source: str) -> None:
     seen: dict[str, str] = {}
     for key in config.cgroups:
         parts = _path_parts(key)
-        where = f"cgroups.{_key(key)}"
+        where = toml_path(("cgroups", key))
         if not parts:
             raise PolicyError(
-                f"{source}: {where}: expected a cgroup below the root (the root has no "
-                f"dmem.min/low/max), found {_found(key)}"
+                source,
+                where,
+                "expected a cgroup below the root (the root has no dmem.min/low/max), "
+                f"found {show_value(key)}",
             )
-        bad = next((p for p in parts if p in (".", "..") or p.startswith("cgroup.")), None)
+        bad = next((p for p in parts if not _is_cgroup_name(p)), None)
         if bad is not None:
             raise PolicyError(
-                f"{source}: {where}: expected a path of cgroup names, found {_found(bad)}"
+                source,
+                where,
+                "expected a path of cgroup names (no newline, not . or .., not the name of an "
+                f"interface file), found {show_value(bad)}",
             )
         norm = _norm(key)
         if norm in seen:
             raise PolicyError(
-                f"{source}: {where}: expected each cgroup once, found it again "
-                f"(also cgroups.{_key(seen[norm])})"
+                source,
+                where,
+                "expected each cgroup once, found it again "
+                f"(also {toml_path(('cgroups', seen[norm]))})",
             )
         seen[norm] = key
     declared = ", ".join(config.regions) or "none"
@@ -559,52 +383,75 @@ def _check_references(config: PolicyConfig, source: str) -> None:
     for key, spec in config.cgroups.items():
         for filename, lines in spec.files().items():
             for i, line in enumerate(lines):
-                where = f"cgroups.{_key(key)}.{_key(filename)}[{i}]"
+                where = toml_path(("cgroups", key, filename, i))
                 if line.region not in config.regions:
                     raise PolicyError(
-                        f"{source}: {where}: expected a region declared in [regions] "
-                        f"({declared}), found {_found(line.region)}"
+                        source,
+                        where,
+                        f"expected a region declared in [regions] ({declared}), "
+                        f"found {show_value(line.region)}",
                     )
                 if filename == "dmem.pin.max" and not pin_max_on:
                     raise PolicyError(
-                        f"{source}: {where}: expected [proposals.{DMEM_PIN_MAX}] to be on "
-                        f"(dmem.pin.max is its file), found it off"
+                        source,
+                        where,
+                        f"expected [proposals.{DMEM_PIN_MAX}] to be on (dmem.pin.max is its "
+                        "file), found it off",
                     )
     for name, region_size in config.regions.items():
         if region_size <= 0:
             raise PolicyError(
-                f"{source}: regions.{_key(name)}: expected a capacity above 0 (a region of "
-                f"size 0 is no region), found {_found(region_size)}"
+                source,
+                toml_path(("regions", name)),
+                "expected a capacity above 0 (a region of size 0 is no region), "
+                f"found {show_value(region_size)}",
             )
     paths = set(config.cgroup_paths()) | {"/"}
     uids: dict[int, str] = {}
     for name, user in config.users.items():
-        where = f"users.{_key(name)}"
         if _norm(user.cgroup) not in paths:
             raise PolicyError(
-                f"{source}: {where}.cgroup: expected a cgroup of [cgroups] or one of its "
-                f"parents, found {_found(user.cgroup)}"
+                source,
+                toml_path(("users", name, "cgroup")),
+                "expected a cgroup of [cgroups] or one of its parents, "
+                f"found {show_value(user.cgroup)}",
             )
         if user.uid in uids:
             raise PolicyError(
-                f"{source}: {where}.uid: expected a uid of its own, found {user.uid} "
-                f"(also users.{_key(uids[user.uid])}.uid)"
+                source,
+                toml_path(("users", name, "uid")),
+                f"expected a uid of its own, found {user.uid} "
+                f"(also {toml_path(('users', uids[user.uid], 'uid'))})",
             )
         uids[user.uid] = name
         soft, hard = user.memlock.as_rlimit()
         if soft > hard:
             raise PolicyError(
-                f"{source}: {where}.memlock: expected soft <= hard, found soft "
-                f"{format_size(user.memlock.soft)} > hard {format_size(user.memlock.hard)}"
+                source,
+                toml_path(("users", name, "memlock")),
+                f"expected soft <= hard, found soft {compact_size(user.memlock.soft)} > "
+                f"hard {compact_size(user.memlock.hard)}",
             )
     cap = config.proposals.device_pin_cap
     if cap is not None:
         for device in cap.per_device:
             if not device:
                 raise PolicyError(
-                    f"{source}: proposals.device-pin-cap.per_device: expected device names, "
-                    'found ""'
+                    source,
+                    "proposals.device-pin-cap.per_device",
+                    'expected device names, found ""',
                 )
+
+
+def _is_cgroup_name(name: str) -> bool:
+    """What ``cgroup_mkdir`` accepts as a name (``-EINVAL`` for a newline, ``-EEXIST`` for
+    ``.``, ``..`` and the names of interface files)."""
+    return (
+        "\n" not in name
+        and name not in (".", "..")
+        and not name.startswith("cgroup.")
+        and name not in _INTERFACE_FILES
+    )
 
 
 # -- applying ------------------------------------------------------------------------------------
@@ -669,12 +516,14 @@ def apply_policy(
     if has_limits:
         if not kernel.profile.dmem:
             raise PolicyError(
-                f"{source}: cgroups: expected a kernel with the dmem controller (profile 6.14 "
-                f"or later) for dmem limits, found kernel {kernel.profile.name}"
+                source,
+                "cgroups",
+                "expected a kernel with the dmem controller (profile 6.14 or later) for dmem "
+                f"limits, found kernel {kernel.profile.name}",
             )
         if dmem is None:
             raise PolicyError(
-                f"{source}: cgroups: expected a dmem controller to apply dmem limits to, found none"
+                source, "cgroups", "expected a dmem controller to apply dmem limits to, found none"
             )
     if dmem is not None:
         registered = {r.name for r in dmem.regions}
@@ -682,12 +531,17 @@ def apply_policy(
             if name not in registered:
                 have = ", ".join(sorted(registered)) or "none"
                 raise PolicyError(
-                    f"{source}: regions.{_key(name)}: expected a region registered on this "
-                    f"machine ({have}), found {_found(name)}"
+                    source,
+                    toml_path(("regions", name)),
+                    f"expected a region registered on this machine ({have}), "
+                    f"found {show_value(name)}",
                 )
     for path in config.cgroup_paths():
         if not tree.exists(path):
-            tree.mkdir(path)
+            try:
+                tree.mkdir(path)
+            except KernelError as e:  # validated names: only a clash with this tree's files
+                raise PolicyError(source, toml_path(("cgroups", path)), str(e)) from None
     applied = AppliedPolicy(config, kernel, tree, dmem)
     devices = list(ttm_devices)
     wanted = None if only_proposals is None else set(only_proposals)
@@ -698,15 +552,15 @@ def apply_policy(
             applied.proposals[name] = _install(name, spec, kernel, tree, dmem, devices)
     except ValueError as e:
         applied.uninstall()
-        raise PolicyError(f"{source}: proposals.{name}: {e}") from None
+        raise PolicyError(source, f"proposals.{name}", str(e)) from None
     for key, spec in config.cgroups.items():
         for filename, lines in spec.files().items():
             for i, line in enumerate(lines):
                 try:
                     tree.write(_norm(key), filename, line.render())
                 except KernelError as e:
-                    where = f"cgroups.{_key(key)}.{_key(filename)}[{i}]"
-                    raise PolicyError(f"{source}: {where}: {e}") from None
+                    where = toml_path(("cgroups", key, filename, i))
+                    raise PolicyError(source, where, str(e)) from None
     for user in config.users.values():
         kernel.get_user(user.uid)
     return applied

@@ -14,7 +14,8 @@ the kernel-side interface :class:`pinlab.kernel.dmem.DmemController` that TTM ca
 * pools (``dmem_cgroup_pool_state``): one per (cgroup, region), created lazily -- with the
   same region's pools of all ancestors -- at the first charge or limit write; each holds a
   :class:`~pinlab.policy.page_counter.PageCounter` in **bytes** whose parent is the same
-  region's pool of the parent cgroup;
+  region's pool of the parent cgroup (:class:`RegionPool` in a :class:`PoolTable`, which the
+  dmem-pin-max proposal's pin pools share);
 * :meth:`~DmemCgroupController.try_charge` (``dmem_cgroup_try_charge``): charge the
   **allocating task's** cgroup and every ancestor (P-16); a limit refusal is ``-EAGAIN``
   carrying the pool that refused (P-17, P-18); :meth:`~DmemCgroupController.uncharge`
@@ -40,6 +41,7 @@ from __future__ import annotations
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Generic, Self, TypeVar
 
 from pinlab.kernel.dmem import DmemChargeError, DmemRegion
 from pinlab.kernel.errno import Errno, KernelError
@@ -153,41 +155,30 @@ def dmemcg_limit_write(
 # -- pools ---------------------------------------------------------------------------------------
 
 
-class DmemPool:
-    """``struct dmem_cgroup_pool_state``: one region's accounting in one cgroup.
+class RegionPool:
+    """One region's byte counter in one cgroup, whose parent counter is the same region's pool
+    of the parent cgroup -- the shape of ``struct dmem_cgroup_pool_state``, shared with the
+    dmem-pin-max proposal's pin pools. ``label`` names the counter in page_counter warnings
+    and ``kind`` the pool in ``repr``."""
 
-    ``cnt`` is the byte counter (parent: the same region's pool of the parent cgroup).
-    ``evict_allowed`` / ``evict_denied`` / ``evict_low_skipped`` count the verdicts of
-    :meth:`DmemCgroupController.evict_valuable` with this pool as the victim's pool (a
-    "may evict" still lets TTM skip a pinned or busy BO).
-    """
-
-    __slots__ = (
-        "cgroup",
-        "cnt",
-        "evict_allowed",
-        "evict_denied",
-        "evict_low_skipped",
-        "parent",
-        "region",
-    )
+    __slots__ = ("cgroup", "cnt", "parent", "region")
+    label = "dmem"
+    kind = "dmem pool"
+    protection = True
 
     def __init__(
-        self, cgroup: Cgroup, region: DmemRegion, parent: DmemPool | None, warnings: list[str]
+        self, cgroup: Cgroup, region: DmemRegion, parent: Self | None, warnings: list[str]
     ) -> None:
         self.cgroup = cgroup
         self.region = region
         self.parent = parent
         self.cnt: PageCounter = PageCounter(
             parent.cnt if parent is not None else None,
-            protection_support=True,
-            name=f"dmem {cgroup.path} {region.name}",
+            protection_support=self.protection,
+            name=f"{self.label} {cgroup.path} {region.name}",
             owner=self,
             warnings=warnings,
         )
-        self.evict_allowed = 0
-        self.evict_denied = 0
-        self.evict_low_skipped = 0
 
     @property
     def current(self) -> int:
@@ -198,16 +189,106 @@ class DmemPool:
         return self.cnt.max
 
     @property
+    def failcnt(self) -> int:
+        return self.cnt.failcnt
+
+    def __repr__(self) -> str:
+        return (
+            f"<{self.kind} {self.cgroup.path} {self.region.name} "
+            f"current={self.current} max={format_limit(self.max)}>"
+        )
+
+
+P = TypeVar("P", bound=RegionPool)
+
+
+class PoolTable(Generic[P]):
+    """The pools of every cgroup by region (``dmem_cgroup_state->pools``), each created on
+    demand together with the same region's pools of all ancestors (``get_cg_pool_unlocked``).
+    ``make(cgroup, region, parent)`` builds one pool."""
+
+    __slots__ = ("_by_cgroup", "_make", "tree")
+
+    def __init__(self, tree: CgroupTree, make: Callable[[Cgroup, DmemRegion, P | None], P]) -> None:
+        self.tree = tree
+        self._make = make
+        self._by_cgroup: dict[Cgroup, dict[DmemRegion, P]] = {}
+
+    def find(self, cgrp: Cgroup | str, region: DmemRegion) -> P | None:
+        """The pool of ``region`` in ``cgrp`` (a path or a cgroup), if it was created."""
+        if isinstance(cgrp, str):
+            cgrp = self.tree.lookup(cgrp)
+        pools = self._by_cgroup.get(cgrp)
+        return pools.get(region) if pools is not None else None
+
+    def get(self, cgrp: Cgroup, region: DmemRegion) -> P:
+        """Find or create the pool, creating the ancestors' pools first."""
+        pool = self.find(cgrp, region)
+        if pool is not None:
+            return pool
+        parent = self.get(cgrp.parent, region) if cgrp.parent is not None else None
+        pool = self._make(cgrp, region, parent)
+        self._by_cgroup.setdefault(cgrp, {})[region] = pool
+        return pool
+
+    def of(self, cgrp: Cgroup | str | None = None) -> list[P]:
+        """The pools of one cgroup, or of every cgroup (pre-order, dying ones included)."""
+        if cgrp is not None:
+            if isinstance(cgrp, str):
+                cgrp = self.tree.lookup(cgrp)
+            return list(self._by_cgroup.get(cgrp, {}).values())
+        out: list[P] = []
+        for c in self.tree.walk_css(self.tree.root):
+            out.extend(self._by_cgroup.get(c, {}).values())
+        return out
+
+    def release(self, cgrp: Cgroup) -> None:
+        """A freed cgroup's pools go away, their counters detached from the parents'."""
+        for pool in self._by_cgroup.pop(cgrp, {}).values():
+            pool.cnt.detach()
+
+    def forget_region(self, region: DmemRegion) -> None:
+        """``region``'s pools leave their cgroups (the charges they hold can still be uncharged)."""
+        for pools in self._by_cgroup.values():
+            pools.pop(region, None)
+
+    def show(
+        self, regions: Callable[[], Iterable[DmemRegion]], get: Callable[[P | None], int]
+    ) -> Callable[[Cgroup], str]:
+        """A ``dmemcg_limit_show`` file of ``get(pool)`` per region (the pool or None)."""
+
+        def show(cgrp: Cgroup) -> str:
+            return dmemcg_limit_show(regions(), lambda r: get(self.find(cgrp, r)))
+
+        return show
+
+
+class DmemPool(RegionPool):
+    """``struct dmem_cgroup_pool_state``: one region's accounting in one cgroup.
+
+    ``cnt`` is the byte counter (parent: the same region's pool of the parent cgroup).
+    ``evict_allowed`` / ``evict_denied`` / ``evict_low_skipped`` count the verdicts of
+    :meth:`DmemCgroupController.evict_valuable` with this pool as the victim's pool (a
+    "may evict" still lets TTM skip a pinned or busy BO).
+    """
+
+    __slots__ = ("evict_allowed", "evict_denied", "evict_low_skipped")
+
+    def __init__(
+        self, cgroup: Cgroup, region: DmemRegion, parent: DmemPool | None, warnings: list[str]
+    ) -> None:
+        super().__init__(cgroup, region, parent, warnings)
+        self.evict_allowed = 0
+        self.evict_denied = 0
+        self.evict_low_skipped = 0
+
+    @property
     def min(self) -> int:
         return self.cnt.min
 
     @property
     def low(self) -> int:
         return self.cnt.low
-
-    @property
-    def failcnt(self) -> int:
-        return self.cnt.failcnt
 
     def is_descendant_of(self, other: DmemPool) -> bool:
         """``other`` is this pool or one of its ancestor pools (same region)."""
@@ -217,12 +298,6 @@ class DmemPool:
                 return True
             pool = pool.parent
         return False
-
-    def __repr__(self) -> str:
-        return (
-            f"<dmem pool {self.cgroup.path} {self.region.name} "
-            f"current={self.current} max={format_limit(self.max)}>"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,8 +346,10 @@ class DmemCgroupController(CgroupSubsys):
     def __init__(self, tree: CgroupTree | None = None) -> None:
         self.tree = tree if tree is not None else CgroupTree()
         self._regions: list[DmemRegion] = []
-        self._pools: dict[Cgroup, dict[DmemRegion, DmemPool]] = {}
         self.warnings: list[str] = []
+        self._pools: PoolTable[DmemPool] = PoolTable(
+            self.tree, lambda cgrp, region, parent: DmemPool(cgrp, region, parent, self.warnings)
+        )
         self.kernel: Kernel | None = None
         self.limit_hits = 0
         self.max_writes_ignored = 0
@@ -334,8 +411,7 @@ class DmemCgroupController(CgroupSubsys):
         if region is None:
             return
         self._regions = [r for r in self._regions if r is not region]
-        for pools in self._pools.values():
-            pools.pop(region, None)
+        self._pools.forget_region(region)
         region.unregistered = True
 
     def region_by_name(self, name: str) -> DmemRegion | None:
@@ -348,10 +424,7 @@ class DmemCgroupController(CgroupSubsys):
     # -- pools ----------------------------------------------------------------------------------
     def find_pool(self, cgrp: Cgroup | str, region: DmemRegion) -> DmemPool | None:
         """``find_cg_pool_locked``: the pool of ``region`` in ``cgrp``, if it was created."""
-        if isinstance(cgrp, str):
-            cgrp = self.tree.lookup(cgrp)
-        pools = self._pools.get(cgrp)
-        return pools.get(region) if pools is not None else None
+        return self._pools.find(cgrp, region)
 
     def get_pool(self, cgrp: Cgroup, region: DmemRegion) -> DmemPool:
         """``get_cg_pool_unlocked``: find or create the pool (and its ancestors' pools);
@@ -360,24 +433,11 @@ class DmemCgroupController(CgroupSubsys):
             raise KernelError(
                 Errno.ENODEV, "get_cg_pool_unlocked", f"region {region.name} is unregistered"
             )
-        pool = self.find_pool(cgrp, region)
-        if pool is not None:
-            return pool
-        parent = self.get_pool(cgrp.parent, region) if cgrp.parent is not None else None
-        pool = DmemPool(cgrp, region, parent, self.warnings)
-        self._pools.setdefault(cgrp, {})[region] = pool
-        return pool
+        return self._pools.get(cgrp, region)
 
     def pools(self, cgrp: Cgroup | str | None = None) -> list[DmemPool]:
         """The pools of one cgroup, or of every cgroup (pre-order, dying ones included)."""
-        if cgrp is not None:
-            if isinstance(cgrp, str):
-                cgrp = self.tree.lookup(cgrp)
-            return list(self._pools.get(cgrp, {}).values())
-        out: list[DmemPool] = []
-        for c in self.tree.walk_css(self.tree.root):
-            out.extend(self._pools.get(c, {}).values())
-        return out
+        return self._pools.of(cgrp)
 
     # -- the DmemController interface TTM calls ---------------------------------------------------
     def try_charge(self, region: DmemRegion, size: int, task: object) -> DmemPool | None:
@@ -484,8 +544,7 @@ class DmemCgroupController(CgroupSubsys):
         climit = limit_pool.cnt
         region = limit_pool.region
         for cgrp in self.tree.walk_css(limit_pool.cgroup):
-            pools = self._pools.get(cgrp)
-            pool = pools.get(region) if pools is not None else None
+            pool = self._pools.find(cgrp, region)
             if pool is None:
                 continue
             page_counter_calculate_protection(climit, pool.cnt, True)
@@ -495,15 +554,14 @@ class DmemCgroupController(CgroupSubsys):
     # -- cgroup callbacks -----------------------------------------------------------------------
     def css_offline(self, cgrp: Cgroup) -> None:
         """``dmemcs_offline`` → ``reset_all_resource_limits``: min 0, low 0, max max (P-32)."""
-        for pool in self._pools.get(cgrp, {}).values():
+        for pool in self._pools.of(cgrp):
             pool.cnt.set_min(0)
             pool.cnt.set_low(0)
             pool.cnt.set_max(PAGE_COUNTER_MAX)
 
     def css_released(self, cgrp: Cgroup) -> None:
         """``dmemcs_free``: the removed cgroup's pools go away."""
-        for pool in self._pools.pop(cgrp, {}).values():
-            pool.cnt.detach()
+        self._pools.release(cgrp)
 
     # -- interface files ------------------------------------------------------------------------
     def cftypes(self) -> Sequence[CgroupFile]:
@@ -535,10 +593,7 @@ class DmemCgroupController(CgroupSubsys):
         return "".join(f"{r.name} {r.size}\n" for r in self._regions)
 
     def _show(self, get: Callable[[DmemPool | None], int]) -> Callable[[Cgroup], str]:
-        def show(cgrp: Cgroup) -> str:
-            return dmemcg_limit_show(self._regions, lambda r: get(self.find_pool(cgrp, r)))
-
-        return show
+        return self._pools.show(lambda: self._regions, get)
 
     def _writer(
         self, filename: str, apply: Callable[[DmemPool, int], None]

@@ -20,9 +20,10 @@ from rich.tree import Tree
 
 from pinlab.kernel.kernel import Kernel
 from pinlab.policy.cgroup import Cgroup, CgroupTree
-from pinlab.policy.config import UserSpec, format_size
+from pinlab.policy.config import UserSpec
 from pinlab.policy.dmem import DmemCgroupController
 from pinlab.policy.proposals import PROPOSALS, summary
+from pinlab.units import compact_size
 
 __all__ = ["render_policy"]
 
@@ -42,7 +43,7 @@ def _lines(tree: CgroupTree, cgrp: Cgroup, filename: str) -> list[tuple[str, str
 
 
 def _value(raw: str) -> str:
-    return raw if raw == "max" else format_size(int(raw))
+    return raw if raw == "max" else compact_size(int(raw))
 
 
 def _label(
@@ -113,8 +114,8 @@ def _cgroup_tree(
 
 def _memlock(spec: UserSpec) -> str:
     soft, hard = spec.memlock.soft, spec.memlock.hard
-    text = format_size(soft)
-    return text if soft == hard else f"{text} (hard {format_size(hard)})"
+    text = compact_size(soft)
+    return text if soft == hard else f"{text} (hard {compact_size(hard)})"
 
 
 def _users_table(users: Mapping[str, UserSpec], kernel: Kernel | None, *, usage: bool) -> Table:
@@ -134,7 +135,7 @@ def _users_table(users: Mapping[str, UserSpec], kernel: Kernel | None, *, usage:
         ]
         if with_usage and kernel is not None:
             user = kernel.users.get(spec.uid)
-            row.append(format_size(user.locked_vm * 4096) if user is not None else "0B")
+            row.append(compact_size(user.locked_vm * 4096) if user is not None else "0B")
         table.add_row(*row)
     return table
 
@@ -165,7 +166,7 @@ def _size_text(value: object) -> str:
     if value is None:
         return "unlimited"
     if isinstance(value, int) and not isinstance(value, bool):
-        return format_size(value)
+        return compact_size(value)
     return str(value)
 
 
@@ -181,11 +182,11 @@ def _denials(policy: object) -> str:
 def _counters(policy: object) -> str:
     out: list[str] = []
     formats: tuple[tuple[str, Callable[[int], str]], ...] = (
-        ("charged_pages", lambda v: f"charged {format_size(v * 4096)}"),
+        ("charged_pages", lambda v: f"charged {compact_size(v * 4096)}"),
         ("pins", lambda v: f"{v} pins"),
         ("charged", lambda v: f"{v} buffers charged"),
         ("revocations", lambda v: f"{v} revoked"),
-        ("revoked_bytes", lambda v: f"{format_size(v)} taken back"),
+        ("revoked_bytes", lambda v: f"{compact_size(v)} taken back"),
         ("refused", lambda v: f"{v} not revocable"),
     )
     for attr, fmt in formats:
@@ -194,7 +195,7 @@ def _counters(policy: object) -> str:
             out.append(fmt(value))
     pinned = getattr(policy, "pinned", None)
     if isinstance(pinned, Mapping):
-        out.extend(f"{dev} pinned {format_size(v)}" for dev, v in pinned.items())
+        out.extend(f"{dev} pinned {compact_size(v)}" for dev, v in pinned.items())
     return ", ".join(out) or "-"
 
 

@@ -7,7 +7,8 @@ Three counters, each compared with the same ``RLIMIT_MEMLOCK`` on its own (§1.1
 * ``mm->pinned_vm`` -- :func:`ib_umem_get` (drivers/infiniband/core/umem.c), io_uring (added,
   never limited there) and iommufd (added in every mode);
 * ``user->locked_vm`` -- io_uring registered buffers (io_uring/rsrc.c) and iommufd USER mode
-  (drivers/iommu/iommufd/pages.c): one budget per **uid**, shared by all its processes (P-8).
+  (drivers/iommu/iommufd/pages.c, :mod:`pinlab.policy.iommufd`): one budget per **uid**,
+  shared by all its processes (P-8).
 
 Rules (§1.2): ``can_do_mlock()`` -- RLIMIT_MEMLOCK non-zero or ``CAP_IPC_LOCK`` -- gates mlock
 and ``ib_umem_get`` with **EPERM** (P-4); over the limit is **ENOMEM**; comparisons are strict,
@@ -29,7 +30,6 @@ anonymous memory, so mlock's ``-ENOMEM`` for an unmapped hole is only produced p
 from __future__ import annotations
 
 import bisect
-import enum
 import warnings as _pywarnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -60,8 +60,6 @@ __all__ = [
     "IbUmemOdp",
     "IoMappedUbuf",
     "IoRingCtx",
-    "IoptPages",
-    "IoptPagesAccount",
     "VmLocked",
     "__account_locked_vm",
     "account_locked_vm",
@@ -80,9 +78,7 @@ __all__ = [
     "io_sqe_buffers_unregister",
     "io_unaccount_mem",
     "io_uring_setup",
-    "iopt_alloc_pages",
-    "iopt_pages_pin",
-    "iopt_pages_unpin",
+    "kernel_warn",
     "lock_limit_pages",
     "munlock_all",
     "npages",
@@ -136,7 +132,8 @@ def can_do_mlock(task: Task) -> bool:
     return task.rlimit(RLIMIT_MEMLOCK) != 0 or task.capable(CAP_IPC_LOCK)
 
 
-def _warn(kernel: Kernel | None, function: str, message: str, *, once: bool = True) -> None:
+def kernel_warn(kernel: Kernel | None, function: str, message: str, *, once: bool = True) -> None:
+    """``WARN()``: into ``kernel.warnings`` when a kernel is given, else a Python warning."""
     if kernel is not None:
         kernel.warn(function, message, once=once)
     else:
@@ -174,7 +171,7 @@ def __account_locked_vm(
         mm.locked_vm = locked_vm + pages
     else:
         if pages > locked_vm:
-            _warn(kernel, "__account_locked_vm", f"locked_vm {locked_vm} < {pages} pages")
+            kernel_warn(kernel, "__account_locked_vm", f"locked_vm {locked_vm} < {pages} pages")
         mm.locked_vm = max(locked_vm - pages, 0)
     return 0
 
@@ -356,7 +353,7 @@ def do_munlock(
     _apply_vma_lock_flags_check(first, last, fn)
     removed = vm.unlock(first, last)
     if removed > task.mm.locked_vm:
-        _warn(kernel, "mlock_fixup", f"locked_vm {task.mm.locked_vm} < {removed} pages")
+        kernel_warn(kernel, "mlock_fixup", f"locked_vm {task.mm.locked_vm} < {removed} pages")
     task.mm.locked_vm = max(task.mm.locked_vm - removed, 0)
 
 
@@ -365,7 +362,7 @@ def munlock_all(task: Task, vm: VmLocked, *, kernel: Kernel | None = None) -> No
     ``mm->locked_vm``."""
     removed = vm.clear()
     if removed > task.mm.locked_vm:
-        _warn(kernel, "mlock_fixup", f"locked_vm {task.mm.locked_vm} < {removed} pages")
+        kernel_warn(kernel, "mlock_fixup", f"locked_vm {task.mm.locked_vm} < {removed} pages")
     task.mm.locked_vm = max(task.mm.locked_vm - removed, 0)
 
 
@@ -396,7 +393,7 @@ def uncharge_pinned_vm(
 ) -> None:
     """``atomic64_sub(pages, &mm->pinned_vm)``; an underflow (a model bug) WARNs and clamps."""
     if pages > mm.pinned_vm:
-        _warn(kernel, function, f"pinned_vm {mm.pinned_vm} < {pages} pages")
+        kernel_warn(kernel, function, f"pinned_vm {mm.pinned_vm} < {pages} pages")
     mm.pinned_vm = max(mm.pinned_vm - pages, 0)
 
 
@@ -463,7 +460,7 @@ def ib_umem_release(umem: IbUmem | None, *, kernel: Kernel | None = None) -> Non
     if umem is None:
         return
     if umem.released:
-        _warn(kernel, "ib_umem_release", "umem released twice")
+        kernel_warn(kernel, "ib_umem_release", "umem released twice")
         return
     umem.released = True
     uncharge_pinned_vm(umem.owning_mm, umem.npages, "ib_umem_release", kernel=kernel)
@@ -538,7 +535,9 @@ def io_unaccount_mem(
     """``io_unaccount_mem``: subtract from both counters that were charged."""
     if user is not None:
         if nr_pages > user.locked_vm:
-            _warn(kernel, "__io_unaccount_mem", f"user locked_vm {user.locked_vm} < {nr_pages}")
+            kernel_warn(
+                kernel, "__io_unaccount_mem", f"user locked_vm {user.locked_vm} < {nr_pages}"
+            )
         user.locked_vm = max(user.locked_vm - nr_pages, 0)
     if mm_account is not None:
         uncharge_pinned_vm(mm_account, nr_pages, "io_unaccount_mem", kernel=kernel)
@@ -667,103 +666,3 @@ def io_ring_ctx_free(ctx: IoRingCtx, *, kernel: Kernel | None = None) -> None:
     if ctx.registered:
         io_sqe_buffers_unregister(ctx, kernel=kernel)
     ctx.freed = True
-
-
-# -- drivers/iommu/iommufd/pages.c ---------------------------------------------------------------
-
-
-class IoptPagesAccount(enum.Enum):
-    """``enum iopt_pages_account_mode`` (§1.6)."""
-
-    NONE = "none"
-    USER = "user"  # IOPT_PAGES_ACCOUNT_USER: user->locked_vm, like io_uring (the default)
-    MM = "mm"  # IOPT_PAGES_ACCOUNT_MM: mm->locked_vm, VFIO-compatible
-
-
-@dataclass(eq=False, slots=True)
-class IoptPages:
-    """``struct iopt_pages``: the source task, mm and user that pay, the page count and the
-    account mode chosen at allocation."""
-
-    source_task: Task
-    source_mm: MmStruct
-    source_user: UserStruct
-    npages: int
-    account_mode: IoptPagesAccount
-    npinned: int = 0
-
-
-def iopt_alloc_pages(
-    task: Task,
-    uptr: int,
-    length: int,
-    ctx_mode: IoptPagesAccount = IoptPagesAccount.USER,
-) -> IoptPages:
-    """``iopt_alloc_pages`` + the mode adjustment of ``iopt_map_common`` (§1.6, P-15).
-
-    ``-EINVAL`` for a zero length. A caller with ``CAP_IPC_LOCK`` gets mode NONE; otherwise
-    USER, turned into MM when the iommufd context is in MM mode (``IOMMU_OPTION_RLIMIT_MODE``).
-    ``ctx_mode`` NONE models a caller-selected NONE (pinlab convenience; upstream only the
-    capability or a dma-buf source selects it).
-    """
-    if length == 0 or length < 0:
-        raise err(Errno.EINVAL, "iopt_alloc_pages", "zero length")
-    if uptr < 0 or uptr + length > ULONG_MAX:
-        raise err(Errno.EOVERFLOW, "iopt_alloc_pages", "uptr + length overflows")
-    if task.capable(CAP_IPC_LOCK) or ctx_mode is IoptPagesAccount.NONE:
-        mode = IoptPagesAccount.NONE
-    elif ctx_mode is IoptPagesAccount.MM:
-        mode = IoptPagesAccount.MM
-    else:
-        mode = IoptPagesAccount.USER
-    return IoptPages(task, task.mm, task.user, npages(uptr, length), mode)
-
-
-def _do_update_pinned(
-    pages: IoptPages, nr: int, inc: bool, *, kernel: Kernel | None = None
-) -> None:
-    """``do_update_pinned``: the mode's counter, then ``source_mm->pinned_vm`` in every mode."""
-    mode = pages.account_mode
-    if mode is IoptPagesAccount.USER:
-        user = pages.source_user
-        if inc:
-            limit = lock_limit_pages(pages.source_task)
-            if user.locked_vm + nr > limit:  # incr_user_locked_vm
-                raise err(
-                    Errno.ENOMEM,
-                    "incr_user_locked_vm",
-                    f"uid {user.uid}: locked_vm {user.locked_vm} + {nr} pages > limit {limit}",
-                )
-            user.locked_vm += nr
-        else:  # decr_user_locked_vm
-            if user.locked_vm < nr:
-                _warn(kernel, "decr_user_locked_vm", f"locked_vm {user.locked_vm} < {nr}")
-                return
-            user.locked_vm -= nr
-    elif mode is IoptPagesAccount.MM:  # update_mm_locked_vm
-        __account_locked_vm(pages.source_mm, nr, inc, pages.source_task, False, kernel=kernel)
-    if inc:
-        pages.source_mm.pinned_vm += nr
-    else:
-        uncharge_pinned_vm(pages.source_mm, nr, "do_update_pinned", kernel=kernel)
-
-
-def iopt_pages_pin(pages: IoptPages, *, kernel: Kernel | None = None) -> None:
-    """Pin every page (``iopt_pages_fill`` → ``do_update_pinned(inc)``): USER mode charges
-    ``user->locked_vm`` against the source task's L, MM mode ``mm->locked_vm`` through
-    :func:`__account_locked_vm` with **no** capability bypass (ENOMEM over L), NONE no limit
-    counter (P-15). Then, in every mode, ``source_mm->pinned_vm`` grows (unlimited)."""
-    nr = pages.npages - pages.npinned
-    if nr <= 0:
-        return
-    _do_update_pinned(pages, nr, True, kernel=kernel)
-    pages.npinned = pages.npages
-
-
-def iopt_pages_unpin(pages: IoptPages, *, kernel: Kernel | None = None) -> None:
-    """Unpin everything (``update_unpinned``): the exact reverse of :func:`iopt_pages_pin`."""
-    nr = pages.npinned
-    if nr <= 0:
-        return
-    _do_update_pinned(pages, nr, False, kernel=kernel)
-    pages.npinned = 0

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from markupsafe import Markup
 
 from pinlab import __version__
@@ -44,11 +44,15 @@ from pinlab.report.output import CONFIG_FILE, SERIES_FILE, SUMMARY_FILE, run_dir
 from pinlab.report.verdict import fmt_value
 from pinlab.scenarios.result import Metric, RunResult, Verdict
 
+if TYPE_CHECKING:  # jinja2 is loaded by the first page rendered
+    import jinja2
+
 __all__ = [
     "DEFAULT_LINKS",
     "REPORT_FILE",
     "TRACE_FILE",
     "inline_svg",
+    "render_page",
     "render_run_html",
     "render_suite_html",
     "run_path",
@@ -80,7 +84,7 @@ COLLAPSE_ROWS = 16
 """Metric tables with more rows than this are shown folded (``<details>``)."""
 
 PLOT_PREFIX = "plot-"
-"""Plot files in a run directory: ``plot-<stem>.png`` / ``plot-<stem>.svg``."""
+"""Plot files in a run directory: ``plot-<stem>.svg`` (and ``plot-<stem>.png`` on request)."""
 
 CAMPS: dict[str, str] = {
     "stability": "Stability first (König, Airlie)",
@@ -330,8 +334,8 @@ def _camp_of(result: RunResult | None, camp: str | None) -> str:
         return camp
     if result is None:
         return ""
-    meta = result.config.get("scenario")
-    value = meta.get("camp") if isinstance(meta, Mapping) else result.config.get("camp")
+    meta = result.config.get("claim")
+    value = meta.get("camp") if isinstance(meta, Mapping) else None
     return str(value) if value else ""
 
 
@@ -340,8 +344,8 @@ def _claim_of(result: RunResult | None, verdict: Verdict | None) -> str:
         return verdict.claim
     if result is None:
         return ""
-    meta = result.config.get("scenario")
-    value = meta.get("claim") if isinstance(meta, Mapping) else None
+    meta = result.config.get("claim")
+    value = meta.get("statement") if isinstance(meta, Mapping) else None
     return str(value) if value else ""
 
 
@@ -364,26 +368,31 @@ def _slug(text: str) -> str:
 
 # -- rendering -----------------------------------------------------------------------------------
 
-_ENV: jinja2.Environment | None = None
+
+@functools.cache
+def _env(packages: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The templates of ``packages`` (each with a ``templates/`` directory), then report's own
+    (``base.html.j2``, ``macros.html.j2``, the run and suite pages). jinja2 is imported here,
+    by the first page rendered, not by ``import pinlab``."""
+    import jinja2
+
+    loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "pinlab.report")]
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
-def _env() -> jinja2.Environment:
-    global _ENV
-    if _ENV is None:
-        _ENV = jinja2.Environment(
-            loader=jinja2.PackageLoader("pinlab.report", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            keep_trailing_newline=True,
-        )
-    return _ENV
-
-
-def _render(template: str, **context: Any) -> str:
+def render_page(template: str, *, packages: Sequence[str] = (), **context: Any) -> str:
+    """Render a pinlab page: ``template`` from ``packages``' templates or report's, with the
+    Content-Security-Policy, the check script and the version every page carries. Another
+    package's page extends ``base.html.j2`` the same way the run and suite pages do."""
     return (
-        _env()
+        _env(tuple(packages))
         .get_template(template)
         .render(csp=_csp(), script=Markup(CHECK_SCRIPT), version=__version__, **context)
     )
@@ -396,7 +405,7 @@ def _run_plots(
     id_prefix: str = "",
 ) -> list[_Plot]:
     if figures is None:
-        figures = plots.run_figures(result)
+        figures = plots.run_figure_svgs(result)
     present = set(files)
     out = []
     for i, (stem, fig) in enumerate(figures.items()):
@@ -425,9 +434,9 @@ def render_run_html(
     ``verdict`` is the scenario's verdict over all its variants (this run's row is marked);
     without it the page shows no verdict. ``links`` names the files that exist in the run
     directory (relative names: ``summary.json``, ``trace.json``, ``plot-memory.png`` ...):
-    only those are linked. ``camp`` defaults to the run's ``config["scenario"]["camp"]``.
+    only those are linked. ``camp`` defaults to the run's ``config["claim"]["camp"]``.
     ``figures`` maps a plot stem to a matplotlib Figure or ready SVG text (default:
-    :func:`pinlab.report.plots.run_figures`).
+    :func:`pinlab.report.plots.run_figure_svgs`).
     """
     links = list(links)
     camp_key = _camp_of(result, camp)
@@ -441,7 +450,7 @@ def render_run_html(
         )
         if t is not None
     ]
-    return _render(
+    return render_page(
         "run.html.j2",
         title=f"{result.scenario} / {result.variant}",
         result=result,
@@ -543,8 +552,8 @@ def render_suite_html(
         )
         figs: dict[str, str] = {}
         for pattern, chart_title in charts:
-            fig = plots.variant_bars(results, pattern, title=f"{chart_title} ({pattern})")
-            figs[chart_title] = plots.figure_svg(fig)
+            title = f"{chart_title} ({pattern})"
+            figs[chart_title] = plots.variant_bars_svg(results, pattern, title=title)
         scenario_plots = [
             _Plot(f"s{k}-bars{i}", name, inline_svg(svg, f"s{k}b{i}-", name))
             for i, (name, svg) in enumerate(figs.items())
@@ -586,7 +595,7 @@ def render_suite_html(
             )
         )
     held = sum(1 for s in scenarios if s.verdict.held)
-    return _render(
+    return render_page(
         "suite.html.j2",
         title=title,
         scenarios=scenarios,
@@ -615,19 +624,19 @@ def run_report_files(
     links: Iterable[str] = DEFAULT_LINKS,
     *,
     camp: str | None = None,
-    png: bool = True,
+    png: bool = False,
 ) -> dict[str, str | bytes]:
     """The report files of one run, by name, for a run-directory writer: ``report.html``,
-    ``plot-<stem>.svg`` (text) and, with ``png``, ``plot-<stem>.png`` (bytes). ``links`` are
-    the other files the directory will hold (the plot files are added to them). Each figure
-    is rendered once and serves both its file and the inline copy."""
-    figures = plots.run_figures(result)
+    ``plot-<stem>.svg`` (text) and, only with ``png``, ``plot-<stem>.png`` (bytes: an extra
+    raster rendering the page does not use). ``links`` are the other files the directory will
+    hold (the plot files are added to them). Each figure is drawn once into its SVG, which
+    serves both its file and the inline copy."""
+    svgs = plots.run_figure_svgs(result)
     files: dict[str, str | bytes] = {}
-    svgs: dict[str, str] = {}
-    for stem, fig in figures.items():
-        svgs[stem] = plots.figure_svg(fig)
-        files[f"{PLOT_PREFIX}{stem}.svg"] = svgs[stem]
-        if png:
+    for stem, svg in svgs.items():
+        files[f"{PLOT_PREFIX}{stem}.svg"] = svg
+    if png:
+        for stem, fig in plots.run_figures(result).items():
             files[f"{PLOT_PREFIX}{stem}.png"] = plots.figure_png(fig)
     html = render_run_html(result, verdict, [*links, *files], camp=camp, figures=svgs)
     return {REPORT_FILE: html, **files}
@@ -639,12 +648,12 @@ def write_run_report(
     verdict: Verdict | None = None,
     *,
     camp: str | None = None,
-    png: bool = True,
+    png: bool = False,
 ) -> Path:
     """Render ``result``'s report into its existing run directory (as written by
-    :func:`pinlab.report.output.write_run`): the plot files first, then ``report.html``,
-    each atomically. Links go to the files present in the directory (``trace.json`` only
-    if it is there). Returns the path of ``report.html``."""
+    :func:`pinlab.report.output.write_run`): the plot files first (SVG; PNG too with
+    ``png``), then ``report.html``, each atomically. Links go to the files present in the
+    directory (``trace.json`` only if it is there). Returns the path of ``report.html``."""
     run_dir = Path(run_dir)
     files = run_report_files(result, verdict, _dir_files(run_dir), camp=camp, png=png)
     html = files.pop(REPORT_FILE)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +75,11 @@ def config_toml(config: Mapping[str, Any]) -> str:
     return tomli_w.dumps(_drop_none(config))
 
 
-def _write_file(path: Path, text: str) -> None:
-    """Write ``text`` as UTF-8 with no newline translation, flushed to disk."""
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+def _write_file(path: Path, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8, no newline translation), flushed to disk."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with open(path, "wb") as f:
+        f.write(raw)
         f.flush()
         os.fsync(f.fileno())
 
@@ -111,8 +112,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_run_dir(target: Path, files: Mapping[str, str]) -> Path:
-    """Atomically make ``target`` a directory holding exactly ``files`` (name -> text).
+def write_run_dir(target: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Atomically make ``target`` a directory holding exactly ``files`` (name -> text or
+    bytes).
 
     The files are written into a temporary sibling of ``target`` which then replaces
     ``target`` (module docstring). On any failure the temporary directory is removed, an
@@ -121,6 +123,8 @@ def write_run_dir(target: Path, files: Mapping[str, str]) -> Path:
     target = Path(target)
     parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
+    for stale in (*parent.glob(f".{target.name}.tmp-*"), *parent.glob(f".{target.name}.old-*")):
+        shutil.rmtree(stale, ignore_errors=True)  # left by a writer that was killed
     tmp = _fresh_dir(parent, f"{target.name}.tmp")
     try:
         for name, text in files.items():
@@ -152,8 +156,13 @@ def write_run(
     trace: bool = True,
     trace_categories: frozenset[str] | None = None,
     trace_max_events: int = DEFAULT_MAX_EVENTS,
+    extra: Callable[[list[str]], Mapping[str, str | bytes]] | None = None,
 ) -> Path:
     """Write ``result``'s directory under ``out`` and return its path.
+
+    ``extra`` adds files computed from the names of the others (the report:
+    :func:`pinlab.report.html.run_report_files`), so that the directory appears complete --
+    plots and ``report.html`` included -- or not at all.
 
     The directory is ``<out>/<scenario>/<variant>/``, or with ``compare_profile``
     ``<out>/<scenario>/<variant>@<profile>/`` (a rerun under a second profile). It holds
@@ -172,5 +181,8 @@ def write_run(
         files[TRACE_FILE] = trace_json(
             result, categories=trace_categories, max_events=trace_max_events
         )
+    everything: dict[str, str | bytes] = dict(files)
+    if extra is not None:
+        everything.update(extra(sorted(files)))
     name = run_dir_name(result.variant, result.profile if compare_profile else None)
-    return write_run_dir(Path(out) / result.scenario / name, files)
+    return write_run_dir(Path(out) / result.scenario / name, everything)

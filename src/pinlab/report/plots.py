@@ -19,12 +19,25 @@ Injected faults (the recorder's ``fault`` events) are drawn as dotted vertical l
 time plots. Axes carry units: sizes in binary units (GiB), rates in decimal units (GB/s),
 times in s/ms/µs, chosen from the data's magnitude.
 
-Rendering uses the Agg canvas (PNG) and matplotlib's SVG backend directly, never pyplot: no
-display, no global figure registry, nothing to close. Output is deterministic -- a fixed SVG
-hash salt and no dates or version strings in the metadata -- so the same run gives
-byte-identical SVG and PNG files. :func:`save_figure` writes both formats atomically
-(temporary file + :func:`os.replace`); :func:`figure_svg` and :func:`figure_png` return them
-in memory (the HTML report inlines the SVG).
+Rendering is built for a report of many runs:
+
+* matplotlib is imported by the first figure, never by importing this module, so a run that
+  writes no report (``pinlab run --no-report``) never loads it;
+* the layout is fixed, computed from constant margins in inches (:data:`LAYOUT`): no layout
+  engine measures text on every figure, and each figure is drawn once, into its SVG; the
+  legend is keys and labels placed in a fixed column (:func:`legend_labels` reads it back);
+* the report renderers (:func:`run_figure_svgs`, :func:`variant_bars_svg`) draw on kept
+  figures, emptied to the state of new ones, and return only SVG; the figure functions
+  (:func:`throughput_over_time` ...) return new figures;
+* a series is thinned to the pixels the plot can show (:func:`thin_steps`: the first, lowest,
+  highest and last point of every pixel column), so a long run costs what a short one does;
+* matplotlib's figure classes are used directly, never pyplot: no display, no global figure
+  registry, nothing to close.
+
+SVG is the one output (the HTML report inlines it); :func:`figure_png` renders PNG on request.
+Output is deterministic -- a fixed SVG hash salt and no dates or version strings in the
+metadata -- so the same run gives byte-identical SVG (and PNG) bytes. :func:`save_figure`
+writes the files atomically (temporary file + :func:`os.replace`).
 """
 
 from __future__ import annotations
@@ -33,32 +46,36 @@ import fnmatch
 import io
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import matplotlib
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.layout_engine import PlaceHolderLayoutEngine
-from matplotlib.ticker import MaxNLocator
 
 from pinlab import fsutil
 from pinlab.scenarios.result import Metric, RunResult
 from pinlab.sim.metrics import iter_series
 from pinlab.units import GB, KB, MB, TB, GiB, KiB, MiB, TiB, fmt_rate
 
+if TYPE_CHECKING:  # matplotlib itself is imported by the first figure (module docstring)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 __all__ = [
     "FIGURES",
     "denials_over_time",
     "figure_png",
     "figure_svg",
+    "legend_labels",
     "memory_over_time",
+    "run_figure_svgs",
     "run_figures",
     "save_figure",
+    "style",
+    "thin_steps",
     "throughput_over_time",
     "variant_bars",
+    "variant_bars_svg",
 ]
 
 # -- style and determinism ---------------------------------------------------------------------
@@ -73,6 +90,7 @@ _RC: dict[str, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
+    "axes.grid.axis": "y",  # horizontal lines only: half the grid to draw
     "grid.alpha": 0.3,
     "grid.linewidth": 0.6,
     "legend.fontsize": 8.0,
@@ -81,6 +99,7 @@ _RC: dict[str, Any] = {
     "savefig.dpi": 100.0,
     "path.simplify": True,
     "text.parse_math": False,  # a "$" in a tenant name is text, not mathtext
+    "axes.titley": 1.0,  # a fixed title position: matplotlib does not measure for one
 }
 _SVG_METADATA: dict[str, str | None] = {"Date": None, "Creator": None, "Format": None}
 _PNG_METADATA: dict[str, str | None] = {"Software": None}
@@ -105,7 +124,37 @@ FREE_COLOUR = "#2ca02c"
 FAULT_COLOUR = "#555555"
 
 WIDTH_IN = 8.0
-"""Figure width in inches (800 px in PNG)."""
+"""Figure width in inches (800 px at 100 dpi)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The fixed layout of every figure, in inches: margins around the plot area, room for
+    the legend to its right, and where the axis labels sit. Computed once, never measured."""
+
+    left: float = 0.8  # y tick labels and the y label
+    right: float = 0.3  # without a legend
+    legend: float = 1.75  # with one: the legend's column (labels are cut to fit it)
+    top: float = 0.42  # the title
+    suptitle: float = 0.24  # a figure title above the panels' own
+    bottom: float = 0.5  # x tick labels and the x label
+    gap: float = 0.42  # between stacked panels: the lower panel's title
+    ylabel: float = 0.5  # the y label, left of the plot area
+    xlabel: float = 0.32  # the x label, below it
+    legend_chars: int = 24  # longest legend label that fits the legend column
+    legend_row: float = 0.17  # one legend entry
+    legend_key: float = 0.28  # the entry's line or patch
+    legend_pad: float = 0.1  # before the key, and between key and label
+    legend_size: float = 8.0  # points
+
+    def plot_width(self, legend: bool) -> float:
+        return WIDTH_IN - self.left - (self.legend if legend else self.right)
+
+
+LAYOUT = Layout()
+DPI = 100.0
+COLUMNS = int(LAYOUT.plot_width(legend=True) * DPI)
+"""Pixel columns of a time plot's area: what :func:`thin_steps` thins a series to."""
 
 MAX_LINES = 8
 """At most this many tenant lines per plot; beyond it the smaller ones are summed."""
@@ -115,18 +164,128 @@ MAX_BARS = 8
 """At most this many bars per variant; beyond it min/mean/max of the matched metrics."""
 
 
+_STYLED = [0]
+"""How deep inside :func:`style` the caller is: only the outermost one sets rcParams (each
+rc_context copies and restores all of them, ~1 ms)."""
+
+
 @contextmanager
-def _style() -> Iterator[None]:
-    with matplotlib.rc_context(cast(Any, _RC)):
+def style() -> Iterator[None]:
+    if _STYLED[0]:
         yield
+        return
+    import matplotlib  # the first figure loads it (module docstring)
+
+    with matplotlib.rc_context(cast(Any, _RC)):
+        _STYLED[0] += 1
+        try:
+            yield
+        finally:
+            _STYLED[0] -= 1
 
 
-def _figure(height: float, nrows: int = 1) -> tuple[Figure, list[Axes]]:
-    """A new Agg-backed figure with ``nrows`` stacked axes sharing the x axis."""
-    fig = Figure(figsize=(WIDTH_IN, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, 1, sharex=True, squeeze=False)
-    return fig, [row[0] for row in axes]
+def _figure(
+    height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
+) -> tuple[Figure, list[Axes]]:
+    """A new figure with ``nrows`` stacked axes sharing the x axis, placed by :data:`LAYOUT`
+    (``title``: inches above the first panel); the x label of the bottom axes and every y
+    label sit at fixed offsets, so nothing is measured when the figure is drawn."""
+    from matplotlib.figure import Figure
+
+    lay = LAYOUT
+    fig = Figure(figsize=(WIDTH_IN, height))
+    panel = (height - title - lay.bottom - lay.gap * (nrows - 1)) / nrows
+    axes = fig.subplots(
+        nrows,
+        1,
+        sharex=True,
+        squeeze=False,
+        gridspec_kw={
+            "left": lay.left / WIDTH_IN,
+            "right": 1.0 - (lay.legend if legend else lay.right) / WIDTH_IN,
+            "top": 1.0 - title / height,
+            "bottom": lay.bottom / height,
+            "hspace": lay.gap / panel,
+        },
+    )
+    out = [row[0] for row in axes]
+    width = lay.plot_width(legend)
+    for ax in out:
+        _tick_locators(ax)
+        ax.yaxis.set_label_coords(-lay.ylabel / width, 0.5)
+    out[-1].xaxis.set_label_coords(0.5, -lay.xlabel / panel)
+    return fig, out
+
+
+X_TICKS = 6
+"""At most about this many ticks on a time or value axis (fewer ticks, less to draw)."""
+Y_TICKS = 5
+
+
+def _tick_locators(ax: Axes, *, integer: bool = False) -> None:
+    """The tick locators every figure starts with (``integer``: whole numbers on y)."""
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    ax.xaxis.set_major_locator(MaxNLocator(X_TICKS, steps=[1, 2, 2.5, 5, 10]))
+    ax.yaxis.set_major_locator(MaxNLocator(Y_TICKS, steps=[1, 2, 2.5, 5, 10], integer=integer))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+
+
+class _Canvas(Protocol):
+    """Where a figure function draws: :func:`_figure` (a new figure) or a kept one
+    (:func:`_kept`)."""
+
+    def __call__(
+        self, height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
+    ) -> tuple[Figure, list[Axes]]: ...
+
+
+_KEPT: dict[tuple[str, float, int, bool, float], tuple[Figure, list[Axes]]] = {}
+"""Figures kept for reuse by the report renderers, by figure kind and layout."""
+
+
+def _kept(kind: str) -> _Canvas:
+    """A canvas that hands out one kept figure per ``kind`` and layout, emptied to the state
+    of a new one (:func:`_empty`): building a figure -- axes, spines, ticks -- costs about as
+    much as drawing it. Only the SVG of a kept figure leaves this module; the tests hold it
+    byte-identical to a new figure's."""
+
+    def canvas(
+        height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
+    ) -> tuple[Figure, list[Axes]]:
+        key = (kind, height, nrows, legend, title)
+        kept = _KEPT.get(key)
+        if kept is None:
+            kept = _KEPT[key] = _figure(height, nrows, legend=legend, title=title)
+        else:
+            _empty(*kept)
+        return kept
+
+    return canvas
+
+
+def _empty(fig: Figure, axes: list[Axes]) -> None:
+    """Take everything a figure function drew off ``fig`` and reset what it set -- titles,
+    labels, tick locators and formatters, data and view limits, autoscaling -- keeping the
+    axes and their ticks."""
+    from matplotlib.transforms import Bbox
+
+    for artist in [*fig.artists, *fig.texts]:
+        if artist.get_label() == LEGEND_ENTRY:
+            artist.remove()
+    for ax in axes:
+        for artist in [*ax.lines, *ax.patches, *ax.collections, *ax.texts]:
+            artist.remove()
+        ax.containers.clear()
+        ax.set_title("", loc="left")
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        _tick_locators(ax)
+        ax.dataLim.set(Bbox.null())
+        ax.ignore_existing_data_limits = True
+        ax.viewLim.set(Bbox.unit())
+        ax.set_autoscale_on(True)
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -205,13 +364,38 @@ def _step_at(points: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 
 def _step_xy(points: np.ndarray, until: float) -> tuple[np.ndarray, np.ndarray]:
-    """A step function's points extended to ``until`` (for ``drawstyle="steps-post"``)."""
+    """A step function's points extended to ``until`` (for ``drawstyle="steps-post"``) and
+    thinned to the plot's pixel columns (:func:`thin_steps`)."""
     t = points[:, 0]
     v = points[:, 1]
     if until > t[-1]:
         t = np.append(t, until)
         v = np.append(v, v[-1])
-    return t, v
+    return thin_steps(t, v, until)
+
+
+def thin_steps(
+    t: np.ndarray, v: np.ndarray, end: float, columns: int = COLUMNS
+) -> tuple[np.ndarray, np.ndarray]:
+    """A step series (each value held until the next point, times ascending, in ``[0,
+    end]``) thinned to what ``columns`` pixel columns can show: of the points falling in one
+    column, the first, the lowest, the highest and the last are kept, in time order. Every
+    extreme survives and the value at every column edge is exact, so the drawn line covers
+    the same pixels; a series of up to four points per column is returned as it is."""
+    if len(t) <= 4 * columns:
+        return t, v
+    span = end if end > 0 else 1.0
+    column = np.clip((t * (columns / span)).astype(np.int64), 0, columns - 1)
+    starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
+    lasts = np.r_[starts[1:], len(t)] - 1
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(t)]))
+    keep = [starts, lasts]
+    for extreme in (np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)):
+        hits = np.flatnonzero(v == extreme[group])
+        _, first = np.unique(group[hits], return_index=True)
+        keep.append(hits[first])
+    index = np.unique(np.concatenate(keep))
+    return t[index], v[index]
 
 
 def _end_time(result: RunResult, series: Sequence[np.ndarray] = ()) -> float:
@@ -245,11 +429,78 @@ def _faults(ax: Axes, result: RunResult, scale: float) -> None:
         )
 
 
+def _label(text: str, limit: int = LAYOUT.legend_chars) -> str:
+    """``text`` cut to ``limit`` characters (with an ellipsis) to fit the legend column."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+LEGEND_ENTRY = "_legend entry"
+"""The label of the figure artists :func:`_legend` draws (a leading ``_``: no legend lists
+them); the texts among them are the legend's labels."""
+
+
+def legend_labels(fig: Figure) -> list[str]:
+    """The labels of ``fig``'s legend, top to bottom."""
+    return [t.get_text() for t in fig.texts if t.get_label() == LEGEND_ENTRY]
+
+
 def _legend(fig: Figure, ax: Axes) -> None:
-    """``ax``'s legend to the right of the plot area (never over the data), if it has one."""
+    """``ax``'s legend in the legend column right of the plot area (never over the data),
+    from the top of ``ax`` down, one entry per row: a key in the entry's colour and style,
+    then its label. Placed by :data:`LAYOUT`, as figure lines and texts: matplotlib's own
+    legend measures and packs every label anew on each draw (a third of a figure's cost)."""
+    from matplotlib.container import BarContainer
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle, StepPatch
+
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside right upper")
+    if not handles:
+        return
+    lay = LAYOUT
+    width, height = fig.get_size_inches()
+    box = ax.get_position()
+    x0 = box.x1 + lay.legend_pad / width
+    x1 = x0 + lay.legend_key / width
+    row = lay.legend_row / height
+    for i, (handle, label) in enumerate(zip(handles, labels, strict=True)):
+        y = box.y1 - (i + 0.5) * row
+        if isinstance(handle, Line2D | StepPatch):
+            colour = handle.get_color() if isinstance(handle, Line2D) else handle.get_edgecolor()
+            fig.add_artist(
+                Line2D(
+                    [x0, x1],
+                    [y, y],
+                    color=colour,
+                    linestyle=handle.get_linestyle(),
+                    linewidth=handle.get_linewidth(),
+                    transform=fig.transFigure,
+                    label=LEGEND_ENTRY,
+                )
+            )
+        else:  # a bar container: a filled key
+            patch = handle.patches[0] if isinstance(handle, BarContainer) else handle
+            assert isinstance(patch, Patch), f"no legend key for {handle!r}"
+            fig.add_artist(
+                Rectangle(
+                    (x0, y - 0.3 * row),
+                    x1 - x0,
+                    0.6 * row,
+                    facecolor=patch.get_facecolor(),
+                    linewidth=0,
+                    transform=fig.transFigure,
+                    label=LEGEND_ENTRY,
+                )
+            )
+        fig.text(
+            x1 + lay.legend_pad / width,
+            y,
+            label,
+            va="center",
+            ha="left",
+            fontsize=lay.legend_size,
+            color="#333333",
+            label=LEGEND_ENTRY,
+        )
 
 
 def _title(result: RunResult, what: str) -> str:
@@ -272,9 +523,13 @@ def throughput_over_time(result: RunResult) -> Figure:
     of the cumulative ``tenant.<name>.bytes`` series. With more than :data:`MAX_LINES`
     tenants the smaller ones are summed into one line. Without byte series, a note and each
     tenant's mean rate over its active time (dashed)."""
+    return _throughput(result, _figure)
+
+
+def _throughput(result: RunResult, canvas: _Canvas) -> Figure:
     curves = _series_by_suffix(result, "tenant", "bytes")
-    with _style():
-        fig, (ax,) = _figure(3.2 if curves else 1.8)
+    with style():
+        fig, (ax,) = canvas(3.2 if curves else 1.8)
         end = _end_time(result, list(curves.values()))
         tscale = _time_axis(ax, end)
         ax.set_title(_title(result, "Throughput per tenant"))
@@ -296,7 +551,7 @@ def throughput_over_time(result: RunResult) -> Figure:
                 ax.stairs(
                     rate / vscale,
                     edges / tscale,
-                    label=name,
+                    label=_label(name),
                     color=PALETTE[i % len(PALETTE)],
                     linewidth=1.4,
                     baseline=None,
@@ -352,6 +607,10 @@ def memory_over_time(result: RunResult) -> Figure:
     """Pinned (filled), used and free bytes of each device memory region over time, one
     panel per region that held anything. With more than :data:`MAX_PANELS` regions, regions
     of the same name (``hbm``, ``vram`` ...) are summed over all devices and nodes."""
+    return _memory(result, _figure)
+
+
+def _memory(result: RunResult, canvas: _Canvas) -> Figure:
     pinned = _series_by_suffix(result, "device", "pinned")
     used = _series_by_suffix(result, "device", "used")
     free = _series_by_suffix(result, "device", "free")
@@ -382,13 +641,16 @@ def memory_over_time(result: RunResult) -> Figure:
                     total = np.sum([_step_at(p, grid) for p in present], axis=0)
                     summed[c] = np.column_stack([grid, total])
             panels.append((f"{region}, summed over {len(members)} devices", summed))
-    with _style():
+    with style():
         n = max(1, len(panels))
-        fig, axes = _figure(1.0 + 1.7 * n, n)
+        height = 1.0 + 1.7 * n
+        fig, axes = canvas(height, n, title=LAYOUT.top + LAYOUT.suptitle)
         fig.suptitle(
             _title(result, "Device memory: pinned vs free"),
             x=0.01,
+            y=1.0 - 0.08 / height,
             ha="left",
+            va="top",
             fontsize=10,
             fontweight="bold",
         )
@@ -413,7 +675,7 @@ def memory_over_time(result: RunResult) -> Figure:
                     linewidth=0,
                 )
                 ax.step(t / tscale, v / vscale, where="post", color=PINNED_COLOUR, label="pinned")
-            for kind, colour, style in (("used", USED_COLOUR, "-"), ("free", FREE_COLOUR, "--")):
+            for kind, colour, dash in (("used", USED_COLOUR, "-"), ("free", FREE_COLOUR, "--")):
                 if kind in d:
                     t, v = _step_xy(d[kind], end)
                     ax.step(
@@ -421,7 +683,7 @@ def memory_over_time(result: RunResult) -> Figure:
                         v / vscale,
                         where="post",
                         color=colour,
-                        linestyle=style,
+                        linestyle=dash,
                         label=kind,
                     )
             ax.set_ylabel(vunit)
@@ -458,10 +720,14 @@ def _denial_curves(result: RunResult) -> dict[str, np.ndarray]:
 
 def denials_over_time(result: RunResult) -> Figure:
     """Cumulative denials (calls the kernel refused) per tenant over simulated time."""
+    return _denials(result, _figure)
+
+
+def _denials(result: RunResult, canvas: _Canvas) -> Figure:
     curves = _denial_curves(result)
     curves = {n: p for n, p in curves.items() if float(np.max(p[:, 1])) > 0}
-    with _style():
-        fig, (ax,) = _figure(3.0 if curves else 1.8)
+    with style():
+        fig, (ax,) = canvas(3.0 if curves else 1.8)
         end = _end_time(result, list(curves.values()))
         tscale = _time_axis(ax, end)
         ax.set_title(_title(result, "Denials per tenant (cumulative)"))
@@ -484,14 +750,20 @@ def denials_over_time(result: RunResult) -> Figure:
                     v,
                     where="post",
                     color=PALETTE[i % len(PALETTE)],
-                    label=f"{name} ({int(pts[-1, 1])})",
+                    label=_count_label(name, int(pts[-1, 1])),
                     linewidth=1.4,
                 )
             ax.set_ylim(bottom=0.0)
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            _tick_locators(ax, integer=True)
         _faults(ax, result, tscale)
         _legend(fig, ax)
     return fig
+
+
+def _count_label(name: str, count: int) -> str:
+    """``<name> (<count>)``, the name cut to fit the legend column."""
+    suffix = f" ({count})"
+    return _label(name, LAYOUT.legend_chars - len(suffix)) + suffix
 
 
 def _variant_label(result: RunResult, results: Sequence[RunResult]) -> str:
@@ -528,6 +800,16 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
     minimum, mean and maximum over the matched metrics). A variant lacking a metric gets
     no bar. A run under a compared profile is labelled ``<variant>@<profile>``.
     """
+    return _bars(results, metric, title, _figure)
+
+
+def variant_bars_svg(results: Sequence[RunResult], metric: str, *, title: str | None = None) -> str:
+    """:func:`variant_bars` as SVG text (drawn on a kept figure, :func:`_kept`)."""
+    with style():
+        return figure_svg(_bars(results, metric, title, _kept("bars")))
+
+
+def _bars(results: Sequence[RunResult], metric: str, title: str | None, canvas: _Canvas) -> Figure:
     names = _matched(results, metric)
     found: list[Metric] = [r.metrics[n] for r in results for n in names if n in r.metrics]
     unit = found[0].unit if found else ""
@@ -560,10 +842,8 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
     values = [v for _, vs in series for v in vs if v is not None]
     peak = max((abs(v) for v in values), default=0.0)
     vscale, vunit = value_scale(unit, peak)
-    with _style():
-        fig = Figure(figsize=(WIDTH_IN, 2.7), layout="constrained")
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
+    with style():
+        fig, (ax,) = canvas(2.7, legend=len(series) > 1)
         ax.grid(axis="x", visible=False)
         ax.set_title(title or f"{metric} by variant")
         if not values:
@@ -578,7 +858,7 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
                 xs,
                 hs,
                 width * 0.92,
-                label=label if len(series) > 1 else None,
+                label=_label(label) if len(series) > 1 else None,
                 color=PALETTE[i % len(PALETTE)],
             )
             ax.bar_label(
@@ -616,39 +896,41 @@ FIGURES: dict[str, tuple[str, Callable[[RunResult], Figure]]] = {
 """The figures of one run's report: file stem -> (caption, function)."""
 
 
+_DRAW: dict[str, Callable[[RunResult, _Canvas], Figure]] = {
+    "throughput": _throughput,
+    "memory": _memory,
+    "denials": _denials,
+}
+
+
 def run_figures(result: RunResult) -> dict[str, Figure]:
-    """Every figure of :data:`FIGURES` for ``result``, by file stem."""
+    """Every figure of :data:`FIGURES` for ``result``, by file stem (new figures)."""
     return {stem: fn(result) for stem, (_, fn) in FIGURES.items()}
+
+
+def run_figure_svgs(result: RunResult) -> dict[str, str]:
+    """Every figure of :data:`FIGURES` for ``result`` as SVG text, by file stem: what a
+    report needs, drawn on kept figures (:func:`_kept`)."""
+    with style():
+        return {stem: figure_svg(_DRAW[stem](result, _kept(stem))) for stem in FIGURES}
 
 
 # -- output ---------------------------------------------------------------------------------------
 
 
-def _freeze(fig: Figure) -> None:
-    """Run the figure's layout engine once and keep the result: a figure with a layout
-    engine is otherwise laid out anew (one extra draw) on every save."""
-    if fig.get_layout_engine() is not None and not isinstance(
-        fig.get_layout_engine(), PlaceHolderLayoutEngine
-    ):
-        with _style():
-            fig.draw_without_rendering()
-        fig.set_layout_engine("none")
-
-
 def figure_svg(fig: Figure) -> str:
     """``fig`` as SVG text, deterministic (fixed id salt, no date or version metadata)."""
-    _freeze(fig)
-    buf = io.BytesIO()
-    with _style():
+    buf = io.StringIO()  # text: matplotlib writes it as is (bytes go through a codec writer)
+    with style():
         fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
-    return buf.getvalue().decode("utf-8")
+    return buf.getvalue()
 
 
 def figure_png(fig: Figure) -> bytes:
-    """``fig`` as PNG bytes (100 dpi, no software metadata)."""
-    _freeze(fig)
+    """``fig`` as PNG bytes (100 dpi, no software metadata): only on request, the reports
+    need none."""
     buf = io.BytesIO()
-    with _style():
+    with style():
         fig.savefig(buf, format="png", metadata=_PNG_METADATA)
     return buf.getvalue()
 
@@ -658,12 +940,11 @@ def write_atomic(path: Path | str, data: bytes | str) -> Path:
     return fsutil.write_atomic(path, data)
 
 
-def save_figure(fig: Figure, path_without_ext: Path | str) -> tuple[Path, Path]:
-    """Write ``fig`` as ``<path>.png`` and ``<path>.svg``, each atomically; returns both
-    paths. Both files are rendered before either is written."""
+def save_figure(fig: Figure, path_without_ext: Path | str, *, png: bool = False) -> list[Path]:
+    """Write ``fig`` as ``<path>.svg`` and, with ``png``, ``<path>.png``, each atomically;
+    returns the paths (SVG first). Every file is rendered before any is written."""
     base = Path(path_without_ext)
-    png, svg = figure_png(fig), figure_svg(fig)
-    return (
-        write_atomic(base.with_name(base.name + ".png"), png),
-        write_atomic(base.with_name(base.name + ".svg"), svg),
-    )
+    files: list[tuple[str, str | bytes]] = [(".svg", figure_svg(fig))]
+    if png:
+        files.append((".png", figure_png(fig)))
+    return [write_atomic(base.with_name(base.name + ext), data) for ext, data in files]

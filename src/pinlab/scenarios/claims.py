@@ -1,505 +1,621 @@
-"""Judging each scenario's claim from the simulated outcome.
+"""Judging a scenario's claim: the expectations of its ``[claim]`` table, read from the runs.
 
-:func:`judge` picks the judge named by the scenario's ``claim_check`` (:data:`JUDGES`). A judge
-reads the variants' metrics (``RunResult.metric``), builds one table row per variant and decides
-whether the claim held; every judge also requires zero stale-DMA incidents in every variant
-(``design.md`` principle 6: every upstream-correct configuration is safe). The judges know
-their scenario's variants by name (the built-in files'); a variant that was not run makes the
-verdict *not held* with the reason given, and unknown extra variants are shown without being
-judged.
+:func:`bind_claim` checks a :class:`~pinlab.scenarios.claimspec.ClaimSpec` against the scenario
+before anything runs -- every variant it names exists, every metric is one the variant can
+report (its :class:`~pinlab.scenarios.catalog.Catalog`), every function is registered
+(:data:`~pinlab.scenarios.claimfns.CLAIM_FUNCTIONS`) with metrics of the units it takes, and
+every value parses in the unit of what it is compared with -- and gives a :class:`BoundClaim`,
+or a :class:`~pinlab.errors.ConfigError` naming the field, what is known and what was found.
+
+:func:`judge` evaluates a bound claim on the variants' results and gives the
+:class:`~pinlab.scenarios.result.Verdict`: HELD when every expectation holds, FAILED when one
+does not (an expectation on a metric a run did not report does not hold, and says why), NOT
+JUDGED when the scenario states no expectation or the variants an expectation compares were
+not all run (and none that ran failed). ``context = true`` expectations add their numbers to
+the explanation and decide nothing. The verdict table has one row per variant and one column
+per number the expectations read (and ``show``), each in its unit; a tenant that had not
+reached its data phase at the end of the run is shown as ``setup``, ``not started`` or
+``failed`` instead of a 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import fnmatch
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from pinlab.scenarios.result import RunResult, Verdict
-from pinlab.units import fmt_rate, fmt_size, fmt_time
+from pinlab.errors import ConfigError
+from pinlab.scenarios.catalog import Catalog, tenant_of
+from pinlab.scenarios.claimfns import CLAIM_FUNCTIONS, ClaimFunction
+from pinlab.scenarios.claimspec import ClaimSpec, Comparison, Group, Operand
+from pinlab.scenarios.result import Outcome, RunResult, Verdict
+from pinlab.units import (
+    UnitError,
+    fmt_rate,
+    fmt_size,
+    fmt_time,
+    parse_factor,
+    parse_rate,
+    parse_size,
+    parse_time,
+)
 
-__all__ = ["JUDGES", "judge"]
+__all__ = ["BoundClaim", "Check", "GroupCheck", "Term", "bind_claim", "judge", "show_value"]
+
+_GLOB = frozenset("*?[")
+
+_STATE_TEXT = {
+    "setup": "still in setup at the end of the run",
+    "not started": "had not started by the end of the run",
+    "failed": "failed",
+    "killed": "was gone at the end of the run",
+}
 
 
-class _Meta(Protocol):
+def show_value(value: float, unit: str) -> str:
+    """A claim's number for people: sizes, rates and times scaled (``0`` for nothing),
+    ratios in percent, counts as integers."""
+    if value == 0:
+        return "0"
+    if unit == "B":
+        return fmt_size(value)
+    if unit == "B/s":
+        return fmt_rate(value)
+    if unit == "s":
+        return fmt_time(value)
+    if unit == "ratio":
+        return f"{value * 100:.3g}%"
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def _parse_value(raw: object, unit: str) -> float:
+    """``raw`` (a TOML number or a string with a unit) in ``unit``; 0 in any unit."""
+    if raw == 0 or raw == "0":
+        return 0.0
+    if unit == "B":
+        return float(parse_size(raw))
+    if unit == "B/s":
+        return parse_rate(raw)
+    if unit == "s":
+        return parse_time(raw)
+    if unit == "ratio":
+        return parse_factor(raw)
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return float(raw)
+    try:
+        return float(str(raw))
+    except ValueError:
+        raise UnitError("a number (a count)", raw) from None
+
+
+# -- terms: numbers read from a run -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """A term's value in one run (None: not known, ``why`` says why) and the tenants it read."""
+
+    value: float | None
+    why: str = ""
+    tenants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A metric, or a claim function of metric patterns, with the unit of its value."""
+
+    patterns: tuple[str, ...]
+    unit: str
+    fn: ClaimFunction | None = None
+    label: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.fn is None:
+            return self.patterns[0]
+        return f"{self.fn.name}({', '.join(self.patterns)})"
+
+    @property
+    def title(self) -> str:
+        return self.label or self.text
+
+    def read(self, run: RunResult, catalog: Catalog | None) -> Reading:
+        """This term's value in ``run``: a reported metric; an unreported one at the value
+        its declaration gives (0 for a count of something that did not happen), else not
+        known."""
+        args: list[list[float]] = []
+        tenants: list[str] = []
+        for pattern in self.patterns:
+            if _GLOB & set(pattern):
+                names = sorted(n for n in run.metrics if fnmatch.fnmatchcase(n, pattern))
+                args.append([float(run.metrics[n].value) for n in names])
+                tenants += [t for n in names if (t := tenant_of(n)) is not None]
+                continue
+            tenant = tenant_of(pattern)
+            if tenant is not None:
+                tenants.append(tenant)
+            metric = run.metrics.get(pattern)
+            if metric is not None:
+                args.append([float(metric.value)])
+                continue
+            entry = catalog.lookup(pattern) if catalog is not None else None
+            if entry is None or entry.absent is None:
+                reported = f"; reported {entry.reported}" if entry is not None else ""
+                return Reading(None, f"{pattern} was not reported{reported}", tuple(tenants))
+            args.append([float(entry.absent)])
+        unique = tuple(dict.fromkeys(tenants))
+        if self.fn is None:
+            return Reading(args[0][0], "", unique)
+        value = self.fn.apply(args)
+        if value is None:
+            return Reading(None, f"{self.text} is undefined (no value, or a ratio to 0)", unique)
+        return Reading(value, "", unique)
+
+
+def _states(run: RunResult, reading: Reading) -> list[tuple[str, str]]:
+    """The tenants of a zero or unknown reading with the state they were left in, when none
+    of them reached its data phase (``[("trainer", "setup")]``; empty otherwise)."""
+    if reading.value not in (None, 0) or not reading.tenants:
+        return []
+    states = [(t, run.tenant_state(t)) for t in reading.tenants]
+    if any(s is None for _, s in states):
+        return []
+    return [(t, s) for t, s in states if s is not None]
+
+
+def _cell(term: Term, run: RunResult, catalog: Catalog | None) -> str:
+    reading = term.read(run, catalog)
+    states = _states(run, reading)
+    if states:
+        return "/".join(dict.fromkeys(s for _, s in states))
+    if reading.value is None:
+        return "–"
+    return show_value(reading.value, term.unit)
+
+
+# -- the bound claim ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One comparison, bound: ``lhs op value`` or ``lhs op times × rhs`` (of ``rhs_variant``,
+    default the same) in each of ``variants`` (None: every variant run)."""
+
+    where: str
+    variants: tuple[str, ...] | None
+    lhs: Term
+    op: str
+    value: float | None
+    rhs: Term | None
+    rhs_variant: str | None
+    times: float
+    tolerance: float
+    because: str
+    context: bool
+
+    def named_variants(self) -> list[str]:
+        return [*(self.variants or ()), *((self.rhs_variant,) if self.rhs_variant else ())]
+
+    def terms(self) -> list[Term]:
+        return [self.lhs, *((self.rhs,) if self.rhs is not None else ())]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCheck:
+    """``all`` or ``any`` of its members."""
+
+    where: str
+    mode: str
+    members: tuple[Check | GroupCheck, ...]
+    because: str
+    context: bool
+
+    def named_variants(self) -> list[str]:
+        return [v for m in self.members for v in m.named_variants()]
+
+    def terms(self) -> list[Term]:
+        return [t for m in self.members for t in m.terms()]
+
+
+Node = Check | GroupCheck
+
+
+@dataclass(frozen=True, slots=True)
+class BoundClaim:
+    """A scenario's claim, checked against its variants: ready to :func:`judge`."""
+
+    statement: str
+    camp: str | None
+    expectations: tuple[Node, ...]
+    shown: tuple[Term, ...]
+    catalogs: Mapping[str, Catalog] = field(repr=False)
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.catalogs)
+
+    def needed(self) -> list[str]:
+        """The variants the deciding expectations name, in order of first mention."""
+        names = [v for e in self.expectations if not e.context for v in e.named_variants()]
+        return list(dict.fromkeys(names))
+
+    def columns(self) -> list[Term]:
+        """The verdict table's numbers: each term the expectations read, then ``show``."""
+        seen: dict[str, Term] = {}
+        for term in [t for e in self.expectations for t in e.terms()] + list(self.shown):
+            key = term.text
+            if key not in seen or (seen[key].label is None and term.label is not None):
+                seen[key] = term
+        return list(seen.values())
+
+
+class _Binder:
+    def __init__(self, catalogs: Mapping[str, Catalog], source: str, scenario: str) -> None:
+        self.catalogs = catalogs
+        self.source = source
+        self.scenario = scenario
+
+    def error(self, where: str, message: str) -> ConfigError:
+        return ConfigError(self.source, where, message)
+
+    def variant(self, name: object, where: str) -> str:
+        if not isinstance(name, str) or name not in self.catalogs:
+            known = ", ".join(self.catalogs)
+            raise self.error(
+                where, f"expected a variant of {self.scenario} ({known}) or '*', found {name!r}"
+            )
+        return name
+
+    def variants(self, value: str | list[str], where: str) -> tuple[str, ...] | None:
+        if value == "*":
+            return None
+        names = [value] if isinstance(value, str) else list(value)
+        if not names:
+            raise self.error(where, "expected a variant, a list of variants or '*', found []")
+        return tuple(self.variant(v, where) for v in names)
+
+    def term(self, op: Operand, variants: Sequence[str], where: str) -> Term:
+        patterns = (op.metric,) if isinstance(op.metric, str) else tuple(op.metric)
+        if not patterns:
+            raise self.error(f"{where}.metric", "expected a metric name, found []")
+        fn = None
+        if op.fn is None:
+            if len(patterns) != 1 or _GLOB & set(patterns[0]):
+                raise self.error(
+                    f"{where}.metric",
+                    "expected one metric name (patterns and lists need a claim function, "
+                    f"fn = one of {', '.join(CLAIM_FUNCTIONS)}), found {op.metric!r}",
+                )
+        else:
+            fn = CLAIM_FUNCTIONS.get(op.fn)
+            if fn is None:
+                raise self.error(
+                    f"{where}.fn",
+                    f"expected a claim function ({', '.join(CLAIM_FUNCTIONS)}), found {op.fn!r}",
+                )
+            if fn.arity is not None and len(patterns) != fn.arity:
+                raise self.error(
+                    f"{where}.metric",
+                    f"expected {fn.arity} metrics for {fn.name}, found {len(patterns)}",
+                )
+        units = [self.unit(p, variants, f"{where}.metric") for p in patterns]
+        if fn is None:
+            unit = units[0]
+        else:
+            try:
+                unit = fn.unit(units)
+            except ValueError as e:
+                raise self.error(f"{where}.metric", f"{fn.name}: {e}") from None
+        return Term(patterns, unit, fn, op.label)
+
+    def unit(self, pattern: str, variants: Sequence[str], where: str) -> str:
+        units: set[str] = set()
+        for v in variants:
+            catalog = self.catalogs[v]
+            if _GLOB & set(pattern):
+                matches = catalog.matching(pattern)
+                if not matches:
+                    raise self.error(where, catalog.unknown(pattern, f"pattern of variant {v}"))
+                units |= {e.unit for _, e in matches}
+            else:
+                entry = catalog.lookup(pattern)
+                if entry is None:
+                    raise self.error(where, catalog.unknown(pattern, f"of variant {v}"))
+                units.add(entry.unit)
+        if len(units) != 1:
+            raise self.error(
+                where,
+                f"expected metrics of one unit, found {pattern!r} matching "
+                f"{', '.join(sorted(units))}",
+            )
+        return units.pop()
+
+    def node(self, exp: Comparison | Group, where: str) -> Node:
+        if isinstance(exp, Group):
+            members = tuple(
+                self.node(m, f"{where}.{exp.mode}[{i}]") for i, m in enumerate(exp.members)
+            )
+            return GroupCheck(where, exp.mode, members, exp.because, exp.context)
+        variants = self.variants(exp.variant, f"{where}.variant")
+        over = list(variants) if variants is not None else list(self.catalogs)
+        lhs = self.term(exp.operand, over, where)
+        value: float | None = None
+        rhs: Term | None = None
+        rhs_variant: str | None = None
+        times = 1.0
+        if exp.than is not None:
+            than = exp.than
+            rhs_variant = (
+                self.variant(than.variant, f"{where}.than.variant")
+                if than.variant is not None
+                else None
+            )
+            operand = (
+                Operand(metric=than.metric, fn=than.fn)
+                if than.metric is not None
+                else Operand(metric=exp.metric, fn=than.fn or exp.fn, label=exp.label)
+            )
+            rhs = self.term(operand, [rhs_variant] if rhs_variant else over, f"{where}.than")
+            if rhs.unit != lhs.unit:
+                raise self.error(
+                    f"{where}.than",
+                    f"expected a number in {lhs.unit} like {lhs.text}, found {rhs.text} in "
+                    f"{rhs.unit}",
+                )
+            times = float(than.times)
+        else:
+            try:
+                value = _parse_value(exp.value, lhs.unit)
+            except UnitError as e:
+                raise self.error(f"{where}.value", f"{lhs.text} is in {lhs.unit}: {e}") from None
+        return Check(
+            where,
+            variants,
+            lhs,
+            exp.op,
+            value,
+            rhs,
+            rhs_variant,
+            times,
+            float(exp.tolerance),
+            exp.because,
+            exp.context,
+        )
+
+
+def bind_claim(
+    spec: ClaimSpec, catalogs: Mapping[str, Catalog], source: str, scenario: str
+) -> BoundClaim:
+    """``spec`` checked against the scenario's variants (``catalogs``: each variant's metric
+    catalog, in file order); :class:`ConfigError` on the first problem."""
+    binder = _Binder(catalogs, source, scenario)
+    nodes = tuple(binder.node(e, f"claim.expect[{i}]") for i, e in enumerate(spec.expect))
+    shown = tuple(
+        binder.term(op, list(catalogs), f"claim.show[{i}]") for i, op in enumerate(spec.shown())
+    )
+    return BoundClaim(spec.statement, spec.camp, nodes, shown, dict(catalogs))
+
+
+# -- evaluation -----------------------------------------------------------------------------
+
+
+def _compare(a: float, op: str, b: float, tolerance: float) -> bool:
+    equal = abs(a - b) <= tolerance * max(abs(a), abs(b))
+    return {
+        "<": a < b,
+        "<=": a <= b,
+        "==": equal,
+        ">=": a >= b,
+        ">": a > b,
+        "!=": not equal,
+    }[op]
+
+
+@dataclass(slots=True)
+class _Run:
+    results: Mapping[str, RunResult]
+    catalogs: Mapping[str, Catalog]
+
+    def reading(self, term: Term, variant: str) -> Reading:
+        return term.read(self.results[variant], self.catalogs.get(variant))
+
+
+def _because(because: str, numbers: str) -> str:
+    return f"{because} ({numbers})" if because else numbers
+
+
+def _evaluate_check(check: Check, run: _Run) -> Outcome:
+    every = check.variants is None
+    variants = list(check.variants) if check.variants is not None else list(run.results)
+    named = [*variants, *((check.rhs_variant,) if check.rhs_variant else ())]
+    missing = [v for v in dict.fromkeys(named) if v not in run.results]
+    if missing:
+        return Outcome(check.where, None, "", check.context, missing)
+    rows: list[dict[str, object]] = []
+    fragments: list[tuple[bool, str]] = []
+    values: list[float | None] = []
+    for v in variants:
+        lhs = run.reading(check.lhs, v)
+        expected: float | None = check.value
+        base: Reading | None = None
+        if check.rhs is not None:
+            base = run.reading(check.rhs, check.rhs_variant or v)
+            expected = None if base.value is None else base.value * check.times
+        held = (
+            lhs.value is not None
+            and expected is not None
+            and _compare(lhs.value, check.op, expected, check.tolerance)
+        )
+        rows.append(
+            {"variant": v, "value": lhs.value, "expected": expected, "held": held, "why": lhs.why}
+        )
+        values.append(lhs.value if base is None else None)
+        fragments.append((held, _fragment(check, v, lhs, base, run, alone=len(variants) == 1)))
+    held_all = all(h for h, _ in fragments)
+    if len(variants) == 1:
+        numbers = fragments[0][1]
+    else:
+        head = f"{check.lhs.title} {check.op} {_rhs_text(check)}"
+        if held_all and len(set(values)) == 1 and values[0] is not None:
+            where = f"all {len(variants)} variants" if every else ", ".join(variants)
+            numbers = f"{head}: {show_value(values[0], check.lhs.unit)} in {where}"
+        else:
+            # a failure names only the variants where it failed; a success every variant's
+            shown = [text for h, text in fragments if held_all or not h]
+            numbers = f"{head}: {', '.join(shown)}"
+    return Outcome(check.where, held_all, _because(check.because, numbers), check.context, [], rows)
+
+
+def _rhs_text(check: Check, base: Reading | None = None) -> str:
+    """The right side: a value, or ``1.5 × migrate-on-pin's [metric] [value]``."""
+    if check.rhs is None:
+        return show_value(check.value or 0.0, check.lhs.unit)
+    times = "" if check.times == 1 else f"{check.times:g} × "
+    what = f" {check.rhs.title}" if check.rhs.text != check.lhs.text else ""
+    where = f"{check.rhs_variant}'s" if check.rhs_variant else "its"
+    number = f" {show_value(base.value, check.lhs.unit)}" if base and base.value is not None else ""
+    return f"{times}{where}{what}{number}"
+
+
+def _fragment(
+    check: Check, variant: str, lhs: Reading, base: Reading | None, run: _Run, *, alone: bool
+) -> str:
+    """One variant's numbers: ``pin-in-place: throughput 48.4 GB/s >= 1.5 × staged's 25.5
+    GB/s (1.90x)`` alone, ``staged 3`` (or ``staged 25.5 GB/s vs 14.1 GB/s``) in a list."""
+    unit = check.lhs.unit
+    if lhs.value is None or (base is not None and base.value is None):
+        why = lhs.why if lhs.value is None else base.why if base is not None else ""
+        text = f"{variant}: {why}"
+    elif alone:
+        text = (
+            f"{variant}: {check.lhs.title} {show_value(lhs.value, unit)} {check.op} "
+            f"{_rhs_text(check, base)}"
+        )
+    else:
+        text = f"{variant} {show_value(lhs.value, unit)}"
+        if base is not None and base.value is not None:
+            text += f" vs {show_value(base.value, unit)}"
+    if base is not None and base.value and lhs.value is not None:
+        text += f" ({lhs.value / base.value:.2f}x)"
+    states = _states(run.results[variant], lhs)
+    if states:
+        text += " (" + ", ".join(f"{t} {_STATE_TEXT.get(s, s)}" for t, s in states) + ")"
+    return text
+
+
+def _evaluate(node: Node, run: _Run) -> Outcome:
+    if isinstance(node, Check):
+        return _evaluate_check(node, run)
+    members = [_evaluate(m, run) for m in node.members]
+    decided = [m.held for m in members]
+    held: bool | None
+    if node.mode == "all":
+        held = False if False in decided else None if None in decided else True
+    else:
+        held = True if True in decided else None if None in decided else False
+    missing = list(dict.fromkeys(v for m in members for v in m.missing))
+    texts = [m.text for m in members if m.text]
+    joined = "; ".join(texts) if node.mode == "all" else "any of: " + " | ".join(texts)
+    return Outcome(
+        node.where, held, _because(node.because, joined) if texts else "", node.context, missing
+    )
+
+
+class _Claimed(Protocol):
     @property
     def name(self) -> str: ...
 
     @property
-    def claim(self) -> str: ...
-
-    @property
-    def claim_check(self) -> str: ...
+    def bound_claim(self) -> BoundClaim: ...
 
 
-class _Scenario(Protocol):
-    @property
-    def scenario(self) -> _Meta: ...
+def _sentence(parts: Sequence[str]) -> str:
+    text = "; ".join(p for p in parts if p)
+    return (text[:1].upper() + text[1:] + ".") if text else ""
 
 
-Results = Mapping[str, RunResult]
-Judge = Callable[[_Scenario, Results], Verdict]
-
-
-def _get(r: RunResult, name: str, default: float = 0.0) -> float:
-    m = r.metrics.get(name)
-    return float(m.value) if m is not None else default
-
-
-def _sum(r: RunResult, prefix: str, suffix: str) -> float:
-    return sum(
-        float(m.value) for k, m in r.metrics.items() if k.startswith(prefix) and k.endswith(suffix)
-    )
-
-
-def _stale(r: RunResult) -> int:
-    return int(_get(r, "global.stale_dma_incidents"))
-
-
-def _rate(x: float) -> str:
-    return fmt_rate(x) if x > 0 else "0"
-
-
-def _size(x: float) -> str:
-    return fmt_size(int(x)) if x > 0 else "0"
-
-
-def _missing(results: Results, needed: tuple[str, ...]) -> list[str]:
-    return [v for v in needed if v not in results]
-
-
-def _verdict(
-    cfg: _Scenario,
-    results: Results,
-    row: Callable[[str, RunResult], dict[str, str]],
-    held: bool,
-    explanation: str,
-    needed: tuple[str, ...],
-) -> Verdict:
-    rows = [{"variant": name, **row(name, r)} for name, r in results.items()]
-    columns = [c for c in rows[0] if c != "variant"] if rows else []
-    for r in results.values():
-        rows_stale = _stale(r)
-        if rows_stale:
-            held = False
-    stale = {name: _stale(r) for name, r in results.items() if _stale(r)}
-    if stale:
-        explanation += (
-            " Stale-DMA incidents in " + ", ".join(f"{k} ({v})" for k, v in stale.items()) + "."
-        )
-    missing = _missing(results, needed)
+def judge(cfg: _Claimed, results: Sequence[RunResult]) -> Verdict:
+    """The verdict on ``cfg``'s claim from the variants' results (in run order)."""
+    claim = cfg.bound_claim
+    by_name = {r.variant: r for r in results}
+    run = _Run(by_name, claim.catalogs)
+    outcomes = [_evaluate(e, run) for e in claim.expectations]
+    deciding = [o for o in outcomes if not o.context]
+    context = [o.text for o in outcomes if o.context and o.held is not None and o.text]
+    failed = [o for o in deciding if o.held is False]
+    undecided = [o for o in deciding if o.held is None]
     judged = True
-    if missing and not stale:
-        # the comparison needs every variant: its numbers would be meaningless (even inf)
+    if not deciding:
         held, judged = False, False
+        explanation = "The scenario states no expectations ([[claim.expect]]); not judged."
+    elif failed:
+        held = False
+        passed = [o.text for o in deciding if o.held]
+        explanation = "Failed: " + _sentence([o.text for o in failed]).rstrip(".") + "."
+        if passed:
+            explanation += " Held: " + _sentence(passed)
+    elif undecided:
+        held, judged = False, False
+        missing = [v for v in claim.needed() if v not in by_name]
         explanation = (
-            f"variant(s) {', '.join(missing)} not run; the claim compares {', '.join(needed)}."
+            f"variant(s) {', '.join(missing)} not run; the claim compares "
+            f"{', '.join(claim.needed())}."
         )
+        context = []
+    else:
+        held = True
+        explanation = _sentence([o.text for o in deciding])
+    if context:
+        explanation += " " + _sentence(context)
+    columns = claim.columns() if deciding else _default_columns(results)
+    rows = [
+        {
+            "variant": r.variant,
+            **{t.title: _cell(t, r, claim.catalogs.get(r.variant)) for t in columns},
+        }
+        for r in results
+    ]
     return Verdict(
-        cfg.scenario.name,
-        cfg.scenario.claim,
+        cfg.name,
+        claim.statement,
         held,
-        ["variant", *columns],
+        ["variant", *(t.title for t in columns)],
         rows,
         explanation.strip(),
         judged,
+        outcomes,
     )
 
 
-# -- efa-gaudi -------------------------------------------------------------------------------------
-
-
-def _efa_gaudi(cfg: _Scenario, results: Results) -> Verdict:
-    """P2P throughput ≥ 1.5 × migrate-on-pin and ≥ 1.5 × staged (EFA behind the Gaudi
-    switches); root-port variants are shown for context."""
-    needed = ("pin-in-place", "migrate-on-pin", "staged")
-    t = "tenant.trainer"
-
-    def tput(name: str) -> float:
-        r = results.get(name)
-        return _get(r, f"{t}.throughput") if r is not None else 0.0
-
-    p2p = tput("pin-in-place")
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        ranks = _get(r, f"{t}.ranks") or 1
-        staged = _get(r, f"{t}.staged_ranks")
-        host = _get(r, f"{t}.host_ranks")
-        path = "staged" if staged else "host memory" if host else "P2P"
-        x = _get(r, f"{t}.throughput")
-        ref = tput(name.replace("staged", "pin-in-place")) if "root-port" in name else p2p
-        return {
-            "NIC reads": path,
-            "throughput": _rate(x),
-            "per Gaudi": _rate(x / ranks),
-            "P2P / this": f"{ref / x:.2f}x" if x > 0 and ref > 0 else "-",
-            "setup": fmt_time(_get(r, f"{t}.setup_time")),
-            "denials": str(int(_get(r, f"{t}.denials"))),
-            "stale DMA": str(_stale(r)),
-        }
-
-    ratios = {v: p2p / tput(v) if tput(v) > 0 else float("inf") for v in needed[1:]}
-    held = p2p > 0 and all(x >= 1.5 for x in ratios.values())
-    text = (
-        f"P2P moved {_rate(p2p)}: {ratios.get('migrate-on-pin', 0):.2f}x migrate-on-pin and "
-        f"{ratios.get('staged', 0):.2f}x staged (claim: >= 1.5x)."
-    )
-    if "staged-root-port" in results and "pin-in-place-root-port" in results:
-        a, b = tput("pin-in-place-root-port"), tput("staged-root-port")
-        if b > 0:
-            text += (
-                f" With the EFAs on root ports instead, staging costs only {a / b:.2f}x: all eight "
-                "Gaudis saturate the four EFAs either way."
-            )
-    return _verdict(cfg, results, row, held, text, needed)
-
-
-# -- desktop-pin-hog -------------------------------------------------------------------------------
-
-_HOG_POLICY = {
-    "memlock-dmabuf-pins": "memlock-dmabuf-pins",
-    "dmem.max": "dmem.max",
-    "dmem-pin-max": "dmem-pin-max",
-}
-
-
-def _desktop(cfg: _Scenario, results: Results) -> Verdict:
-    """No limits: the compositor gets -ENOMEM; each policy denies the hog and the compositor
-    sees none."""
-    needed = ("none", *_HOG_POLICY)
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        prefix = "tenant.hog.denied_by."
-        by = {k[len(prefix) :]: int(m.value) for k, m in r.metrics.items() if k.startswith(prefix)}
-        return {
-            "hog pinned": _size(_get(r, "tenant.hog.pinned_bytes")),
-            "hog denied (policy)": ", ".join(f"{n} by {p}" for p, n in sorted(by.items())) or "0",
-            "compositor -ENOMEM": str(int(_get(r, "tenant.compositor.denied.ENOMEM"))),
-            "missed frames": str(int(_get(r, "tenant.compositor.missed_frames"))),
-            "VRAM pinned peak": _size(_get(r, "device.node/gpu0.vram.pinned_peak")),
-            "evictions": str(int(_get(r, "device.node/gpu0.vram.evictions"))),
-            "stale DMA": str(_stale(r)),
-        }
-
-    problems: list[str] = []
-    none = results.get("none")
-    if none is not None and _get(none, "tenant.compositor.denied.ENOMEM") <= 0:
-        problems.append("without limits the compositor saw no -ENOMEM")
-    for variant, policy in _HOG_POLICY.items():
-        r = results.get(variant)
-        if r is None:
-            continue
-        if _get(r, "tenant.compositor.denied.ENOMEM") > 0:
-            problems.append(f"{variant}: the compositor saw -ENOMEM")
-        if _get(r, f"tenant.hog.denied_by.{policy}") <= 0:
-            problems.append(f"{variant}: the hog was not denied by {policy}")
-    held = not problems
-    if none is not None:
-        text = (
-            f"Without limits the hog pinned {_size(_get(none, 'tenant.hog.pinned_bytes'))} and the "
-            f"compositor got -ENOMEM {int(_get(none, 'tenant.compositor.denied.ENOMEM'))} times "
-            f"({int(_get(none, 'tenant.compositor.missed_frames'))} missed frames)"
+def _default_columns(results: Sequence[RunResult]) -> list[Term]:
+    """Without expectations: each tenant's throughput on its own (what a tenant counts as moved
+    -- NIC bytes, scanout, touches of device memory -- differs by workload, so rates are never
+    added across tenants), the denials and the stale-DMA count."""
+    tenants: dict[str, None] = {}
+    for r in results:
+        for name in r.metrics:
+            tenant = tenant_of(name)
+            if tenant is not None and name.endswith(".throughput"):
+                tenants[tenant] = None
+    workload = {
+        str(t.get("name")): str(t.get("workload"))
+        for r in results
+        for t in r.config.get("tenants", [])
+        if isinstance(t, dict)
+    }
+    terms = [
+        Term(
+            (f"tenant.{t}.throughput",),
+            "B/s",
+            label=f"{t} ({workload.get(t.partition('@')[0], '?')})",
         )
-    else:
-        text = "The no-limits variant was not run"
-    contained = [
-        f"{v} ({int(_get(r, f'tenant.hog.denied_by.{_HOG_POLICY[v]}'))} denials)"
-        for v, r in results.items()
-        if v in _HOG_POLICY
+        for t in tenants
     ]
-    if contained:
-        text += "; contained by " + ", ".join(contained) + " with no -ENOMEM for the compositor"
-    text += "."
-    if problems:
-        text += " Failed: " + "; ".join(problems) + "."
-    return _verdict(cfg, results, row, held, text, needed)
-
-
-# -- cluster-128 -----------------------------------------------------------------------------------
-
-
-def _cluster(cfg: _Scenario, results: Results) -> Verdict:
-    """Limits at unlimited: the same throughput as no limits, and no denial."""
-    needed = ("no-limits", "unlimited")
-
-    def total(r: RunResult) -> float:
-        return _sum(r, "tenant.", ".throughput")
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        accel = _sum(r, "tenant.", ".ranks")
-        pinned = _sum(r, "device.", ".vram.pinned_peak")
-        setup = max(
-            (float(m.value) for k, m in r.metrics.items() if k.endswith(".setup_time")), default=0.0
-        )
-        x = total(r)
-        return {
-            "accelerators": str(int(accel)),
-            "HBM pinned": _size(pinned),
-            "throughput": _rate(x),
-            "per accelerator": _rate(x / accel) if accel else "0",
-            "setup": fmt_time(setup),
-            "denials": str(int(_get(r, "global.denials"))),
-            "failed tenants": str(int(_sum(r, "tenant.", ".failed"))),
-            "stale DMA": str(_stale(r)),
-        }
-
-    a, b = results.get("no-limits"), results.get("unlimited")
-    held = False
-    text = ""
-    if a is not None and b is not None:
-        ta, tb = total(a), total(b)
-        same = ta > 0 and abs(ta - tb) <= 1e-9 * ta
-        denials = _get(a, "global.denials") + _get(b, "global.denials")
-        held = same and denials == 0
-        text = (
-            f"No limits: {_rate(ta)}; limits at unlimited (RLIMIT_MEMLOCK unlimited, "
-            f"memlock-dmabuf-pins on, dmem controller on): {_rate(tb)}"
-            f" -- {'identical' if same else f'{tb / ta:.4f}x' if ta else 'nothing moved'}, "
-            f"{int(denials)} denials."
-        )
-    c = results.get("default-memlock")
-    if c is not None:
-        text += (
-            f" With the default 8 MiB RLIMIT_MEMLOCK and pins charged, "
-            f"{int(_get(c, 'global.denials'))} registrations were refused and "
-            f"{int(_sum(c, 'tenant.', '.failed'))} of the nodes' jobs could not start."
-        )
-    return _verdict(cfg, results, row, held, text, needed)
-
-
-# -- odp-vs-pin ------------------------------------------------------------------------------------
-
-
-def _odp(cfg: _Scenario, results: Results) -> Verdict:
-    """Pinned: no faults, the pressure gets -ENOMEM; ODP: faults, stalls, lower throughput, no
-    -ENOMEM; a NIC without ODP: -EOPNOTSUPP, then the pinned path."""
-    needed = ("pinned", "odp", "no-odp-nic")
-    t = "tenant.rdma"
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        fell = _get(r, f"{t}.fallback_pinned")
-        refused = int(_get(r, f"{t}.denied.EOPNOTSUPP"))
-        odp = _get(r, f"{t}.odp_faults") > 0 or (name == "odp")
-        mr = "pinned (after -EOPNOTSUPP)" if fell else "ODP" if odp else "pinned"
-        return {
-            "MR": mr,
-            "throughput": _rate(_get(r, f"{t}.throughput")),
-            "p99 latency": fmt_time(_get(r, f"{t}.latency_p99")),
-            "ODP faults": str(int(_get(r, f"{t}.odp_faults"))),
-            "stall": fmt_time(_get(r, f"{t}.stall_time")),
-            "setup": fmt_time(_get(r, f"{t}.setup_time")),
-            "pressure -ENOMEM": str(int(_get(r, "tenant.pressure.denied.ENOMEM"))),
-            "-EOPNOTSUPP": str(refused),
-            "stale DMA": str(_stale(r)),
-        }
-
-    problems: list[str] = []
-    pinned, odp, noodp = (results.get(v) for v in needed)
-    if pinned is not None:
-        if _get(pinned, f"{t}.odp_faults") != 0:
-            problems.append("the pinned MR faulted")
-        if _get(pinned, "tenant.pressure.denied.ENOMEM") <= 0:
-            problems.append("the pinned MR did not starve the pressure workload")
-    if odp is not None:
-        if _get(odp, f"{t}.odp_faults") <= 0 or _get(odp, f"{t}.stall_time") <= 0:
-            problems.append("the ODP MR took no faults or stalls")
-        if _get(odp, "tenant.pressure.denied.ENOMEM") > 0:
-            problems.append("the pressure workload got -ENOMEM with ODP")
-        if pinned is not None and _get(odp, f"{t}.throughput") >= _get(pinned, f"{t}.throughput"):
-            problems.append("ODP lost no throughput")
-    if noodp is not None:
-        if _get(noodp, f"{t}.denied.EOPNOTSUPP") < 1 or _get(noodp, f"{t}.fallback_pinned") < 1:
-            problems.append("the NIC without ODP did not refuse ON_DEMAND and fall back")
-        if _get(noodp, f"{t}.odp_faults") != 0:
-            problems.append("the NIC without ODP took faults")
-    text = ""
-    if pinned is not None and odp is not None:
-        tp, to = _get(pinned, f"{t}.throughput"), _get(odp, f"{t}.throughput")
-        text = (
-            f"Pinned: {_rate(tp)}, 0 faults, the pressure workload refused "
-            f"{int(_get(pinned, 'tenant.pressure.denied.ENOMEM'))} times. ODP: {_rate(to)} "
-            f"({to / tp:.0%} of pinned) after {int(_get(odp, f'{t}.odp_faults'))} whole-MR "
-            f"faults and {fmt_time(_get(odp, f'{t}.stall_time'))} of stalls, p99 "
-            f"{fmt_time(_get(odp, f'{t}.latency_p99'))}; the pressure workload was served. "
-        )
-    if noodp is not None:
-        text += (
-            f"Without ODP the NIC refused ON_DEMAND "
-            f"({int(_get(noodp, f'{t}.denied.EOPNOTSUPP'))} x -EOPNOTSUPP) and the job "
-            "ran pinned."
-        )
-    if problems:
-        text += " Failed: " + "; ".join(problems) + "."
-    held = not problems
-    return _verdict(cfg, results, row, held, text, needed)
-
-
-# -- apu-display -----------------------------------------------------------------------------------
-
-
-def _apu(cfg: _Scenario, results: Results) -> Verdict:
-    """Pin-means-migrate: the carve-out holds no pins, the compositor is never refused; the
-    pin-in-place contrast squeezes the display's allocations."""
-    needed = ("pin-migrates", "pin-in-carve-out")
-    d = "device.node/apu0"
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        return {
-            "carve-out pinned peak": _size(_get(r, f"{d}.vram.pinned_peak")),
-            "GTT pinned peak": _size(_get(r, f"{d}.gtt.pinned_peak")),
-            "compute": _rate(_get(r, "tenant.compute.throughput")),
-            "compositor -ENOMEM": str(int(_get(r, "tenant.compositor.denied.ENOMEM"))),
-            "missed frames": str(int(_get(r, "tenant.compositor.missed_frames"))),
-            "frames": str(int(_get(r, "tenant.compositor.frames"))),
-            "stale DMA": str(_stale(r)),
-        }
-
-    problems: list[str] = []
-    mig, inplace = results.get("pin-migrates"), results.get("pin-in-carve-out")
-    if mig is not None:
-        if _get(mig, f"{d}.vram.pinned_peak") > 0:
-            problems.append("pins landed in the carve-out")
-        if _get(mig, "tenant.compositor.denials") > 0 or _get(
-            mig, "tenant.compositor.missed_frames"
-        ):
-            problems.append("the compositor was refused or missed frames")
-        if _get(mig, "tenant.compute.throughput") <= 0:
-            problems.append("the compute process moved nothing")
-    if inplace is not None and _get(inplace, "tenant.compositor.denied.ENOMEM") <= 0:
-        problems.append("pinning in place did not squeeze the display (contrast)")
-    text = ""
-    if mig is not None:
-        text = (
-            f"Pin means migrate: {_size(_get(mig, f'{d}.gtt.pinned_peak'))} pinned in GTT, none "
-            f"in the carve-out; {int(_get(mig, 'tenant.compositor.frames'))} frames, "
-            f"{int(_get(mig, 'tenant.compositor.missed_frames'))} missed. "
-        )
-    if inplace is not None:
-        text += (
-            f"Pinned in place, the compute buffer filled the carve-out "
-            f"({_size(_get(inplace, f'{d}.vram.pinned_peak'))}) and the compositor got -ENOMEM "
-            f"{int(_get(inplace, 'tenant.compositor.denied.ENOMEM'))} times."
-        )
-    if problems:
-        text += " Failed: " + "; ".join(problems) + "."
-    return _verdict(cfg, results, row, not problems, text, needed)
-
-
-# -- settlement ------------------------------------------------------------------------------------
-
-SETTLEMENT_P2P_SHARE = 0.9
-"""The settlement's "the RDMA job keeps at least this share of its P2P rate"."""
-
-
-def _settlement(cfg: _Scenario, results: Results) -> Verdict:
-    """All pillars: no -ENOMEM for the compositor, the RDMA job ≥ 90 % of its P2P rate, the
-    hog contained by policy, the ODP job served; ``no-policy`` shows what pillar 2 prevents."""
-    needed = ("settled",)
-
-    def share(r: RunResult) -> float:
-        rate = _get(r, "tenant.trainer.path_rate")
-        return _get(r, "tenant.trainer.throughput") / rate if rate > 0 else 0.0
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        by = sum(
-            int(m.value) for k, m in r.metrics.items() if k.startswith("tenant.hog.denied_by.")
-        )
-        return {
-            "compositor -ENOMEM": str(int(_get(r, "tenant.compositor.denied.ENOMEM"))),
-            "RDMA job": f"{_rate(_get(r, 'tenant.trainer.throughput'))} ({share(r):.0%} of P2P)",
-            "ODP job": _rate(_get(r, "tenant.analytics.throughput")),
-            "ODP faults": str(int(_get(r, "tenant.analytics.odp_faults"))),
-            "hog pinned": _size(_get(r, "tenant.hog.pinned_bytes")),
-            "hog denied by policy": str(by),
-            "stale DMA": str(_stale(r)),
-        }
-
-    problems: list[str] = []
-    s = results.get("settled")
-    if s is not None:
-        if _get(s, "tenant.compositor.denied.ENOMEM") > 0:
-            problems.append("the compositor got -ENOMEM")
-        if share(s) < SETTLEMENT_P2P_SHARE:
-            problems.append(f"the RDMA job got {share(s):.0%} of its P2P rate")
-        if _get(s, "tenant.hog.pinned_bytes") > 0 or not any(
-            k.startswith("tenant.hog.denied_by.") for k in s.metrics
-        ):
-            problems.append("the hog was not contained by policy")
-        if _get(s, "tenant.analytics.throughput") <= 0:
-            problems.append("the ODP job got no service")
-    text = ""
-    if s is not None:
-        text = (
-            f"Settled: compositor -ENOMEM {int(_get(s, 'tenant.compositor.denied.ENOMEM'))}, RDMA "
-            f"job {share(s):.1%} of its P2P rate (>= {SETTLEMENT_P2P_SHARE:.0%} claimed), ODP job "
-            f"{_rate(_get(s, 'tenant.analytics.throughput'))} through "
-            f"{int(_get(s, 'tenant.analytics.odp_faults'))} faults, hog pinned "
-            f"{_size(_get(s, 'tenant.hog.pinned_bytes'))}."
-        )
-    n = results.get("no-policy")
-    if n is not None:
-        text += (
-            f" Without the administrator's limits the hog pinned "
-            f"{_size(_get(n, 'tenant.hog.pinned_bytes'))} and the compositor got -ENOMEM "
-            f"{int(_get(n, 'tenant.compositor.denied.ENOMEM'))} times."
-        )
-    if problems:
-        text += " Failed: " + "; ".join(problems) + "."
-    return _verdict(cfg, results, row, not problems, text, needed)
-
-
-def _smoke(cfg: _Scenario, results: Results) -> Verdict:
-    """A platform check (for example a ``pinlab inspect`` file): every variant runs with no
-    kernel WARN, no leak and no stale DMA."""
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        return {
-            "throughput": _rate(_sum(r, "tenant.", ".throughput")),
-            "WARNs": str(int(_get(r, "global.kernel_warnings"))),
-            "leaks": str(int(_get(r, "global.leaks"))),
-            "stale DMA": str(_stale(r)),
-        }
-
-    bad = [
-        name
-        for name, r in results.items()
-        if _get(r, "global.kernel_warnings") or _get(r, "global.leaks")
+    return [
+        *terms,
+        Term(("global.denials",), "count", label="denials"),
+        Term(("global.stale_dma_incidents",), "count", label="stale DMA"),
     ]
-    held = not bad
-    text = (
-        f"{len(results)} variant(s) ran clean: no WARN, no leak, no stale DMA."
-        if held
-        else f"WARNs or leaks in {', '.join(bad)}."
-    )
-    return _verdict(cfg, results, row, held, text, ())
-
-
-JUDGES: dict[str, Judge] = {
-    "efa-gaudi": _efa_gaudi,
-    "desktop-pin-hog": _desktop,
-    "cluster-128": _cluster,
-    "odp-vs-pin": _odp,
-    "apu-display": _apu,
-    "settlement": _settlement,
-    "smoke": _smoke,
-}
-"""Judges by ``claim_check`` name."""
-
-
-def _generic(cfg: _Scenario, results: Results) -> Verdict:
-    """No judge: the claim is not judged; the table shows throughput, denials and safety."""
-
-    def row(name: str, r: RunResult) -> dict[str, str]:
-        return {
-            "throughput": _rate(_sum(r, "tenant.", ".throughput")),
-            "denials": str(int(_get(r, "global.denials"))),
-            "stale DMA": str(_stale(r)),
-        }
-
-    text = f"No judge named {cfg.scenario.claim_check!r} (known: {', '.join(JUDGES)}); not judged."
-    return _verdict(cfg, results, row, False, text, ())
-
-
-def judge(cfg: _Scenario, results: list[RunResult]) -> Verdict:
-    """The verdict on ``cfg``'s claim from the variants' results (in run order)."""
-    by_name = {r.variant: r for r in results}
-    return JUDGES.get(cfg.scenario.claim_check, _generic)(cfg, by_name)

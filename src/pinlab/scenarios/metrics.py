@@ -14,9 +14,24 @@ from __future__ import annotations
 
 from pinlab.sim.collectors import device_metrics, link_metrics, nic_metrics
 from pinlab.sim.engine import Leaks, Simulation
-from pinlab.sim.metrics import Metric, report_fields
+from pinlab.sim.metrics import Metric, MetricSpec, declared, report_fields
 
-__all__ = ["collect_metrics", "teardown_metrics"]
+__all__ = ["GLOBAL_METRICS", "collect_metrics", "teardown_metrics"]
+
+GLOBAL_METRICS: dict[str, MetricSpec] = {
+    s.name: s
+    for s in (
+        MetricSpec(
+            "stale_dma_incidents", "count", "DMA through a stale or unfenced mapping (must be 0)"
+        ),
+        MetricSpec("kernel_warnings", "count", "kernel WARN hits"),
+        MetricSpec("denials", "count", "calls refused, all tenants"),
+        MetricSpec("faults", "count", "faults injected"),
+        *declared(Leaks),
+    )
+}
+"""The run-wide metrics (``global.<metric>``): the counts :func:`collect_metrics` adds and the
+teardown's (:func:`teardown_metrics`)."""
 
 
 def collect_metrics(sim: Simulation, duration: float) -> dict[str, Metric]:
@@ -28,16 +43,11 @@ def collect_metrics(sim: Simulation, duration: float) -> dict[str, Metric]:
     m.update(nic_metrics(sim))
     m.update(link_metrics(sim, duration))
     warnings = sum(n.kernel.warnings.count() for n in sim.nodes.values())
-    m["global.stale_dma_incidents"] = Metric(
-        sim.stale_incidents(), "count", "DMA through a stale or unfenced mapping (must be 0)"
-    )
-    m["global.kernel_warnings"] = Metric(warnings, "count", "kernel WARN hits")
-    m["global.denials"] = Metric(
-        sum(t.proc.stats.total for t in sim.tenants.values()),
-        "count",
-        "calls refused, all tenants",
-    )
-    m["global.faults"] = Metric(len(sim.recorder.faults), "count", "faults injected")
+    spec = GLOBAL_METRICS
+    m["global.stale_dma_incidents"] = spec["stale_dma_incidents"](sim.stale_incidents())
+    m["global.kernel_warnings"] = spec["kernel_warnings"](warnings)
+    m["global.denials"] = spec["denials"](sum(t.proc.stats.total for t in sim.tenants.values()))
+    m["global.faults"] = spec["faults"](len(sim.recorder.faults))
     return m
 
 

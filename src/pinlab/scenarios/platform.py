@@ -21,7 +21,7 @@ __all__ = ["PlatformConfig", "build_platform"]
 class PlatformConfig(BaseModel):
     """``[platform]``: a preset with parameters (or a platform file) and patches."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
     preset: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)

@@ -15,7 +15,7 @@ from pinlab.policy.config import PolicyConfig, PolicyError, parse_policy
 from pinlab.scenarios.paths import deep_merge
 from pinlab.tomlfile import read_toml
 
-__all__ = ["policy_document", "validate_policy"]
+__all__ = ["dmem_settings", "policy_document", "validate_policy"]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.+-]*)\}")
 
@@ -44,6 +44,19 @@ def _mentioned_regions(doc: Mapping[str, Any]) -> list[str]:
                     for part in line.splitlines():
                         if part.split():
                             out.append(part.split()[0])
+    return out
+
+
+def dmem_settings(doc: Mapping[str, Any]) -> list[str]:
+    """The key paths of a policy document that need the dmem cgroup controller: every
+    ``dmem.*`` file a cgroup sets, and ``dmem-pin-max`` (whose files live beside them)."""
+    out: list[str] = []
+    for path, spec in (doc.get("cgroups") or {}).items():
+        if isinstance(spec, dict):
+            out += [f'cgroups."{path}"."{key}"' for key in spec if str(key).startswith("dmem.")]
+    proposals = doc.get("proposals") or {}
+    if isinstance(proposals, dict) and "dmem-pin-max" in proposals:
+        out.append("proposals.dmem-pin-max")
     return out
 
 

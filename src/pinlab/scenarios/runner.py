@@ -7,11 +7,17 @@ The API ``pinlab run`` codes against:
 * :func:`load_scenario` -- a built-in name or a TOML file (format: :mod:`pinlab.scenarios.schema`),
   with ``--set key=value`` overrides; every variant is validated up front, every problem is one
   :class:`~pinlab.errors.ConfigError` line;
-* :class:`ScenarioConfig` -- ``.name``, ``.scenario`` (``[scenario]``: claim, camp, judge),
-  ``.variants``, ``.to_toml(variant)``, ``.with_profile(p)``, ``.with_seed(n)``;
+* :class:`ScenarioConfig` -- ``.name``, ``.scenario`` (``[scenario]``), ``.claim``
+  (``[claim]``: statement, camp, expectations), ``.variants``, ``.catalog(variant)`` (the
+  metric names a claim can use), ``.to_toml(variant)``, ``.with_set(...)``,
+  ``.with_profile(p)``, ``.with_seed(n)``;
 * :func:`run_variant` -- one variant → :class:`~pinlab.scenarios.result.RunResult`;
 * :func:`run_scenario` -- all (or some) variants and the :class:`~pinlab.scenarios.result.Verdict`
   of :func:`pinlab.scenarios.claims.judge`.
+
+The claim is checked with the variants, before anything runs: an expectation naming a variant
+or a metric the scenario does not have is a :class:`~pinlab.errors.ConfigError` naming the
+known ones (:func:`pinlab.scenarios.claims.bind_claim`).
 
 What a run does: build the platform (preset, patches) and one kernel per node with the
 variant's profile and switches; the simulator (:class:`~pinlab.sim.engine.Simulation`) with
@@ -35,21 +41,26 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, config_error
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyError, apply_policy
 from pinlab.policy.dmem import DmemCgroupController
+from pinlab.scenarios.catalog import Catalog, variant_catalog
+from pinlab.scenarios.claims import BoundClaim, bind_claim, judge
+from pinlab.scenarios.claimspec import ClaimSpec
 from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
+from pinlab.scenarios.paths import quote
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
     ScenarioMeta,
     apply_changes,
     apply_set,
+    check_name,
     flatten_cost,
     normalise_path,
     parse_path,
@@ -106,11 +117,14 @@ class ScenarioConfig(BaseModel):
     base_dir: str | None = None
     document: dict[str, Any]
     variant_docs: dict[str, dict[str, Any]]
+    claim_document: dict[str, Any] = {}
     sets: tuple[tuple[tuple[str, ...], Any, str], ...] = ()
     profile_override: str | None = None
     seed_override: int | None = None
     _resolved: dict[str, ResolvedScenario] = PrivateAttr(default_factory=dict)
     _specs: dict[str, AnySpec] = PrivateAttr(default_factory=dict)
+    _catalogs: dict[str, Catalog] = PrivateAttr(default_factory=dict)
+    _bound: BoundClaim | None = PrivateAttr(default=None)
 
     # -- what the CLI shows ------------------------------------------------------------------
     @property
@@ -124,13 +138,36 @@ class ScenarioConfig(BaseModel):
 
     @property
     def scenario(self) -> ScenarioMeta:
-        """``[scenario]`` as the first variant resolves it: ``.name``, ``.claim``, ``.camp``,
-        ``.claim_check`` ..."""
+        """``[scenario]`` as the first variant resolves it: ``.name``, ``.duration``,
+        ``.seed`` ..."""
         return self.resolve(self.variants[0]).scenario
 
     @property
+    def claim(self) -> ClaimSpec:
+        """``[claim]``: ``.statement``, ``.camp``, ``.expect`` (the expectations), ``.show``."""
+        try:
+            return ClaimSpec.model_validate(self.claim_document)
+        except ValidationError as e:
+            raise config_error(e, self.source, "claim", ClaimSpec) from None
+
+    @property
     def camp(self) -> str:
-        return self.scenario.camp
+        return self.claim.camp or ""
+
+    def catalog(self, variant: str | None = None) -> Catalog:
+        """The metrics ``variant`` can report (:mod:`pinlab.scenarios.catalog`)."""
+        name = self._check_variant(variant)
+        if name not in self._catalogs:
+            self._catalogs[name] = variant_catalog(self.resolve(name), self.platform_spec(name))
+        return self._catalogs[name]
+
+    @property
+    def bound_claim(self) -> BoundClaim:
+        """The claim checked against every variant (:func:`~pinlab.scenarios.claims.bind_claim`)."""
+        if self._bound is None:
+            catalogs = {v: self.catalog(v) for v in self.variants}
+            self._bound = bind_claim(self.claim, catalogs, self.source, self._written_name())
+        return self._bound
 
     # -- resolution --------------------------------------------------------------------------
     def _written_name(self) -> str:
@@ -156,13 +193,19 @@ class ScenarioConfig(BaseModel):
         name = self._check_variant(variant)
         doc = copy.deepcopy(self.document)
         if name in self.variant_docs:
-            doc = apply_changes(doc, self.variant_docs[name], f"{self.source}: variants.{name}")
+            doc = apply_changes(
+                doc, self.variant_docs[name], f"{self.source}: variants.{quote(name)}"
+            )
         for path, value, text in self.sets:
             apply_set(doc, list(path), value, f"--set {text}")
         if self.profile_override is not None:
             doc.setdefault("kernel", {})["profile"] = self.profile_override
         if self.seed_override is not None:
             doc.setdefault("scenario", {})["seed"] = self.seed_override
+        claim = self.claim_document
+        meta = {k: claim[k] for k in ("statement", "camp") if k in claim}
+        if meta:
+            doc["claim"] = meta
         doc["variant"] = name
         return doc
 
@@ -202,27 +245,44 @@ class ScenarioConfig(BaseModel):
                 except ValueError:
                     continue
                 if where == key or where.startswith(key + ".") or key.startswith(where + "."):
-                    return ConfigError(f"{self.source}: variants.{variant}", e.where, e.message)
+                    return ConfigError(
+                        f"{self.source}: variants.{quote(variant)}", e.where, e.message
+                    )
         return e
 
     def to_toml(self, variant: str | None = None) -> str:
         """``config.toml``: the fully resolved configuration of ``variant``."""
         return tomli_w.dumps(self.resolve(variant).document())
 
+    def _copy(self, **update: Any) -> ScenarioConfig:
+        out = self.model_copy(update=update)
+        out._resolved, out._specs, out._catalogs, out._bound = {}, {}, {}, None
+        return out
+
     def with_profile(self, profile: str) -> ScenarioConfig:
         """A copy whose variants all run under kernel ``profile``."""
         get_profile(profile)  # ValueError for an unknown profile
-        out = self.model_copy(update={"profile_override": profile})
-        out._resolved = {}
-        out._specs = {}
-        return out
+        return self._copy(profile_override=profile)
 
     def with_seed(self, seed: int) -> ScenarioConfig:
         """A copy with run seed ``seed``."""
-        out = self.model_copy(update={"seed_override": int(seed)})
-        out._resolved = {}
-        out._specs = {}
+        return self._copy(seed_override=int(seed))
+
+    def with_set(self, *exprs: str) -> ScenarioConfig:
+        """A copy with more ``key=value`` overrides (``pinlab run --set``), validated now:
+        ``cfg.with_set("duration=5s", "tenants.hog.params.chunk=512MiB")``."""
+        variants = copy.deepcopy(self.variant_docs)
+        claim = copy.deepcopy(self.claim_document)
+        sets = self.sets + _parse_sets(exprs, variants, claim)
+        out = self._copy(variant_docs=variants, claim_document=claim, sets=sets)
+        out.validate_all()
         return out
+
+    def validate_all(self) -> None:
+        """Resolve every variant and bind the claim: :class:`ConfigError` on the first problem."""
+        for variant in self.variants:
+            self.resolve(variant)
+        self.bound_claim  # noqa: B018 - binding is the check
 
 
 def _read(path: Path, source: str) -> dict[str, Any]:
@@ -267,8 +327,39 @@ def load_scenario(
         raise ConfigError(
             source, "variants", "expected tables [variants.<name>], found something else"
         )
+    claim = data.pop("claim", {})
+    if not isinstance(claim, dict):
+        raise ConfigError(source, "claim", f"expected a table [claim], found {claim!r}")
+    for name, changes in variants.items():
+        check_name(str(name), source, f"variants.{quote(str(name))}")
+        for key in changes:
+            if key == "claim" or str(key).startswith("claim."):
+                raise ConfigError(
+                    source,
+                    f"variants.{quote(str(name))}.{key}",
+                    "expected a change to the variant's setup, found a change to the claim "
+                    "(the claim is the scenario's: its expectations name variants)",
+                )
+    variant_docs = {str(k): dict(v) for k, v in variants.items()}
+    cfg = ScenarioConfig(
+        source=source,
+        base_dir=str(path.parent),
+        document=data,
+        variant_docs=variant_docs,
+        claim_document=claim,
+        sets=_parse_sets(sets, variant_docs, claim),
+    )
+    cfg.validate_all()
+    return cfg
+
+
+def _parse_sets(
+    exprs: Sequence[str], variants: dict[str, dict[str, Any]], claim: dict[str, Any]
+) -> tuple[tuple[tuple[str, ...], Any, str], ...]:
+    """``--set`` expressions: ``variants.<v>.<key>=...`` joins that variant's changes and
+    ``claim.<key>=...`` changes the claim (both in place); the rest apply to every variant."""
     parsed: list[tuple[tuple[str, ...], Any, str]] = []
-    for expr in sets:
+    for expr in exprs:
         p, value = parse_set(expr)
         if p[0] == "variants":
             if len(p) < 2 or p[1] not in variants:
@@ -283,17 +374,13 @@ def load_scenario(
             # a dotted key added to the variant's table, applied after the variant's own
             variants[p[1]] = {**variants[p[1]], _join(p[2:]): value}
             continue
+        if p[0] == "claim":
+            if len(p) == 1:
+                raise ConfigError(f"--set {expr}", "claim", "expected a key inside the claim")
+            apply_set(claim, list(p[1:]), value, f"--set {expr}")
+            continue
         parsed.append((tuple(p), value, expr))
-    cfg = ScenarioConfig(
-        source=source,
-        base_dir=str(path.parent),
-        document=data,
-        variant_docs={str(k): dict(v) for k, v in variants.items()},
-        sets=tuple(parsed),
-    )
-    for variant in cfg.variants:
-        cfg.resolve(variant)
-    return cfg
+    return tuple(parsed)
 
 
 def _canonical(where: str) -> str:
@@ -316,7 +403,8 @@ def list_scenarios() -> list[tuple[str, str]]:
     out = []
     for name in BUILTIN:
         data = _read(builtin_path(name), f"{name}.toml")
-        out.append((name, str(data.get("scenario", {}).get("claim", ""))))
+        claim = data.get("claim", {})
+        out.append((name, str(claim.get("statement", "")) if isinstance(claim, dict) else ""))
     return out
 
 
@@ -433,8 +521,6 @@ def run_scenario(
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[RunResult], Verdict]:
     """Run ``variants`` (default: all, in file order) and judge the scenario's claim."""
-    from pinlab.scenarios.claims import judge
-
     if profile is not None:
         cfg = cfg.with_profile(profile)
     if seed is not None:

@@ -1,17 +1,24 @@
 """Scenario files: TOML, validated into typed configuration with one-line errors.
 
-A scenario states one claim of the 2021 debate in one sentence, describes a machine, a kernel,
-an administrator's policy and the tenants that run on it, and lists *variants* -- the same
-scenario with a few settings changed -- whose outcomes decide the claim::
+A scenario describes a machine, a kernel, an administrator's policy and the tenants that run
+on it, lists *variants* -- the same scenario with a few settings changed -- and states a claim
+whose expectations the variants' outcomes decide (``[claim]``, :mod:`pinlab.scenarios.claimspec`;
+the whole format with examples: ``docs/scenarios.md``)::
 
     [scenario]
     name = "desktop-pin-hog"
-    claim = "Without limits a pin-hog starves the compositor; each policy contains it."
-    camp = "stability"            # stability | performance | mechanism | ai | settlement
     duration = "100s"             # simulated time of each variant
     seed = 1                      # the same seed gives byte-identical summary.json
-    claim_check = "desktop-pin-hog"   # the judge in pinlab.scenarios.claims
     sample_interval = "500ms"     # optional: time-series resolution (default duration/200)
+
+    [claim]
+    statement = "Without limits a pin-hog starves the compositor; each policy contains it."
+    camp = "stability"            # stability | performance | mechanism | ai | settlement
+    [[claim.expect]]
+    variant = "none"
+    metric = "tenant.compositor.denied.ENOMEM"
+    op = ">"
+    value = 0
 
     [platform]
     preset = "workstation"        # dl1 | p4d | workstation | apu-laptop | cluster
@@ -73,7 +80,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
@@ -87,12 +94,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from pinlab.errors import ConfigError, config_error, format_loc
+from pinlab.errors import ConfigError, config_error, toml_path
 from pinlab.kernel.profile import CONFIG_SWITCHES, DEFAULT_PROFILE, get_profile
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.cost import CostModel
 from pinlab.platform.presets import AnySpec
+from pinlab.scenarios.claimspec import CAMPS, ClaimSpec
 from pinlab.scenarios.paths import (
     deep_merge,
     parse_path,
@@ -103,12 +111,15 @@ from pinlab.scenarios.paths import (
     where_of,
 )
 from pinlab.scenarios.platform import PlatformConfig, build_platform
-from pinlab.scenarios.policy import policy_document, validate_policy
+from pinlab.scenarios.policy import dmem_settings, policy_document, validate_policy
+from pinlab.scenarios.references import check_references
 from pinlab.sim.workloads import WORKLOADS, WorkloadParams
+from pinlab.sim.workloads.base import MAX_EVENTS
 from pinlab.units import STRICT_UNITS, Duration
 
 __all__ = [
     "CAMPS",
+    "ClaimSpec",
     "FaultSpec",
     "KernelConfig",
     "PlatformConfig",
@@ -129,20 +140,54 @@ __all__ = [
     "validate_policy",
 ]
 
-CAMPS = ("stability", "performance", "mechanism", "ai", "settlement")
-"""The debate's camps (``seed-brief.md``) plus the settlement."""
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 _TENANT = re.compile(r"^[A-Za-z][A-Za-z0-9_+-]*$")
 
 
-def _matching(pattern: re.Pattern[str], expected: str) -> BeforeValidator:
+RESERVED_NAMES = frozenset(
+    {"report.html", "summary.json", "series.csv", "config.toml", "trace.json", "points"}
+)
+"""Names of files a run directory holds: a scenario or variant named so would collide with one
+(every name becomes a directory below ``--out``)."""
+
+NAME_MAX = 100
+"""The longest scenario, variant or tenant name (a path component stays well below 255)."""
+
+
+def _checker(pattern: re.Pattern[str], expected: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         if not isinstance(value, str) or not pattern.match(value):
             raise ValueError(f"expected {expected}, found {value!r}")
+        if len(value) > NAME_MAX:
+            raise ValueError(f"expected at most {NAME_MAX} characters, found {len(value)}")
+        if value.lower() in RESERVED_NAMES or value.lower().startswith("plot-"):
+            raise ValueError(
+                f"expected a name that is not one of a run directory's files "
+                f"({', '.join(sorted(RESERVED_NAMES))}, plot-*), found {value!r}"
+            )
         return value
 
-    return BeforeValidator(check)
+    return check
+
+
+def _matching(pattern: re.Pattern[str], expected: str) -> BeforeValidator:
+    return BeforeValidator(_checker(pattern, expected))
+
+
+def check_name(name: str, source: str, where: str) -> None:
+    """:class:`ConfigError` unless ``name`` may become a directory of a run (:data:`Name`)."""
+    try:
+        _NAME_CHECK(name)
+    except ValueError as e:
+        raise ConfigError(source, where, str(e)) from None
+
+
+SEED_MAX = 2**63 - 1
+"""Seeds are 0 … 2⁶³−1: what TOML's 64-bit integers hold, so ``config.toml`` stays valid."""
+
+MAX_SAMPLES = 1_000_000
+"""The most points a run samples per series (``duration / sample_interval``)."""
 
 
 def _profile(value: object) -> object:
@@ -168,10 +213,10 @@ def _workload(value: object) -> object:
     return value
 
 
-Name = Annotated[
-    str,
-    _matching(_NAME, "a name of letters, digits, '_', '.', '+' or '-' starting with a letter"),
-]
+_NAME_CHECK = _checker(
+    _NAME, "a name of letters, digits, '_', '.', '+' or '-' starting with a letter"
+)
+Name = Annotated[str, BeforeValidator(_NAME_CHECK)]
 TenantName = Annotated[
     str,
     _matching(
@@ -196,18 +241,15 @@ validation, so a scenario file writes it once)."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
 
 class ScenarioMeta(_Model):
-    """``[scenario]``: what is claimed and how long each variant runs."""
+    """``[scenario]``: its name and how long each variant runs (the claim: ``[claim]``)."""
 
     name: Name
-    claim: str = Field(min_length=1, description="the claim, in one sentence")
-    camp: Literal["stability", "performance", "mechanism", "ai", "settlement"]
     duration: Duration = Field(description="simulated time of each variant")
-    seed: int = 0
-    claim_check: str = Field(description="the judge in pinlab.scenarios.claims")
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     sample_interval: Duration | None = Field(
         default=None, description="time-series resolution (default duration / 200)"
     )
@@ -219,6 +261,13 @@ class ScenarioMeta(_Model):
             raise ValueError(f"expected a duration above 0, found {self.duration!r} s")
         if self.sample_interval is not None and self.sample_interval <= 0:
             raise ValueError(f"expected a sample_interval above 0, found {self.sample_interval}")
+        interval = self.sample_interval or self.duration / 200
+        if self.duration / interval > MAX_SAMPLES:
+            raise ValueError(
+                f"expected at most {MAX_SAMPLES} samples per series (duration / "
+                f"sample_interval), found {self.duration:g} s / {interval:g} s = "
+                f"{self.duration / interval:.3g}"
+            )
         return self
 
 
@@ -271,10 +320,13 @@ class FaultSpec(_Model):
 
 
 class ResolvedScenario(_Model):
-    """One variant, fully resolved: what ``config.toml`` holds."""
+    """One variant, fully resolved: what ``config.toml`` holds. Its ``claim`` is the
+    scenario's statement and camp; the expectations compare variants, so they stay with the
+    scenario (``ScenarioConfig.claim``) and a ``config.toml`` run alone is not judged."""
 
     scenario: ScenarioMeta
-    variant: str = "base"
+    claim: ClaimSpec = Field(default_factory=ClaimSpec)
+    variant: Name = "base"
     platform: PlatformConfig
     kernel: KernelConfig = Field(default_factory=KernelConfig)
     cost: dict[str, Any] = Field(default_factory=dict)
@@ -292,6 +344,11 @@ class ResolvedScenario(_Model):
         """The TOML-serialisable document (units as exact strings, no nulls, every parameter
         of every tenant with its value)."""
         data: dict[str, Any] = _drop_none(self.model_dump(mode="json", exclude_none=True))
+        claim = {k: data["claim"][k] for k in ("statement", "camp") if data["claim"].get(k)}
+        if claim:
+            data["claim"] = claim
+        else:
+            del data["claim"]
         for tenant in data.get("tenants", []):
             tenant["params"].pop("workload", None)
         return data
@@ -409,7 +466,7 @@ def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> 
     message = re.sub(r" \(and \d+ more\)$", "", message)
     if others:
         message += f" (and {len(others)} more)"
-    where = f"tenants.{quote(name)}" + (f".{format_loc(rest)}" if rest else "")
+    where = f"tenants.{quote(name)}" + (f".{toml_path(rest)}" if rest else "")
     return ConfigError(source, where, message)
 
 
@@ -447,6 +504,14 @@ def validate_document(
     if resolved.policy is not None:
         names = {d.name: d.name for d in node.devices}
         pdoc = policy_document(resolved.policy, names, None, base_dir)
+        needs = dmem_settings(pdoc)
+        if needs and not get_profile(profile, **resolved.kernel.switches()).dmem:
+            raise ConfigError(
+                source,
+                f"policy.{needs[0]}",
+                "expected a kernel with the cgroup v2 dmem controller (profiles 6.14 and "
+                f"later), found profile {profile}, which has none",
+            )
         users = set(validate_policy(pdoc, source).users)
     nodes = _nodes(spec)
     seen: set[str] = set()
@@ -474,6 +539,15 @@ def validate_document(
                 source,
                 f"{where}.node",
                 f"expected no node on a single-node platform, found {t.node!r}",
+            )
+        check_references(t.params, node, source, where)
+        planned = t.params.events(max(resolved.scenario.duration - t.start, 0.0))
+        if planned > MAX_EVENTS:
+            raise ConfigError(
+                source,
+                f"{where}.params",
+                f"expected at most {MAX_EVENTS:.0e} workload iterations in a run, found "
+                f"{planned:.3g} ({t.workload} over {resolved.scenario.duration:g} s)",
             )
     devices = {d.name for d in node.devices}
     nics = {n.name for n in node.nics}

@@ -20,11 +20,64 @@ from pinlab.drivers.base import ExporterDriver, RegionUsage
 from pinlab.kernel.ttm import TtmMemType
 from pinlab.sim.copy_engine import CopyStats
 from pinlab.sim.engine import NodeState, Simulation
-from pinlab.sim.metrics import Metric, Series, num, report_fields
+from pinlab.sim.metrics import Metric, MetricSpec, Series, declared, num, report_fields
 
-__all__ = ["device_metrics", "link_metrics", "nic_metrics"]
+__all__ = [
+    "DEVICE_METRICS",
+    "LINK_METRICS",
+    "NIC_METRICS",
+    "REGIONS",
+    "REGION_METRICS",
+    "device_metrics",
+    "link_metrics",
+    "nic_metrics",
+]
 
 _MEM = {"vram": TtmMemType.VRAM, "gtt": TtmMemType.TT, "system": TtmMemType.SYSTEM}
+
+REGIONS: tuple[str, ...] = tuple(_MEM)
+"""The memory regions a device may report (``device.<node>/<dev>.<region>.*``)."""
+
+
+def _specs(*specs: MetricSpec) -> dict[str, MetricSpec]:
+    return {s.name: s for s in specs}
+
+
+# A device, NIC or link that did nothing reports nothing: its counts and peaks are then 0
+# (``absent=0``); its capacity, free bytes and fragmentation are not known.
+REGION_METRICS: dict[str, MetricSpec] = _specs(
+    MetricSpec("size", "B", "capacity"),
+    MetricSpec("used_peak", "B", "peak bytes allocated", absent=0),
+    MetricSpec("used_final", "B", "allocated at the end", absent=0),
+    MetricSpec("pinned_peak", "B", "peak pinned", absent=0),
+    MetricSpec("pinned_final", "B", "pinned at the end", absent=0),
+    MetricSpec("free_final", "B", "free at the end"),
+    MetricSpec("fragmentation_final", "ratio", "1 - largest free block / free bytes"),
+    MetricSpec("evictions", "count", "buffers evicted out of it", absent=0),
+    MetricSpec("evicted_bytes", "B", "bytes evicted out of it", absent=0),
+)
+"""What each region of a device reports (``device.<node>/<dev>.<region>.<metric>``), for a
+device one of whose regions held anything during the run."""
+
+DEVICE_METRICS: dict[str, MetricSpec] = _specs(
+    *(MetricSpec(s.name, s.unit, s.description, absent=0) for s in declared(CopyStats)),
+    MetricSpec("move_notifies", "count", "move_notify calls it sent", absent=0),
+)
+"""What a device reports besides its regions (``device.<node>/<dev>.<metric>``): its copy
+engine's statistics and the exporter's ``move_notify`` calls."""
+
+NIC_METRICS: dict[str, MetricSpec] = _specs(
+    MetricSpec("odp_faults", "count", "ODP faults the NIC took", absent=0),
+    MetricSpec("odp_invalidations", "count", "whole-MR invalidations", absent=0),
+    MetricSpec("mrs_reset", "count", "MRs a NIC reset dropped", absent=0),
+)
+"""What a NIC that faulted, invalidated or was reset reports (``nic.<node>/<nic>.<metric>``)."""
+
+LINK_METRICS: dict[str, MetricSpec] = _specs(
+    MetricSpec("utilisation", "ratio", "mean utilisation over the run"),
+)
+"""What a link that carried bytes reports (``link.<key>.<metric>``). A link's key is known
+only once it carried something, so an unreported one is not known rather than 0."""
 
 
 def device_metrics(sim: Simulation) -> dict[str, Metric]:
@@ -55,36 +108,22 @@ def _device(
         frag = series.get(f"{stem}.fragmentation")
         free = series.get(f"{stem}.free")
         man = bdev.manager(_MEM[region.name]) if bdev is not None else None
-        m[f"{stem}.size"] = Metric(region.size, "B", "capacity")
-        m[f"{stem}.used_peak"] = Metric(
-            int(used.peak() if used is not None else region.used), "B", "peak bytes allocated"
-        )
-        m[f"{stem}.used_final"] = Metric(
-            int(used.last if used is not None else region.used), "B", "allocated at the end"
-        )
-        m[f"{stem}.pinned_peak"] = Metric(
-            int(pinned.peak() if pinned is not None else region.pinned), "B", "peak pinned"
-        )
-        m[f"{stem}.pinned_final"] = Metric(
-            int(pinned.last if pinned is not None else region.pinned), "B", "pinned at the end"
-        )
-        m[f"{stem}.free_final"] = Metric(
-            int(free.last if free is not None else region.free), "B", "free at the end"
-        )
-        m[f"{stem}.fragmentation_final"] = Metric(
-            num(frag.last if frag is not None else region.fragmentation),
-            "ratio",
-            "1 - largest free block / free bytes",
-        )
-        m[f"{stem}.evictions"] = Metric(
-            man.evictions if man is not None else 0, "count", "buffers evicted out of it"
-        )
-        m[f"{stem}.evicted_bytes"] = Metric(
-            man.evicted_bytes if man is not None else 0, "B", "bytes evicted out of it"
-        )
+        spec = REGION_METRICS
+        values: dict[str, float | int] = {
+            "size": region.size,
+            "used_peak": int(used.peak() if used is not None else region.used),
+            "used_final": int(used.last if used is not None else region.used),
+            "pinned_peak": int(pinned.peak() if pinned is not None else region.pinned),
+            "pinned_final": int(pinned.last if pinned is not None else region.pinned),
+            "free_final": int(free.last if free is not None else region.free),
+            "fragmentation_final": num(frag.last if frag is not None else region.fragmentation),
+            "evictions": man.evictions if man is not None else 0,
+            "evicted_bytes": man.evicted_bytes if man is not None else 0,
+        }
+        m.update({f"{stem}.{name}": spec[name](value) for name, value in values.items()})
     engine = node.engines.get(dev)
     m.update(report_fields(engine.stats if engine is not None else CopyStats(), base))
-    m[f"{base}.move_notifies"] = Metric(driver.move_notifies, "count", "move_notify calls it sent")
+    m[f"{base}.move_notifies"] = DEVICE_METRICS["move_notifies"](driver.move_notifies)
     return m
 
 
@@ -110,9 +149,8 @@ def nic_metrics(sim: Simulation) -> dict[str, Metric]:
             if not (faults or inval or reset):
                 continue
             base = f"nic.{node_name}/{name}"
-            m[f"{base}.odp_faults"] = Metric(faults, "count", "ODP faults the NIC took")
-            m[f"{base}.odp_invalidations"] = Metric(inval, "count", "whole-MR invalidations")
-            m[f"{base}.mrs_reset"] = Metric(reset, "count", "MRs a NIC reset dropped")
+            counts = {"odp_faults": faults, "odp_invalidations": inval, "mrs_reset": reset}
+            m.update({f"{base}.{k}": NIC_METRICS[k](v) for k, v in counts.items()})
     return m
 
 
@@ -128,7 +166,5 @@ def link_metrics(sim: Simulation, duration: float) -> dict[str, Metric]:
                 if duration > 0 and link.capacity > 0
                 else 0.0
             )
-            m[f"link.{key}.utilisation"] = Metric(
-                num(mean), "ratio", "mean utilisation over the run"
-            )
+            m[f"link.{key}.utilisation"] = LINK_METRICS["utilisation"](num(mean))
     return m

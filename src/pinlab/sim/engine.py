@@ -50,6 +50,7 @@ from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
 from pinlab.sim.metrics import (
+    TENANT_METRICS,
     Metric,
     Recorder,
     TenantResult,
@@ -102,36 +103,26 @@ class Tenant:
         if end is None:
             end = stats.finished if stats.finished is not None else duration
         elapsed = max(end - start, 0.0)
-        m = {
-            f"{base}.throughput": Metric(
-                num(stats.bytes / elapsed if elapsed > 0 else 0.0),
-                "B/s",
-                "bytes moved per second of the data phase (after setup)",
-            ),
-            f"{base}.bytes": Metric(num(stats.bytes), "B", "bytes moved"),
-            f"{base}.transfers": Metric(stats.transfers, "count", "transfers completed"),
-            f"{base}.latency_p50": Metric(num(stats.percentile(50)), "s", "median latency"),
-            f"{base}.latency_p99": Metric(num(stats.percentile(99)), "s", "99th percentile"),
-            f"{base}.stall_time": Metric(
-                num(stats.stall_time), "s", "waiting for fences and ODP faults"
-            ),
-            f"{base}.odp_faults": Metric(stats.odp_faults, "count", "NIC page faults taken"),
-            f"{base}.denials": Metric(denials.total, "count", "calls the kernel refused"),
+        spec = TENANT_METRICS
+        values: dict[str, float | int] = {
+            "throughput": num(stats.bytes / elapsed if elapsed > 0 else 0.0),
+            "bytes": num(stats.bytes),
+            "transfers": stats.transfers,
+            "latency_p50": num(stats.percentile(50)),
+            "latency_p99": num(stats.percentile(99)),
+            "stall_time": num(stats.stall_time),
+            "odp_faults": stats.odp_faults,
+            "denials": denials.total,
         }
+        m = {f"{base}.{name}": spec[name](value) for name, value in values.items()}
         for errno in sorted(denials.denials):
-            m[f"{base}.denied.{errno.lstrip('-')}"] = Metric(
-                denials.denials[errno], "count", f"calls refused with {errno}"
-            )
+            member = spec["denied.<ERRNO>"].fill(errno.lstrip("-"))
+            m[f"{base}.{member.name}"] = member(denials.denials[errno])
         for policy in sorted(denials.denials_by_policy):
-            m[f"{base}.denied_by.{policy}"] = Metric(
-                denials.denials_by_policy[policy], "count", f"refusals by the {policy} policy"
-            )
-        m[f"{base}.killed"] = Metric(
-            0 if self.proc.alive else 1, "count", "1 if the process was gone at the end"
-        )
-        m[f"{base}.failed"] = Metric(
-            1 if self.error is not None else 0, "count", "1 if an unhandled error ended it"
-        )
+            member = spec["denied_by.<policy>"].fill(policy)
+            m[f"{base}.{member.name}"] = member(denials.denials_by_policy[policy])
+        m[f"{base}.killed"] = spec["killed"](0 if self.proc.alive else 1)
+        m[f"{base}.failed"] = spec["failed"](1 if self.error is not None else 0)
         if stats.started is not None:
             m.update(report_fields(result, base))
         return m

@@ -1,44 +1,101 @@
 """Flow-level bandwidth sharing: concurrent transfers share links max-min fairly.
 
 A *transfer* moves ``nbytes`` over a path of links (``cost-model.md`` §1 item 1). While several
-transfers are active, each gets the max-min fair rate: the largest rate vector in which no
-transfer can go faster without slowing a transfer that already has a smaller or equal rate
-(progressive filling). A transfer may also carry its own rate cap (a NIC's message rate, a copy
-engine's speed). Rates change only when a transfer starts or ends, so the network recomputes
-them exactly then -- never per byte, never per tick -- and schedules one SimPy timeout for the
-next completion. Stale timeouts are recognised by a generation number and ignored.
+transfers are active, each gets the max-min fair rate: the largest rate vector in which no transfer
+can go faster without slowing a transfer whose rate is smaller or equal. It is the result of
+*progressive filling*: raise every rate together; when a link saturates, freeze the transfers
+crossing it and go on with the others. A path may cross a link more than once (a staged transfer
+crosses host DRAM twice, ``cost-model.md`` §1 item 5) and then consumes that many times its rate
+there. A transfer's own rate cap (a NIC's message rate, a copy engine's speed) acts as, and is
+solved as, a private link of capacity ``cap`` that only this transfer crosses. Rates change only
+when a transfer starts or ends, so the network solves them exactly then -- never per byte, never
+per tick.
 
-The water-filling is vectorised with numpy over a links x transfers *use-count* matrix (a path
-may cross a link more than once: a staged transfer crosses host DRAM twice, ``cost-model.md`` §1
-item 5, and then consumes twice its rate there): each round finds the tightest link (residual
-capacity / unfrozen uses) or transfer cap, freezes the transfers it limits, and subtracts what
-they consume; at most ``min(links, transfers)`` rounds.
+**Solver.** The link-transfer incidence is sparse: a link keeps its active transfers with their use
+counts, a transfer its distinct links with counts. The rates are found *bottleneck first*: a heap
+holds each link's fair share ``residual / unfrozen uses``; the least is taken, the unfrozen
+transfers on it are frozen at that share and their consumption is taken off their other links.
+That is progressive filling without the flat stretches -- the link taken is the next one to
+saturate -- in ``O(incidences x log links)`` for the transfers solved, in plain Python (no matrix:
+a sub-problem is a few hundred transfers at most in practice, where numpy's per-call cost would
+dominate). Freezing only raises the other links' shares, so a heap entry is a lower bound and is
+re-keyed lazily when it reaches the top (:func:`_fill`). A re-solve touches only the transfers
+whose rate can change, and their links:
 
-Accounting is exact per link: ``bytes_carried`` integrates rate over time, so utilisation is
-``bytes_carried / (capacity * elapsed)``.
+1. *Components.* A link saturates at a level that depends only on the transfers crossing it, and a
+   transfer freezes at its own links' or cap's level, so filling runs independently on each
+   connected component of the transfer-link graph (transfers joined by sharing a link,
+   transitively). A start or an end changes the data of the changed transfer's links only; every
+   other component keeps its transfers, paths and capacities, so -- the max-min allocation being
+   unique -- its rates.
+2. *Levels.* Ending a transfer ``f`` of rate ``r`` leaves every rate below ``r`` as it is: below
+   level ``r`` no link of ``f`` saturates (``f`` would have frozen there), so each link saturating
+   below ``r`` carries the same load at each level without ``f``, and saturates at the same level,
+   while loads elsewhere only fall, so nothing saturates sooner; the transfers that do change end at
+   ``r`` or above. Starting a transfer ``g`` is that step backwards: the rates below ``g``'s new
+   rate stay, and that rate is at least ``min(cap, capacity / uses)`` over ``g``'s links (``uses``
+   counting every transfer on the link, ``g`` included), because at level ``t`` a link carries at
+   most ``t * uses``.
+
+On a change the network takes ``lam``, the least of the ended transfers' rates and the started
+transfers' bounds (ends are applied before starts, so each step's threshold is at least ``lam``),
+keeps every transfer below ``lam`` (less a relative 1e-9 for rounding), and re-solves the transfers
+at or above it that are connected to a changed link through links and transfers at or above it.
+Above ``lam`` the filling is the same as on the original links with what the kept transfers consume
+taken off, and fact 1 applies to that filling. A sub-problem of one transfer is solved in closed
+form, without the heap.
+
+**Time.** A transfer records its remaining bytes when its rate is set; a heap of projected finish
+times gives the next completion, and only a transfer whose rate changed gets a new entry (its old
+ones are skipped by version). After every change one SimPy timeout is armed for the next completion;
+a timeout superseded by a later change is recognised by a generation number and ignored. Transfers
+due within ``_EPS`` seconds of a change complete in it, in start order.
+
+**Accounting** is exact per link: ``bytes_carried`` integrates the link's load (its transfers'
+rates times uses) over time, and a transfer's last bytes are settled on its links when it
+completes, so a link carries exactly what crossed it; utilisation is ``bytes_carried / (capacity *
+elapsed)``. A link's counters are brought up to date when its load changes;
+:meth:`FlowNetwork.advance` brings every busy link's up to ``env.now`` (call it before reading a
+busy link's counters).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Sequence, ValuesView
 from dataclasses import dataclass, field
 
-import numpy as np
 import simpy
 
 _EPS = 1e-9  # seconds; completions closer than this to "now" are due now
+_MARGIN = 1e-9  # relative; a kept rate must lie this far below the threshold (rounding)
+_INF = float("inf")
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class Link:
-    """One direction of a link (or any shared resource) with a capacity in bytes/s."""
+    """One direction of a link (or any shared resource) with a capacity in bytes/s.
+
+    ``bytes_carried`` and ``busy_time`` (time with at least one active transfer) are current up to
+    the link's last load change or the network's last :meth:`FlowNetwork.advance`.
+    """
 
     name: str
     capacity: float
     bytes_carried: float = 0.0
-    busy_time: float = 0.0  # time with at least one active transfer
+    busy_time: float = 0.0
     index: int = -1
+    # active transfers crossing the link -> how many times each crosses it (start order)
+    _transfers: dict[Transfer, int] = field(default_factory=dict, init=False, repr=False)
+    _uses: int = field(default=0, init=False, repr=False)  # sum of the counts above
+    _load: float = field(default=0.0, init=False, repr=False)  # bytes/s, sum of rate x uses
+    _since: float = field(default=0.0, init=False, repr=False)  # counters are current up to here
+    # solver scratch, valid during one re-solve (``_mark`` == the network's epoch)
+    _mark: int = field(default=0, init=False, repr=False)
+    _residual: float = field(default=0.0, init=False, repr=False)
+    _unfrozen: int = field(default=0, init=False, repr=False)
+    _members: list[Transfer] = field(default_factory=list, init=False, repr=False)
 
     def utilisation(self, elapsed: float) -> float:
         """Mean utilisation over ``elapsed`` seconds."""
@@ -46,36 +103,118 @@ class Link:
             return 0.0
         return self.bytes_carried / (self.capacity * elapsed)
 
+    def _fold(self, now: float) -> None:
+        """Bring ``bytes_carried`` and ``busy_time`` up to ``now`` at the current load."""
+        dt = now - self._since
+        if dt > 0:
+            if self._load > 0:
+                self.bytes_carried += self._load * dt
+                self.busy_time += dt
+            self._since = now
+
 
 _ids = itertools.count(1)
 
 
-@dataclass(eq=False, slots=True)
 class Transfer:
-    """One active transfer: remaining bytes, its links, optional cap, current rate."""
+    """One transfer: size, path (a link repeated once per crossing), cap, event, current rate."""
 
-    nbytes: float
-    links: tuple[Link, ...]
-    cap: float
-    done: simpy.Event
-    label: str = ""
-    remaining: float = 0.0
-    rate: float = 0.0
-    started: float = 0.0
-    serial: int = field(default_factory=lambda: next(_ids))
+    __slots__ = (
+        "_at",
+        "_env",
+        "_finish",
+        "_left",
+        "_mark",
+        "_new_rate",
+        "_path",
+        "_uses",
+        "_version",
+        "cap",
+        "done",
+        "label",
+        "links",
+        "nbytes",
+        "rate",
+        "serial",
+        "started",
+    )
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        nbytes: float,
+        links: tuple[Link, ...],
+        cap: float,
+        done: simpy.Event,
+        label: str,
+    ) -> None:
+        self.nbytes = nbytes
+        self.links = links
+        self.cap = cap
+        self.done = done
+        self.label = label
+        self.rate = 0.0
+        self.started = env.now
+        self.serial = next(_ids)
+        counts: dict[Link, int] = {}
+        for link in links:
+            counts[link] = counts.get(link, 0) + 1
+        if cap < _INF:  # the cap as a private link; a negative index keeps heap ties in order
+            counts[Link(f"{label}:cap", cap, index=-self.serial)] = 1
+        self._uses = tuple(counts.items())  # distinct links in path order (cap last), counts
+        self._path = tuple(counts)  # the same links without counts
+        self._env = env
+        self._left = nbytes  # remaining bytes at time ``_at``
+        self._at = env.now
+        self._finish = _INF  # projected completion time at the current rate
+        self._version = 0  # bumped on every rate change: older heap entries are stale
+        self._mark = 0
+        self._new_rate = 0.0
+
+    @property
+    def remaining(self) -> float:
+        """Bytes still to move, at ``env.now``."""
+        return max(self._left_at(self._env.now), 0.0)
+
+    def _left_at(self, now: float) -> float:
+        return self._left - self.rate * (now - self._at)
+
+    def __repr__(self) -> str:
+        return f"Transfer({self.label!r}, {self.nbytes:g} B, rate {self.rate:g} B/s)"
 
 
 class FlowNetwork:
-    """Links and the transfers sharing them, on one SimPy environment."""
+    """Links and the transfers sharing them, on one SimPy environment.
+
+    Counters: ``recomputes`` -- starts and ends after which rates were solved (some transfer
+    active); ``resolved`` -- transfers whose rate was solved, summed over those (the other
+    active transfers kept theirs); ``completed`` -- transfers finished.
+    """
+
+    __slots__ = (
+        "_active",
+        "_busy",
+        "_due",
+        "_epoch",
+        "_generation",
+        "completed",
+        "env",
+        "links",
+        "recomputes",
+        "resolved",
+    )
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
         self.links: dict[str, Link] = {}
-        self.active: list[Transfer] = []
-        self._last_update = 0.0
-        self._generation = 0
         self.recomputes = 0
+        self.resolved = 0
         self.completed = 0
+        self._active: dict[simpy.Event, Transfer] = {}  # by completion event, in start order
+        self._busy: dict[Link, None] = {}  # links with an active transfer, an ordered set
+        self._due: list[tuple[float, int, int, Transfer]] = []  # (finish, serial, version, t)
+        self._generation = 0
+        self._epoch = 0
 
     # -- topology --------------------------------------------------------------------------
     def add_link(self, name: str, capacity: float) -> Link:
@@ -94,6 +233,11 @@ class FlowNetwork:
         except KeyError:
             raise KeyError(f"no link named {name!r}") from None
 
+    @property
+    def active(self) -> ValuesView[Transfer]:
+        """The active transfers, in start order."""
+        return self._active.values()
+
     # -- transfers -------------------------------------------------------------------------
     def transfer(
         self,
@@ -109,160 +253,241 @@ class FlowNetwork:
         cannot make progress and is refused with ``ValueError``; a zero-byte transfer
         completes at once.
         """
-        done = self.env.event()
-        path = tuple(self.links[x] if isinstance(x, str) else x for x in links)
-        limit = float("inf") if cap is None else float(cap)
-        if nbytes < 0:
-            raise ValueError(f"transfer {label!r}: negative size {nbytes}")
-        if not path and limit == float("inf"):
-            raise ValueError(f"transfer {label!r}: no link and no rate cap")
-        if limit <= 0:
-            raise ValueError(f"transfer {label!r}: rate cap must be positive, got {cap}")
-        if nbytes == 0:
-            done.succeed(0.0)
-            return done
-        self.advance()
-        t = Transfer(float(nbytes), path, limit, done, label, float(nbytes), 0.0, self.env.now)
-        self.active.append(t)
-        self._reschedule()
+        done, started = self._new(nbytes, links, cap, label)
+        if started is not None:
+            self._change([started])
         return done
 
     def transfer_many(
         self, specs: Sequence[tuple[float, Sequence[Link | str], float | None, str]]
     ) -> list[simpy.Event]:
         """Start several transfers at once -- ``(nbytes, links, cap, label)`` each, with
-        :meth:`transfer`'s rules -- recomputing the rates once rather than once per transfer
+        :meth:`transfer`'s rules -- solving the rates once rather than once per transfer
         (pinlab addition for collectives, where every rank starts a flow at the same instant:
         the same rates as starting them one by one, since rates only matter once time moves).
         """
         events: list[simpy.Event] = []
         started: list[Transfer] = []
-        self.advance()
         for nbytes, links, cap, label in specs:
-            done = self.env.event()
-            path = tuple(self.links[x] if isinstance(x, str) else x for x in links)
-            limit = float("inf") if cap is None else float(cap)
-            if nbytes < 0:
-                raise ValueError(f"transfer {label!r}: negative size {nbytes}")
-            if not path and limit == float("inf"):
-                raise ValueError(f"transfer {label!r}: no link and no rate cap")
-            if limit <= 0:
-                raise ValueError(f"transfer {label!r}: rate cap must be positive, got {cap}")
+            done, t = self._new(nbytes, links, cap, label)
             events.append(done)
-            if nbytes == 0:
-                done.succeed(0.0)
-                continue
-            started.append(
-                Transfer(float(nbytes), path, limit, done, label, float(nbytes), 0.0, self.env.now)
-            )
+            if t is not None:
+                started.append(t)
         if started:
-            self.active.extend(started)
-            self._reschedule()
+            self._change(started)
         return events
 
     def rate_of(self, event: simpy.Event) -> float:
         """The current rate of the transfer behind ``event`` (0 when finished)."""
-        for t in self.active:
-            if t.done is event:
-                return t.rate
-        return 0.0
+        t = self._active.get(event)
+        return 0.0 if t is None else t.rate
+
+    def advance(self) -> None:
+        """Bring every busy link's ``bytes_carried`` and ``busy_time`` up to ``env.now``."""
+        now = self.env.now
+        for link in self._busy:
+            link._fold(now)
 
     # -- internals -------------------------------------------------------------------------
-    def advance(self) -> None:
-        """Move every active transfer forward to ``env.now`` at its current rate."""
+    def _new(
+        self, nbytes: float, links: Sequence[Link | str], cap: float | None, label: str
+    ) -> tuple[simpy.Event, Transfer | None]:
+        """A checked transfer and its event; no transfer (the event fired) for zero bytes."""
+        done = self.env.event()
+        path = tuple(self.links[x] if isinstance(x, str) else x for x in links)
+        limit = _INF if cap is None else float(cap)
+        if nbytes < 0:
+            raise ValueError(f"transfer {label!r}: negative size {nbytes}")
+        if not path and limit == _INF:
+            raise ValueError(f"transfer {label!r}: no link and no rate cap")
+        if limit <= 0:
+            raise ValueError(f"transfer {label!r}: rate cap must be positive, got {cap}")
+        if nbytes == 0:
+            done.succeed(0.0)
+            return done, None
+        return done, Transfer(self.env, float(nbytes), path, limit, done, label)
+
+    def _change(self, started: list[Transfer]) -> None:
+        """Complete the due transfers, add ``started``, re-solve what can change, re-arm."""
         now = self.env.now
-        dt = now - self._last_update
-        if dt > 0:
-            used: set[int] = set()
-            for t in self.active:
-                moved = min(t.rate * dt, t.remaining)
-                t.remaining -= moved
-                for link in t.links:
-                    link.bytes_carried += moved
-                    used.add(link.index)
-            for link in self.links.values():
-                if link.index in used:
-                    link.busy_time += dt
-        self._last_update = now
-
-    def _compute_rates(self) -> None:
-        """Max-min fair rates by progressive filling (vectorised)."""
-        flows = self.active
-        n = len(flows)
-        if n == 0:
-            return
-        self.recomputes += 1
-        used_links = sorted({link.index for t in flows for link in t.links})
-        col = {idx: i for i, idx in enumerate(used_links)}
-        m = len(used_links)
-        a = np.zeros((m, n), dtype=float)  # uses of link i by transfer j
-        for j, t in enumerate(flows):
-            for link in t.links:
-                a[col[link.index], j] += 1.0
-        by_index = {link.index: link for link in self.links.values()}
-        residual = np.array([by_index[i].capacity for i in used_links], dtype=float)
-        caps = np.array([t.cap for t in flows], dtype=float)
-        rate = np.zeros(n, dtype=float)
-        frozen = np.zeros(n, dtype=bool)
-        while not frozen.all():
-            users = a[:, ~frozen].sum(axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = np.where(users > 0, residual / users, np.inf)
-            link_min = share.min() if m else np.inf
-            cap_left = np.where(frozen, np.inf, caps - rate)
-            cap_min = cap_left.min()
-            inc = min(link_min, cap_min)
-            if not np.isfinite(inc):
-                break  # cannot happen: every transfer has a link or a finite cap
-            active = ~frozen
-            rate[active] += inc
-            residual -= a[:, active].sum(axis=1) * inc
-            newly = np.zeros(n, dtype=bool)
-            if m:
-                tight = (users > 0) & (share <= inc * (1 + 1e-12) + 1e-300)
-                if tight.any():
-                    newly |= (a[tight] > 0).any(axis=0)
-            newly |= cap_left <= inc * (1 + 1e-12)
-            newly &= active
-            if not newly.any():  # numerical safety: freeze the tightest transfer
-                newly[np.flatnonzero(active)[0]] = True
-            frozen |= newly
-        for t, r in zip(flows, rate, strict=True):
-            t.rate = float(r)
-
-    def _reschedule(self) -> None:
-        """Recompute rates and arm one timeout for the earliest completion."""
         self._generation += 1
-        self._finish_due()
-        if not self.active:
+        ended = self._take_due(now)
+        seeds: list[Link] = []
+        lam = _INF
+        for t in ended:
+            lam = min(lam, t.rate)
+            left = t._left_at(now)  # a hair above or below 0: the last bytes, made exact
+            for link, uses in t._uses:
+                link._fold(now)
+                link.bytes_carried += left * uses
+                del link._transfers[t]
+                link._uses -= uses
+                if not link._transfers:
+                    del self._busy[link]
+                seeds.append(link)
+            t.rate = 0.0
+            t._left = 0.0
+            t._at = now
+            t._version += 1
+            del self._active[t.done]
+        for t in started:
+            for link, uses in t._uses:
+                if not link._transfers:
+                    self._busy[link] = None
+                link._transfers[t] = uses
+                link._uses += uses
+            self._active[t.done] = t
+        for t in started:
+            bound = _INF
+            for link, _ in t._uses:
+                bound = min(bound, link.capacity / link._uses)
+            lam = min(lam, bound)
+        if self._active:
+            self.recomputes += 1
+        if seeds or started:  # also when nothing is left: the idle links' loads drop to 0
+            self._resolve(seeds, started, lam, now)
+        for t in ended:
+            self.completed += 1
+            t.done.succeed(now - t.started)
+        self._arm(now)
+
+    def _take_due(self, now: float) -> list[Transfer]:
+        """Pop the transfers finishing within ``_EPS`` of ``now``, in start order."""
+        due: list[Transfer] = []
+        heap = self._due
+        limit = now + _EPS
+        while heap and heap[0][0] <= limit:
+            _, _, version, t = heapq.heappop(heap)
+            if version == t._version and t.rate > 0:
+                due.append(t)
+        due.sort(key=lambda t: t.serial)
+        return due
+
+    def _arm(self, now: float) -> None:
+        """One timeout for the earliest projected completion (dropping stale heap entries)."""
+        heap = self._due
+        while heap and (heap[0][3]._version != heap[0][2] or heap[0][3].rate <= 0):
+            heapq.heappop(heap)
+        if not heap:
             return
-        self._compute_rates()
-        soonest = min(t.remaining / t.rate if t.rate > 0 else float("inf") for t in self.active)
-        if soonest == float("inf"):
-            return
+        if len(heap) > 2 * len(self._active) + 64:  # mostly stale entries: rebuild
+            heap[:] = [(t._finish, t.serial, t._version, t) for t in self._active.values()]
+            heapq.heapify(heap)
         generation = self._generation
-        timer = self.env.timeout(max(soonest, 0.0))
+        timer = self.env.timeout(max(heap[0][0] - now, 0.0))
         timer.callbacks.append(lambda _ev: self._on_timer(generation))
 
     def _on_timer(self, generation: int) -> None:
-        if generation != self._generation:
-            return  # superseded by a later start or end
-        self.advance()
-        self._reschedule()
+        if generation == self._generation:  # else superseded by a later start or end
+            self._change([])
 
-    def _finish_due(self) -> None:
-        """Complete transfers with nothing left (or less than _EPS worth of time)."""
-        still: list[Transfer] = []
-        finished: list[Transfer] = []
-        for t in self.active:
-            if t.remaining <= 0 or (t.rate > 0 and t.remaining / t.rate <= _EPS):
-                for link in t.links:
-                    link.bytes_carried += max(t.remaining, 0.0)
-                t.remaining = 0.0
-                finished.append(t)
-            else:
-                still.append(t)
-        self.active = still
-        for t in finished:
-            self.completed += 1
-            t.done.succeed(self.env.now - t.started)
+    def _resolve(self, seeds: list[Link], started: list[Transfer], lam: float, now: float) -> None:
+        """Re-solve the transfers that can change (module docstring) and set their rates."""
+        self._epoch += 1
+        epoch = self._epoch
+        members = list(started)
+        links: list[Link] = []
+        for t in started:
+            t._mark = epoch
+            for link in t._path:
+                if link._mark != epoch:
+                    link._mark = epoch
+                    links.append(link)
+        for link in seeds:
+            if link._mark != epoch:
+                link._mark = epoch
+                links.append(link)
+        floor = lam * (1.0 - _MARGIN)
+        add_member = members.append
+        add_link = links.append
+        i = 0
+        while i < len(links):  # breadth-first over links; ``links`` grows as it goes
+            link = links[i]
+            i += 1
+            dt = now - link._since  # Link._fold, inline: this loop is the solver's hot path
+            if dt > 0:
+                if link._load > 0:
+                    link.bytes_carried += link._load * dt
+                    link.busy_time += dt
+                link._since = now
+            fixed = 0.0
+            unfrozen = 0
+            here: list[Transfer] = []
+            for t, uses in link._transfers.items():
+                if t._mark != epoch:
+                    if t.rate < floor:
+                        fixed += uses * t.rate
+                        continue
+                    t._mark = epoch
+                    add_member(t)
+                    for other in t._path:
+                        if other._mark != epoch:
+                            other._mark = epoch
+                            add_link(other)
+                here.append(t)
+                unfrozen += uses
+            link._residual = link.capacity - fixed
+            link._unfrozen = unfrozen
+            link._members = here
+        self.resolved += len(members)
+        if len(members) == 1:
+            t = members[0]
+            rate = _INF
+            for link, uses in t._uses:
+                rate = min(rate, link._residual / uses)
+            t._new_rate = rate
+            for link, uses in t._uses:
+                link._residual -= uses * rate
+        elif members:
+            _fill(members, links)
+        due = self._due
+        for t in members:
+            rate = t._new_rate
+            if rate != t.rate:
+                t._left -= t.rate * (now - t._at)
+                t._at = now
+                t.rate = rate
+                t._version += 1
+                t._finish = now + t._left / rate
+                heapq.heappush(due, (t._finish, t.serial, t._version, t))
+        for link in links:
+            link._load = link.capacity - link._residual  # what the kept and solved rates use
+            link._members = []
+
+
+def _fill(members: list[Transfer], links: list[Link]) -> None:
+    """Bottleneck-first max-min fair rates of ``members`` into their ``_new_rate``, over
+    ``links`` whose ``_residual``, ``_unfrozen`` and ``_members`` describe the sub-problem.
+
+    Freezing a transfer at a rate no higher than a link's fair share can only raise that share
+    (``(R - u s) / (n - u) >= R / n`` when ``s <= R / n``), so a heap entry's share is a lower
+    bound of the link's current one: the top is re-keyed when its share has risen, and is the
+    next bottleneck when it has not. Entries are ``(share, index, link)``; the index breaks ties
+    deterministically.
+    """
+    heap = [(link._residual / link._unfrozen, link.index, link) for link in links if link._unfrozen]
+    heapq.heapify(heap)
+    for t in members:
+        t._new_rate = -1.0  # not frozen yet
+    left = len(members)
+    level = 0.0
+    while left and heap:
+        share, index, bottleneck = heap[0]
+        unfrozen = bottleneck._unfrozen
+        if not unfrozen:
+            heapq.heappop(heap)
+            continue
+        current = bottleneck._residual / unfrozen
+        if current > share:
+            heapq.heapreplace(heap, (current, index, bottleneck))
+            continue
+        heapq.heappop(heap)
+        if current > level:  # rounding must not let a later level fall below an earlier one
+            level = current
+        for t in bottleneck._members:
+            if t._new_rate < 0:
+                t._new_rate = level
+                left -= 1
+                for link, uses in t._uses:
+                    link._residual -= uses * level
+                    link._unfrozen -= uses

@@ -70,11 +70,32 @@ def metric(unit: str, description: str, *, default: Any = None, integral: bool =
 
 @dataclass(frozen=True, slots=True)
 class MetricSpec:
-    """A declared metric: its name below the component (``setup_time``), unit, meaning."""
+    """A declared metric: its name below the component (``setup_time``), unit, meaning.
+
+    A name may hold one placeholder in angle brackets for a family of metrics, one per key
+    (``denied.<ERRNO>``); :meth:`fill` makes the member. ``absent`` is the value a metric has
+    when it is not reported -- 0 for a count of something that is reported only once it
+    happened -- or None when an unreported metric is simply not known (a setup time before
+    setup ended); claims (:mod:`pinlab.scenarios.claims`) read it."""
 
     name: str
     unit: str
     description: str
+    absent: float | None = None
+
+    def fill(self, key: str) -> MetricSpec:
+        """The member of a family: ``<...>`` in the name and description replaced by ``key``."""
+        start, end = self.name.find("<"), self.name.find(">")
+        if start < 0 or end < start:
+            raise ValueError(f"metric {self.name!r} is not a family (no <placeholder>)")
+        hole = self.name[start : end + 1]
+        return MetricSpec(
+            self.name.replace(hole, key), self.unit, self.description.replace(hole, key)
+        )
+
+    def __call__(self, value: float | int) -> Metric:
+        """The metric with ``value``, this unit and this description."""
+        return Metric(value, self.unit, self.description)
 
 
 def declared(cls: type) -> list[MetricSpec]:
@@ -84,6 +105,28 @@ def declared(cls: type) -> list[MetricSpec]:
         for f in dataclasses.fields(cls)
         if "unit" in f.metadata
     ]
+
+
+def _specs(*specs: MetricSpec) -> dict[str, MetricSpec]:
+    return {s.name: s for s in specs}
+
+
+TENANT_METRICS: dict[str, MetricSpec] = _specs(
+    MetricSpec("throughput", "B/s", "bytes moved per second of the data phase (after setup)"),
+    MetricSpec("bytes", "B", "bytes moved"),
+    MetricSpec("transfers", "count", "transfers completed"),
+    MetricSpec("latency_p50", "s", "median latency"),
+    MetricSpec("latency_p99", "s", "99th percentile"),
+    MetricSpec("stall_time", "s", "waiting for fences and ODP faults"),
+    MetricSpec("odp_faults", "count", "NIC page faults taken"),
+    MetricSpec("denials", "count", "calls the kernel refused"),
+    MetricSpec("denied.<ERRNO>", "count", "calls refused with -<ERRNO>", absent=0),
+    MetricSpec("denied_by.<policy>", "count", "refusals by the <policy> policy", absent=0),
+    MetricSpec("killed", "count", "1 if the process was gone at the end"),
+    MetricSpec("failed", "count", "1 if an unhandled error ended it"),
+)
+"""What every tenant reports (``tenant.<name>.<metric>``, :meth:`Tenant.report
+<pinlab.sim.engine.Tenant.report>`), beyond its workload's result fields."""
 
 
 def report_fields(obj: Any, prefix: str) -> dict[str, Metric]:
@@ -195,6 +238,27 @@ def split_name(name: str) -> tuple[str, str, str]:
         return scope, "", rest
     entity, _, quantity = rest.partition(".")
     return scope, entity, quantity
+
+
+SERIES_UNITS: dict[tuple[str, str], str] = {
+    ("device", "used"): "B",
+    ("device", "pinned"): "B",
+    ("device", "free"): "B",
+    ("device", "fragmentation"): "ratio",
+    ("tenant", "bytes"): "B",
+    ("tenant", "denials"): "count",
+    ("link", "utilisation"): "ratio",
+    ("node", "stale_dma_incidents"): "count",
+}
+"""The unit of each time series by (scope, last part of its quantity) -- the series
+``Recorder.sample`` is called with (``docs/metrics.md``, ``series.csv``)."""
+
+
+def series_unit(name: str) -> str:
+    """The unit of series ``name`` (``device.node/gpu0.vram.pinned`` → ``B``); ``""`` for a
+    series this table does not know."""
+    scope, _entity, quantity = split_name(name)
+    return SERIES_UNITS.get((scope, quantity.rpartition(".")[2]), "")
 
 
 def iter_series(names: Iterable[str], scope: str, quantity: str) -> Iterator[tuple[str, str, str]]:

@@ -13,9 +13,18 @@ at any moment and run again finishes the rest; since a point's file is named by 
 the table is rebuilt from the files, every point is in the table exactly once. A point file
 of an id the sweep no longer has (the sweep file was edited) is left alone and left out.
 
-Columns: ``point`` (index), ``point_id``, ``scenario``, ``variant``, ``profile``, ``seed``,
-then the factors (named by their ``--set`` path, in file order), then the selected metrics
-(sorted by name). The same sweep file gives byte-identical ``results.csv``.
+Local execution (``jobs`` processes) is this process and ``jobs - 1`` spawned workers taking
+tasks from one queue: a worker imports pinlab once, when it starts, and serves every task it
+takes; this process runs the first point (timing it), then takes tasks like a worker while
+recording every result, so nobody waits for a worker to start and the last tasks go to
+whoever is free. A sweep whose work left after its first point is less than starting a
+worker would take (:data:`WORKER_START_SECONDS`) runs in this process alone. A task is a
+*chunk* of consecutive points (which mostly share one configuration, loaded and validated
+once per process for the whole sweep: :func:`run_point`'s ``configs``), sized by
+:func:`chunk_sizes` to about :data:`TASK_SECONDS` of work and never more than a share of what
+is left, so short points do not pay a round trip each and the last tasks still balance. A
+point is recorded when its chunk comes back; a failing point ends its chunk, and the points
+before it are recorded before the failure is raised.
 """
 
 from __future__ import annotations
@@ -23,9 +32,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
+import shutil
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -51,9 +62,20 @@ POINTS_DIR = "points"
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
 UNITS_FILE = "units.json"
+INCOMPLETE_FILE = "INCOMPLETE"
+"""Present beside the tables while they hold fewer rows than the sweep has points (an
+interrupted or ``--max-points`` run): what is missing and how to finish."""
 
 RunPoint = Callable[[dict[str, Any]], dict[str, Any]]
 Progress = Callable[[int, int], None]
+Configs = dict[tuple[str, tuple[str, ...]], Any]
+"""Loaded scenario configurations by (scenario, ``--set`` expressions)."""
+
+TASK_SECONDS = 1.0
+"""About how much work one pool task carries (see the module docstring)."""
+WORKER_START_SECONDS = 1.5
+"""About what a spawned worker takes to start and import pinlab (a 2-core machine): workers
+start only for more than twice this much work left after the first point."""
 
 
 class PointError(RuntimeError):
@@ -76,17 +98,24 @@ def _select(names: Iterable[str], patterns: Sequence[str] | None) -> list[str]:
     return sorted(n for n in names if any(fnmatchcase(n, p) for p in patterns))
 
 
-def run_point(spec: dict[str, Any]) -> dict[str, Any]:
+def run_point(spec: dict[str, Any], *, configs: Configs | None = None) -> dict[str, Any]:
     """Run one point (a :meth:`~pinlab.sweep.spec.Point.spec`): load the scenario with the
     point's ``--set`` overrides, run its variant under its profile and seed.
 
     Returns ``{"row": {...}, "units": {metric: unit}}``: the row has the meta columns, the
     factor values and the selected metrics' values. Pure and picklable; a failure is raised as
-    :class:`PointError`."""
+    :class:`PointError`. ``configs`` keeps loaded configurations for the points that follow
+    (the points of one sweep that share factor values share one): loading validates every
+    variant of the scenario, running a point resolves only its own."""
     from pinlab.scenarios.runner import load_scenario, run_variant
 
     try:
-        cfg = load_scenario(spec["scenario_ref"], sets=spec["sets"])
+        key = (spec["scenario_ref"], tuple(spec["sets"]))
+        cfg = configs.get(key) if configs is not None else None
+        if cfg is None:
+            cfg = load_scenario(spec["scenario_ref"], sets=spec["sets"])
+            if configs is not None:
+                configs[key] = cfg
         result = run_variant(cfg, spec["variant"], profile=spec["profile"], seed=spec["seed"])
     except ConfigError as e:
         raise PointError(f"point {spec['index']}: {e}", user=True) from None
@@ -220,25 +249,79 @@ def write_table(out: Path, sweep: Sweep, done: dict[str, dict[str, Any]]) -> int
     """Rebuild ``results.parquet``, ``results.csv`` and ``units.json`` from the finished
     points, each atomically; the number of rows."""
     columns, rows, units = build_table(sweep, done)
+    marker = out / INCOMPLETE_FILE
+    missing = len(sweep.points) - len(rows)
+    if missing:  # before the tables: a reader never sees partial tables without the marker
+        _write_atomic(
+            marker,
+            f"{len(rows)} of {len(sweep.points)} points; {missing} missing. Run the sweep "
+            "again to finish (finished points are kept).\n".encode(),
+        )
     _write_atomic(out / PARQUET_FILE, table_parquet(columns, rows, units))
     _write_atomic(out / CSV_FILE, table_csv(columns, rows).encode())
     _write_atomic(out / UNITS_FILE, (json.dumps(units, indent=2, sort_keys=True) + "\n").encode())
+    if not missing:
+        marker.unlink(missing_ok=True)
     return len(rows)
 
 
 # -- executors ---------------------------------------------------------------------------------
 
 
+def _run_one(run: RunPoint, spec: dict[str, Any], configs: Configs) -> dict[str, Any]:
+    return run_point(spec, configs=configs) if run is run_point else run(spec)
+
+
 def _serial(points: list[Point], run: RunPoint) -> Iterator[tuple[Point, dict[str, Any]]]:
+    configs: Configs = {}
     for point in points:
-        yield point, run(point.spec())
+        yield point, _run_one(run, point.spec(), configs)
+
+
+_WORKER_CONFIGS: Configs = {}
+"""A worker's loaded configurations (a worker serves one sweep)."""
+
+Chunk = tuple[int, RunPoint, list[dict[str, Any]]]
+"""A task on the queue: its key, the point runner and the points' specs."""
+Outcome = tuple[list[dict[str, Any]], PointError | None]
+"""What a chunk gives back: the results of its points, and the failure that ended it."""
+
+
+def _run_chunk(run: RunPoint, specs: list[dict[str, Any]], configs: Configs) -> Outcome:
+    """Run ``specs`` in order: the results, and the first failure (the points before it
+    still come back)."""
+    done: list[dict[str, Any]] = []
+    for spec in specs:
+        try:
+            done.append(_run_one(run, spec, configs))
+        except PointError as e:
+            return done, e
+    return done, None
+
+
+def _worker(parent: int, tasks: Any, results: Any) -> None:
+    """A worker process: import what every point needs, once, then take chunks from
+    ``tasks`` until the end mark (None) and put each one's outcome on ``results``. It ends
+    itself when the sweep process (``parent``) is gone -- killed with SIGKILL, that one
+    could not stop it -- and leaves Ctrl-C to the sweep process."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch_parent(parent)
+    import pinlab.scenarios.runner  # noqa: F401
+
+    while (item := tasks.get()) is not None:
+        key, run, specs = item
+        try:
+            outcome = _run_chunk(run, specs, _WORKER_CONFIGS)
+        except Exception as e:  # a runner other than run_point: still one line back
+            outcome = ([], PointError(f"sweep worker: {type(e).__name__}: {e}"))
+        results.put((key, outcome))
 
 
 def _watch_parent(pid: int, interval: float = 0.5) -> None:
-    """Pool-worker initializer: a daemon thread that ends the worker once process ``pid``
-    (the sweep) has gone -- killed with SIGKILL, it could not shut its pool down."""
+    """A daemon thread that ends this worker once process ``pid`` (the sweep) has gone."""
     import threading
-    import time
 
     def watch() -> None:
         while True:
@@ -253,32 +336,114 @@ def _watch_parent(pid: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="pinlab-sweep-watchdog", daemon=True).start()
 
 
+def chunk_sizes(total: int, point_seconds: float, processes: int) -> list[int]:
+    """How :func:`_local` cuts ``total`` points into tasks, in order: each about
+    :data:`TASK_SECONDS` of work (``point_seconds`` per point) and at most a
+    ``2 * processes``-th of the points still left, so the sizes shrink towards the end and
+    the last tasks balance."""
+    per_task = int(TASK_SECONDS / point_seconds) if point_seconds > 0 else total
+    sizes = []
+    left = total
+    while left:
+        n = max(1, min(per_task, math.ceil(left / (2 * processes)), left))
+        sizes.append(n)
+        left -= n
+    return sizes
+
+
 def _local(points: list[Point], run: RunPoint, jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
+    """``jobs`` processes -- this one and ``jobs - 1`` workers -- taking chunks from one
+    queue (module docstring). Results come in the order their chunks finish."""
     import multiprocessing
+    import queue
 
-    # spawn: safe beside the progress bar's thread; each worker watches this process and
-    # exits when it is gone, so a killed sweep leaves no worker behind
+    configs: Configs = {}
+    start = time.perf_counter()
+    yield points[0], _run_one(run, points[0].spec(), configs)
+    seconds = time.perf_counter() - start  # the chunk sizes and the check below need it
+    rest = points[1:]
+    if seconds * len(rest) <= 2 * WORKER_START_SECONDS:
+        for point in rest:  # less work left than starting a worker costs
+            yield point, _run_one(run, point.spec(), configs)
+        return
+    chunks: list[list[Point]] = []
+    taken = 0
+    for n in chunk_sizes(len(rest), seconds, jobs):
+        chunks.append(rest[taken : taken + n])
+        taken += n
+    # spawn: safe beside the progress bar's thread
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=jobs, mp_context=ctx, initializer=_watch_parent, initargs=(os.getpid(),)
-    ) as pool:
-        pending: dict[Future[dict[str, Any]], Point] = {
-            pool.submit(run, p.spec()): p for p in points
-        }
-        try:
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in sorted(finished, key=lambda f: pending[f].index):
-                    point = pending.pop(fut)
-                    yield point, fut.result()
-        finally:
-            for fut in pending:
-                fut.cancel()
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for key, chunk in enumerate(chunks):
+        tasks.put((key, run, [p.spec() for p in chunk]))
+    workers = [
+        ctx.Process(target=_worker, args=(os.getpid(), tasks, results), daemon=True)
+        for _ in range(jobs - 1)
+    ]
+    for _ in workers:
+        tasks.put(None)  # one end mark per worker, behind every chunk
+    for worker in workers:
+        worker.start()
+    left = len(chunks)
+    pulling = True  # this process takes chunks too, until it meets an end mark
+
+    def answered(key: int, outcome: Outcome) -> Iterator[tuple[Point, dict[str, Any]]]:
+        done, error = outcome
+        yield from zip(chunks[key], done, strict=False)
+        if error is not None:
+            raise error
+
+    try:
+        while left:
+            try:  # what the workers finished so far
+                while True:
+                    key, outcome = results.get_nowait()
+                    left -= 1
+                    yield from answered(key, outcome)
+            except queue.Empty:
+                pass
+            if not left:
+                break
+            if pulling:
+                try:
+                    item: Chunk | None = tasks.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if item is None:  # every chunk is taken: the mark is a worker's
+                    tasks.put(None)
+                    pulling = False
+                    continue
+                key, _, specs = item
+                for point, spec in zip(chunks[key], specs, strict=True):
+                    yield point, _run_one(run, spec, configs)
+                left -= 1
+                continue
+            try:
+                key, outcome = results.get(timeout=0.5)
+            except queue.Empty:
+                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if dead or not any(w.is_alive() for w in workers):
+                    raise PointError(
+                        f"a sweep worker exited (exit code {dead[0] if dead else 0}) with "
+                        f"{left} task(s) unfinished"
+                    ) from None
+                continue
+            left -= 1
+            yield from answered(key, outcome)
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        for worker in workers:
+            worker.join(timeout=5)
+        for q in (tasks, results):
+            q.cancel_join_thread()
+            q.close()
 
 
-def _dask(
-    points: list[Point], run: RunPoint, address: str
-) -> Iterator[tuple[Point, dict[str, Any]]]:
+def _dask_connect(address: str) -> tuple[Any, Any]:
+    """A Dask client (and the LocalCluster behind ``"local"``); ``ConfigError`` when Dask is
+    missing or the scheduler cannot be reached -- before the sweep writes anything."""
     import importlib
     import logging
 
@@ -308,6 +473,15 @@ def _dask(
             raise ConfigError(
                 "--dask", "", f"expected a reachable Dask scheduler, found {address!r}: {e}"
             ) from None
+    return client, cluster
+
+
+def _dask(
+    points: list[Point], run: RunPoint, client: Any, cluster: Any
+) -> Iterator[tuple[Point, dict[str, Any]]]:
+    import importlib
+
+    dist: Any = importlib.import_module("distributed")
     try:
         futures = client.map(
             run, [p.spec() for p in points], key=[f"pinlab-point-{p.id}" for p in points]
@@ -319,9 +493,7 @@ def _dask(
         finally:
             client.cancel(futures)
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        _close(client, cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +530,14 @@ def run_sweep(
     On any failure the finished points stay recorded and the table is rebuilt before the
     error propagates."""
     out = Path(out)
-    (out / POINTS_DIR).mkdir(parents=True, exist_ok=True)
+    connection = _dask_connect(dask) if dask is not None else None
+    created = not out.exists()
+    try:
+        (out / POINTS_DIR).mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        if connection is not None:
+            _close(*connection)
+        raise
     done = load_points(out, sweep)
     skipped = len(done)
     todo = [p for p in sweep.points if p.id not in done]
@@ -369,8 +548,10 @@ def run_sweep(
         progress(skipped, total)
     if not todo:
         executor: Iterator[tuple[Point, dict[str, Any]]] = iter(())
-    elif dask is not None:
-        executor = _dask(todo, run, dask)
+        if connection is not None:
+            _close(*connection)
+    elif connection is not None:
+        executor = _dask(todo, run, *connection)
     else:
         n = jobs if jobs is not None else (os.cpu_count() or 1)
         n = max(1, min(n, len(todo)))
@@ -387,5 +568,15 @@ def run_sweep(
         close = getattr(executor, "close", None)
         if close is not None:
             close()
-        rows = write_table(out, sweep, done)
+        rows = 0
+        if created and not done:
+            shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave nothing behind
+        else:
+            rows = write_table(out, sweep, done)
     return SweepOutcome(total=total, skipped=skipped, ran=ran, rows=rows, out=out)
+
+
+def _close(client: Any, cluster: Any) -> None:
+    client.close()
+    if cluster is not None:
+        cluster.close()

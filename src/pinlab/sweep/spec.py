@@ -23,7 +23,8 @@ not depend on where the file lives or on the order the points run in; its ``inde
 place in the expansion (factor combinations in file order, then variants, then seeds).
 
 Every problem is one :class:`~pinlab.errors.ConfigError` line naming the sweep file
-and the field.
+and the field, found before any point runs: seeds are integers in 0 … :data:`SEED_MAX`, and a
+sweep has at most :data:`MAX_POINTS` points (counted before they are expanded).
 """
 
 from __future__ import annotations
@@ -33,32 +34,39 @@ import itertools
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
-from pinlab.errors import ConfigError, config_error
+from pinlab.errors import ConfigError, config_error, show_value, toml_inline, toml_path
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
-from pinlab.scenarios.schema import parse_path
+from pinlab.scenarios.schema import Name, check_name, parse_path
 from pinlab.tomlfile import read_toml
 
-__all__ = ["Point", "Sweep", "SweepFile", "load_sweep", "toml_inline"]
+__all__ = ["MAX_POINTS", "SEED_MAX", "Point", "Sweep", "SweepFile", "load_sweep"]
+
+SEED_MAX = 2**63 - 1
+"""The largest seed: TOML's largest integer, so that every seed can be written back to a file."""
+MAX_POINTS = 100_000
+"""The most points a sweep may expand to; a larger one is refused before it is expanded."""
+
+Seed = Annotated[StrictInt, Field(ge=0, le=SEED_MAX)]
 
 
 class SweepSection(BaseModel):
     """The ``[sweep]`` table."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: str | None = None
+    name: Name | None = None
     scenario: str
     variants: list[str] | None = None
     profile: str | None = None
-    seeds: list[int] | None = None
-    replications: int | None = Field(default=None, ge=1)
-    seed: int | None = Field(default=None, ge=0)
+    seeds: list[Seed] | None = None
+    replications: Annotated[StrictInt, Field(ge=1, le=MAX_POINTS)] | None = None
+    seed: Seed | None = None
     mode: Literal["cartesian", "zip"] = "cartesian"
     metrics: list[str] | None = None
 
@@ -68,17 +76,21 @@ class SweepSection(BaseModel):
             raise ValueError("expected either seeds or replications (with seed), found both")
         if self.seed is not None and self.replications is None:
             raise ValueError("expected replications = N beside seed, found seed alone")
-        if self.seeds is not None and (
-            not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0
-        ):
-            raise ValueError(f"expected distinct seeds >= 0, found {self.seeds!r}")
+        if self.seeds is not None and (not self.seeds or len(set(self.seeds)) != len(self.seeds)):
+            raise ValueError(f"expected distinct seeds, found {show_value(self.seeds)}")
+        if self.seed is not None and self.replications is not None:
+            last = self.seed + self.replications - 1
+            if last > SEED_MAX:
+                raise ValueError(
+                    f"expected seeds up to {SEED_MAX} (seed + replications - 1), found {last}"
+                )
         return self
 
 
 class SweepFile(BaseModel):
     """A whole sweep file: ``[sweep]``, ``[fixed]`` and ``[factors]``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     sweep: SweepSection
     fixed: dict[str, Any] = Field(default_factory=dict)
@@ -106,20 +118,12 @@ class Point:
         return [f"{k}={toml_inline(v)}" for k, v in (*self.fixed.items(), *self.factors.items())]
 
     def spec(self) -> dict[str, Any]:
-        """A picklable, JSON-able description of the point."""
-        return {
-            "index": self.index,
-            "id": self.id,
-            "variant": self.variant,
-            "seed": self.seed,
-            "factors": dict(self.factors),
-            "scenario": self.scenario,
-            "scenario_ref": self.scenario_ref,
-            "profile": self.profile,
-            "fixed": dict(self.fixed),
-            "metrics": list(self.metrics) if self.metrics is not None else None,
-            "sets": self.sets(),
-        }
+        """A picklable, JSON-able description of the point: its fields and its ``sets``."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["factors"], out["fixed"] = dict(self.factors), dict(self.fixed)
+        out["metrics"] = list(self.metrics) if self.metrics is not None else None
+        out["sets"] = self.sets()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,28 +135,6 @@ class Sweep:
     factor_names: tuple[str, ...]
     points: tuple[Point, ...]
     metrics: tuple[str, ...] | None
-
-
-def toml_inline(value: Any) -> str:
-    """``value`` as an inline TOML value (what a ``--set`` right-hand side parses back to)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = ", ".join(f"{json.dumps(str(k))} = {toml_inline(v)}" for k, v in value.items())
-        return "{ " + items + " }" if items else "{}"
-    raise TypeError(f"expected a TOML value, found {type(value).__name__}")
 
 
 def point_id(
@@ -185,14 +167,32 @@ def _check_paths(source: str, table: str, paths: list[str]) -> None:
         try:
             parse_path(key)
         except ValueError as e:
-            raise ConfigError(source, f"{table}[{key!r}]", str(e)) from None
+            raise ConfigError(source, toml_path((table, key)), str(e)) from None
+
+
+def _check_size(
+    source: str, mode: str, factors: dict[str, list[Any]], variants: int, seeds: int
+) -> None:
+    """Refuse a sweep of more than :data:`MAX_POINTS` points before expanding it."""
+    lengths = [len(v) for v in factors.values()]
+    combos = (max(lengths, default=1) if mode == "zip" else math.prod(lengths)) if lengths else 1
+    n = combos * variants * seeds
+    if n > MAX_POINTS:
+        raise ConfigError(
+            source,
+            "factors",
+            f"expected at most {MAX_POINTS} points, found {n} ({combos} factor combinations x "
+            f"{variants} variants x {seeds} seeds)",
+        )
 
 
 def _combinations(source: str, mode: str, factors: dict[str, list[Any]]) -> list[dict[str, Any]]:
     names = list(factors)
     for name, values in factors.items():
         if not values:
-            raise ConfigError(source, f"factors[{name!r}]", "expected at least one value, found []")
+            raise ConfigError(
+                source, toml_path(("factors", name)), "expected at least one value, found []"
+            )
     if mode == "zip":
         lengths = {len(v) for v in factors.values()}
         if len(lengths) > 1:
@@ -215,7 +215,7 @@ def load_sweep(path: str | Path) -> Sweep:
     try:
         doc = SweepFile.model_validate(data)
     except ValidationError as e:
-        raise config_error(e, source) from None
+        raise config_error(e, source, model=SweepFile) from None
     sec = doc.sweep
     _check_paths(source, "fixed", list(doc.fixed))
     _check_paths(source, "factors", list(doc.factors))
@@ -228,7 +228,7 @@ def load_sweep(path: str | Path) -> Sweep:
                 source,
                 "sweep.scenario",
                 f"expected a built-in scenario ({', '.join(BUILTIN)}) or a file relative to "
-                f"the sweep file, found {sec.scenario!r}",
+                f"the sweep file, found {show_value(sec.scenario)}",
             )
     if sec.profile is not None:
         from pinlab.kernel.profile import PRESETS
@@ -237,9 +237,9 @@ def load_sweep(path: str | Path) -> Sweep:
             raise ConfigError(
                 source,
                 "sweep.profile",
-                f"expected a kernel profile ({', '.join(PRESETS)}), found {sec.profile!r}",
+                f"expected a kernel profile ({', '.join(PRESETS)}), "
+                f"found {show_value(sec.profile)}",
             )
-    combos = _combinations(source, sec.mode, doc.factors)
     seeds: list[int | None]
     if sec.seeds is not None:
         seeds = list(sec.seeds)
@@ -248,6 +248,8 @@ def load_sweep(path: str | Path) -> Sweep:
         seeds = list(range(base, base + sec.replications))
     else:
         seeds = [None]
+    _check_size(source, sec.mode, doc.factors, 1, len(seeds))
+    combos = _combinations(source, sec.mode, doc.factors)
     fixed = dict(doc.fixed)
     variants: list[str] | None = None
     for combo in combos:
@@ -256,7 +258,7 @@ def load_sweep(path: str | Path) -> Sweep:
             cfg: ScenarioConfig = load_scenario(ref, sets=sets)
         except ConfigError as e:
             raise ConfigError(
-                source, "", f"{e} (at factors {combo!r})" if combo else str(e)
+                source, "", f"{e} (at factors {show_value(combo)})" if combo else str(e)
             ) from None
         if variants is None:
             variants = list(sec.variants) if sec.variants is not None else cfg.variants
@@ -266,12 +268,15 @@ def load_sweep(path: str | Path) -> Sweep:
                         source,
                         "sweep.variants",
                         f"expected variants of {sec.scenario} ({', '.join(cfg.variants)}), "
-                        f"found {v!r}",
+                        f"found {show_value(v)}",
                     )
             if len(set(variants)) != len(variants) or not variants:
                 raise ConfigError(
-                    source, "sweep.variants", f"expected distinct variants, found {variants!r}"
+                    source,
+                    "sweep.variants",
+                    f"expected distinct variants, found {show_value(variants)}",
                 )
+            _check_size(source, sec.mode, doc.factors, len(variants), len(seeds))
     assert variants is not None
     metrics = tuple(sec.metrics) if sec.metrics is not None else None
     points: list[Point] = []
@@ -300,11 +305,14 @@ def load_sweep(path: str | Path) -> Sweep:
                 source,
                 "factors",
                 f"expected distinct points, found point {p.index} equal to point {seen[p.id]} "
-                f"({p.factors!r}, {p.variant}, seed {p.seed})",
+                f"({show_value(p.factors)}, {p.variant}, seed {p.seed})",
             )
         seen[p.id] = p.index
+    name = sec.name or path.stem
+    if sec.name is None:
+        check_name(name, source, "sweep.name (default: the file's stem)")
     return Sweep(
-        name=sec.name or path.stem,
+        name=name,
         source=source,
         factor_names=tuple(doc.factors),
         points=tuple(points),

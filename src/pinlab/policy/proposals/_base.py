@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import cast
 
+from pinlab.kernel.dma_buf import DmaBuf
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pin_hooks import PinHook
+from pinlab.kernel.pin_hooks import BufferLocation, PinHook
 
 
 class PinHookPolicy:
@@ -45,6 +46,12 @@ class PinHookPolicy:
     @property
     def installed(self) -> bool:
         return self.kernel is not None
+
+    @staticmethod
+    def _location(dmabuf: DmaBuf) -> BufferLocation | None:
+        """Where the exporter says the pinned buffer is (``locate``, pin_hooks.py); None when
+        it publishes no location."""
+        return dmabuf.locate() if dmabuf.locate is not None else None
 
     def _deny(self, e: KernelError) -> KernelError:
         e.policy = self.name  # lets reports count denials by policy

@@ -81,7 +81,7 @@ class DevicePinCap(PinHookPolicy):
         if held is not None:
             held.pins += 1
             return dmabuf
-        loc = dmabuf.locate() if dmabuf.locate is not None else None
+        loc = self._location(dmabuf)
         if loc is None or not loc.device_memory:
             return None
         used = self.pinned.get(loc.device, 0)

@@ -58,49 +58,25 @@ from pinlab.kernel.pin_hooks import BufferLocation
 from pinlab.policy.cgroup import CfType, Cgroup, CgroupFile, CgroupSubsys, CgroupTree
 from pinlab.policy.dmem import (
     DmemCgroupController,
-    dmemcg_limit_show,
+    PoolTable,
+    RegionPool,
     dmemcg_limit_write,
     format_limit,
 )
-from pinlab.policy.page_counter import PAGE_COUNTER_MAX, PageCounter
+from pinlab.policy.page_counter import PAGE_COUNTER_MAX
 from pinlab.policy.proposals._base import PinHookPolicy
 
 POLICY_NAME = "dmem-pin-max"
 DENIAL_ERRNO = Errno.ENOMEM
 
 
-class PinPool:
+class PinPool(RegionPool):
     """Pinned bytes of one region in one cgroup (a counter without protection)."""
 
-    __slots__ = ("cgroup", "cnt", "parent", "region")
-
-    def __init__(
-        self, cgroup: Cgroup, region: DmemRegion, parent: PinPool | None, warnings: list[str]
-    ) -> None:
-        self.cgroup = cgroup
-        self.region = region
-        self.parent = parent
-        self.cnt: PageCounter = PageCounter(
-            parent.cnt if parent is not None else None,
-            protection_support=False,
-            name=f"dmem.pin {cgroup.path} {region.name}",
-            owner=self,
-            warnings=warnings,
-        )
-
-    @property
-    def current(self) -> int:
-        return self.cnt.usage
-
-    @property
-    def max(self) -> int:
-        return self.cnt.max
-
-    def __repr__(self) -> str:
-        return (
-            f"<pin pool {self.cgroup.path} {self.region.name} "
-            f"current={self.current} max={format_limit(self.max)}>"
-        )
+    __slots__ = ()
+    label = "dmem.pin"
+    kind = "pin pool"
+    protection = False
 
 
 class PinCharge:
@@ -156,9 +132,11 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
             dmem = found if isinstance(found, DmemCgroupController) else None
         self.dmem = dmem
         self._own_regions: list[DmemRegion] = []
-        self._pools: dict[Cgroup, dict[DmemRegion, PinPool]] = {}
-        self._held: dict[DmaBuf, PinCharge] = {}
         self.warnings: list[str] = []
+        self._pools: PoolTable[PinPool] = PoolTable(
+            tree, lambda cgrp, region, parent: PinPool(cgrp, region, parent, self.warnings)
+        )
+        self._held: dict[DmaBuf, PinCharge] = {}
         self.charged = 0
         tree.register(self)
 
@@ -197,19 +175,10 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
 
     # -- pools ----------------------------------------------------------------------------------
     def find_pool(self, cgrp: Cgroup | str, region: DmemRegion) -> PinPool | None:
-        if isinstance(cgrp, str):
-            cgrp = self.tree.lookup(cgrp)
-        pools = self._pools.get(cgrp)
-        return pools.get(region) if pools is not None else None
+        return self._pools.find(cgrp, region)
 
     def get_pool(self, cgrp: Cgroup, region: DmemRegion) -> PinPool:
-        pool = self.find_pool(cgrp, region)
-        if pool is not None:
-            return pool
-        parent = self.get_pool(cgrp.parent, region) if cgrp.parent is not None else None
-        pool = PinPool(cgrp, region, parent, self.warnings)
-        self._pools.setdefault(cgrp, {})[region] = pool
-        return pool
+        return self._pools.get(cgrp, region)
 
     # -- the PinHook interface ------------------------------------------------------------------
     def pin(self, attach: DmaBufAttachment, task: Task | None) -> PinCharge | None:
@@ -226,7 +195,7 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
         if held is not None:
             held.pins += 1
             return held
-        loc = dmabuf.locate() if dmabuf.locate is not None else None
+        loc = self._location(dmabuf)
         if loc is None:
             return None
         region = self._region_of(loc)
@@ -276,32 +245,19 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
     # -- cgroup callbacks and files ---------------------------------------------------------------
     def css_offline(self, cgrp: Cgroup) -> None:
         """A removed cgroup's caps return to ``max`` (as dmem's limits do, P-32)."""
-        for pool in self._pools.get(cgrp, {}).values():
+        for pool in self._pools.of(cgrp):
             pool.cnt.max = PAGE_COUNTER_MAX
 
     def css_released(self, cgrp: Cgroup) -> None:
-        for pool in self._pools.pop(cgrp, {}).values():
-            pool.cnt.detach()
+        self._pools.release(cgrp)
 
     def cftypes(self) -> Sequence[CgroupFile]:
+        current = self._pools.show(self.regions, lambda p: p.current if p else 0)
+        cap = self._pools.show(self.regions, lambda p: p.max if p else PAGE_COUNTER_MAX)
         return (
-            CgroupFile("dmem.pin.current", self._current_show),
-            CgroupFile("dmem.pin.max", self._max_show, self._max_write, CfType.NOT_ON_ROOT),
+            CgroupFile("dmem.pin.current", current),
+            CgroupFile("dmem.pin.max", cap, self._max_write, CfType.NOT_ON_ROOT),
         )
-
-    def _current_show(self, cgrp: Cgroup) -> str:
-        def value(region: DmemRegion) -> int:
-            pool = self.find_pool(cgrp, region)
-            return pool.current if pool is not None else 0
-
-        return dmemcg_limit_show(self.regions(), value)
-
-    def _max_show(self, cgrp: Cgroup) -> str:
-        def value(region: DmemRegion) -> int:
-            pool = self.find_pool(cgrp, region)
-            return pool.max if pool is not None else PAGE_COUNTER_MAX
-
-        return dmemcg_limit_show(self.regions(), value)
 
     def _max_write(self, cgrp: Cgroup, text: str) -> None:
         """Set caps with the dmem syntax; stored even below the current total (binds new
@@ -316,14 +272,18 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
     def stats(self) -> list[PinPoolStats]:
         """Every pin pool's numbers, cgroups in pre-order (dying ones included)."""
         out = []
-        for cgrp in self.tree.walk_css(self.tree.root):
-            for pool in self._pools.get(cgrp, {}).values():
-                cnt = pool.cnt
-                out.append(
-                    PinPoolStats(
-                        cgrp.path, pool.region.name, cnt.usage, cnt.watermark, cnt.max, cnt.failcnt
-                    )
+        for pool in self._pools.of():
+            cnt = pool.cnt
+            out.append(
+                PinPoolStats(
+                    pool.cgroup.path,
+                    pool.region.name,
+                    cnt.usage,
+                    cnt.watermark,
+                    cnt.max,
+                    cnt.failcnt,
                 )
+            )
         return out
 
     def __repr__(self) -> str:

@@ -67,7 +67,7 @@ class MemlockDmabufPins(PinHookPolicy):
             return None
         dmabuf = attach.dmabuf
         if self.device_memory_only:
-            loc = dmabuf.locate() if dmabuf.locate is not None else None
+            loc = self._location(dmabuf)
             if loc is None or not loc.device_memory:
                 return None
         pages = npages(0, dmabuf.size)

@@ -22,18 +22,53 @@ class WorkloadParams(BaseModel):
     unit where it has one (written as a scenario file writes it, ``"1GiB"``, ``"500ms"``, and
     parsed by :mod:`pinlab.units`) and a description."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
     workload: str
 
+    def events(self, duration: float) -> float:
+        """An upper estimate of the simulator events this workload makes in ``duration``
+        seconds (its iterations: frames, touches, bursts, messages), so that work that can
+        never finish is refused before it starts (:data:`MAX_EVENTS`). Workloads whose work
+        is bounded by their parameters alone return 0."""
+        return 0.0
 
-def param(default: Any, description: str, *, unit: str = "", **constraints: Any) -> Any:
+
+MAX_EVENTS = 10_000_000
+"""The most workload iterations one tenant may plan in a run (``events``); a scenario above it
+is a config error naming the bound (10⁷ iterations is minutes of wall time)."""
+
+
+Ref = Literal["device", "nic", "display", "domain"]
+"""What a parameter names on the platform: an exporting device, an RDMA NIC, a display engine,
+or a GEM domain of the workload's device. The scenario schema checks every reference against
+the platform before anything runs (a name that does not exist is a config error)."""
+
+
+def param(
+    default: Any, description: str, *, unit: str = "", ref: Ref | None = None, **constraints: Any
+) -> Any:
     """A parameter field: its default (a size or time written as a scenario file writes it,
     ``"1GiB"``, so it is validated and shown like a user's value), its unit (``B``, ``s``,
     ``B/s``, ``1/s``, ``ratio``; none for names, counts and switches, kept in the field's
-    JSON schema as ``unit``) and what it means; ``constraints`` are pydantic's (``ge=0``)."""
-    extra: dict[str, Any] | None = {"unit": unit} if unit else None
-    return Field(default=default, description=description, json_schema_extra=extra, **constraints)
+    JSON schema as ``unit``), what it names on the platform (``ref``, :data:`Ref`; a None or
+    ``"auto"``/``"all"`` value means the workload's default choice, which must exist too) and
+    what it means; ``constraints`` are pydantic's (``ge=0``)."""
+    extra: dict[str, Any] = {}
+    if unit:
+        extra["unit"] = unit
+    if ref:
+        extra["ref"] = ref
+    return Field(
+        default=default, description=description, json_schema_extra=extra or None, **constraints
+    )
+
+
+def param_ref(model: type[BaseModel], name: str) -> Ref | None:
+    """What parameter ``name`` of ``model`` names on the platform (None: nothing)."""
+    extra = model.model_fields[name].json_schema_extra
+    ref = extra.get("ref") if isinstance(extra, dict) else None
+    return ref if ref in ("device", "nic", "display", "domain") else None  # type: ignore[return-value]
 
 
 def param_unit(model: type[BaseModel], name: str) -> str:

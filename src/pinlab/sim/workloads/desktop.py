@@ -25,14 +25,19 @@ class CompositorParams(WorkloadParams):
     """``compositor``: scanout at a frame rate; new framebuffers every ``realloc_every``."""
 
     workload: Literal["compositor"] = "compositor"
-    display: str = param("display0", "the display engine it scans out on")
-    device: str | None = param(None, "GPU its framebuffers live on (default: the display's)")
-    fps: float = param(60.0, "frames per second", unit="1/s", gt=0, le=1000)
-    framebuffer: Size = param("32MiB", "one framebuffer (4K XRGB8888)", unit="B")
-    realloc_every: Duration = param(
-        "500ms", "a new client surface / resize: allocate a new framebuffer", unit="s"
+    display: str = param("display0", "the display engine it scans out on", ref="display")
+    device: str | None = param(
+        None, "GPU its framebuffers live on (default: the display's)", ref="device"
     )
-    domain: str = param("vram", "GEM domain of the framebuffers")
+    fps: float = param(60.0, "frames per second", unit="1/s", gt=0, le=1000)
+    framebuffer: Size = param("32MiB", "one framebuffer (4K XRGB8888)", unit="B", gt=0)
+    realloc_every: Duration = param(
+        "500ms", "a new client surface / resize: allocate a new framebuffer", unit="s", gt=0
+    )
+    domain: str = param("vram", "GEM domain of the framebuffers", ref="domain")
+
+    def events(self, duration: float) -> float:
+        return duration * (self.fps + 1 / self.realloc_every)
 
 
 @dataclass(slots=True)
@@ -122,13 +127,18 @@ class AppParams(WorkloadParams):
     """``app``: a working set in device memory, touched every ``period``."""
 
     workload: Literal["app"] = "app"
-    device: str | None = param(None, "GPU its buffers live on (default: the node's first)")
-    working_set: Size = param("2GiB", "bytes in device memory", unit="B")
+    device: str | None = param(
+        None, "GPU its buffers live on (default: the node's first)", ref="device"
+    )
+    working_set: Size = param("2GiB", "bytes in device memory", unit="B", gt=0)
     buffers: int = param(4, "buffers the working set is split into", ge=1)
-    period: Duration = param("100ms", "time between touches", unit="s")
+    period: Duration = param("100ms", "time between touches", unit="s", gt=0)
     touch: Fraction = param(0.25, "fraction of the set touched per period", unit="ratio")
-    retry: Duration = param("1s", "wait before retrying a failed allocation", unit="s")
-    domain: str = param("vram", "GEM domain of the buffers")
+    retry: Duration = param("1s", "wait before retrying a failed allocation", unit="s", gt=0)
+    domain: str = param("vram", "GEM domain of the buffers", ref="domain")
+
+    def events(self, duration: float) -> float:
+        return duration / min(self.period, self.retry) * self.buffers
 
 
 @dataclass(slots=True)

@@ -21,13 +21,19 @@ class PinHogParams(WorkloadParams):
     """``pin-hog``: allocate and pin (dma-buf MRs) until refused; keep everything."""
 
     workload: Literal["pin-hog"] = "pin-hog"
-    device: str | None = param(None, "device it allocates on (default: the node's first)")
-    nic: str | None = param(None, "RDMA NIC it registers on (default: the nearest)")
-    chunk: Size = param("1GiB", "first size tried per buffer", unit="B")
-    min_chunk: Size = param("64MiB", "halve down to this after a refusal", unit="B")
+    device: str | None = param(
+        None, "device it allocates on (default: the node's first)", ref="device"
+    )
+    nic: str | None = param(None, "RDMA NIC it registers on (default: the nearest)", ref="nic")
+    chunk: Size = param("1GiB", "first size tried per buffer", unit="B", gt=0)
+    min_chunk: Size = param("64MiB", "halve down to this after a refusal", unit="B", gt=0)
     limit: Size | None = param(None, "stop after pinning this much (default: never)", unit="B")
-    retry: Duration = param("1s", "wait after a refusal at min_chunk (0: stop)", unit="s")
-    domain: str = param("vram", "GEM domain of the buffers")
+    retry: Duration = param("1s", "wait after a refusal at min_chunk (0: stop)", unit="s", ge=0)
+    domain: str = param("vram", "GEM domain of the buffers", ref="domain")
+
+    def events(self, duration: float) -> float:
+        halvings = max(self.chunk // self.min_chunk, 1).bit_length()
+        return (duration / self.retry if self.retry else 1.0) * halvings
 
 
 @dataclass(slots=True)
@@ -88,13 +94,18 @@ class PressureParams(WorkloadParams):
     """``pressure``: allocation bursts that force eviction."""
 
     workload: Literal["pressure"] = "pressure"
-    device: str | None = param(None, "device it allocates on (default: the node's first)")
-    burst: Size = param("8GiB", "bytes allocated per burst", unit="B")
-    buffer: Size = param("1GiB", "size of each allocation", unit="B")
-    hold: Duration = param("200ms", "how long a burst is kept", unit="s")
-    period: Duration = param("1s", "time between burst starts", unit="s")
+    device: str | None = param(
+        None, "device it allocates on (default: the node's first)", ref="device"
+    )
+    burst: Size = param("8GiB", "bytes allocated per burst", unit="B", gt=0)
+    buffer: Size = param("1GiB", "size of each allocation", unit="B", gt=0)
+    hold: Duration = param("200ms", "how long a burst is kept", unit="s", ge=0)
+    period: Duration = param("1s", "time between burst starts", unit="s", gt=0)
     bursts: int = param(0, "bursts (0: until the end)", ge=0)
-    domain: str = param("vram", "GEM domain of the allocations")
+    domain: str = param("vram", "GEM domain of the allocations", ref="domain")
+
+    def events(self, duration: float) -> float:
+        return duration / self.period * -(-self.burst // self.buffer)
 
 
 @dataclass(slots=True)

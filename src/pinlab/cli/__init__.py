@@ -1,0 +1,101 @@
+"""The ``pinlab`` command line.
+
+Subcommands:
+
+* ``pinlab demo [--profile P]`` -- the dma-buf pin/move walkthrough;
+* ``pinlab profiles`` -- the kernel profiles and the switches where they differ;
+* ``pinlab bufinfo FILE`` -- parse a real (or pinlab-written) debugfs ``dma_buf/bufinfo``;
+* ``pinlab matrix [--profile P] [--move-notify] [--json]`` -- every exporter × importer pair:
+  where import + pin + map puts the memory, whether the path is P2P, which K- items decide;
+* ``pinlab policy show FILE`` / ``pinlab policy check FILE`` -- an administrator policy file
+  (cgroup tree with dmem limits, users' RLIMIT_MEMLOCK, proposals on): rendered / validated;
+* ``pinlab run [NAME|FILE] [--variant V] [--profile P] [--set key=value] [--seed N]
+  [--out DIR] [--compare-profile P2] [--quiet]`` -- run one scenario (or, with no argument,
+  the whole debate suite), write each run's directory (``config.toml``, ``summary.json``,
+  ``series.csv``) and print one verdict table per scenario; exit 1 when a claim failed (0 when
+  it held or was not judged: no expectations, or its variants not all run);
+* ``pinlab scenarios [show NAME]``, ``pinlab workloads [NAME]``, ``pinlab params [PATTERN]``,
+  ``pinlab metrics SCENARIO`` (each with ``--json``) -- what a scenario can use: the built-in
+  scenarios and their TOML, the workloads' parameters, the cost parameters, the metric names
+  a claim can compare;
+* ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
+  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
+
+User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
+was expected and what was found, and exit with status 2 -- never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from rich.console import Console
+
+from pinlab import __version__
+from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
+from pinlab.cli.common import UserError
+
+__all__ = ["build_parser", "main"]
+
+SUBCOMMANDS = (kernel, policy, inspect, run, discover, sweep, bench, validate)
+"""The modules that add subcommands, in ``--help`` order."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with pinlab's one-line errors: ``pinlab: error: run: --seed: expected ...``
+    and exit status 2, without the usage block (``--help`` still prints it)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("pinlab").strip()
+        where = f"{command}: " if command else ""
+        line = f"pinlab: error: {where}{message} (see pinlab {command} --help)".replace("  ", " ")
+        Console(stderr=True, soft_wrap=True).print(line, markup=False, highlight=False)
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="pinlab",
+        description="Who may pin dma-buf device memory, where, how much, and at what cost.",
+    )
+    parser.add_argument("--version", action="version", version=f"pinlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    for module in SUBCOMMANDS:
+        module.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    console = Console()
+    try:
+        result: int = args.func(args, console)
+    except BrokenPipeError:
+        # the reader went away (``pinlab matrix --json | head``): end quietly, and keep the
+        # interpreter's own flush at exit from raising again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        # what finished is kept (run directories and sweep points are atomic); say so in one
+        # line, with the shell's status for SIGINT
+        Console(stderr=True, soft_wrap=True).print(
+            "pinlab: interrupted; finished runs and sweep points are kept", markup=False
+        )
+        return 130
+    except UserError as e:
+        # soft_wrap: the one-line error stays one line on narrow or non-terminal stderr
+        Console(stderr=True, soft_wrap=True).print(
+            f"pinlab: error: {e}", markup=False, highlight=False
+        )
+        return 2
+    return result

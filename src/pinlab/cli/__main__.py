@@ -1,0 +1,7 @@
+"""``python -m pinlab.cli``."""
+
+import sys
+
+from pinlab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,104 @@
+"""``pinlab bench``: a microbenchmark users run (``perftest ib_write_bw -a``) on a modelled
+machine, printed as the tool prints it (:mod:`pinlab.bench`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from pinlab.cli.common import UserError
+from pinlab.cli.run import seed_arg
+
+
+def _param_value(text: str) -> object:
+    """A ``--param`` value: a TOML scalar (``2``, ``true``, ``"x"``) or, failing that, the
+    text itself (``cx7``, ``100Gbps``)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.bench import run_bench
+    from pinlab.errors import ConfigError
+
+    params: dict[str, object] = {}
+    for item in args.param or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--param {item}: expected key=value, found no '='")
+        params[key.strip()] = _param_value(value.strip())
+    try:
+        table = run_bench(
+            args.tool,
+            list(args.args),
+            platform=args.platform,
+            platform_params=params,
+            nodes=args.nodes,
+            sets=tuple(args.set or ()),
+            seed=args.seed,
+        )
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    if args.json:
+        data = dataclasses.asdict(table)
+        data["meta"] = dict(table.meta)
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    else:
+        sys.stdout.write(table.text)
+    return 0
+
+
+def _nodes_arg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of nodes, found {text!r}") from None
+    if not 1 <= n <= 16384:
+        raise argparse.ArgumentTypeError(f"expected 1 to 16384 nodes, found {n}")
+    return n
+
+
+def add_parsers(sub: Any) -> None:
+    bench = sub.add_parser(
+        "bench",
+        help="run a microbenchmark users run (perftest ...) on a modelled machine",
+        description="Run TOOL with the real tool's arguments on a modelled machine and print "
+        "what the tool prints (e.g. pinlab bench perftest ib_write_bw -a --report_gbits).",
+    )
+    bench.add_argument(
+        "--platform",
+        default="cx-pair",
+        metavar="PRESET|FILE",
+        help="a preset or platform file (default cx-pair: two ConnectX hosts back to back)",
+    )
+    bench.add_argument(
+        "--param",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a preset parameter (repeatable), e.g. --param nic=cx7 --param gpu=h200",
+    )
+    bench.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a cost-model override (repeatable), e.g. --set nic.cx6.qp_msg_cost=0us",
+    )
+    bench.add_argument("--seed", type=seed_arg, default=0, help="seed of every random draw")
+    bench.add_argument(
+        "--nodes", type=_nodes_arg, default=None, help="nodes the tool spans (perftest: 2)"
+    )
+    bench.add_argument("--json", action="store_true", help="the table as JSON")
+    bench.add_argument("tool", help="the tool: perftest, nvbandwidth, p2p, nccl-tests, gdrcopy")
+    bench.add_argument(
+        "args", nargs=argparse.REMAINDER, help="the tool's own arguments (test name first)"
+    )
+    bench.set_defaults(func=_cmd_bench)

@@ -1,0 +1,83 @@
+"""``pinlab policy show`` / ``check``: administrator policy files."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    pass
+
+
+from pinlab.cli.common import UserError
+
+
+def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.errors import ConfigError
+    from pinlab.policy.config import load_policy, preview_policy
+    from pinlab.policy.render import render_policy
+
+    try:
+        config = load_policy(args.file)
+        applied = preview_policy(config, args.file)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
+        console = Console(width=max(console.width, 140))
+    if config.description:
+        console.print(f"[bold]{args.file}[/bold]: {config.description}", highlight=False)
+    notes = {
+        "/" + "/".join(p for p in key.split("/") if p): spec.description
+        for key, spec in config.cgroups.items()
+        if spec.description
+    }
+    console.print(
+        render_policy(
+            applied.tree,
+            applied.dmem,
+            config.proposals.enabled(),
+            usage=False,
+            users=config.users,
+            title=f"cgroup tree of {args.file}",
+            notes=notes,
+        )
+    )
+    return 0
+
+
+def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.errors import ConfigError
+    from pinlab.policy.config import load_policy, preview_policy
+
+    try:
+        config = load_policy(args.file)
+        preview_policy(config, args.file)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    on = ", ".join(config.proposals.enabled()) or "none"
+    print(
+        f"{args.file}: ok -- {len(config.cgroup_paths())} cgroups, {len(config.users)} users, "
+        f"proposals: {on}"
+    )
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    policy = sub.add_parser("policy", help="administrator policy files (cgroups, rlimits)")
+    policy_sub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    show = policy_sub.add_parser(
+        "show", help="the cgroup tree with its dmem limits, the users and the proposals on"
+    )
+    show.add_argument("file", help="a policy file (TOML), e.g. examples/policy/desktop.toml")
+    show.set_defaults(func=_cmd_policy_show)
+    check = policy_sub.add_parser("check", help="validate a policy file")
+    check.add_argument("file", help="a policy file (TOML)")
+    check.set_defaults(func=_cmd_policy_check)
+
+    def _policy_help(args: argparse.Namespace, console: Console) -> int:
+        policy.print_help()
+        return 0
+
+    policy.set_defaults(func=_policy_help)

@@ -1,0 +1,436 @@
+"""``pinlab run``: the debate's scenarios and the user's own (``pinlab scenarios``: discover)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, RenderableType
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from pinlab.kernel.profile import PRESETS
+
+if TYPE_CHECKING:
+    from pinlab.scenarios.result import RunResult, Verdict
+    from pinlab.scenarios.runner import ScenarioConfig
+
+
+from pinlab.cli.common import UserError
+
+DEFAULT_OUT = "pinlab-out"
+
+
+def _check_profile(option: str, profile: str | None) -> None:
+    if profile is not None and profile not in PRESETS:
+        raise UserError(
+            f"{option}: expected a kernel profile ({', '.join(PRESETS)}), found {profile!r}"
+        )
+
+
+def _check_profiles(
+    plan: list[tuple[ScenarioConfig, list[str]]], profile: str | None, compare: str | None
+) -> None:
+    """Before the first run: every variant must be valid under ``--profile`` and, with
+    ``--compare-profile``, under that one too, and the two must differ -- so a comparison that
+    cannot be made is refused with its real reason, not after the first half has run."""
+    from pinlab.errors import ConfigError
+
+    for cfg, variants in plan:
+        for option, name in (("--profile", profile), ("--compare-profile", compare)):
+            if name is None:
+                continue
+            try:
+                alt = cfg.with_profile(name)
+                for variant in variants:
+                    alt.resolve(variant)
+            except ConfigError as e:
+                raise UserError(f"{option} {name}: {e}") from None
+        if compare is not None:
+            for variant in variants:
+                base = cfg.with_profile(profile).resolve(variant) if profile else None
+                runs_under = (base or cfg.resolve(variant)).kernel.profile
+                if runs_under == compare:
+                    raise UserError(
+                        f"--compare-profile {compare}: expected a profile other than the one "
+                        f"{cfg.name} variant {variant} runs under ({runs_under}), found the same"
+                    )
+
+
+def _load_configs(
+    names: Sequence[str], sets: tuple[str, ...], platform: str | None = None
+) -> list[ScenarioConfig]:
+    """Each named (or file) scenario, validated, with ``--set`` applied and, with
+    ``--platform``, the platform replaced by that file. The runner's
+    :class:`ConfigError` (an unknown name lists the built-in ones; a bad ``--set`` names it)
+    becomes the one-line user error."""
+    from pinlab.errors import ConfigError
+    from pinlab.scenarios import runner
+
+    configs = []
+    for name in names:
+        try:
+            if platform is None:  # the fake runners of the tests take no platform
+                configs.append(runner.load_scenario(name, sets=sets))
+            else:
+                configs.append(runner.load_scenario(name, sets=sets, platform=platform))
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        except OSError as e:
+            raise UserError(f"{name}: {e.strerror or e} (expected a scenario file)") from None
+    return configs
+
+
+def _plan(
+    configs: list[ScenarioConfig], requested: Sequence[str] | None
+) -> list[tuple[ScenarioConfig, list[str]]]:
+    """The variants to run per scenario: all, or those of ``--variant`` it has (in the
+    scenario's order). A requested variant that no scenario has is a user error."""
+    if not requested:
+        return [(cfg, list(cfg.variants)) for cfg in configs]
+    wanted = list(dict.fromkeys(requested))
+    for variant in wanted:
+        if not any(variant in cfg.variants for cfg in configs):
+            valid = sorted({v for cfg in configs for v in cfg.variants})
+            scope = configs[0].name if len(configs) == 1 else "any scenario"
+            raise UserError(
+                f"--variant: expected a variant of {scope} ({', '.join(valid)}), found {variant!r}"
+            )
+    return [
+        (cfg, [v for v in cfg.variants if v in wanted])
+        for cfg in configs
+        if any(v in cfg.variants for v in wanted)
+    ]
+
+
+class _Reporter:
+    """Prints between runs without tearing the (transient, stderr) progress bar: the bar is
+    taken down while a table is printed to stdout and put back afterwards."""
+
+    def __init__(self, console: Console, progress: Progress, quiet: bool) -> None:
+        self.console = console
+        self.progress = progress
+        self.quiet = quiet
+
+    def print(self, *objects: RenderableType) -> None:
+        if self.quiet:
+            return
+        live = self.progress.live.is_started
+        if live:
+            self.progress.stop()
+        for obj in objects:
+            self.console.print(obj)
+        if live:
+            self.progress.start()
+
+
+class _Ticker:
+    """The runner's ``progress`` callback: it is called with a variant's name as that variant
+    starts; the bar advances as each variant finishes."""
+
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        self.progress = progress
+        self.task = task
+        self.done = 0  # variants finished before the current scenario
+        self.started = 0  # variants of the current scenario started so far
+        self.label = ""
+
+    def begin(self, label: str) -> None:
+        self.label = label
+        self.started = 0
+        self.progress.update(self.task, description=label)
+
+    def __call__(self, variant: str) -> None:
+        self.progress.update(
+            self.task,
+            completed=self.done + self.started,
+            description=f"{self.label}: {variant}",
+        )
+        self.started += 1
+
+    def end(self, variants: int) -> None:
+        self.done += variants
+        self.progress.update(self.task, completed=self.done)
+
+
+def _run_scenario(
+    cfg: ScenarioConfig,
+    variants: list[str],
+    profile: str | None,
+    seed: int | None,
+    tick: Callable[[str], None],
+) -> tuple[list[RunResult], Verdict]:
+    """``runner.run_scenario``, its configuration errors as one-line user errors."""
+    from pinlab.errors import ConfigError
+    from pinlab.scenarios import runner
+
+    try:
+        return runner.run_scenario(
+            cfg, variants=variants, profile=profile, seed=seed, progress=tick
+        )
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+
+
+def progress_bar(stderr: Console, quiet: bool) -> Progress:
+    """The transient progress bar on stderr, off when quiet or not a terminal."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+        disable=quiet or not stderr.is_terminal,
+    )
+
+
+def _save(
+    results: list[RunResult],
+    out: Path,
+    *,
+    compare: bool,
+    verdict: Verdict | None = None,
+    report: bool = True,
+    trace_filter: frozenset[str] | None = None,
+    trace_max_events: int | None = None,
+) -> int:
+    """Write each run's directory under ``out`` (and, with ``report``, its ``report.html``
+    and plots); the number written. ``trace_filter`` limits the categories of
+    ``trace.json`` (``--trace-filter``), ``trace_max_events`` caps its size."""
+    from pinlab.report.html import run_report_files
+    from pinlab.report.output import write_run
+    from pinlab.report.trace import DEFAULT_MAX_EVENTS
+
+    categories = trace_filter
+    max_events = DEFAULT_MAX_EVENTS if trace_max_events is None else trace_max_events
+    try:
+        for result in results:
+            write_run(
+                result,
+                out,
+                compare_profile=compare,
+                trace_categories=categories,
+                trace_max_events=max_events,
+                extra=partial(run_report_files, result, verdict) if report else None,
+            )
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot write the run directory: {e.strerror or e}") from None
+    return len(results)
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.report.verdict import claim_line, compare_table, verdict_table
+    from pinlab.scenarios import runner
+
+    sets = tuple(args.set or ())
+    _check_profile("--profile", args.profile)
+    _check_profile("--compare-profile", args.compare_profile)
+    names = [args.scenario] if args.scenario else list(runner.BUILTIN)
+    plan = _plan(_load_configs(names, sets, args.platform), args.variant)
+    _check_profiles(plan, args.profile, args.compare_profile)
+    out = Path(args.out)
+    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
+        console = Console(width=max(console.width, 160))
+    stderr = Console(stderr=True)
+    runs_per_variant = 2 if args.compare_profile else 1
+    failed: list[Verdict] = []
+    suite: list[tuple[list[RunResult], Verdict]] = []
+    written = 0
+    progress = progress_bar(stderr, args.quiet)
+    reporter = _Reporter(console, progress, args.quiet)
+    total = sum(len(variants) for _, variants in plan) * runs_per_variant
+    with progress:
+        task = progress.add_task("pinlab run", total=total)
+        tick = _Ticker(progress, task)
+        for cfg, variants in plan:
+            tick.begin(cfg.name)
+            results, verdict = _run_scenario(cfg, variants, args.profile, args.seed, tick)
+            tick.end(len(variants))
+            written += _save(
+                results,
+                out,
+                compare=False,
+                verdict=verdict,
+                report=not args.no_report,
+                trace_filter=args.trace_filter,
+                trace_max_events=args.trace_max_events,
+            )
+            suite.append((results, verdict))
+            if verdict.judged and not verdict.held:
+                failed.append(verdict)
+            reporter.print(verdict_table(verdict), claim_line(verdict), "")
+            if args.compare_profile:
+                tick.begin(f"{cfg.name} @ {args.compare_profile}")
+                other, verdict_b = _run_scenario(
+                    cfg, variants, args.compare_profile, args.seed, tick
+                )
+                tick.end(len(variants))
+                written += _save(
+                    other,
+                    out,
+                    compare=True,
+                    verdict=verdict_b,
+                    report=not args.no_report,
+                    trace_filter=args.trace_filter,
+                    trace_max_events=args.trace_max_events,
+                )
+                by_variant = {r.variant: r for r in other}
+                tables: list[RenderableType] = [
+                    claim_line(verdict_b, prefix=f"under profile {args.compare_profile}: "),
+                    "",
+                ]
+                for result in results:
+                    if result.variant in by_variant:
+                        tables += [compare_table(result, by_variant[result.variant]), ""]
+                reporter.print(*tables)
+    if not args.no_report and len(suite) > 1:
+        from pinlab.report.html import write_suite_report
+
+        try:
+            page = write_suite_report(out, suite)
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write the report: {e.strerror or e}") from None
+        if not args.quiet:
+            console.print(f"report: {page}", markup=False, highlight=False)
+    for verdict in failed:
+        stderr.print(
+            f"pinlab: claim FAILED: {verdict.scenario}: {verdict.claim}"
+            + (f" ({verdict.explanation})" if verdict.explanation else ""),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not args.quiet:
+        unjudged = sum(1 for _, v in suite if not v.judged)
+        held = len(plan) - len(failed) - unjudged
+        console.print(
+            f"{len(plan)} scenario{'s' if len(plan) != 1 else ''}: {held} claim"
+            f"{'s' if held != 1 else ''} held, {len(failed)} failed"
+            + (f", {unjudged} not judged" if unjudged else "")
+            + "; "
+            f"{written} run director{'ies' if written != 1 else 'y'} in {out}/",
+            markup=False,
+            highlight=False,
+        )
+    return 1 if failed else 0
+
+
+def seed_arg(text: str) -> int:
+    try:
+        seed = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, found {text!r}") from None
+    from pinlab.scenarios.schema import SEED_MAX
+
+    if not 0 <= seed <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2^63-1, found {text!r}")
+    return seed
+
+
+def _trace_filter_arg(text: str) -> frozenset[str]:
+    from pinlab.report.trace import parse_categories
+
+    try:
+        return parse_categories(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _trace_max_arg(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, found {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 event, found {text!r}")
+    return n
+
+
+def add_parsers(sub: Any) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run a scenario (default: the whole debate suite) and print its verdict",
+        description=(
+            "Run one scenario -- a built-in NAME or a scenario FILE -- or, with no argument, "
+            "every built-in scenario; write each run to DIR/<scenario>/<variant>/ "
+            "(config.toml, summary.json, series.csv, trace.json) and print one verdict table per "
+            "scenario. Exit status: 0 when every claim held, 1 when a claim failed, "
+            "2 for a user error."
+        ),
+    )
+    run.add_argument(
+        "scenario",
+        nargs="?",
+        metavar="NAME|FILE",
+        help="a built-in scenario (see `pinlab scenarios`) or a scenario .toml file",
+    )
+    run.add_argument(
+        "--variant",
+        action="append",
+        metavar="V",
+        help="run only variant V (repeatable; default: every variant)",
+    )
+    run.add_argument(
+        "--profile",
+        metavar="P",
+        help=f"kernel profile overriding the scenario's ({', '.join(PRESETS)})",
+    )
+    run.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a scenario field, e.g. --set scenario.duration=30s (repeatable)",
+    )
+    run.add_argument("--seed", type=seed_arg, metavar="N", help="the run seed")
+    run.add_argument(
+        "--platform",
+        metavar="FILE",
+        help="run on this platform file instead of the scenario's (e.g. from pinlab inspect)",
+    )
+    run.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output directory (default {DEFAULT_OUT})",
+    )
+    run.add_argument(
+        "--compare-profile",
+        metavar="P2",
+        help="rerun every variant under kernel profile P2 and print the per-metric "
+        "difference (written to DIR/<scenario>/<variant>@P2/; the exit status follows "
+        "the first profile's claims)",
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="no tables and no progress bar (files still written)"
+    )
+    run.add_argument(
+        "--no-report",
+        action="store_true",
+        help="skip report.html and the plots (config, summary and series are still written)",
+    )
+    run.add_argument(
+        "--trace-filter",
+        type=_trace_filter_arg,
+        metavar="CATS",
+        help="write only these trace.json categories, a comma list of "
+        "copy, transfer, odp, counter, instant, flow (default: all)",
+    )
+    run.add_argument(
+        "--trace-max-events",
+        type=_trace_max_arg,
+        metavar="N",
+        help="cap trace.json at N events, coarsening the finest first (default 200000)",
+    )
+    run.set_defaults(func=_cmd_run)

@@ -1,0 +1,122 @@
+"""``pinlab sweep``: parameter sweeps, local or on Dask, resumable."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    pass
+
+
+from pinlab.cli.common import UserError
+from pinlab.cli.run import progress_bar
+
+
+def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    """``pinlab sweep SWEEP.toml``: expand, run the unfinished points, write the table."""
+    from pinlab.errors import ConfigError
+    from pinlab.sweep import PointError, load_sweep, run_sweep
+
+    try:
+        sweep = load_sweep(args.file)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
+    if args.max_points is not None and args.max_points < 0:
+        raise UserError(f"--max-points: expected a number >= 0, found {args.max_points}")
+    if args.dry_run:
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 160))
+        table = Table(
+            title=f"{sweep.name}: {len(sweep.points)} points ({sweep.source})",
+            title_justify="left",
+        )
+        for col in ("point", "id", "variant", "seed", *sweep.factor_names):
+            table.add_column(col, overflow="fold")
+        for p in sweep.points:
+            seed = "scenario" if p.seed is None else str(p.seed)
+            factors = [str(p.factors[n]) for n in sweep.factor_names]
+            table.add_row(str(p.index), p.id[:12], p.variant, seed, *factors)
+        console.print(table)
+        return 0
+    out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
+    stderr = Console(stderr=True)
+    progress = progress_bar(stderr, args.quiet)
+    with progress:
+        task = progress.add_task(f"sweep {sweep.name}", total=len(sweep.points))
+
+        def tick(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            outcome = run_sweep(
+                sweep,
+                out,
+                jobs=args.jobs,
+                dask=args.dask,
+                max_points=args.max_points,
+                progress=tick,
+            )
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        except PointError as e:
+            if e.user:
+                raise UserError(str(e)) from None
+            stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
+            return 1
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write the sweep: {e.strerror or e}") from None
+    if not args.quiet:
+        state = (
+            "complete"
+            if outcome.complete
+            else f"incomplete (see {out}/INCOMPLETE); run again to finish"
+        )
+        console.print(
+            f"{sweep.name}: {outcome.rows}/{outcome.total} points ({outcome.ran} run now, "
+            f"{outcome.skipped} already done; {state}) -> {out}/results.parquet, "
+            f"{out}/results.csv",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    return 0 if outcome.complete else 1
+
+
+def add_parsers(sub: Any) -> None:
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a parameter sweep (factors x variants x seeds) into one table",
+        description=(
+            "Run every point of a sweep file on a local process pool (or a Dask cluster) and "
+            "write DIR/results.parquet and DIR/results.csv, one row per point with the "
+            "configuration as columns. Finished points are kept in DIR/points/: run again "
+            "after an interruption and only the missing points run."
+        ),
+    )
+    sweep.add_argument(
+        "file", metavar="SWEEP.toml", help="a sweep file, e.g. examples/sweeps/pin-cap.toml"
+    )
+    sweep.add_argument(
+        "--out", metavar="DIR", help="results directory (default pinlab-sweeps/<name>)"
+    )
+    sweep.add_argument(
+        "--jobs", type=int, metavar="N", help="local worker processes (default: CPU count)"
+    )
+    sweep.add_argument(
+        "--dask",
+        metavar="local|ADDRESS",
+        help="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
+    )
+    sweep.add_argument(
+        "--max-points", type=int, metavar="N", help="run at most N unfinished points, then stop"
+    )
+    sweep.add_argument("--dry-run", action="store_true", help="list the points and exit")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    sweep.set_defaults(func=_cmd_sweep)

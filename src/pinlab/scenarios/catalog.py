@@ -1,0 +1,251 @@
+"""The metric names a claim can use: every metric one variant of a scenario can report, known
+before it runs (``pinlab metrics``, claim validation).
+
+A :class:`Catalog` is made from a variant's resolved configuration and platform
+(:func:`variant_catalog`): its tenants with their workloads' declared results, its devices,
+NICs and nodes, and the run-wide counts -- all read from the declarations
+(:data:`~pinlab.sim.metrics.TENANT_METRICS`, the workloads' ``metric()`` fields,
+:mod:`pinlab.sim.collectors`, :data:`~pinlab.scenarios.metrics.GLOBAL_METRICS`). Names follow
+``docs/metrics.md``. Where a part of a name is one of a known set, the catalog writes a
+placeholder and knows the set: ``<node>`` (a cluster's nodes), ``<region>``
+(:data:`~pinlab.sim.collectors.REGIONS`), ``<ERRNO>`` (the errnos the kernel model returns),
+``<policy>`` (the policies that can refuse); ``<link>`` is the one part known only after a run
+(a link is named by the topology and reported once it carried bytes).
+
+A :class:`MetricName` says when it is reported (``reported``) and what an unreported one means
+(``absent``: 0 for a count of something that never happened, None for "not known", e.g. a
+setup time while the tenant is still in setup).
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+
+from pinlab.kernel.errno import Errno
+from pinlab.platform.cluster import ClusterSpec
+from pinlab.platform.presets import AnySpec
+from pinlab.policy.proposals import PROPOSALS
+from pinlab.scenarios.metrics import GLOBAL_METRICS
+from pinlab.scenarios.schema import ResolvedScenario
+from pinlab.sim.collectors import DEVICE_METRICS, LINK_METRICS, NIC_METRICS, REGION_METRICS, REGIONS
+from pinlab.sim.metrics import SINGLE_NODE, TENANT_METRICS, MetricSpec
+from pinlab.sim.workloads import WORKLOADS
+
+__all__ = ["Catalog", "MetricName", "variant_catalog"]
+
+_REFUSING_POLICIES = (*sorted(PROPOSALS), "dmem.max")
+"""What ``denied_by.<policy>`` can name: a pin proposal, or the dmem controller's ``dmem.max``
+(``pinlab.uapi.process`` names its refusals so)."""
+
+_FREE = r"[^\s]+"
+_PLACEHOLDER = re.compile(r"<([A-Za-z]+)>")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricName:
+    """One metric (or family of metrics, with placeholders) a variant can report."""
+
+    name: str
+    unit: str
+    description: str
+    reported: str
+    absent: float | None = None
+
+    @property
+    def scope(self) -> str:
+        return self.name.partition(".")[0]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "description": self.description,
+            "reported": self.reported,
+            "absent": self.absent,
+        }
+
+
+@dataclass(slots=True)
+class Catalog:
+    """The metric names of one variant; ``domains`` gives each placeholder's values (None:
+    known only after a run)."""
+
+    entries: tuple[MetricName, ...]
+    domains: Mapping[str, tuple[str, ...] | None]
+    _patterns: list[tuple[re.Pattern[str], MetricName]] = field(default_factory=list)
+    _expanded: list[tuple[str, MetricName]] = field(default_factory=list)
+
+    def _compiled(self) -> list[tuple[re.Pattern[str], MetricName]]:
+        if not self._patterns:
+            for entry in self.entries:
+                self._patterns.append((re.compile(self._regex(entry.name)), entry))
+        return self._patterns
+
+    def _regex(self, name: str) -> str:
+        out, pos = [], 0
+        for m in _PLACEHOLDER.finditer(name):
+            out.append(re.escape(name[pos : m.start()]))
+            values = self.domains.get(m.group(1))
+            out.append("(?:" + "|".join(re.escape(v) for v in values) + ")" if values else _FREE)
+            pos = m.end()
+        out.append(re.escape(name[pos:]))
+        return "".join(out)
+
+    def lookup(self, name: str) -> MetricName | None:
+        """The entry a concrete metric name belongs to, None if the variant cannot report it."""
+        for pattern, entry in self._compiled():
+            if pattern.fullmatch(name):
+                return entry
+        return None
+
+    def expanded(self) -> list[tuple[str, MetricName]]:
+        """Every name with its placeholders replaced by each of their known values (a
+        placeholder known only after a run stays as written)."""
+        if not self._expanded:
+            for entry in self.entries:
+                holes = _PLACEHOLDER.findall(entry.name)
+                choices = [self.domains.get(h) or (f"<{h}>",) for h in holes]
+                for combo in itertools.product(*choices):
+                    name = entry.name
+                    for hole, value in zip(holes, combo, strict=True):
+                        name = name.replace(f"<{hole}>", value, 1)
+                    self._expanded.append((name, entry))
+        return self._expanded
+
+    def matching(self, pattern: str) -> list[tuple[str, MetricName]]:
+        """The (expanded) names an fnmatch ``pattern`` matches (``tenant.*.throughput``)."""
+        return [(n, e) for n, e in self.expanded() if fnmatch.fnmatchcase(n, pattern)]
+
+    def unknown(self, name: str, context: str) -> str:
+        """The message for a name this catalog does not hold, naming what it does: close
+        matches, then the quantities of the same entity, or the entities of the same scope."""
+        names = [n for n, _ in self.expanded()]
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.75)
+        scope, _, rest = name.partition(".")
+        entity = rest.partition(".")[0]
+        prefix = f"{scope}.{entity}."
+        same_entity = sorted(
+            {prefix + e.name.split(".", 2)[-1] for n, e in self.expanded() if n.startswith(prefix)}
+            if entity
+            else set()
+        )
+        if same_entity and scope != "global":
+            known = same_entity
+        else:
+            heads = {_head(e.name) for e in self.entries}
+            known = sorted(h for h in heads if h.startswith(scope + ".")) or sorted(heads)
+        text = f"expected a metric {context} ("
+        if close:
+            text += "did you mean " + " or ".join(close) + "? "
+        shown = known[:40]
+        text += "known: " + ", ".join(shown)
+        if len(known) > len(shown):
+            text += f", ... {len(known) - len(shown)} more"
+        return text + f"; `pinlab metrics` lists them all), found {name!r}"
+
+
+def _head(name: str) -> str:
+    """``tenant.kv`` of ``tenant.kv.throughput``; ``global.leaks`` of itself."""
+    scope, _, rest = name.partition(".")
+    if scope == "global":
+        return name
+    return f"{scope}.{rest.partition('.')[0]}.*"
+
+
+def _entries(prefix: str, specs: Iterable[MetricSpec], reported: str) -> list[MetricName]:
+    return [
+        MetricName(
+            f"{prefix}.{s.name}",
+            s.unit,
+            s.description,
+            "once it happened" if "<" in s.name else reported,
+            s.absent,
+        )
+        for s in specs
+    ]
+
+
+def _workload_entries(prefix: str, workload: str) -> list[MetricName]:
+    """A workload's result fields: known from its start (a default value) or once known (a
+    default of None, e.g. a setup time)."""
+    wd = WORKLOADS[workload]
+    once = {f.name for f in fields(wd.result) if f.default is None}
+    return [
+        MetricName(
+            f"{prefix}.{s.name}",
+            s.unit,
+            s.description,
+            "once known" if s.name in once else "once the tenant started",
+        )
+        for s in wd.metrics()
+    ]
+
+
+def variant_catalog(cfg: ResolvedScenario, spec: AnySpec) -> Catalog:
+    """Every metric variant ``cfg`` (on platform ``spec``) can report."""
+    cluster = isinstance(spec, ClusterSpec)
+    node_spec = spec.node if isinstance(spec, ClusterSpec) else spec
+    nodes: tuple[str, ...] = spec.node_names() if isinstance(spec, ClusterSpec) else ()
+    where = "<node>" if cluster else SINGLE_NODE
+    out: list[MetricName] = []
+    for t in cfg.active_tenants():
+        name = f"{t.name}@<node>" if t.node == "*" else t.name
+        prefix = f"tenant.{name}"
+        out += _entries(prefix, TENANT_METRICS.values(), "always")
+        out += _workload_entries(prefix, t.workload)
+    for d in node_spec.devices:
+        base = f"device.{where}/{d.name}"
+        held = "if the device held memory"
+        out += _entries(f"{base}.<region>", REGION_METRICS.values(), held)
+        out += _entries(base, DEVICE_METRICS.values(), held)
+    for n in node_spec.nics:
+        out += _entries(
+            f"nic.{where}/{n.name}", NIC_METRICS.values(), "if the NIC faulted or was reset"
+        )
+    out += _entries("link.<link>", LINK_METRICS.values(), "if the link carried bytes")
+    out += _entries("global", GLOBAL_METRICS.values(), "always")
+    domains: dict[str, tuple[str, ...] | None] = {
+        "region": REGIONS,
+        "ERRNO": tuple(e.name for e in Errno),
+        "policy": _REFUSING_POLICIES,
+        "link": None,
+    }
+    if cluster:
+        domains["node"] = nodes
+    return Catalog(tuple(out), domains)
+
+
+def merged(catalogs: Mapping[str, Catalog]) -> list[tuple[MetricName, tuple[str, ...]]]:
+    """Every entry of the variants' catalogs once, with the variants that have it (file
+    order), for ``pinlab metrics``."""
+    seen: dict[str, tuple[MetricName, list[str]]] = {}
+    for variant, catalog in catalogs.items():
+        for entry in catalog.entries:
+            if entry.name not in seen:
+                seen[entry.name] = (entry, [])
+            seen[entry.name][1].append(variant)
+    return [(entry, tuple(variants)) for entry, variants in seen.values()]
+
+
+def tenant_of(name: str) -> str | None:
+    """The tenant a ``tenant.<t>.*`` name is about (``trainer@node00``), None otherwise."""
+    scope, _, rest = name.partition(".")
+    return rest.partition(".")[0] if scope == "tenant" else None
+
+
+def domain_text(domains: Mapping[str, Sequence[str] | None]) -> dict[str, str]:
+    """Each placeholder's values as a short text (``node00..node15``)."""
+    out = {}
+    for key, values in domains.items():
+        if values is None:
+            out[key] = "known after a run"
+        elif len(values) > 30:
+            out[key] = f"{values[0]}..{values[-1]} ({len(values)})"
+        else:
+            out[key] = ", ".join(values)
+    return out

@@ -1,0 +1,135 @@
+"""``report.html`` of ``pinlab validate``: one self-contained page, built like the run and
+suite reports (:mod:`pinlab.report.html`: their base template, Content-Security-Policy,
+check script and inline SVG), with an overview of every table, a parity plot over all of
+them and, per table, its source, setup, uncertainty, command, measured-vs-simulated plot and
+every point. Source URLs are shown as text without their scheme, not as links: the page
+references nothing outside itself. The same result gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from pinlab.report.html import inline_svg, render_page, write_report
+from pinlab.report.plots import figure_svg
+from pinlab.validate.output import fmt_error, fmt_number, fmt_pct, fmt_x, summary_line
+from pinlab.validate.plots import parity_figure, table_figure
+from pinlab.validate.runner import Summary, TableResult, ValidationResult
+
+__all__ = ["REPORT_FILE", "command_line", "render_validation_html", "write_validation_report"]
+
+REPORT_FILE = "report.html"
+
+
+@dataclass(frozen=True, slots=True)
+class _Plot:
+    id: str
+    caption: str
+    svg: Markup
+    files: tuple[str, ...] = ()
+
+
+def command_line(result: TableResult) -> str:
+    """The ``pinlab bench`` command line of a table (its first command), for people."""
+    run = result.table.spec.run
+    params = " ".join(f"{k}={v}" for k, v in run.platform_params.items())
+    sets = " ".join(f"--set {shlex.quote(s)}" for s in run.sets)
+    parts = [
+        "pinlab bench",
+        run.tool,
+        shlex.join(run.argv),
+        f"--platform {run.platform}" + (f" ({params})" if params else ""),
+        f"--nodes {run.nodes}",
+        sets,
+    ]
+    others = {
+        shlex.join(s.argv) for s in result.table.spec.series.values() if s.argv is not None
+    } - {shlex.join(run.argv)}
+    line = " ".join(p for p in parts if p)
+    return line + (f"; also: {'; '.join(sorted(others))}" if others else "")
+
+
+def _anchor(text: str) -> str:
+    return "table-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x")
+
+
+def _table_view(r: TableResult, index: int) -> dict[str, Any]:
+    t = r.table
+    spec = t.spec
+    cmp = spec.compare
+    caption = f"{t.id}: measured and simulated {cmp.y} [{cmp.unit}]"
+    return {
+        "id": t.id,
+        "anchor": _anchor(t.id),
+        "title": spec.table.title,
+        "kind": t.kind,
+        "holdout": t.holdout,
+        "platform": spec.run.platform,
+        "reference": spec.table.source.reference(),
+        "citation": spec.table.source.citation(),
+        "url": spec.table.source.url.removeprefix("https://"),
+        "setup": spec.table.setup,
+        "notes": spec.table.notes,
+        "command": command_line(r),
+        "npoints": len(r.points),
+        "error": fmt_pct(r.error),
+        "tolerance": fmt_pct(r.tolerance),
+        "passed": r.passed,
+        "x": cmp.x,
+        "column": f"{cmp.placement} {cmp.y}" if cmp.placement else cmp.y,
+        "unit": cmp.unit,
+        "multi": bool(spec.series),
+        "plot": _Plot(
+            f"plot-{t.id}",
+            caption,
+            inline_svg(figure_svg(table_figure(r)), f"v{index}-", caption),
+        ),
+        "points": [
+            {
+                "series": t.series_label(p.series),
+                "x": fmt_x(p.x),
+                "measured": fmt_number(p.measured),
+                "simulated": fmt_number(p.simulated),
+                "error": fmt_error(p.error),
+            }
+            for p in r.points
+        ],
+    }
+
+
+def render_validation_html(result: ValidationResult) -> str:
+    """The validation report page for ``result``."""
+    tables = [_table_view(r, i) for i, r in enumerate(result.results)]
+    summary = []
+    for what, group in (("overall", result.validation), ("holdout", result.holdout)):
+        s = Summary.of(group)
+        if s is not None:
+            summary.append(summary_line(s, what))
+    parity = None
+    if result.results:
+        caption = "simulated against measured, every point of every table (log-log)"
+        parity = _Plot(
+            "plot-parity",
+            caption,
+            inline_svg(figure_svg(parity_figure(result.results)), "vp-", caption),
+        )
+    return render_page(
+        "validate.html.j2",
+        packages=("pinlab.validate",),
+        title="Validation against published measurements",
+        summary=summary,
+        tables=tables,
+        parity=parity,
+        expected_images=len(tables) + (1 if parity else 0),
+    )
+
+
+def write_validation_report(out_dir: Path | str, result: ValidationResult) -> Path:
+    """Render and write ``<out_dir>/report.html`` atomically; returns its path."""
+    return write_report(Path(out_dir) / REPORT_FILE, render_validation_html(result))

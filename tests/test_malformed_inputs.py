@@ -1,0 +1,312 @@
+"""Every class of bad input gets one clear line, exit status 2, no traceback, and nothing
+written (issue "Hardening", item 1). One parametrised case per class; each case writes its
+file into an empty working directory, runs the CLI in-process there and checks that the
+directory afterwards holds exactly the input files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pinlab.cli import main
+from pinlab.scenarios.runner import builtin_path
+
+SCENARIO = builtin_path("desktop-pin-hog").read_text(encoding="utf-8")
+POLICY = (Path(__file__).parents[1] / "examples/policy/desktop.toml").read_text(encoding="utf-8")
+SWEEP = (Path(__file__).parents[1] / "examples/sweeps/pin-cap.toml").read_text(encoding="utf-8")
+
+
+def edit(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+@dataclass
+class Case:
+    """``files`` are written before the run (bytes or text); ``argv`` may name them."""
+
+    argv: list[str]
+    message: str  # a regex the one line must match
+    files: dict[str, str | bytes] = field(default_factory=dict)
+
+
+def scenario(old: str, new: str, *extra: str) -> Case:
+    return Case(
+        ["run", "s.toml", "--no-report", "--quiet", *extra],
+        "",
+        {"s.toml": edit(SCENARIO, old, new)},
+    )
+
+
+def policy(old: str, new: str) -> Case:
+    return Case(["policy", "check", "p.toml"], "", {"p.toml": edit(POLICY, old, new)})
+
+
+def sweep(old: str, new: str, *extra: str) -> Case:
+    return Case(["sweep", "w.toml", "--dry-run", *extra], "", {"w.toml": edit(SWEEP, old, new)})
+
+
+def expect(case: Case, message: str) -> Case:
+    case.message = message
+    return case
+
+
+CASES: dict[str, Case] = {
+    # -- files that cannot be read as text --------------------------------------------------
+    "binary scenario": Case(
+        ["run", "b.toml"],
+        r"b\.toml: expected a scenario file in UTF-8",
+        {"b.toml": b"\x7fELF\x02\x01\x01\x00\xff"},
+    ),
+    "utf-16 scenario": Case(
+        ["run", "u.toml"],
+        r"u\.toml: expected a scenario file in UTF-8, found UTF-16",
+        {"u.toml": SCENARIO.encode("utf-16")},
+    ),
+    "utf-16 policy": Case(
+        ["policy", "check", "u.toml"], r"found UTF-16 text", {"u.toml": POLICY.encode("utf-16")}
+    ),
+    "binary sweep": Case(
+        ["sweep", "b.toml", "--dry-run"],
+        r"b\.toml: expected a sweep file",
+        {"b.toml": b"\x00\x01\x02"},
+    ),
+    "binary platform": Case(
+        ["run", "desktop-pin-hog", "--platform", "b.toml"],
+        r"b\.toml: expected a platform file",
+        {"b.toml": b"\xff\xfe\xfd"},
+    ),
+    "NUL in a path": Case(["run", "a\x00b.toml"], r"NUL byte in the path"),
+    "directory as a scenario": Case(["run", "d"], r"found a directory", {"d/x": "x"}),
+    "directory as a policy": Case(["policy", "check", "d"], r"found a directory", {"d/x": "x"}),
+    "path through a file": Case(["run", "f/x.toml"], r"f/x\.toml: expected", {"f": "x"}),
+    "nesting thousands deep": Case(
+        ["run", "n.toml"],
+        r"nested at most 64 deep, found 5000",
+        {"n.toml": "x = " + "[" * 5000 + "]" * 5000},
+    ),
+    "a TOML date where a time is expected": expect(
+        scenario('duration = "120s"', "duration = 1979-05-27T07:32:00Z"),
+        r"scenario\.duration: .*found the TOML date/time",
+    ),
+    "a TOML syntax error": expect(
+        scenario("[scenario]", "[scenario"), r"s\.toml: line 4, column \d+: expected valid TOML"
+    ),
+    # -- numbers out of range ------------------------------------------------------------------
+    "a size of 1e400": expect(
+        scenario('framebuffer = "32MiB"', 'framebuffer = "1e400B"'), r"framebuffer: expected a size"
+    ),
+    "an exponent building a huge integer": expect(
+        scenario('framebuffer = "32MiB"', 'framebuffer = "1e999999999B"'),
+        r"framebuffer: expected a size",
+    ),
+    "a size above 2^64": expect(
+        scenario('working_set = "3GiB"', 'working_set = "20EiB"'), r"working_set: expected a size"
+    ),
+    "a time of 1e400": expect(
+        scenario('duration = "120s"', 'duration = "1e400s"'), r"scenario\.duration: expected a time"
+    ),
+    "a dmem.max of 2^64": expect(
+        policy(
+            '"dmem.max" = "drm/0000:03:00.0/vram 15GiB"',
+            '"dmem.max" = "drm/0000:03:00.0/vram 18446744073709551616"',
+        ),
+        r"dmem\.max.*2\^64",
+    ),
+    "a memlock above RLIM_INFINITY": expect(
+        policy('memlock = "64MiB"', "memlock = 18446744073709551616"), r"memlock: expected"
+    ),
+    "a negative seed in the file": expect(
+        scenario("seed = 1", "seed = -1"), r"scenario\.seed: expected a number >= 0"
+    ),
+    "a seed above 2^63-1 in the file": expect(
+        scenario("seed = 1", "seed = 9223372036854775808"), r"scenario\.seed: expected"
+    ),
+    "a seed above 2^63-1 by --set": expect(
+        scenario("seed = 1", "seed = 1", "--set", "scenario.seed=9223372036854775808"),
+        r"scenario\.seed",
+    ),
+    "a seed out of range by --seed": expect(
+        scenario("seed = 1", "seed = 1", "--seed", "-5"),
+        r"^pinlab: error: run: argument --seed: expected a seed",
+    ),
+    "a seed out of range in a sweep": expect(
+        sweep("seeds = [1, 2]", "seeds = [1, -2]"), r"sweep\.seeds"
+    ),
+    # -- type coercion -------------------------------------------------------------------------
+    '"yes" for a boolean': expect(
+        scenario("move_notify = true", 'move_notify = "yes"'),
+        r"kernel\.move_notify: expected true or false",
+    ),
+    "a zero size": expect(
+        scenario('framebuffer = "32MiB"', 'framebuffer = "0B"'),
+        r"framebuffer: expected a number > 0",
+    ),
+    "a negative size": expect(
+        scenario('working_set = "3GiB"', 'working_set = "-3GiB"'), r"working_set: expected a size"
+    ),
+    "a zero period": expect(
+        scenario('realloc_every = "500ms"', 'realloc_every = "0s"'),
+        r"realloc_every: expected a number > 0",
+    ),
+    "a zero frame rate": expect(scenario("fps = 60", "fps = 0"), r"fps: expected a number > 0"),
+    # -- references ------------------------------------------------------------------------------
+    "an unknown device": expect(
+        scenario('working_set = "3GiB" }', 'working_set = "3GiB", device = "gpu7" }'),
+        r"tenants\.app1\.params\.device: expected an exporting device of platform "
+        r".*\(gpu0\), found \"gpu7\"",
+    ),
+    "an unknown NIC": expect(
+        scenario('retry = "1s" }', 'retry = "1s", nic = "mlx5_9" }'),
+        r"tenants\.hog\.params\.nic: expected an RDMA NIC",
+    ),
+    "an unknown display": expect(
+        scenario("fps = 60,", 'fps = 60, display = "hdmi9",'),
+        r"tenants\.compositor\.params\.display: expected a display engine",
+    ),
+    "an unknown domain": expect(
+        scenario('working_set = "3GiB" }', 'working_set = "3GiB", domain = "lmem" }'),
+        r"tenants\.app1\.params\.domain: expected a GEM domain of gpu0",
+    ),
+    "an unknown fault target": expect(
+        scenario(
+            "[variants.none]",
+            '[[faults]]\nat = "1s"\nkind = "hot-unplug"\ntarget = "gpu9"\n\n[variants.none]',
+        ),
+        r"faults\[0\]\.target: expected a device",
+    ),
+    "a cgroup name with a newline": expect(
+        policy('[cgroups."system.slice"]', '[cgroups."system\\nslice"]'), r"cgroups"
+    ),
+    "a cgroup named like an interface file": expect(
+        policy('[cgroups."system.slice"]', '[cgroups."cgroup.procs"]'), r"cgroups"
+    ),
+    # -- names that become paths ---------------------------------------------------------------
+    "a scenario name with ..": expect(
+        scenario('name = "desktop-pin-hog"', 'name = "../escape"'),
+        r"scenario\.name: expected a name",
+    ),
+    "a scenario name with /": expect(
+        scenario('name = "desktop-pin-hog"', 'name = "a/b"'), r"scenario\.name: expected a name"
+    ),
+    "an empty scenario name": expect(
+        scenario('name = "desktop-pin-hog"', 'name = ""'), r"scenario\.name: expected a name"
+    ),
+    "a reserved scenario name": expect(
+        scenario('name = "desktop-pin-hog"', 'name = "report.html"'),
+        r"scenario\.name: expected a name that is not one of a run directory's files",
+    ),
+    "a variant name with ..": expect(
+        scenario("[variants.none]", '[variants."../x"]'), r'variants\."\.\./x": expected a name'
+    ),
+    "a sweep name with /": expect(sweep('name = "pin-cap"', 'name = "../pin-cap"'), r"sweep\.name"),
+    # -- work that can never finish -------------------------------------------------------------
+    "a nanosecond sample interval": expect(
+        scenario('sample_interval = "500ms"', 'sample_interval = "1ns"'),
+        r"expected at most 1000000 samples per series",
+    ),
+    "a duration of 10^8 s": expect(
+        scenario('duration = "120s"', 'duration = "100000000s"'), r"expected at most"
+    ),
+    # -- the command line -------------------------------------------------------------------------
+    "an unknown option": Case(
+        ["run", "--bogus"], r"^pinlab: error: unrecognized arguments: --bogus"
+    ),
+    "an unknown subcommand": Case(
+        ["frobnicate"], r"^pinlab: error: argument COMMAND: invalid choice"
+    ),
+    "--compare-profile equal to --profile": Case(
+        ["run", "desktop-pin-hog", "--profile", "6.16", "--compare-profile", "6.16"],
+        r"--compare-profile 6\.16: expected a profile other than",
+    ),
+    "--compare-profile without dmem": Case(
+        ["run", "desktop-pin-hog", "--compare-profile", "5.16"],
+        r"--compare-profile 5\.16: .*expected a kernel with the cgroup v2 dmem controller",
+    ),
+    "an unknown profile": Case(
+        ["run", "desktop-pin-hog", "--profile", "9.9"], r"--profile: expected a kernel profile"
+    ),
+    "a --set without =": Case(["run", "desktop-pin-hog", "--set", "duration"], r"--set duration"),
+}
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = CASES[name]
+    monkeypatch.chdir(tmp_path)
+    for rel, data in case.files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            p.write_bytes(data)
+        else:
+            p.write_text(data, encoding="utf-8")
+    before = _snapshot(tmp_path)
+    try:
+        status = main(case.argv)
+    except SystemExit as e:  # argparse errors leave through sys.exit
+        status = int(e.code or 0)
+    captured = capsys.readouterr()
+    err = captured.err
+    assert status == 2, (status, err, captured.out[-500:])
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err and "Traceback" not in captured.out
+    assert err.startswith("pinlab: error: "), err
+    assert re.search(case.message, err), err
+    assert _snapshot(tmp_path) == before, "a bad input wrote something"
+
+
+def test_every_class_of_the_issue_has_a_case() -> None:
+    """The classes of issue "Hardening" item 1, each with at least one case above."""
+    classes: dict[str, Callable[[str], bool]] = {
+        "not UTF-8": lambda n: "binary" in n or "utf-16" in n,
+        "NUL in a path": lambda n: "NUL" in n,
+        "directory as a file": lambda n: "directory" in n,
+        "nesting": lambda n: "nesting" in n,
+        "dates": lambda n: "date" in n,
+        "1e400": lambda n: "1e400" in n,
+        "huge exponent": lambda n: "exponent" in n,
+        "above 2^64": lambda n: "2^64" in n,
+        "RLIMIT above RLIM_INFINITY": lambda n: "RLIM_INFINITY" in n,
+        "seeds": lambda n: "seed" in n,
+        "yes is not a boolean": lambda n: '"yes"' in n,
+        "zero or negative": lambda n: "zero" in n or "negative" in n,
+        "references": lambda n: "unknown device" in n or "unknown NIC" in n,
+        "cgroup names": lambda n: "cgroup" in n,
+        "names that become paths": lambda n: "name" in n,
+        "unbounded work": lambda n: "sample" in n or "10^8" in n,
+        "CLI": lambda n: "--compare-profile" in n or "option" in n,
+    }
+    for cls, matches in classes.items():
+        assert any(matches(n) for n in CASES), cls
+
+
+def test_a_broken_pipe_ends_quietly() -> None:
+    """``pinlab matrix --json | head``: no traceback, status 0."""
+    proc = subprocess.run(
+        f"{sys.executable} -m pinlab.cli matrix --json | head -c 20",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.stdout and "Traceback" not in proc.stderr and proc.stderr == ""
