@@ -96,7 +96,8 @@ def test_every_row_has_a_confidence_and_the_low_ones_a_range() -> None:
         if p.marker in ("assumption", "unverified"):
             assert p.confidence == "low", p.key
     assert "validation-tables.md A1" in by_key["nic.cx6.qp_msg_cost"].source
-    assert "A3" in by_key["pcie.read.bar_slots"].source
+    assert "A3" in by_key["nic.cx7.p2p_read_tags"].source
+    assert "pcie.read.bar_slots" not in by_key  # reads are windowed per stream, not per BAR
 
 
 def test_derived_rates(cost: CostModel) -> None:

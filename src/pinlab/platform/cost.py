@@ -337,8 +337,9 @@ class PcieLat(_Group):
 
 
 _BAR_SRC = (
-    "calibrated with pcie.read.bar_slots = 20 so that the NIC-reads-GPU plateau of one "
-    "ConnectX on cx-pair (its GPU behind the NIC's switch) is the measured one"
+    "calibrated with the NIC's per-QP window (nic.<model>.p2p_read_tags × 512 B) so that the "
+    "NIC-reads-GPU plateau of the validation run (its preset's NIC-to-GPU path) is the measured "
+    "one"
 )
 
 
@@ -348,7 +349,7 @@ class PcieBarRead(_Group):
     (``DeviceSpec.bar_read``), others use ``default``."""
 
     default: Duration = _p(
-        "0.66us",
+        "0.58us",
         unit="us",
         section="§2.3",
         sweep=("0.4us", "1.2us"),
@@ -359,15 +360,16 @@ class PcieBarRead(_Group):
         "take 0.86–1.7 µs (`NVIDIA/gdrcopy` README copylat), an upper-bound proxy",
     )
     a100: Duration = _p(
-        "0.91us",
+        "0.71us",
         unit="us",
         section="§2.3",
-        sweep=("0.6us", "1.2us"),
+        sweep=("0.45us", "1.2us"),
         marker="derived",
         confidence="medium",
         desc="NVIDIA A100",
-        source=f"{_BAR_SRC}: A100-SXM4-80GB + ConnectX-6, --use_cuda, 2 QPs, 81 Gb/s "
-        "(validation-tables.md A2)",
+        source=f"{_BAR_SRC}: A100-SXM4-80GB + ConnectX-6, --use_cuda, 2 QPs, 81 Gb/s = 2 × 10 × "
+        "512 B / 1.01 µs, less three switch hops on dgx-a100 (A2's sysfs path also crosses two "
+        "switch levels) (validation-tables.md A2)",
     )
     h200: Duration = _p(
         "0.48us",
@@ -377,8 +379,8 @@ class PcieBarRead(_Group):
         marker="derived",
         confidence="medium",
         desc="NVIDIA H200 (and, [assumption], H100: the same Hopper die)",
-        source=f"{_BAR_SRC}: H200 + ConnectX-7 RoCE, --use_cuda_dmabuf, 1 QP, 141 Gb/s "
-        "(validation-tables.md A3)",
+        source=f"{_BAR_SRC}: H200 + ConnectX-7 RoCE, --use_cuda_dmabuf, 1 QP, 141 Gb/s = 20 × "
+        "512 B / 0.58 µs, less one switch hop (validation-tables.md A3)",
     )
 
     def of(self, name: str | None) -> float:
@@ -390,25 +392,6 @@ class PcieBarRead(_Group):
             raise KeyError(f"no pcie.bar_read row {name!r} (expected one of {known})")
         value: float = getattr(self, name)
         return value
-
-
-class PcieRead(_Group):
-    """Outstanding non-posted reads (``platform/pcie_model.py``: read rate ≤ outstanding ×
-    MRRS / latency)."""
-
-    bar_slots: int = _p(
-        20,
-        unit="count",
-        section="§2.3",
-        sweep=(8, 64),
-        marker="derived",
-        confidence="low",
-        desc="read requests a device BAR (completer) serves at once; with the requester's tags "
-        "this bounds a peer's read window",
-        source="calibrated: ConnectX-7 reading H200 memory reaches 85 % of its 141 Gb/s plateau "
-        "at 8 KiB with 2 messages per QP in flight, which needs a 10–11 KB window "
-        "(validation-tables.md A3); with it the pcie.bar_read rows set the plateaus of A2 and A3",
-    )
 
 
 def _rc_fields(
@@ -540,7 +523,6 @@ class Pcie(_Group):
     gen5: PcieGen5 = _group(PcieGen5, "PCIe Gen5 rates (§2.1)")
     tlp: PcieTlp = _group(PcieTlp, "TLP and DLLP byte costs (§2.3)")
     lat: PcieLat = _group(PcieLat, "read and write latencies (§2.3)")
-    read: PcieRead = _group(PcieRead, "outstanding reads (§2.3)")
     bar_read: PcieBarRead = _group(PcieBarRead, "device BAR read latency by device (§2.3)")
     rc: PcieRc = _group(PcieRc, "host-bridge P2P forwarding (§3.1)")
     mps: Size = _p(
@@ -779,7 +761,11 @@ _NIC_DESC = {
         "holds its slot from its first PCIe read request until its last completion)",
     ),
     "read_tags": ("count", "PCIe read requests the NIC keeps outstanding to host memory"),
-    "p2p_read_tags": ("count", "PCIe read requests the NIC keeps outstanding to a peer's BAR"),
+    "p2p_read_tags": (
+        "count",
+        "PCIe read requests one QP keeps outstanding to a peer's BAR (each QP is its own read "
+        "stream; the NIC's read_tags bound them all)",
+    ),
     "tx_latency": (
         "us",
         "NIC send pipeline: doorbell or WQE in the NIC to the first packet on the wire",
@@ -828,9 +814,16 @@ _CX_LATENCY = (
     "ib_send_lat 32 B 0.83 µs, Potter 2018; CX-6 'sub-600 ns', NVIDIA manual)"
 )
 _CX_TAGS = "[assumption] 8-bit extended tags (256)"
-_P2P_TAGS = (
-    "[assumption] 10-bit tags are not sent to a peer unless its support is known (PCIe 5.0 "
-    "§2.2.6.2 as quoted in the Linux '10-Bit Tag' series, linux-pci 2021)"
+_P2P_TAGS_CX7 = (
+    "calibrated: one QP of a ConnectX-7 reading H200 memory (RoCE, --use_cuda_dmabuf) levels at "
+    "141 Gb/s = 17.6 GB/s = this × 512 B / 0.58 µs (pcie.bar_read.h200 + one switch) "
+    f"({_A34}, A3); NCCL's several channels over the same NIC reach 258 Gb/s (B3), so the "
+    "window is per QP, not per NIC or per BAR"
+)
+_P2P_TAGS_CX6 = (
+    "calibrated: 2 QPs of a ConnectX-6 reading A100 memory (--use_cuda) level at 81 Gb/s = "
+    "10.1 GB/s = 2 × this × 512 B / ≈ 1 µs; the knee (67.5 Gb/s at 2 KiB with 2 QPs × "
+    f"nic.cx6.qp_read_slots) needs a read latency near 1 µs, which fixes the split ({_A2})"
 )
 _RD_ATOM = "mlx5 reports 16 (perftest 'Outstand reads : 16'; tools-and-mechanisms.md B2.2)"
 _MTU = (
@@ -841,7 +834,7 @@ _BF = "`linux-rdma/rdma-core` providers/mlx5/qp.c (mlx5_bf_copy)"
 _LAT_SWEEP = ("0.05us", "0.5us")
 _SLOT_SWEEP = (1, 8)
 _TAG_SWEEP = (32, 768)
-_P2P_TAG_SWEEP = (32, 256)
+_P2P_TAG_SWEEP = (8, 64)
 _QP_SWEEP = ("0.15us", "0.45us")
 
 
@@ -860,7 +853,9 @@ class NicCx5(NicModel):
     max_rd_atom: int = _nic("max_rd_atom", 16, _RD_ATOM)
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
     read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic(
+        "p2p_read_tags", 10, "[assumption] as ConnectX-6", "low", _P2P_TAG_SWEEP
+    )
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -895,7 +890,7 @@ class NicCx6(NicModel):
         _SLOT_SWEEP,
     )
     read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 10, _P2P_TAGS_CX6, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -936,7 +931,7 @@ class NicCx7(NicModel):
     read_tags: int = _nic(
         "read_tags", 768, "[assumption] 10-bit tags (PCIe Gen5): 768 usable", "low", _TAG_SWEEP
     )
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 20, _P2P_TAGS_CX7, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -978,7 +973,9 @@ class NicEfa(NicModel):
     max_rd_atom: int = _nic("max_rd_atom", 16, "[assumption] as mlx5", "low", (1, 16))
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
     read_tags: int = _nic("read_tags", 256, "[assumption] as ConnectX", "low", _TAG_SWEEP)
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic(
+        "p2p_read_tags", 20, "[assumption] as ConnectX-7", "low", _P2P_TAG_SWEEP
+    )
     tx_latency: Duration = _nic("tx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     rx_latency: Duration = _nic("rx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     blueflame: bool = _nic("blueflame", False, "[assumption] EFA rings a doorbell", "low")
@@ -1813,15 +1810,20 @@ class CopyEngines(_Group):
         source="`NVIDIA/nccl-tests` #149 (SM copies are limited to 128 B payloads)",
     )
     ce_read_inflight: Size = _p(
-        "128KiB",
+        "22.5KiB",
         unit="KiB",
         section="§G2",
-        sweep=("64KiB", "512KiB"),
-        marker="assumption",
+        sweep=("16KiB", "64KiB"),
+        marker="derived",
         confidence="low",
-        desc="bytes of reads one copy engine keeps outstanding over PCIe",
-        source="[assumption] enough for a Gen5 x16 link: cudaMemcpy H2D 56.2 GB/s on Gen5 "
-        "(`NVIDIA/cuda-samples` #357, C14) needs ≥ 56 GB/s × read latency",
+        desc="bytes of reads one copy engine keeps outstanding over PCIe (its own window: two "
+        "engines reading one BAR each have theirs)",
+        source="45 requests of 512 B, as the copy kernel's (gpucopy.sm_read_inflight, "
+        "calibrated on C8); C10 (`NVIDIA/nvbandwidth` #50, RTX A6000 CE peer reads: 26.3 GB/s "
+        "= the Gen4 completion rate within a group, 21.8–22.7 GB/s across) agrees with it when "
+        "the two groups are two sockets with a PCIe switch each (1.04 µs read latency across; "
+        "the source does not show the topology). Against it: busGrind's 56 GB/s H2D on Gen5 "
+        "(`NVIDIA/cuda-samples` #357, C14, excerpt only) would need ≥ 36 KiB",
     )
     sm_read_inflight: Size = _p(
         "22.5KiB",

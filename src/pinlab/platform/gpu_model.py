@@ -159,7 +159,8 @@ def bar_load_time(cost: CostModel, size: int, latency: float | None = None) -> f
 class GpuModel:
     """What a preset needs to know about one GPU model: its marketing name (what the tools
     print), memory and spec memory bandwidth, PCIe generation, NVLink generation and links
-    (None: PCIe only), CUDA compute capability (``None`` for AMD GPUs) and exporter driver."""
+    (None: PCIe only), CUDA compute capability (``None`` for AMD GPUs), exporter driver and
+    the ``pcie.bar_read`` row of its BAR's read latency (None: ``pcie.bar_read.default``)."""
 
     name: str
     memory: int
@@ -169,6 +170,7 @@ class GpuModel:
     nvlink_links: int
     compute_capability: int | None
     driver: str
+    bar_read: str | None = None
 
 
 def _gpu(
@@ -181,17 +183,27 @@ def _gpu(
     nvlink: NvlinkGen | None = None,
     links: int = 0,
     driver: str = "nvidia-compute",
+    bar_read: str | None = None,
 ) -> GpuModel:
-    return GpuModel(name, memory_gib * GiB, bandwidth_gbs * 1e9, gen, nvlink, links, cc, driver)
+    return GpuModel(
+        name, memory_gib * GiB, bandwidth_gbs * 1e9, gen, nvlink, links, cc, driver, bar_read
+    )
 
 
 GPU_MODELS: dict[str, GpuModel] = {
     # vendor datasheets: memory and its bandwidth, host link, NVLink (cost-model.md §9; [unverified]
     # where the datasheet was not re-read in this session)
-    "a100-sxm4-40gb": _gpu("NVIDIA A100-SXM4-40GB", 40, 1555, 4, 80, nvlink=3, links=12),
-    "a100-sxm4-80gb": _gpu("NVIDIA A100-SXM4-80GB", 80, 2039, 4, 80, nvlink=3, links=12),
-    "a100-pcie-40gb": _gpu("NVIDIA A100-PCIE-40GB", 40, 1555, 4, 80),
-    "h100-sxm5-80gb": _gpu("NVIDIA H100 80GB HBM3", 80, 3350, 5, 90, nvlink=4, links=18),
+    # bar_read: the pcie.bar_read row measured on that die (H100 [assumption]: the H200's)
+    "a100-sxm4-40gb": _gpu(
+        "NVIDIA A100-SXM4-40GB", 40, 1555, 4, 80, nvlink=3, links=12, bar_read="a100"
+    ),
+    "a100-sxm4-80gb": _gpu(
+        "NVIDIA A100-SXM4-80GB", 80, 2039, 4, 80, nvlink=3, links=12, bar_read="a100"
+    ),
+    "a100-pcie-40gb": _gpu("NVIDIA A100-PCIE-40GB", 40, 1555, 4, 80, bar_read="a100"),
+    "h100-sxm5-80gb": _gpu(
+        "NVIDIA H100 80GB HBM3", 80, 3350, 5, 90, nvlink=4, links=18, bar_read="h200"
+    ),
     "rtx6000-ada": _gpu("NVIDIA RTX 6000 Ada Generation", 48, 960, 4, 89),
     "rtx-a6000": _gpu("NVIDIA RTX A6000", 48, 768, 4, 86),
     "rtx4090": _gpu("NVIDIA GeForce RTX 4090", 24, 1008, 4, 89),

@@ -85,6 +85,7 @@ def gpu_device(
         device=_PCI_DEVICE.get(key, 0),
         model=g.name,
         compute_capability=g.compute_capability,
+        bar_read=g.bar_read,
         gpu_import=False,
     )
 

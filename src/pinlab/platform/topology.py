@@ -452,20 +452,22 @@ class Machine:
 
         From the PCIe mechanism (:mod:`pinlab.platform.pcie_model`) over
         :meth:`pcie_path` ``(importer, exporter)``: the importer *reading* device memory
-        (``nic_reads``, a send) is bounded by its outstanding reads over the read latency and
-        by the host bridge's P2P read forwarding; writing it (a receive) by the posted-write
-        rate. For a NIC importer, the minimum with its port's payload rate
-        (:func:`~pinlab.platform.rdma_model.wire_rate`)."""
+        (``nic_reads``, a send) is bounded by one stream's outstanding reads over the read
+        latency (a NIC's QP: ``nic.<model>.p2p_read_tags``; another device: a copy engine's
+        ``gpucopy.ce_read_inflight``) and by the host bridge's P2P read forwarding; writing it
+        (a receive) by the posted-write rate. For a NIC importer, the minimum with its port's
+        payload rate (:func:`~pinlab.platform.rdma_model.wire_rate`)."""
         if self.p2p_path_class(exporter, importer) is None:
             return None
         path = self.pcie_path(importer, exporter)
         cost = self.cost
         if importer in self.system.nics:
             port = self.nic_port_model(importer)
-            tags = port.model.p2p_read_tags
+            tags = rdma_model.read_tags(port, path)
             wire = rdma_model.wire_rate(cost, port)
         else:
-            tags = cost.pcie.read.bar_slots
+            # another device reads with a copy engine's window (gpucopy.ce_read_inflight)
+            tags = max(1, cost.gpucopy.ce_read_inflight // path.mrrs)
             wire = float("inf")
         if nic_reads:
             rate = pcie_model.read_rate(cost, path, tags)
