@@ -2089,6 +2089,19 @@ class Nccl(_Group):
         source="[assumption] NCCL's default for 8 NVSwitch GPUs on one node; NCCL_MIN_NCHANNELS / "
         "NCCL_MAX_NCHANNELS change it",
     )
+    channels_one_gpu: int = _p(
+        2,
+        unit="count",
+        section="§G5",
+        sweep=(1, 4),
+        confidence="medium",
+        desc="channels NCCL runs when every node has one rank (one GPU and its NIC): each is a "
+        "connection of its own, a QP per channel on IB",
+        source="NCCL 2.21 INFO logs of 2-node runs with one GPU per node, IB with GDRDMA and EFA: "
+        "'nRanks 2 nNodes 2 localRanks 1', 'Channel 00/02', 'Channel 01/02', '2 coll channels' "
+        "(public logs found by content search; the ring search finds one channel through the "
+        "NIC and duplicates it)",
+    )
 
 
 # -- the model ----------------------------------------------------------------------------------

@@ -140,14 +140,25 @@ def bar_store_time(cost: CostModel, size: int, link_write_rate: float) -> float:
 
 
 def bar_load_time(cost: CostModel, size: int, latency: float | None = None) -> float:
-    """CPU time of ``gdr_copy_from_mapping`` of ``size`` bytes: every ``cpu.bar_line`` the copy
-    touches is one uncached read of ``latency`` (default ``cpu.bar_load_latency``),
-    ``cpu.bar_lines_inflight`` of them overlapping: the first line's round trip, then one line
-    per latency / in-flight. One line at 16 B: 0.86 µs; 16 MiB: ≈ 31 ms (0.52 GB/s)."""
+    """CPU time of ``gdr_copy_from_mapping`` of ``size`` bytes (gdrcopy's SSE4.1 copy,
+    ``src/memcpy_sse41.c``, from an aligned mapping). Every uncached load is a read round trip
+    of ``latency`` (default ``cpu.bar_load_latency``):
+
+    * below its 8× unrolled loop (``8 × cpu.bar_load_width`` = 128 B) the copy issues one
+      16-byte MOVNTDQA at a time and hands the sub-16-byte tail to ``memcpy``, which reads one
+      byte with one load and 2–15 bytes with two overlapping loads (glibc's small-size copy):
+      the loads wait for each other, so 1 B costs one round trip, 2–8 B two, 16 B one, 32 B two;
+    * from 128 B the unrolled loop streams: the first ``cpu.bar_line`` costs a round trip, then
+      one line per latency / ``cpu.bar_lines_inflight``. 16 MiB: ≈ 31 ms (0.52 GB/s)."""
     if size <= 0:
         return 0.0
     c = cost.cpu
     lat = c.bar_load_latency if latency is None else latency
+    width = c.bar_load_width
+    if size < 8 * width:
+        tail = size % width
+        loads = size // width + (0 if tail == 0 else (1 if tail == 1 else 2))
+        return loads * lat
     lines = math.ceil(size / c.bar_line)
     return lat + (lines - 1) * lat / c.bar_lines_inflight
 

@@ -439,25 +439,29 @@ def send_end(
     size: int,
     *,
     op: Op = "write",
+    qps: int = 1,
 ) -> EndRate:
-    """The sending end of one ``size``-byte message from memory ``src`` through ``port``
-    (``host``: the NIC's path to its own host memory, for WQEs and CQEs): the message goes
-    through the post, per-QP, message-rate, PCIe-read and wire stages, so its rate is
-    ``size / max(those)``; its delay is the doorbell, the WQE fetch (the queue is busy), the
-    send pipeline and the PCIe read latency, and -- once the data is placed -- the ACK back
-    (the far NIC's pipelines taken as this model's), the CQE and the poll."""
+    """The sending end of ``size``-byte messages from memory ``src`` through ``port`` on
+    ``qps`` QPs at once (``host``: the NIC's path to its own host memory, for WQEs and CQEs):
+    a message goes through the post, per-QP, message-rate, PCIe-read and wire stages; the
+    per-QP ones (the QP's WQE processing, its read window and read slots) serve ``qps``
+    messages side by side, the others one, so the rate is ``size / max(per-QP / qps,
+    shared)``; its delay is the doorbell, the WQE fetch (the queue is busy), the send pipeline
+    and the PCIe read latency, and -- once the data is placed -- the ACK back (the far NIC's
+    pipelines taken as this model's), the CQE and the poll."""
     model = port.model
     rate = qp_read_rate(cost, port, src)
     if rate <= 0:
         return EndRate(0.0, math.inf)
+    nic_read = pcie_model.read_rate(cost, src, model.read_tags)
     data, _ = wire_bytes(cost, port, op, size)
     hold = (pcie_model.read_latency(cost, src) + size / rate) / max(model.qp_read_slots, 1)
+    per_qp = max(model.qp_msg_cost, size / rate, hold) / max(qps, 1)
     busy = max(
+        per_qp,
         cost.rdma.post_cost,
-        model.qp_msg_cost,
         1.0 / (model.msg_rate * 1e6),
-        size / rate,
-        hold,
+        size / nic_read,
         data / _line(cost, port),
     )
     latency = (

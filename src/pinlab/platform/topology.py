@@ -485,13 +485,13 @@ class Machine:
             raise KeyError(f"no NIC named {nic!r} on {self.name}")
         return nic_port(self.cost, spec)
 
-    def nic_end(self, nic: str, memory: str, nbytes: int, *, write: bool) -> EndRate:
-        """One end of a flow-level NIC transfer of ``nbytes`` as one message
+    def nic_end(self, nic: str, memory: str, nbytes: int, *, write: bool, qps: int = 1) -> EndRate:
+        """One end of a flow-level NIC transfer of ``nbytes`` messages on ``qps`` QPs
         (:func:`~pinlab.platform.rdma_model.send_end`, or with ``write``
         :func:`~pinlab.platform.rdma_model.recv_end`): NIC ``nic`` reading (or writing)
         ``memory`` -- a device (peer to peer) or ``"host:<socket>"``. Computed once per
-        (NIC, memory, direction, size)."""
-        key = (nic, memory, "w" if write else "r", int(nbytes))
+        (NIC, memory, direction, size, QPs)."""
+        key = (nic, memory, "w" if write else "r", int(nbytes), int(qps))
         end = self._ends.get(key)
         if end is None:
             port = self.nic_port_model(nic)
@@ -500,7 +500,7 @@ class Machine:
                 end = rdma_model.recv_end(self.cost, port, path, int(nbytes))
             else:
                 host = self.pcie_path(nic, self.host_of(nic))
-                end = rdma_model.send_end(self.cost, port, path, host, int(nbytes))
+                end = rdma_model.send_end(self.cost, port, path, host, int(nbytes), qps=qps)
             self._ends[key] = end
         return end
 

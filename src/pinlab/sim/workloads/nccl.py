@@ -122,7 +122,12 @@ class NcclParams(WorkloadParams):
     net_gdr_read: Literal["auto", "on", "off"] = param(
         "auto", "NCCL_NET_GDR_READ (auto: on from Ampere, or with an NVLink peer)"
     )
-    channels: int | None = param(None, "channels (default nccl.channels)", ge=1, le=64)
+    channels: int | None = param(
+        None,
+        "channels (default nccl.channels; nccl.channels_one_gpu when every node has one rank)",
+        ge=1,
+        le=64,
+    )
     model: Literal["steps", "aggregate"] = param(
         "aggregate",
         "'aggregate': every edge's bytes of a call in one flow phase, as NCCL's pipelined ring "
@@ -348,14 +353,23 @@ def _intra(ctx: Ctx, p: NcclParams, a: _Rank, b: _Rank) -> tuple[CopyFlow, str]:
     return flow, "SHM"
 
 
-def _side(ctx: Ctx, rank: _Rank, rail: _Rail, *, write: bool) -> Side:
+def _side(ctx: Ctx, rank: _Rank, rail: _Rail, *, write: bool, channels: int) -> Side:
     """One end of a network hop: GPUDirect RDMA through ``rail`` when NCCL enables it, else
-    through a bounce buffer in host memory."""
+    through a bounce buffer in host memory. Each of the hop's ``channels`` has its own
+    connection (a QP), so the NIC reads the GPU's memory through that many read windows."""
     machine = ctx.sim.node(rank.node).machine
     if rail.gdr_recv if write else rail.gdr_send:
         chunk = machine.cost.nccl.buffsize // NCCL_STEPS
         return nic_side(
-            ctx, rank.node, machine, rank.device, rail.nic, p2p=True, write=write, nbytes=chunk
+            ctx,
+            rank.node,
+            machine,
+            rank.device,
+            rail.nic,
+            p2p=True,
+            write=write,
+            nbytes=chunk,
+            qps=channels,
         )
     return staged_side(ctx, rank.node, machine, rank.device, rail.nic, write=write)
 
@@ -397,7 +411,8 @@ def _edge(
         cap = _proto_cap(ctx, proto, flow.cap, channels)
         return _Edge(links, cap, False, lat, transport)
     out, into = a.rails[rails[0] % len(a.rails)], b.rails[rails[1] % len(b.rails)]
-    sender, receiver = _side(ctx, a, out, write=False), _side(ctx, b, into, write=True)
+    sender = _side(ctx, a, out, write=False, channels=channels)
+    receiver = _side(ctx, b, into, write=True, channels=channels)
     net_links, cap, path_latency = route(ctx.sim, sender, receiver)
     gdr = "GDRDMA" if out.gdr_send and into.gdr_recv else "host"
     lat = (c.tree_net if tree else c.ring_net)[i] + path_latency
@@ -453,12 +468,23 @@ def _rail_ranks(members: Sequence[_Rank]) -> list[tuple[_Rank, int]]:
     return [seen[nic] for nic in sorted(seen)]
 
 
+def _channels(ctx: Ctx, p: NcclParams, world: Sequence[_Rank]) -> int:
+    """The channels NCCL runs: ``channels`` when given, else ``nccl.channels_one_gpu`` when
+    every node has one rank (the topology search finds one ring through the node's NIC and
+    duplicates it), else ``nccl.channels``."""
+    if p.channels is not None:
+        return p.channels
+    c = ctx.cost.nccl
+    one = all(len(members) == 1 for members in _by_node(world).values())
+    return c.channels_one_gpu if one else c.channels
+
+
 def _plan(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str, proto: Proto) -> _Plan:
     """The edges and hop latencies of ``algo`` with ``proto`` (module docstring)."""
     c = ctx.cost.nccl
     i = _PROTOS.index(proto)
     n = len(world)
-    channels = p.channels if p.channels is not None else c.channels
+    channels = _channels(ctx, p, world)
     nodes = _by_node(world)
     edges: list[tuple[float, _Edge, str]] = []
     passes = ring_passes(p.collective)
@@ -561,7 +587,7 @@ def _plan_nvls(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str) -> _P
     hops = [c.nvls_latency]
     if algo == "nvls_tree":
         names = list(nodes)
-        channels = p.channels if p.channels is not None else c.channels
+        channels = _channels(ctx, p, world)
         rails = {node: _rail_ranks(members) for node, members in nodes.items()}
         inter = 0.0
         for k, node in enumerate(names):
