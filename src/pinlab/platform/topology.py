@@ -186,7 +186,7 @@ class Machine:
     _nodes: dict[str, TreeNode] = field(default_factory=dict)
     _paths: dict[tuple[str, str], tuple[LinkUse, ...]] = field(default_factory=dict)
     _pcie_paths: dict[tuple[str, str], PciePath] = field(default_factory=dict)
-    _ends: dict[tuple[str, str, str, int], EndRate] = field(default_factory=dict)
+    _ends: dict[tuple[str, str, str, int, int], EndRate] = field(default_factory=dict)
 
     # -- lookup ---------------------------------------------------------------------------------
 
