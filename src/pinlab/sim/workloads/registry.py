@@ -26,6 +26,7 @@ from pinlab.sim.workloads import (
     p2p,
     perftest,
     pressure,
+    reg_mr,
 )
 from pinlab.sim.workloads.base import Gen, WorkloadParams
 
@@ -122,6 +123,12 @@ WORKLOADS: dict[str, WorkloadDef[Any, Any]] = _table(
         gdrcopy.GdrcopyResult,
         gdrcopy.gdrcopy,
         "gdrcopy copylat: CPU stores into and loads from a GPU BAR mapping, by size",
+    ),
+    WorkloadDef(
+        reg_mr.RegMrParams,
+        reg_mr.RegMrResult,
+        reg_mr.reg_mr,
+        "one timed memory registration after device memory registered before (reg_mr)",
     ),
 )
 """Built-in workloads by name (``workload = "allreduce"`` in a scenario file)."""
