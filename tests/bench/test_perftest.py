@@ -322,3 +322,34 @@ def test_cli_bench(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["tool"] == "perftest" and data["test"] == "ib_read_bw"
     assert data["meta"]["nic_model"] == "cx6" and data["rows"][0][0] == 4096
+
+
+def _dmabuf_curve(verb: str, sets: tuple[str, ...] = ()) -> dict[int, float]:
+    """``<verb> -a --use_dmabuf --device gpu0`` on a ConnectX-7 + H200 pair (issue 11's curve)."""
+    argv = [verb, "-a", "--report_gbits", "--use_dmabuf", "--device", "gpu0", "-n", "200"]
+    return {int(k): float(v) for k, v in bw(argv, CX7_H200, (*NO_JITTER, *sets)).items()}
+
+
+def test_the_dmabuf_send_curve_knee_comes_from_the_per_message_cost() -> None:
+    """issue 11 'Done when': remove the per-message cost (post, per-QP WQE, NIC message rate)
+    and the small-size bandwidth of ``ib_send_bw -a --use_dmabuf`` changes -- up to the next
+    per-message bound, the QP's read slots, each held for the BAR read latency; free those too
+    and it rises far. The plateau (the QP's read window over the BAR latency) stays."""
+    c = CostModel()
+    no_msg_cost = ("rdma.post_cost=0us", "nic.cx7.qp_msg_cost=0us", "nic.cx7.msg_rate=1e6")
+    with_cost = _dmabuf_curve("ib_send_bw")
+    free = _dmabuf_curve("ib_send_bw", no_msg_cost)
+    latency = c.pcie.bar_read.h200 + c.pcie.lat.switch
+    for size in (2, 64, 1024):
+        assert free[size] > with_cost[size], size
+    for size in (2, 64):  # bytes too few to matter: one slot per read latency
+        slots = size * 8 / (latency / c.nic.cx7.qp_read_slots) / 1e9
+        assert free[size] == pytest.approx(slots, rel=0.03), size
+    wide = _dmabuf_curve("ib_send_bw", (*no_msg_cost, "nic.cx7.qp_read_slots=8"))
+    for size in (2, 64, 1024):
+        assert wide[size] > 1.5 * with_cost[size], size
+    big = 1 << 23
+    assert free[big] == pytest.approx(with_cost[big], rel=0.02)
+    assert with_cost[big] == pytest.approx(
+        c.nic.cx7.p2p_read_tags * 512 / latency * 8 / 1e9, rel=0.02
+    )

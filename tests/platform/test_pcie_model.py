@@ -68,16 +68,19 @@ def _path(target: str = "device", **kw: object) -> PciePath:
 
 
 def test_read_rate_is_window_over_latency_until_the_link_binds() -> None:
-    """BW_read = min(link completions, min(tags, completer slots) × MRRS / latency)."""
+    """BW_read = min(link completions, requester tags × MRRS / latency): the window is the
+    requester stream's own, a device BAR does not cap it."""
     lat = COST.pcie.lat
     p = _path(completer_latency=1.0e-6)
     latency = 1.0e-6 + lat.switch
     assert pm.read_latency(COST, p) == pytest.approx(latency)
-    window = COST.pcie.read.bar_slots * 512
-    assert pm.read_window(COST, p, 256) == window
-    assert pm.read_rate(COST, p, 256) == pytest.approx(window / latency)
-    # fewer tags than the completer's slots: the requester's window binds
+    assert pm.read_window(p, 20) == 20 * 512
+    assert pm.read_rate(COST, p, 20) == pytest.approx(20 * 512 / latency)
     assert pm.read_rate(COST, p, 4) == pytest.approx(4 * 512 / latency)
+    # a large window: the completions' link rate binds, not the BAR
+    assert pm.read_rate(COST, p, 256) == pytest.approx(
+        pm.completion_rate(COST, 4, 16, 256, 256), rel=1e-9
+    )
     # host memory: no completer limit, the link binds; completions at host_completion bytes
     host = _path("host")
     assert pm.read_latency(COST, host) == pytest.approx(lat.host_read + lat.switch)

@@ -114,16 +114,19 @@ def test_stream_rate_small_messages_per_message_bound_large_the_port() -> None:
 
 
 def test_a_nic_reading_gpu_memory_is_slower_than_one_reading_host_memory() -> None:
-    """The read window over the BAR latency (pcie.read.bar_slots × MRRS / latency) bounds a
-    NIC reading device memory; writing it, posted, does not."""
+    """One QP's read window over the BAR latency (nic.cx7.p2p_read_tags × MRRS / latency)
+    bounds a NIC reading device memory; writing it, posted, does not."""
     host = _pair_path(None, "cx7", "roce")
     gpu = _pair_path("h200", "cx7", "roce")
     big = 1 << 22
     host_rate = rm.stream_rate(COST, host, "write", big)
     gpu_rate = rm.stream_rate(COST, gpu, "write", big)
-    window = COST.pcie.read.bar_slots * 512
+    window = COST.nic.cx7.p2p_read_tags * 512
     latency = COST.pcie.bar_read.h200 + COST.pcie.lat.switch
     assert gpu_rate == pytest.approx(window / latency, rel=1e-3)
+    # the window is per QP: two QPs read twice as fast (the wire is far from full)
+    two = rm.stream_rate(COST, gpu, "write", big, qps=2)
+    assert two == pytest.approx(2 * gpu_rate, rel=1e-3)
     assert gpu_rate < 0.5 * host_rate
     m = build(cx_pair(nic="cx7", link="roce", gpu="h200").node)
     writing = m.nic_end("mlx5_0", "gpu0", big, write=True).rate

@@ -68,8 +68,8 @@ def result(sim: Simulation, tenant: str) -> Any:
 # -- registry and parameters -----------------------------------------------------------------------
 
 
-def test_registry_has_the_seven_workloads_with_parameter_models() -> None:
-    assert set(WORKLOADS) == {
+def test_registry_has_the_workloads_with_parameter_models() -> None:
+    assert {
         "allreduce",
         "kv-transfer",
         "perftest",
@@ -77,7 +77,11 @@ def test_registry_has_the_seven_workloads_with_parameter_models() -> None:
         "app",
         "pin-hog",
         "pressure",
-    }
+        "nvbandwidth",
+        "p2p",
+        "nccl",
+        "gdrcopy",
+    } <= set(WORKLOADS)
     for name, wd in WORKLOADS.items():
         p = wd.params.model_validate({})  # every parameter has a default
         assert p.workload == name == wd.name  # the discriminator is the workload's name
@@ -502,3 +506,31 @@ def test_cross_node_ring_steps_cross_the_fabric_core() -> None:
     assert result(sim, "a").iterations == result(sim, "b").iterations == 1
     assert sim.net.links["fabric:core/xfer"].bytes_carried > 0
     assert sim.links("node0", [LinkUse("fabric:core", "xfer")])[0].name == "fabric:core/xfer"
+
+
+def test_an_efa_without_rdma_write_registers_what_it_reports() -> None:
+    """p4d's first-generation EFAs have RDMA read, not write: ``ibv_query_device`` reports
+    local write and remote read, so the kv-transfer's dma-buf MR asks for those (as UCX's and
+    libfabric's EFA registrations do) and the A100's memory is read in place, pinned in
+    VRAM (K-45); an MR that asks for remote write is refused with ``-EOPNOTSUPP``."""
+    from pinlab.kernel.umem import (
+        IB_ACCESS_LOCAL_WRITE,
+        IB_ACCESS_REMOTE_READ,
+        IB_ACCESS_REMOTE_WRITE,
+    )
+
+    sim = Simulation(PRESETS["p4d"](), get_profile("6.16"), seed=1, sample_interval=0.1)
+    start(sim, "kv", "kv-transfer", device="gpu0", nic="efa0", buffer=256 * MiB, block=64 * MiB)
+    sim.run(2.0)  # registration of 256 MiB on an EFA takes about 1 s (reg.efa.*)
+    proc = sim.tenants["kv"].proc
+    assert proc.ibv_query_device("efa0") == IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ
+    n = result(sim, "kv")
+    assert n.staged == 0 and not n.fallback_staged and not proc.stats.denials
+    gpu = sim.node().machine.exporters["gpu0"]
+    assert next(r for r in gpu.regions() if r.name == "vram").pinned >= 256 * MiB
+    fd = proc.prime_handle_to_fd(proc.gem_create("gpu0", 2 * MiB, "vram"))
+    with pytest.raises(KernelError) as e:
+        proc.ibv_reg_dmabuf_mr(
+            "efa0", fd, 0, 2 * MiB, IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE
+        )
+    assert e.value.errno.name == "EOPNOTSUPP"

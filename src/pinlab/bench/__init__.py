@@ -105,7 +105,7 @@ def _load_tools() -> None:
     """Import the built-in tools (each registers itself)."""
     import importlib
 
-    for module in ("perftest", "nvbandwidth", "p2p", "nccl_tests", "gdrcopy"):
+    for module in ("perftest", "nvbandwidth", "p2p", "nccl_tests", "gdrcopy", "registration"):
         try:
             importlib.import_module(f"pinlab.bench.{module}")
         except ModuleNotFoundError as e:

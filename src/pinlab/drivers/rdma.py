@@ -25,7 +25,10 @@ from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.umem import (
+    IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_ON_DEMAND,
+    IB_ACCESS_REMOTE_READ,
+    IB_ACCESS_REMOTE_WRITE,
     IbUmemDmabuf,
     ib_umem_dmabuf_get_pinned,
     ib_umem_dmabuf_get_pinned_revocable_and_lock,
@@ -202,6 +205,13 @@ class RdmaDevice(DeviceImporter):
         if access & IB_ACCESS_ON_DEMAND:
             return self.reg_odp_mr(req)
         return self.reg_pinned_mr(req)
+
+    @property
+    def supported_access(self) -> int:
+        """The remote and local access an MR on this device may ask for, as the device reports
+        it to userspace (``ib_query_device``'s capabilities; EFA: the RDMA read/write bits of
+        ``efa_query_device``'s ``device_caps``). Default: local write, remote read and write."""
+        return IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE
 
     def check_access(self, access: int) -> None:
         """Refuse access flags the device does not support (default: accept all)."""

@@ -23,6 +23,7 @@ from pinlab.kernel.pci import PciAcs, PciDev, PciHostBridge, PciTopology
 from pinlab.kernel.profile import KernelProfile
 from pinlab.platform import rdma_model
 from pinlab.platform.cost import CostModel
+from pinlab.platform.gpu_model import nvlink_params, nvlink_rate
 from pinlab.platform.spec import DeviceSpec, LinkSpec, NicSpec, PlatformSpec, SwitchSpec, nic_driver
 from pinlab.platform.topology import Machine, PlatformLink, TreeNode, nic_port
 from pinlab.uapi.system import System
@@ -75,6 +76,7 @@ def build(
         builder.add_nic(i, nic)
     builder.add_displays()
     builder.add_host_links()
+    builder.add_nvlinks()
     return builder.machine()
 
 
@@ -309,4 +311,39 @@ class _MachineBuilder:
                     MappingProxyType({f"{a}->{b}": bw, f"{b}->{a}": bw}),
                     spec.inter_socket.latency,
                     (f"socket{a}", f"socket{b}"),
+                )
+
+    # -- NVLink ----------------------------------------------------------------------------
+
+    def add_nvlinks(self) -> None:
+        """``nvlink:<dev>`` (``tx``/``rx``) for every GPU of an NVSwitch domain -- its links to
+        the switches, which join any two GPUs at the rate of their ports -- and
+        ``nvlink:<a>-<b>`` (``a->b``/``b->a``) for a direct pair; per direction the
+        copy-engine data rate of the links (:func:`~pinlab.platform.gpu_model.nvlink_rate`)."""
+        for nv in self.spec.nvlink:
+            links = nvlink_params(self.cost, nv.gen).links if nv.links is None else nv.links
+            rate = nvlink_rate(self.cost, nv.gen, links)
+            if nv.switches:
+                for dev in nv.devices:
+                    name = f"nvlink:{dev}"
+                    self.links[name] = PlatformLink(
+                        name,
+                        "nvlink",
+                        MappingProxyType({"tx": rate, "rx": rate}),
+                        0.0,
+                        (dev, nv.name),
+                        nv.gen,
+                        links,
+                    )
+            else:
+                a, b = nv.devices
+                name = f"nvlink:{a}-{b}"
+                self.links[name] = PlatformLink(
+                    name,
+                    "nvlink",
+                    MappingProxyType({f"{a}->{b}": rate, f"{b}->{a}": rate}),
+                    0.0,
+                    (a, b),
+                    nv.gen,
+                    links,
                 )

@@ -337,8 +337,9 @@ class PcieLat(_Group):
 
 
 _BAR_SRC = (
-    "calibrated with pcie.read.bar_slots = 20 so that the NIC-reads-GPU plateau of one "
-    "ConnectX on cx-pair (its GPU behind the NIC's switch) is the measured one"
+    "calibrated with the NIC's per-QP window (nic.<model>.p2p_read_tags × 512 B) so that the "
+    "NIC-reads-GPU plateau of the validation run (its preset's NIC-to-GPU path) is the measured "
+    "one"
 )
 
 
@@ -348,7 +349,7 @@ class PcieBarRead(_Group):
     (``DeviceSpec.bar_read``), others use ``default``."""
 
     default: Duration = _p(
-        "0.66us",
+        "0.58us",
         unit="us",
         section="§2.3",
         sweep=("0.4us", "1.2us"),
@@ -359,15 +360,16 @@ class PcieBarRead(_Group):
         "take 0.86–1.7 µs (`NVIDIA/gdrcopy` README copylat), an upper-bound proxy",
     )
     a100: Duration = _p(
-        "0.91us",
+        "0.71us",
         unit="us",
         section="§2.3",
-        sweep=("0.6us", "1.2us"),
+        sweep=("0.45us", "1.2us"),
         marker="derived",
         confidence="medium",
         desc="NVIDIA A100",
-        source=f"{_BAR_SRC}: A100-SXM4-80GB + ConnectX-6, --use_cuda, 2 QPs, 81 Gb/s "
-        "(validation-tables.md A2)",
+        source=f"{_BAR_SRC}: A100-SXM4-80GB + ConnectX-6, --use_cuda, 2 QPs, 81 Gb/s = 2 × 10 × "
+        "512 B / 1.01 µs, less three switch hops on dgx-a100 (A2's sysfs path also crosses two "
+        "switch levels) (validation-tables.md A2)",
     )
     h200: Duration = _p(
         "0.48us",
@@ -377,8 +379,8 @@ class PcieBarRead(_Group):
         marker="derived",
         confidence="medium",
         desc="NVIDIA H200 (and, [assumption], H100: the same Hopper die)",
-        source=f"{_BAR_SRC}: H200 + ConnectX-7 RoCE, --use_cuda_dmabuf, 1 QP, 141 Gb/s "
-        "(validation-tables.md A3)",
+        source=f"{_BAR_SRC}: H200 + ConnectX-7 RoCE, --use_cuda_dmabuf, 1 QP, 141 Gb/s = 20 × "
+        "512 B / 0.58 µs, less one switch hop (validation-tables.md A3)",
     )
 
     def of(self, name: str | None) -> float:
@@ -390,25 +392,6 @@ class PcieBarRead(_Group):
             raise KeyError(f"no pcie.bar_read row {name!r} (expected one of {known})")
         value: float = getattr(self, name)
         return value
-
-
-class PcieRead(_Group):
-    """Outstanding non-posted reads (``platform/pcie_model.py``: read rate ≤ outstanding ×
-    MRRS / latency)."""
-
-    bar_slots: int = _p(
-        20,
-        unit="count",
-        section="§2.3",
-        sweep=(8, 64),
-        marker="derived",
-        confidence="low",
-        desc="read requests a device BAR (completer) serves at once; with the requester's tags "
-        "this bounds a peer's read window",
-        source="calibrated: ConnectX-7 reading H200 memory reaches 85 % of its 141 Gb/s plateau "
-        "at 8 KiB with 2 messages per QP in flight, which needs a 10–11 KB window "
-        "(validation-tables.md A3); with it the pcie.bar_read rows set the plateaus of A2 and A3",
-    )
 
 
 def _rc_fields(
@@ -540,7 +523,6 @@ class Pcie(_Group):
     gen5: PcieGen5 = _group(PcieGen5, "PCIe Gen5 rates (§2.1)")
     tlp: PcieTlp = _group(PcieTlp, "TLP and DLLP byte costs (§2.3)")
     lat: PcieLat = _group(PcieLat, "read and write latencies (§2.3)")
-    read: PcieRead = _group(PcieRead, "outstanding reads (§2.3)")
     bar_read: PcieBarRead = _group(PcieBarRead, "device BAR read latency by device (§2.3)")
     rc: PcieRc = _group(PcieRc, "host-bridge P2P forwarding (§3.1)")
     mps: Size = _p(
@@ -655,43 +637,82 @@ class Numa(_Group):
 
 
 class Cpu(_Group):
-    """CPU loads and stores to a device BAR (``cost-model.md`` §2.2)."""
+    """The CPU's loads and stores through a BAR mapping of device memory (gdrcopy;
+    ``docs/cost-model/gpu.md`` §G4). The rates are not parameters: stores drain as posted
+    writes of ``cpu.wc_flush`` bytes (PCIe payload efficiency), capped at ``cpu.wc_store_max``;
+    loads are uncached reads of ``cpu.bar_line`` lines, ``cpu.bar_lines_inflight`` at a time,
+    each a read round trip of ``cpu.bar_load_latency`` (:mod:`pinlab.platform.gpu_model`)."""
 
-    bar_write: Rate = _p(
-        "9.8GB/s",
-        unit="GB/s",
-        section="§2.2",
-        sweep=("6.8GB/s", "20GB/s"),
-        desc="CPU stores into a write-combining BAR mapping",
-        source="gdrcopy copybw 9.5–9.8 GB/s, 6.8 remote socket (`NVIDIA/gdrcopy` README.md); "
-        "≈ 20 of 32 GB/s on A100 Gen4 (`NVIDIA/gdrcopy` #288, #221)",
+    wc_flush: Size = _p(
+        "64B",
+        unit="B",
+        section="§G4",
+        confidence="high",
+        desc="bytes per write-combining buffer flush: one posted write TLP per cache line",
+        source="Intel SDM vol. 3A §11.3 (WC buffers hold one 64-byte line); gdrcopy maps the "
+        "BAR write-combining (`info.wc_mapping: 1`, `NVIDIA/gdrcopy` README.md)",
     )
-    bar_read: Rate = _p(
-        "0.7GB/s",
+    wc_store_max: Rate = _p(
+        "18.75GB/s",
         unit="GB/s",
-        section="§2.2",
-        sweep=("1.5MB/s", "0.8GB/s"),
-        desc="CPU loads from an uncached BAR mapping",
-        source="gdrcopy copybw 0.67–0.79 GB/s (K40m), 1.5 MB/s in one run "
-        "(`NVIDIA/gdrcopy` README.md)",
+        section="§G4",
+        sweep=("10GB/s", "25GB/s"),
+        marker="derived",
+        confidence="low",
+        desc="one core's write-combining store ceiling (CPU-bound above Gen4 links)",
+        source="H800 (Gen5) gdrcopy_copybw write 17884.9 MiB/s = 18.75 GB/s while Gen5 x16 "
+        "would carry ~41 GB/s of 64-byte writes (`sgl-project/sglang` #6193, D3)",
     )
     bar_write_floor: Duration = _p(
-        "0.1us",
+        "0.088us",
         unit="us",
-        section="§2.2",
+        section="§G4",
         sweep=("0.05us", "0.2us"),
         marker="derived",
-        desc="per CPU→BAR copy (small-copy floor)",
-        source="gdrcopy latency test on P100-PCIe (`NVIDIA/gdrcopy` README.md)",
+        confidence="medium",
+        desc="CPU time of a gdr_copy_to_mapping of one store (issue only, nothing waits)",
+        source="V100-SXM2 copylat gdr_copy_to_mapping 0.0884–0.0905 µs at 1–16 B "
+        "(`NVIDIA/gdrcopy` README.md at fcec3ce, D1)",
     )
-    bar_read_floor: Duration = _p(
-        "1us",
+    bar_load_width: Size = _p(
+        "16B",
+        unit="B",
+        section="§G4",
+        confidence="high",
+        desc="bytes per uncached load instruction (SSE4.1 MOVNTDQA)",
+        source="`NVIDIA/gdrcopy` src/memcpy_sse41.c memcpy_uncached_load_sse41 (16-byte "
+        "_mm_stream_load_si128)",
+    )
+    bar_line: Size = _p(
+        "64B",
+        unit="B",
+        section="§G4",
+        confidence="medium",
+        desc="bytes one uncached read fetches (a streaming-load line)",
+        source="MOVNTDQA from WC memory fills a 64-byte streaming load buffer (Intel SDM vol. 2 "
+        "MOVNTDQA)",
+    )
+    bar_load_latency: Duration = _p(
+        "0.86us",
         unit="us",
-        section="§2.2",
-        sweep=("0.5us", "3us"),
+        section="§G4",
+        sweep=("0.6us", "1.8us"),
         marker="derived",
-        desc="per CPU←BAR copy (small-copy floor)",
-        source="same source, reads (`NVIDIA/gdrcopy` README.md)",
+        confidence="medium",
+        desc="round trip of one uncached CPU load from a GPU BAR",
+        source="V100-SXM2 copylat gdr_copy_from_mapping 0.8601 µs at 16 B (one load), 0.9069 µs "
+        "at 1 B (`NVIDIA/gdrcopy` README.md, D1)",
+    )
+    bar_lines_inflight: int = _p(
+        7,
+        unit="count",
+        section="§G4",
+        sweep=(1, 12),
+        marker="derived",
+        confidence="low",
+        desc="uncached line reads one core keeps in flight (streaming load buffers)",
+        source="D1 streaming rate: 16 MiB in 36 759 µs = 0.46 GB/s, 1 MiB in 1971 µs = 0.53 GB/s; "
+        "0.5 GB/s × 0.86 µs / 64 B ≈ 7 (`NVIDIA/gdrcopy` README.md)",
     )
 
 
@@ -740,7 +761,11 @@ _NIC_DESC = {
         "holds its slot from its first PCIe read request until its last completion)",
     ),
     "read_tags": ("count", "PCIe read requests the NIC keeps outstanding to host memory"),
-    "p2p_read_tags": ("count", "PCIe read requests the NIC keeps outstanding to a peer's BAR"),
+    "p2p_read_tags": (
+        "count",
+        "PCIe read requests one QP keeps outstanding to a peer's BAR (each QP is its own read "
+        "stream; the NIC's read_tags bound them all)",
+    ),
     "tx_latency": (
         "us",
         "NIC send pipeline: doorbell or WQE in the NIC to the first packet on the wire",
@@ -789,9 +814,16 @@ _CX_LATENCY = (
     "ib_send_lat 32 B 0.83 µs, Potter 2018; CX-6 'sub-600 ns', NVIDIA manual)"
 )
 _CX_TAGS = "[assumption] 8-bit extended tags (256)"
-_P2P_TAGS = (
-    "[assumption] 10-bit tags are not sent to a peer unless its support is known (PCIe 5.0 "
-    "§2.2.6.2 as quoted in the Linux '10-Bit Tag' series, linux-pci 2021)"
+_P2P_TAGS_CX7 = (
+    "calibrated: one QP of a ConnectX-7 reading H200 memory (RoCE, --use_cuda_dmabuf) levels at "
+    "141 Gb/s = 17.6 GB/s = this × 512 B / 0.58 µs (pcie.bar_read.h200 + one switch) "
+    f"({_A34}, A3); NCCL's several channels over the same NIC reach 258 Gb/s (B3), so the "
+    "window is per QP, not per NIC or per BAR"
+)
+_P2P_TAGS_CX6 = (
+    "calibrated: 2 QPs of a ConnectX-6 reading A100 memory (--use_cuda) level at 81 Gb/s = "
+    "10.1 GB/s = 2 × this × 512 B / ≈ 1 µs; the knee (67.5 Gb/s at 2 KiB with 2 QPs × "
+    f"nic.cx6.qp_read_slots) needs a read latency near 1 µs, which fixes the split ({_A2})"
 )
 _RD_ATOM = "mlx5 reports 16 (perftest 'Outstand reads : 16'; tools-and-mechanisms.md B2.2)"
 _MTU = (
@@ -802,7 +834,7 @@ _BF = "`linux-rdma/rdma-core` providers/mlx5/qp.c (mlx5_bf_copy)"
 _LAT_SWEEP = ("0.05us", "0.5us")
 _SLOT_SWEEP = (1, 8)
 _TAG_SWEEP = (32, 768)
-_P2P_TAG_SWEEP = (32, 256)
+_P2P_TAG_SWEEP = (8, 64)
 _QP_SWEEP = ("0.15us", "0.45us")
 
 
@@ -821,7 +853,9 @@ class NicCx5(NicModel):
     max_rd_atom: int = _nic("max_rd_atom", 16, _RD_ATOM)
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
     read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic(
+        "p2p_read_tags", 10, "[assumption] as ConnectX-6", "low", _P2P_TAG_SWEEP
+    )
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -856,7 +890,7 @@ class NicCx6(NicModel):
         _SLOT_SWEEP,
     )
     read_tags: int = _nic("read_tags", 256, _CX_TAGS, "low", _TAG_SWEEP)
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 10, _P2P_TAGS_CX6, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -897,7 +931,7 @@ class NicCx7(NicModel):
     read_tags: int = _nic(
         "read_tags", 768, "[assumption] 10-bit tags (PCIe Gen5): 768 usable", "low", _TAG_SWEEP
     )
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic("p2p_read_tags", 20, _P2P_TAGS_CX7, "low", _P2P_TAG_SWEEP)
     tx_latency: Duration = _nic("tx_latency", "0.3us", _CX_LATENCY, "low", _LAT_SWEEP)
     rx_latency: Duration = _nic("rx_latency", "0.15us", _CX_LATENCY, "low", _LAT_SWEEP)
     blueflame: bool = _nic("blueflame", True, _BF)
@@ -939,7 +973,9 @@ class NicEfa(NicModel):
     max_rd_atom: int = _nic("max_rd_atom", 16, "[assumption] as mlx5", "low", (1, 16))
     qp_read_slots: int = _nic("qp_read_slots", 3, "[assumption] as ConnectX-6", "low", _SLOT_SWEEP)
     read_tags: int = _nic("read_tags", 256, "[assumption] as ConnectX", "low", _TAG_SWEEP)
-    p2p_read_tags: int = _nic("p2p_read_tags", 256, _P2P_TAGS, "low", _P2P_TAG_SWEEP)
+    p2p_read_tags: int = _nic(
+        "p2p_read_tags", 20, "[assumption] as ConnectX-7", "low", _P2P_TAG_SWEEP
+    )
     tx_latency: Duration = _nic("tx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     rx_latency: Duration = _nic("rx_latency", "4.5us", _EFA_LATENCY, "low", ("2us", "6us"))
     blueflame: bool = _nic("blueflame", False, "[assumption] EFA rings a doorbell", "low")
@@ -1263,13 +1299,14 @@ class RegEfa(_Group):
     the umem and issues a synchronous admin-queue command (``EFA_ADMIN_REG_MR``) per MR."""
 
     fixed: Duration = _p(
-        "70ms",
+        "60.6ms",
         unit="ms",
         section="§6.2",
-        sweep=("35ms", "140ms"),
-        desc="a small buffer registered first (the admin command's round trip and the pin)",
-        source=f"EFA on p5.48xlarge, GPU memory, serial registration ({_MOONCAKE3210}); "
-        "validation-tables.md F1",
+        sweep=("30ms", "120ms"),
+        desc="one registration before its own bytes count (the admin command's round trip)",
+        source=f"EFA on p5.48xlarge, GPU memory, serial registration ({_MOONCAKE3210}): a "
+        "2.79 MB buffer registered first 70 ms, a 391 MB one 1382 ms, so 70 − 2.79 × "
+        "reg.efa.per_own_byte; validation-tables.md F1",
         confidence="medium",
     )
     per_registered: TimePerByte = _p(
@@ -1283,14 +1320,15 @@ class RegEfa(_Group):
         confidence="medium",
     )
     per_own_byte: TimePerByte = _p(
-        "3.4ms/MB",
+        "3.38ms/MB",
         unit="ms/MB",
         section="§6.2",
         sweep=("1.7ms/MB", "5ms/MB"),
         marker="derived",
         confidence="low",
         desc="per MB of the buffer itself (the physical buffer list and its pages)",
-        source=f"{_MOONCAKE3210}: a 391 MB buffer registered first took 1382 ms; (1382 − 70)/391",
+        source=f"{_MOONCAKE3210}: a 391 MB buffer registered first took 1382 ms, a 2.79 MB one "
+        "70 ms: (1382 − 70) / (391 − 2.79)",
     )
 
     def dmabuf(self, length: int, registered_before: int, *, odp: bool) -> float:
@@ -1651,6 +1689,423 @@ class Hbm(_Group):
     )
 
 
+# -- §G GPU links, copy engines, NCCL (docs/cost-model/gpu.md) ----------------------------------
+
+_MLE = "`stas00/ml-engineering` network/README.md"
+_NCCL_TUNING = "`NVIDIA/nccl` src/graph/tuning.cc (ncclTunerConstantsDefaults, ncclTopoTuneModel)"
+
+
+class NvlinkGen3(_Group):
+    """NVLink 3 (A100): per-link rate, links per GPU, packet overhead, link-layer efficiency
+    (``docs/cost-model/gpu.md`` §G1)."""
+
+    link_rate: Rate = _p(
+        "25GB/s",
+        unit="GB/s",
+        section="§G1",
+        confidence="high",
+        desc="signalling rate of one link, per direction",
+        source="`NVIDIA/nccl-tests` #149 (NCCL maintainer: 25 GB/s per link, 12 links); "
+        "`nvidia-smi nvlink -s` 'Link n: 25 GB/s' (`NVIDIA/nccl-tests` #228)",
+    )
+    links: int = _p(
+        12,
+        unit="count",
+        section="§G1",
+        confidence="high",
+        desc="NVLinks of one A100 SXM (to the NVSwitches or its peers)",
+        source="`NVIDIA/nccl-tests` #149, #228 (12 × 25 = 300 GB/s per direction)",
+    )
+    packet_overhead: Size = _p(
+        "16B",
+        unit="B",
+        section="§G1",
+        sweep=("8B", "32B"),
+        marker="assumption",
+        confidence="low",
+        desc="bytes of header per NVLink packet (one 128-bit header flit)",
+        source="[assumption] NVLink moves 16-byte flits, one header flit per request packet; "
+        "consistent with SM (128 B) copies ≈ 0.8 of the link and CE (256 B) ≈ 0.9 "
+        "(`NVIDIA/nccl-tests` #149)",
+    )
+    link_efficiency: Fraction = _p(
+        0.972,
+        unit="fraction",
+        section="§G1",
+        sweep=(0.9, 1.0),
+        marker="derived",
+        confidence="medium",
+        desc="payload-independent link-layer efficiency (CRC, flow control, replay)",
+        source=f"calibrated on C1 (A100 P2P writes, CE 256 B packets: mean 274.5 GB/s of 300 × "
+        f"256/272; {_MLE}); C11 (nvbandwidth README write CE 276.3) gives 0.979",
+    )
+
+
+class NvlinkGen4(_Group):
+    """NVLink 4 (H100 SXM) (``docs/cost-model/gpu.md`` §G1)."""
+
+    link_rate: Rate = _p(
+        "25GB/s",
+        unit="GB/s",
+        section="§G1",
+        confidence="high",
+        desc="signalling rate of one link, per direction",
+        source="18 links × 25 GB/s = 450 GB/s per direction, '900GB/s' bidirectional "
+        "(`open-mpi/hwloc` #574; mlcommons DGX-H100 system JSON '18x 4th Gen NVLink')",
+    )
+    links: int = _p(
+        18,
+        unit="count",
+        section="§G1",
+        confidence="high",
+        desc="NVLinks of one H100 SXM",
+        source="`open-mpi/hwloc` #574; mlcommons inference_results_v4.1 DGX-H100 JSON",
+    )
+    packet_overhead: Size = _p(
+        "16B",
+        unit="B",
+        section="§G1",
+        sweep=("8B", "32B"),
+        marker="assumption",
+        confidence="low",
+        desc="bytes of header per NVLink packet (one 128-bit header flit)",
+        source="[assumption] as nvlink.gen3.packet_overhead",
+    )
+    link_efficiency: Fraction = _p(
+        0.888,
+        unit="fraction",
+        section="§G1",
+        sweep=(0.8, 1.0),
+        marker="derived",
+        confidence="medium",
+        desc="payload-independent link-layer efficiency",
+        source=f"calibrated on C2 (H100 P2P writes, CE 256 B packets: median 376.1 GB/s of 450 × "
+        f"256/272; {_MLE}). Not from `NVIDIA/nccl` #1264 (holdout)",
+    )
+
+
+class Nvlink(_Group):
+    """NVLink generations (``docs/cost-model/gpu.md`` §G1)."""
+
+    gen3: NvlinkGen3 = _group(NvlinkGen3, "NVLink 3, A100 (§G1)")
+    gen4: NvlinkGen4 = _group(NvlinkGen4, "NVLink 4, H100 (§G1)")
+
+
+class CopyEngines(_Group):
+    """GPU copies: copy engines (CE) versus copy kernels (SM), launch and staging costs
+    (``docs/cost-model/gpu.md`` §G2)."""
+
+    ce_payload: Size = _p(
+        "256B",
+        unit="B",
+        section="§G2",
+        confidence="high",
+        desc="bytes per write a copy engine sends over NVLink",
+        source="`NVIDIA/nccl-tests` #149 (copy engines use 256 B payloads)",
+    )
+    sm_payload: Size = _p(
+        "128B",
+        unit="B",
+        section="§G2",
+        confidence="high",
+        desc="bytes per store of a copy kernel (SM copies, NCCL's kernels)",
+        source="`NVIDIA/nccl-tests` #149 (SM copies are limited to 128 B payloads)",
+    )
+    ce_read_inflight: Size = _p(
+        "22.5KiB",
+        unit="KiB",
+        section="§G2",
+        sweep=("16KiB", "64KiB"),
+        marker="derived",
+        confidence="low",
+        desc="bytes of reads one copy engine keeps outstanding over PCIe (its own window: two "
+        "engines reading one BAR each have theirs)",
+        source="45 requests of 512 B, as the copy kernel's (gpucopy.sm_read_inflight, "
+        "calibrated on C8); C10 (`NVIDIA/nvbandwidth` #50, RTX A6000 CE peer reads: 26.3 GB/s "
+        "= the Gen4 completion rate within a group, 21.8–22.7 GB/s across) agrees with it when "
+        "the two groups are two sockets with a PCIe switch each (1.04 µs read latency across; "
+        "the source does not show the topology). Against it: busGrind's 56 GB/s H2D on Gen5 "
+        "(`NVIDIA/cuda-samples` #357, C14, excerpt only) would need ≥ 36 KiB",
+    )
+    sm_read_inflight: Size = _p(
+        "22.5KiB",
+        unit="KiB",
+        section="§G2",
+        sweep=("16KiB", "32KiB"),
+        marker="derived",
+        confidence="medium",
+        desc="bytes of reads a copy kernel keeps outstanding over PCIe (H2D SM copies)",
+        source="calibrated on C8: H100 host_to_device_memcpy_sm 35.2 GB/s while "
+        "device_to_host_memcpy_sm gets 52.8 (`NVIDIA/nvbandwidth` #24) = 35.2 GB/s × the "
+        "host read latency of the dgx-h100 path (pcie.lat.host_read 0.55 µs + one switch "
+        "0.1 µs), rounded to whole 512-byte requests (45)",
+    )
+    launch_gpu: Duration = _p(
+        "1.1us",
+        unit="us",
+        section="§G2",
+        sweep=("0.8us", "2.5us"),
+        marker="derived",
+        confidence="medium",
+        desc="GPU time per small copy (copy-engine setup and completion)",
+        source="p2pBandwidthLatencyTest P2P=Enabled GPU latency 1.12–1.14 µs (RTX 6000 Ada, C3), "
+        "1.21–1.44 µs (C4) (`luigifcruz/stelline` hardware notes)",
+    )
+    enqueue_cpu: Duration = _p(
+        "1.4us",
+        unit="us",
+        section="§G2",
+        sweep=("1.3us", "9.6us"),
+        marker="derived",
+        confidence="medium",
+        desc="CPU time to enqueue one cudaMemcpyAsync",
+        source="p2pBandwidthLatencyTest P2P=Enabled CPU latency 1.32 µs (C3), 1.41–1.46 µs (C4); "
+        "6.6–9.6 µs on an HGX A100 with an older driver (`NVIDIA/nccl-tests` #100)",
+    )
+    staged_chunk: Size = _p(
+        "1MiB",
+        unit="MiB",
+        section="§G2",
+        sweep=("256KiB", "4MiB"),
+        marker="derived",
+        confidence="low",
+        desc="chunk of the driver's staging pipeline for peer copies without P2P",
+        source="C3: staged 22.23 GB/s against 26.32 with P2P = one chunk's handoff "
+        "(gpucopy.staged_handoff) per chunk / 26.3 GB/s (`luigifcruz/stelline`)",
+    )
+    staged_handoff: Duration = _p(
+        "8us",
+        unit="us",
+        section="§G2",
+        sweep=("5us", "12us"),
+        marker="derived",
+        confidence="low",
+        desc="per staged chunk: the driver's wait between the device-to-host and host-to-device "
+        "halves",
+        source="C3 P2P=Disabled GPU latency 10.46–10.90 µs − 2 × gpucopy.launch_gpu "
+        "(`luigifcruz/stelline`)",
+    )
+    staged_enqueue_cpu: Duration = _p(
+        "4.8us",
+        unit="us",
+        section="§G2",
+        sweep=("4.7us", "6.5us"),
+        marker="derived",
+        confidence="low",
+        desc="CPU time to enqueue one peer copy that the driver stages",
+        source="C3 P2P=Disabled CPU latency 4.74–4.86 µs; C4 5.2–6.5 µs (`luigifcruz/stelline`)",
+    )
+
+    jitter: Fraction = _p(
+        0.02,
+        unit="fraction",
+        section="§G2",
+        sweep=(0.0, 0.1),
+        marker="assumption",
+        confidence="low",
+        desc="spread (lognormal shape) of a GPU operation's latency from run to run: copy "
+        "launches, enqueues, collective steps",
+        source="[assumption] published matrices vary by ≈ 1–3 % between cells of one run "
+        "(C3, C4: 1.12–1.14 µs, 26.32–26.33 GB/s)",
+    )
+
+
+class Nccl(_Group):
+    """NCCL's collectives: protocols, per-step latencies, launch cost
+    (``docs/cost-model/gpu.md`` §G5). The latencies are NCCL's own tuner constants (what its
+    developers measured); the bandwidths come from the links."""
+
+    launch: Duration = _p(
+        "3.6us",
+        unit="us",
+        section="§G5",
+        sweep=("2us", "6us"),
+        marker="derived",
+        confidence="low",
+        desc="CPU time of one collective kernel launch (one thread launches its -g GPUs in turn)",
+        source="calibrated on B4 (A100 8 GPUs, -g 8): 43.8 µs at 32 KiB − the LL ring latency "
+        f"6.6 + 14 × 0.6 µs (nccl.ring_base, nccl.ring_nvlink), over 8 launches ({_MLE})",
+    )
+    ring_base: tuple[Duration, Duration, Duration] = _p(
+        ("6.6us", "14us", "8.4us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="ring base latency (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    ring_nvlink: tuple[Duration, Duration, Duration] = _p(
+        ("0.6us", "1.9us", "3.4us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per ring step over NVLink (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    ring_pci: tuple[Duration, Duration, Duration] = _p(
+        ("1us", "2.5us", "5.7us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per ring step over PCIe (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    ring_net: tuple[Duration, Duration, Duration] = _p(
+        ("2.7us", "4us", "14us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per ring step across the network (LL, LL128, Simple), beyond the NIC's latency",
+        source=_NCCL_TUNING,
+    )
+    tree_base: tuple[Duration, Duration, Duration] = _p(
+        ("6.8us", "14us", "8.4us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="tree base latency (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    tree_nvlink: tuple[Duration, Duration, Duration] = _p(
+        ("0.6us", "1.25us", "4us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per tree level inside a node over NVLink (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    net_overhead_intel: Duration = _p(
+        "1us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per intra-node step of a multi-node ring: the proxy's network post overhead on an "
+        "Intel host (× 3 with Simple)",
+        source=f"{_NCCL_TUNING} (getNetOverhead)",
+    )
+    net_overhead_amd: Duration = _p(
+        "2us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="the same on an AMD host",
+        source=f"{_NCCL_TUNING} (getNetOverhead)",
+    )
+    tree_net: tuple[Duration, Duration, Duration] = _p(
+        ("5us", "8.5us", "14us"),
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per tree level across the network (LL, LL128, Simple)",
+        source=_NCCL_TUNING,
+    )
+    ll_efficiency: Fraction = _p(
+        0.5,
+        unit="fraction",
+        section="§G5",
+        confidence="high",
+        desc="payload share of LL lines (4 bytes of data per 8-byte store with its flag)",
+        source=f"{_NCCL_TUNING}: ring LL busBw × 0.5",
+    )
+    ll128_efficiency: Fraction = _p(
+        0.9375,
+        unit="fraction",
+        section="§G5",
+        confidence="high",
+        desc="payload share of LL128 lines (120 of 128 bytes)",
+        source=f"{_NCCL_TUNING}: '120.0/128.0'",
+    )
+    simple_efficiency: Fraction = _p(
+        0.907,
+        unit="fraction",
+        section="§G5",
+        sweep=(0.85, 1.0),
+        marker="derived",
+        confidence="medium",
+        desc="share of the links NCCL's Simple protocol keeps busy (chunk flags, reductions)",
+        source="calibrated on B4's plateau: busbw 234.9 GB/s over NVLink 3 at SM payloads "
+        f"(300 × 128/144 × 0.972 = 259.2) ({_MLE})",
+    )
+    nvls_efficiency: Fraction = _p(
+        0.85,
+        unit="fraction",
+        section="§G5",
+        sweep=(0.7, 1.0),
+        confidence="medium",
+        desc="share of a GPU's NVLink ports an NVLS (NVSwitch in-switch reduction) all-reduce "
+        "keeps busy (Hopper)",
+        source=f"{_NCCL_TUNING}: nvlsEfficiency Hopper 0.85",
+    )
+    nvls_latency: Duration = _p(
+        "25us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="latency of an NVLS call inside a node (Simple)",
+        source=f"{_NCCL_TUNING}: hwLatencies NVLINK NVLS Simple",
+    )
+    nvls_tree_net: Duration = _p(
+        "20.9us",
+        unit="us",
+        section="§G5",
+        confidence="medium",
+        desc="per network tree level of an NVLS-tree call (Simple), beyond the NIC's latency",
+        source=f"{_NCCL_TUNING}: hwLatencies NET NVLSTree Simple",
+    )
+    ll_channel_max: Rate = _p(
+        "11GB/s",
+        unit="GB/s",
+        section="§G5",
+        sweep=("5GB/s", "20GB/s"),
+        marker="derived",
+        confidence="low",
+        desc="LL bandwidth of one channel",
+        source=f"{_NCCL_TUNING}: llMaxBws Ampere single node 87.7 GB/s over 8 channels",
+    )
+    ll128_channel_max: Rate = _p(
+        "20GB/s",
+        unit="GB/s",
+        section="§G5",
+        sweep=("15GB/s", "40GB/s"),
+        confidence="medium",
+        desc="LL128 bandwidth of one ring channel (Ampere; Hopper 36.7)",
+        source=f"{_NCCL_TUNING}: perChMaxRingLL128Bws",
+    )
+    buffsize: Size = _p(
+        "4MiB",
+        unit="MiB",
+        section="§G5",
+        confidence="high",
+        desc="NCCL_BUFFSIZE: a channel's Simple buffer; a network message is one of its 8 steps "
+        "(NCCL_STEPS), 512 KiB by default",
+        source="`NVIDIA/nccl` src/include/device.h (NCCL_STEPS 8), docs (NCCL_BUFFSIZE 4 MiB)",
+    )
+    channels: int = _p(
+        8,
+        unit="count",
+        section="§G5",
+        sweep=(2, 32),
+        marker="assumption",
+        confidence="low",
+        desc="channels (parallel rings) NCCL runs",
+        source="[assumption] NCCL's default for 8 NVSwitch GPUs on one node; NCCL_MIN_NCHANNELS / "
+        "NCCL_MAX_NCHANNELS change it",
+    )
+    channels_one_gpu: int = _p(
+        2,
+        unit="count",
+        section="§G5",
+        sweep=(1, 4),
+        confidence="medium",
+        desc="channels NCCL runs when every node has one rank (one GPU and its NIC): each is a "
+        "connection of its own, a QP per channel on IB",
+        source="NCCL 2.21 INFO logs of 2-node runs with one GPU per node, IB with GDRDMA and EFA: "
+        "'nRanks 2 nNodes 2 localRanks 1', 'Channel 00/02', 'Channel 01/02', '2 coll channels' "
+        "(public logs found by content search; the ring search finds one channel through the "
+        "NIC and duplicates it)",
+    )
+
+
 # -- the model ----------------------------------------------------------------------------------
 
 
@@ -1682,6 +2137,9 @@ class CostModel(_Group):
     uvm: Uvm = _group(Uvm, "GPU UVM (§7)")
     evict: Evict = _group(Evict, "eviction (§8)")
     hbm: Hbm = _group(Hbm, "device memory (§8)")
+    nvlink: Nvlink = _group(Nvlink, "NVLink generations (§G1)")
+    gpucopy: CopyEngines = _group(CopyEngines, "GPU copy engines and copy kernels (§G2)")
+    nccl: Nccl = _group(Nccl, "NCCL collectives (§G5)")
 
     # -- derived quantities (cost-model.md §1) ----------------------------------------------
 

@@ -21,8 +21,11 @@ each). At most ``window`` bytes are requested and not yet returned, so (:func:`r
 
     read rate = min(completion rate of every link, window / read latency, host-bridge limit)
 
-with ``window = min(requester tags, completer slots) × MRRS`` -- a device BAR serves at most
-``pcie.read.bar_slots`` requests at once -- and the **read latency** (:func:`read_latency`) of
+with ``window = requester tags × MRRS`` -- the read requests *one requester stream* keeps
+outstanding (a NIC's QP, a GPU's copy engine or copy kernel): every stream has its own window,
+so two streams reading one BAR each get theirs (the completer is not a shared slot pool; its
+share of the link is what the links' completion rates and :func:`share_link` give) -- and the
+**read latency** (:func:`read_latency`) of
 the path: host DRAM on the same socket ``pcie.lat.host_read`` (0.55 µs), a device BAR its
 completer latency (the ``pcie.bar_read`` row the device names, ``DeviceSpec.bar_read``) plus
 ``pcie.lat.rc_p2p`` when a host bridge turns the request around, ``pcie.lat.switch`` per switch
@@ -300,14 +303,12 @@ def write_latency(cost: CostModel, path: PciePath) -> float:
     return lat.write + 0.5 * (lat.switch * path.switches + lat.remote_socket * path.sockets)
 
 
-def read_window(cost: CostModel, path: PciePath, requester_tags: int) -> int:
-    """Bytes of reads outstanding at once: ``min(requester tags, completer slots) × MRRS``
-    (a device BAR serves ``pcie.read.bar_slots`` requests at once; host memory is not the
-    limit)."""
-    slots = requester_tags
-    if path.target_kind == "device":
-        slots = min(slots, cost.pcie.read.bar_slots)
-    return slots * path.mrrs
+def read_window(path: PciePath, requester_tags: int) -> int:
+    """Bytes of reads one requester stream keeps outstanding: ``requester tags × MRRS`` (the
+    window is the stream's own; neither host memory nor a device BAR caps it)."""
+    if requester_tags < 1:
+        raise ValueError(f"requester_tags must be >= 1, not {requester_tags!r}")
+    return requester_tags * path.mrrs
 
 
 def read_rate(cost: CostModel, path: PciePath, requester_tags: int) -> float:
@@ -319,7 +320,7 @@ def read_rate(cost: CostModel, path: PciePath, requester_tags: int) -> float:
         return 0.0
     completion = _completion_size(cost, path)
     latency = read_latency(cost, path)
-    window = read_window(cost, path, requester_tags)
+    window = read_window(path, requester_tags)
     rate = window / latency if latency > 0 else math.inf
     for link in path.links:
         rate = min(rate, completion_rate(cost, link.gen, link.width, link.mps, completion))

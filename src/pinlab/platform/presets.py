@@ -34,6 +34,8 @@ from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.errors import ConfigError, config_error
 from pinlab.platform.cluster import ClusterSpec, FabricSpec
+from pinlab.platform.gpu_model import GPU_MODELS
+from pinlab.platform.presets_gpu import dgx_a100, dgx_h100, gpu_box, p5
 from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
@@ -42,6 +44,7 @@ from pinlab.platform.spec import (
     HostBridgeSpec,
     Name,
     NicSpec,
+    NvlinkSpec,
     PcieGen,
     PlatformSpec,
     SwitchSpec,
@@ -220,32 +223,42 @@ def dl1(
 @validate_call(config=_CALL)
 def p4d(
     *,
-    gpu_memory: Size = 40 * GiB,
+    gpu_memory: Size | None = None,
+    gpu: Literal["a100-sxm4-40gb", "a100-sxm4-80gb"] = "a100-sxm4-40gb",
     sockets: Literal[1, 2] = 2,
     host_bridge_device: int = _SKYLAKE_E_ROOT,
     nic: NicChoice = "efa",
     kernel: str | None = "5.16",
 ) -> PlatformSpec:
-    """AWS p4d.24xlarge-like node (``cost-model.md`` §9.2).
+    """AWS p4d.24xlarge-like node (``cost-model.md`` §9.2); ``gpu="a100-sxm4-80gb"`` is the
+    p4de.24xlarge.
 
-    * 8 × A100 40 GB (``gpu0``–``gpu7``, nvidia-compute exporter: pin in place, BAR1 = HBM
-      size), 1555 GB/s HBM (§9.2);
+    * 8 × A100 SXM4 (``gpu0``–``gpu7``, nvidia-compute exporter: pin in place, BAR1 = HBM
+      size), 40 GB at 1555 GB/s HBM (§9.2; p4de: 80 GB at 2039 GB/s), ``gpu_memory``
+      overriding the size;
+    * all 12 NVLink 3 links of each GPU to 6 NVSwitches (600 GB/s bidirectional GPU–GPU, §9.2;
+      ``docs/cost-model/gpu.md`` §G1) -- CUDA peer copies and NCCL use them, dma-buf P2P with
+      NICs never does;
     * PCIe Gen4 x16 host link per GPU, ≈ 25 GB/s (§9.2, §2.1);
     * GPUs and EFA NICs paired behind PCIe switches (§9.2 [assumption]): 4 switches, each with
       2 GPUs and 1 × 100 Gbps EFA (4 × 100 Gbps = 400 Gbps, §9.2);
     * Intel Cascade Lake host bridges (whitelisted Skylake-E-class ID, §9.2);
-    * 1152 GiB host memory [unverified] (§9.2);
+    * 1152 GiB host memory [unverified] (§9.2), DDR4-2933 × 6 channels per socket (140.8 GB/s,
+      §5 table; Cascade Lake has six channels);
     * ``nic``: the NIC model, EFA by default (a ConnectX model: ``mlx5_0``… instead).
 
-    pinlab's assumptions beyond the doc: 2 sockets, 2 switches per socket, DDR4-2933 × 6
-    channels per socket (§5 table), switch uplinks Gen4 x16 (two GPUs share one), EFA links
-    Gen4 x16. NVLink (600 GB/s GPU–GPU) is not modelled: dma-buf P2P with NICs never uses it.
+    pinlab's assumptions beyond the doc: 2 sockets, 2 switches per socket, switch uplinks Gen4
+    x16 (two GPUs share one), EFA links Gen4 x16; the first-generation EFAs without RDMA write
+    (``driver_options`` ``rdma_write = false``) [unverified: RDMA write came with later EFA
+    devices, which is why aws-ofi-nccl lifts its NCCL_PROTO=simple only on P5,
+    ``aws/aws-ofi-nccl`` PR #280].
     """
     per_socket = 4 // sockets
+    g = GPU_MODELS[gpu]
     return PlatformSpec(
-        name="p4d",
-        description="AWS p4d.24xlarge-like: 8 × A100 40 GB, GPU pairs and an EFA behind each "
-        "PCIe switch (cost-model.md §9.2)",
+        name="p4d" if gpu == "a100-sxm4-40gb" else "p4de",
+        description=f"AWS p4d.24xlarge-like: 8 × {g.name}, NVSwitch, GPU pairs and an EFA behind "
+        "each PCIe switch (cost-model.md §9.2)",
         kernel=kernel,
         cpu=CpuSpec(vendor="intel", family=6, model="Intel Xeon (Cascade Lake)", sockets=sockets),
         dram=DramSpec(size=1152 * GiB // sockets, bandwidth=parse_rate(_DDR4_2933_X6)),
@@ -262,16 +275,28 @@ def p4d(
                 name=f"gpu{i}",
                 driver="nvidia-compute",
                 parent=f"sw{i // 2}",
-                memory=gpu_memory,
-                memory_bandwidth=parse_rate("1555GB/s"),
+                memory=g.memory if gpu_memory is None else gpu_memory,
+                memory_bandwidth=g.memory_bandwidth,
                 gen=4,
                 width=16,
                 vendor=_NVIDIA,
-                device=0x20B0,
+                device=0x20B0 if gpu == "a100-sxm4-40gb" else 0x20B2,
+                model=g.name,
+                compute_capability=g.compute_capability,
             )
             for i in range(8)
         ),
-        nics=tuple(_rdma_nic(nic, i, f"sw{i}", gen=4) for i in range(4)),
+        nvlink=(
+            NvlinkSpec(
+                name="nvswitch", gen=3, devices=tuple(f"gpu{i}" for i in range(8)), switches=6
+            ),
+        ),
+        nics=tuple(
+            n.model_copy(update={"driver_options": {"rdma_write": False}})
+            if n.driver == "efa"
+            else n
+            for n in (_rdma_nic(nic, i, f"sw{i}", gen=4) for i in range(4))
+        ),
     )
 
 
@@ -770,6 +795,10 @@ PRESETS: PluginRegistry[str, Callable[..., AnySpec]] = PluginRegistry(
         "apu-laptop": apu_laptop,
         "cluster": cluster,
         "matrix": matrix,
+        "dgx-a100": dgx_a100,
+        "dgx-h100": dgx_h100,
+        "p5": p5,
+        "gpu-box": gpu_box,
     }
 )
 """Preset platforms by name (``pinlab run --platform NAME``): the built-in ones, then the

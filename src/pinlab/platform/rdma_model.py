@@ -25,12 +25,15 @@ time:
 2. *qp*: the NIC processes the QP's WQE, ``nic.<model>.qp_msg_cost`` -- one per QP;
 3. *nic*: the NIC's message-rate ceiling, ``1 / nic.<model>.msg_rate`` -- shared;
 4. *read*: the NIC that has the data reads it from its memory over PCIe: size / the path's
-   read rate (:func:`pinlab.platform.pcie_model.read_rate` with the NIC's outstanding read
-   tags, ``p2p_read_tags`` for a device BAR), shared by the NIC's QPs; and one QP reads the
+   read rate (:func:`pinlab.platform.pcie_model.read_rate` with the NIC's ``read_tags``),
+   shared by the NIC's QPs. Each QP is also a read stream of its own: to a device BAR it
+   keeps at most ``nic.<model>.p2p_read_tags`` requests outstanding (to host memory the NIC's
+   tags), so one QP reads at most ``p2p_read_tags × MRRS / read latency`` (:func:`qp_read_rate`:
+   the single-QP plateau of a NIC reading GPU memory; more QPs read more), and it reads the
    payloads of at most ``nic.<model>.qp_read_slots`` messages at a time, each for the read
-   latency plus its bytes at that rate -- so one QP moves at most ``slots × size / (latency
-   + size / rate)``, which bends the curve below the plateau where the read latency is long
-   (device memory) -- skipped when the payload is inline in the WQE;
+   latency plus its bytes at the QP's rate -- so one QP moves at most ``slots × size /
+   (latency + size / rate)``, which bends the curve below the plateau -- skipped when the
+   payload is inline in the WQE;
 5. *wire*: the message's packets on the sending port, wire bytes / line rate;
 6. *write*: the receiving NIC writes the data to its memory, size / posted-write rate;
 7. for a SEND the receiver also consumes a receive WQE (its qp stage) and its CPU polls the
@@ -72,6 +75,7 @@ __all__ = [
     "message_latency",
     "packet_overhead",
     "packets",
+    "qp_read_rate",
     "read_tags",
     "recv_end",
     "send_end",
@@ -123,7 +127,8 @@ class ServiceTimes:
     """Seconds each stage is busy with one message (module docstring): ``post``, ``qp`` and
     ``nic`` at the requester, ``read`` (0 when inline), ``wire`` (data packets on the sending
     port), ``request_wire`` (a READ's request packet on the requester's port), ``write`` at
-    the destination, and for SEND the receiver's ``recv_qp`` and ``recv_post``."""
+    the destination, and for SEND the receiver's ``recv_qp`` and ``recv_post``; ``read_hold``,
+    ``read_slots`` and ``qp_read`` are the per-QP read stream's (module docstring, stage 4)."""
 
     post: float
     qp: float
@@ -136,13 +141,15 @@ class ServiceTimes:
     recv_post: float
     read_hold: float = 0.0
     read_slots: int = 1
+    qp_read: float = 0.0
 
     def bottleneck(self, qps: int = 1) -> float:
         """Seconds per message of the slowest stage with ``qps`` QPs sharing the NIC (the
         per-QP stages run in parallel across QPs; a QP keeps at most ``read_slots`` messages'
-        payload reads in flight, each for ``read_hold``)."""
+        payload reads in flight, each for ``read_hold``, and reads at most at its own window's
+        rate, ``qp_read`` per message)."""
         hold = self.read_hold / max(self.read_slots, 1)
-        per_qp = max(self.qp, self.recv_qp, hold) / max(qps, 1)
+        per_qp = max(self.qp, self.recv_qp, hold, self.qp_read) / max(qps, 1)
         shared = max(
             self.post,
             self.nic,
@@ -259,9 +266,16 @@ def wire_rate(cost: CostModel, port: NicPort) -> float:
 
 
 def read_tags(port: NicPort, path: PciePath) -> int:
-    """Outstanding PCIe reads the NIC issues on ``path``: ``p2p_read_tags`` to a device BAR,
-    ``read_tags`` to host memory."""
+    """Outstanding PCIe reads one QP of the NIC issues on ``path``: ``p2p_read_tags`` to a
+    device BAR, the NIC's ``read_tags`` to host memory (shared with its other QPs)."""
     return port.model.p2p_read_tags if path.target_kind == "device" else port.model.read_tags
+
+
+def qp_read_rate(cost: CostModel, port: NicPort, path: PciePath) -> float:
+    """Bytes/s one QP reads from the memory at the end of ``path``: the PCIe read rate with the
+    QP's window (:func:`read_tags`), at most the NIC's (its ``read_tags`` for all QPs)."""
+    own = pcie_model.read_rate(cost, path, read_tags(port, path))
+    return min(own, pcie_model.read_rate(cost, path, port.model.read_tags))
 
 
 def _reader(mp: MessagePath, op: Op) -> NicPort:
@@ -280,17 +294,19 @@ def service_times(
     req = mp.requester.model
     reader = _reader(mp, op)
     if inline or size == 0:
-        read = 0.0
+        read = qp_read = 0.0
     else:
-        rate = pcie_model.read_rate(cost, mp.src, read_tags(reader, mp.src))
+        rate = pcie_model.read_rate(cost, mp.src, reader.model.read_tags)
         read = math.inf if rate <= 0 else size / rate
+        own = qp_read_rate(cost, reader, mp.src)
+        qp_read = math.inf if own <= 0 else size / own
     data, request = wire_bytes(cost, reader, op, size)
     wire = data / _line(cost, reader)
     request_wire = request / _line(cost, mp.requester) if request else 0.0
     wrate = pcie_model.path_write_rate(cost, mp.dst)
     write = 0.0 if size == 0 else (math.inf if wrate <= 0 else size / wrate)
     recv = op == "send"
-    hold = 0.0 if read == 0.0 else pcie_model.read_latency(cost, mp.src) + read
+    hold = 0.0 if read == 0.0 else pcie_model.read_latency(cost, mp.src) + qp_read
     return ServiceTimes(
         post=cost.rdma.post_cost,
         qp=req.qp_msg_cost,
@@ -303,6 +319,7 @@ def service_times(
         recv_post=cost.rdma.post_cost if recv else 0.0,
         read_hold=hold,
         read_slots=reader.model.qp_read_slots,
+        qp_read=qp_read,
     )
 
 
@@ -422,25 +439,29 @@ def send_end(
     size: int,
     *,
     op: Op = "write",
+    qps: int = 1,
 ) -> EndRate:
-    """The sending end of one ``size``-byte message from memory ``src`` through ``port``
-    (``host``: the NIC's path to its own host memory, for WQEs and CQEs): the message goes
-    through the post, per-QP, message-rate, PCIe-read and wire stages, so its rate is
-    ``size / max(those)``; its delay is the doorbell, the WQE fetch (the queue is busy), the
-    send pipeline and the PCIe read latency, and -- once the data is placed -- the ACK back
-    (the far NIC's pipelines taken as this model's), the CQE and the poll."""
+    """The sending end of ``size``-byte messages from memory ``src`` through ``port`` on
+    ``qps`` QPs at once (``host``: the NIC's path to its own host memory, for WQEs and CQEs):
+    a message goes through the post, per-QP, message-rate, PCIe-read and wire stages; the
+    per-QP ones (the QP's WQE processing, its read window and read slots) serve ``qps``
+    messages side by side, the others one, so the rate is ``size / max(per-QP / qps,
+    shared)``; its delay is the doorbell, the WQE fetch (the queue is busy), the send pipeline
+    and the PCIe read latency, and -- once the data is placed -- the ACK back (the far NIC's
+    pipelines taken as this model's), the CQE and the poll."""
     model = port.model
-    rate = pcie_model.read_rate(cost, src, read_tags(port, src))
+    rate = qp_read_rate(cost, port, src)
     if rate <= 0:
         return EndRate(0.0, math.inf)
+    nic_read = pcie_model.read_rate(cost, src, model.read_tags)
     data, _ = wire_bytes(cost, port, op, size)
     hold = (pcie_model.read_latency(cost, src) + size / rate) / max(model.qp_read_slots, 1)
+    per_qp = max(model.qp_msg_cost, size / rate, hold) / max(qps, 1)
     busy = max(
+        per_qp,
         cost.rdma.post_cost,
-        model.qp_msg_cost,
         1.0 / (model.msg_rate * 1e6),
-        size / rate,
-        hold,
+        size / nic_read,
         data / _line(cost, port),
     )
     latency = (

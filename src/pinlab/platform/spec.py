@@ -56,6 +56,7 @@ __all__ = [
     "LinkSpec",
     "Name",
     "NicSpec",
+    "NvlinkSpec",
     "PlatformSpec",
     "SwitchSpec",
     "WhitelistEntrySpec",
@@ -297,6 +298,17 @@ class DeviceSpec(_Spec):
     )
     link: LinkSpec | None = None
     driver_options: dict[str, bool | int | str] = Field(default_factory=dict)
+    model: str = Field(
+        default="",
+        description="the device's name as tools print it ('NVIDIA A100-SXM4-40GB'; for reports)",
+    )
+    compute_capability: int | None = Field(
+        default=None,
+        ge=10,
+        le=200,
+        description="CUDA compute capability × 10 (80: Ampere, 90: Hopper); NCCL's GDR-read "
+        "rule reads it (docs/cost-model/gpu.md §G5). None: not a CUDA device",
+    )
 
     @property
     def is_carve_out(self) -> bool:
@@ -375,6 +387,23 @@ class InterSocketSpec(_Spec):
     latency: Duration = Field(default=0.0, description="one-way latency")
 
 
+class NvlinkSpec(_Spec):
+    """GPUs joined by NVLink (``docs/cost-model/gpu.md`` §G1): through NVSwitches
+    (``switches`` > 0: every GPU's ``links`` go to the switches, which connect every pair at the
+    full rate of both ends) or directly (``switches`` = 0: exactly two GPUs, ``links`` between
+    them, an NVLink bridge). ``links`` defaults to the generation's ``nvlink.genN.links``.
+
+    NVLink carries CUDA peer copies and NCCL; the kernel's dma-buf P2P (a NIC or a GPU importing
+    a dma-buf) goes over PCIe regardless.
+    """
+
+    name: Name
+    gen: Literal[3, 4] = Field(description="NVLink generation (3: A100, 4: H100)")
+    devices: tuple[Name, ...] = Field(description="the GPUs in this NVLink domain")
+    links: int | None = Field(default=None, ge=1, le=64, description="NVLinks per GPU")
+    switches: int = Field(default=0, ge=0, le=16, description="NVSwitch chips (0: direct)")
+
+
 class WhitelistEntrySpec(_Spec):
     """A ``pci_p2pdma_whitelist[]`` entry (``kernel-semantics.md`` §8.3)."""
 
@@ -437,6 +466,9 @@ class PlatformSpec(_Spec):
     devices: tuple[DeviceSpec, ...] = ()
     nics: tuple[NicSpec, ...] = ()
     displays: tuple[DisplaySpec, ...] = ()
+    nvlink: tuple[NvlinkSpec, ...] = Field(
+        default=(), description="NVLink domains (docs/cost-model/gpu.md §G1)"
+    )
     inter_socket: InterSocketSpec = Field(default_factory=InterSocketSpec)
     p2pdma_whitelist: tuple[WhitelistEntrySpec, ...] | None = Field(
         default=None, description="host-bridge whitelist (default: the ≈6.0 kernel's)"
@@ -455,6 +487,7 @@ class PlatformSpec(_Spec):
             ("devices", self.devices),
             ("nics", self.nics),
             ("displays", self.displays),
+            ("nvlink", self.nvlink),
         )
         for group, items in groups:
             for i, item in enumerate(items):
@@ -524,6 +557,7 @@ class PlatformSpec(_Spec):
                 errors.append(
                     _ref_error(("displays", i, "device"), "the name of a device", disp.device)
                 )
+        errors.extend(self._nvlink_errors(devices))
         if self.cost_overrides:
             try:
                 _default_cost().with_overrides(self.cost_overrides)
@@ -538,6 +572,33 @@ class PlatformSpec(_Spec):
         if errors:
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
+
+    def _nvlink_errors(self, devices: set[str]) -> list[InitErrorDetails]:
+        """NVLink domains name existing devices, at least two, each device in one domain; a
+        direct (switchless) domain joins exactly two."""
+        errors: list[InitErrorDetails] = []
+        member: dict[str, str] = {}
+        for i, nv in enumerate(self.nvlink):
+            if len(nv.devices) < 2 or (nv.switches == 0 and len(nv.devices) != 2):
+                expected = (
+                    "two devices (no switches: a bridge)"
+                    if nv.switches == 0
+                    else ("at least two devices")
+                )
+                errors.append(_ref_error(("nvlink", i, "devices"), expected, list(nv.devices)))
+            for j, dev in enumerate(nv.devices):
+                if dev not in devices:
+                    errors.append(_ref_error(("nvlink", i, "devices", j), "a device", dev))
+                elif dev in member:
+                    errors.append(
+                        _ref_error(
+                            ("nvlink", i, "devices", j),
+                            f"a device in no other NVLink domain (also {member[dev]})",
+                            dev,
+                        )
+                    )
+                member.setdefault(dev, nv.name)
+        return errors
 
     # -- queries on the description ----------------------------------------------------------
 

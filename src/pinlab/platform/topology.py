@@ -26,7 +26,11 @@ A :class:`Machine` (made by :func:`~pinlab.platform.builder.build` from a
   - ``upi:<a>-<b>`` (``a->b``, ``b->a``): the inter-socket link between sockets ``a`` < ``b``;
   - ``net:<n>`` (``tx``, ``rx``): NIC ``n``'s network port: its payload rate for large
     messages, line rate × the link layer's header efficiency at the NIC's MTU
-    (:func:`~pinlab.platform.rdma_model.wire_rate`).
+    (:func:`~pinlab.platform.rdma_model.wire_rate`);
+  - ``nvlink:<d>`` (``tx``, ``rx``): GPU ``d``'s NVLinks to the NVSwitches of its domain, and
+    ``nvlink:<a>-<b>`` (``a->b``, ``b->a``) for two GPUs bridged directly: the copy-engine data
+    rate of the links (``docs/cost-model/gpu.md`` §G1). :meth:`Machine.nvlink_path` routes
+    over them; :meth:`Machine.path` never does (dma-buf P2P goes over PCIe).
 
   :meth:`Machine.directed_capacities` flattens them to ``{"<link>/<direction>": bytes/s}``.
 
@@ -64,7 +68,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from pinlab.drivers.base import ExporterDriver
 from pinlab.drivers.rdma import RdmaDevice
@@ -77,10 +81,13 @@ from pinlab.platform import pcie_model, rdma_model
 from pinlab.platform.cost import CostModel, NicModel, P2pPathClass
 from pinlab.platform.pcie_model import HostBridgeCrossing, PcieLink, PciePath
 from pinlab.platform.rdma_model import EndRate, NicPort
-from pinlab.platform.spec import NicSpec, PlatformSpec
+from pinlab.platform.spec import NicSpec, NvlinkSpec, PlatformSpec
 from pinlab.uapi.system import System
 
-__all__ = ["LinkUse", "Machine", "PlatformLink", "TreeNode", "nic_port"]
+__all__ = ["LinkUse", "Machine", "PciDistance", "PlatformLink", "TreeNode", "nic_port"]
+
+PciDistance = Literal["X", "PIX", "PXB", "PHB", "NODE", "SYS"]
+"""The PCIe distance classes of ``nvidia-smi topo -m`` and NCCL's ``PATH_*`` (nearest first)."""
 
 
 def nic_port(cost: CostModel, spec: NicSpec) -> NicPort:
@@ -179,7 +186,7 @@ class Machine:
     _nodes: dict[str, TreeNode] = field(default_factory=dict)
     _paths: dict[tuple[str, str], tuple[LinkUse, ...]] = field(default_factory=dict)
     _pcie_paths: dict[tuple[str, str], PciePath] = field(default_factory=dict)
-    _ends: dict[tuple[str, str, str, int], EndRate] = field(default_factory=dict)
+    _ends: dict[tuple[str, str, str, int, int], EndRate] = field(default_factory=dict)
 
     # -- lookup ---------------------------------------------------------------------------------
 
@@ -344,6 +351,55 @@ class Machine:
         """Sum of the latencies of the links crossed, seconds."""
         return sum(self.links[u.link].latency for u in uses)
 
+    # -- NVLink and the PCIe distance between two endpoints --------------------------------------
+
+    def nvlink_domain(self, device: str) -> NvlinkSpec | None:
+        """The NVLink domain ``device`` belongs to, or None."""
+        for nv in self.spec.nvlink:
+            if device in nv.devices:
+                return nv
+        return None
+
+    def nvlink_path(self, src: str, dst: str) -> list[LinkUse] | None:
+        """The links a GPU-to-GPU copy over NVLink crosses -- ``src``'s memory, its NVLink port
+        (or the bridge), ``dst``'s port, ``dst``'s memory -- or None when the two share no NVLink
+        domain (``docs/cost-model/gpu.md`` §G1)."""
+        nv = self.nvlink_domain(src)
+        if nv is None or src == dst or dst not in nv.devices:
+            return None
+        uses: list[LinkUse] = []
+        src_mem = self._endpoint(src).memory
+        if src_mem is not None:
+            uses.append(src_mem)
+        if nv.switches:
+            uses += [LinkUse(f"nvlink:{src}", "tx"), LinkUse(f"nvlink:{dst}", "rx")]
+        else:
+            a, b = nv.devices
+            uses.append(LinkUse(f"nvlink:{a}-{b}", f"{src}->{dst}"))
+        dst_mem = self._endpoint(dst).memory
+        if dst_mem is not None:
+            uses.append(dst_mem)
+        return uses
+
+    def pci_distance(self, a: str, b: str) -> PciDistance:
+        """How two PCIe endpoints (devices, NICs) reach each other, as ``nvidia-smi topo -m``
+        and NCCL name it: ``PIX`` (one switch), ``PXB`` (several switches, no host bridge),
+        ``PHB`` (through one host bridge), ``NODE`` (host bridges of one socket), ``SYS``
+        (across sockets); ``X`` for an endpoint and itself. NCCL enables GPUDirect RDMA and
+        PCIe P2P up to ``PXB`` by default (``NCCL_NET_GDR_LEVEL``, ``NCCL_P2P_LEVEL``)."""
+        na, nb = self._endpoint(a).node, self._endpoint(b).node
+        if na is None or nb is None:
+            raise KeyError(f"{a!r} and {b!r} must be devices or NICs")
+        if na is nb:
+            return "X"
+        chain_b = {id(n) for n in self._chain(nb)}
+        common = next((n for n in self._chain(na) if id(n) in chain_b), None)
+        if common is not None and common.kind == "switch":
+            return "PIX" if na.parent is common and nb.parent is common else "PXB"
+        if common is not None:
+            return "PHB"
+        return "NODE" if na.socket == nb.socket else "SYS"
+
     # -- P2P ------------------------------------------------------------------------------------
 
     def _pci_client(self, name: str) -> Device:
@@ -396,20 +452,22 @@ class Machine:
 
         From the PCIe mechanism (:mod:`pinlab.platform.pcie_model`) over
         :meth:`pcie_path` ``(importer, exporter)``: the importer *reading* device memory
-        (``nic_reads``, a send) is bounded by its outstanding reads over the read latency and
-        by the host bridge's P2P read forwarding; writing it (a receive) by the posted-write
-        rate. For a NIC importer, the minimum with its port's payload rate
-        (:func:`~pinlab.platform.rdma_model.wire_rate`)."""
+        (``nic_reads``, a send) is bounded by one stream's outstanding reads over the read
+        latency (a NIC's QP: ``nic.<model>.p2p_read_tags``; another device: a copy engine's
+        ``gpucopy.ce_read_inflight``) and by the host bridge's P2P read forwarding; writing it
+        (a receive) by the posted-write rate. For a NIC importer, the minimum with its port's
+        payload rate (:func:`~pinlab.platform.rdma_model.wire_rate`)."""
         if self.p2p_path_class(exporter, importer) is None:
             return None
         path = self.pcie_path(importer, exporter)
         cost = self.cost
         if importer in self.system.nics:
             port = self.nic_port_model(importer)
-            tags = port.model.p2p_read_tags
+            tags = rdma_model.read_tags(port, path)
             wire = rdma_model.wire_rate(cost, port)
         else:
-            tags = cost.pcie.read.bar_slots
+            # another device reads with a copy engine's window (gpucopy.ce_read_inflight)
+            tags = max(1, cost.gpucopy.ce_read_inflight // path.mrrs)
             wire = float("inf")
         if nic_reads:
             rate = pcie_model.read_rate(cost, path, tags)
@@ -427,13 +485,13 @@ class Machine:
             raise KeyError(f"no NIC named {nic!r} on {self.name}")
         return nic_port(self.cost, spec)
 
-    def nic_end(self, nic: str, memory: str, nbytes: int, *, write: bool) -> EndRate:
-        """One end of a flow-level NIC transfer of ``nbytes`` as one message
+    def nic_end(self, nic: str, memory: str, nbytes: int, *, write: bool, qps: int = 1) -> EndRate:
+        """One end of a flow-level NIC transfer of ``nbytes`` messages on ``qps`` QPs
         (:func:`~pinlab.platform.rdma_model.send_end`, or with ``write``
         :func:`~pinlab.platform.rdma_model.recv_end`): NIC ``nic`` reading (or writing)
         ``memory`` -- a device (peer to peer) or ``"host:<socket>"``. Computed once per
-        (NIC, memory, direction, size)."""
-        key = (nic, memory, "w" if write else "r", int(nbytes))
+        (NIC, memory, direction, size, QPs)."""
+        key = (nic, memory, "w" if write else "r", int(nbytes), int(qps))
         end = self._ends.get(key)
         if end is None:
             port = self.nic_port_model(nic)
@@ -442,7 +500,7 @@ class Machine:
                 end = rdma_model.recv_end(self.cost, port, path, int(nbytes))
             else:
                 host = self.pcie_path(nic, self.host_of(nic))
-                end = rdma_model.send_end(self.cost, port, path, host, int(nbytes))
+                end = rdma_model.send_end(self.cost, port, path, host, int(nbytes), qps=qps)
             self._ends[key] = end
         return end
 

@@ -310,6 +310,14 @@ class Process(P2pCalls, Task):
         return file.private_data
 
     # -- RDMA ------------------------------------------------------------------------------
+    def ibv_query_device(self, nic: str) -> int:
+        """``ibv_query_device`` (with ``efadv_query_device`` on EFA): the access flags an MR
+        on ``nic`` may ask for. Verbs middleware registers with what the device reports --
+        UCX's EFA memory domain (``uct_ib_efadv_access_flags``) and libfabric's EFA provider
+        add ``IB_ACCESS_REMOTE_READ``/``_WRITE`` only when the device has RDMA read/write."""
+        with self._syscall("ibv_query_device"):
+            return self.system.nic(nic).supported_access
+
     def ibv_reg_dmabuf_mr(
         self, nic: str, fd: int, offset: int, length: int, access: int
     ) -> MemoryRegion:

@@ -80,15 +80,16 @@ def nic_side(
     p2p: bool,
     write: bool,
     nbytes: int,
+    qps: int = 1,
 ) -> Side:
     """The NIC end of an MR whose mapping is peer-to-peer (``p2p``: device memory through the
     BAR, §1 item 3) or host memory (after a migration, §1 item 4: the host memory of the
-    NIC's socket), for messages of ``nbytes``: :meth:`Machine.nic_end` gives its rate and
-    delay."""
+    NIC's socket), for messages of ``nbytes`` on ``qps`` QPs: :meth:`Machine.nic_end` gives
+    its rate and delay."""
     port = LinkUse(machine.nic_port(nic), "rx" if write else "tx")
     memory = device if p2p else machine.host_of(nic)
     path = machine.path(nic, memory) if write else machine.path(memory, nic)
-    end = machine.nic_end(nic, memory, nbytes, write=write)
+    end = machine.nic_end(nic, memory, nbytes, write=write, qps=qps)
     cap = _end_cap(end.rate, f"{nic} {'writing' if write else 'reading'} {memory}")
     uses = (port, *path) if write else (*path, port)
     return Side(node, uses, cap, machine.bottleneck(uses), end.latency, nic=nic)

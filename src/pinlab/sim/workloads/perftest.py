@@ -60,7 +60,7 @@ from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import metric
 from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
 from pinlab.sim.workloads.nic import nic_access
-from pinlab.sim.workloads.registration import ACCESS, RdmaResult, register_dmabuf
+from pinlab.sim.workloads.registration import RdmaResult, mr_access, register_dmabuf
 from pinlab.units import Size
 
 __all__ = [
@@ -195,7 +195,7 @@ def perftest(ctx: Ctx, p: PerftestParams, r: PerftestResult) -> Gen:
         side.memory = p.device if access.p2p else machine.host_of(nic)
         r.p2p = 1 if access.p2p else 0
     else:
-        ctx.call_nowait(ctx.proc.ibv_reg_mr, length, ACCESS, nic=nic)
+        ctx.call_nowait(ctx.proc.ibv_reg_mr, length, mr_access(ctx, nic), nic=nic)
         yield ctx.sleep(ctx.cost.reg.host.fixed + ctx.cost.reg.host.per_byte * length)
         r.p2p = 0
     coll = ctx.sim.collectives.group(p.group, 2)
@@ -308,6 +308,7 @@ def _bw_run(
     first_pkt = min(size, mp.requester.mtu) / size if size else 1.0
     # per-QP state: the QP stage, completions seen, READ data placed, the receiver's side
     q_free = [0.0] * qps
+    qread_free = [0.0] * qps
     seen_q: list[list[float]] = [[] for _ in range(qps)]
     placed_q: list[list[float]] = [[] for _ in range(qps)]
     ready_q: list[list[float]] = [[] for _ in range(qps)]  # payload read done, per QP
@@ -328,6 +329,7 @@ def _bw_run(
             ("nic", st.nic),
             ("tx", lp.tx),
             ("read", st.read),
+            ("qp_read", st.qp_read),
             ("read_lat", lp.read),
             ("wire", st.wire),
             ("rx", lp.rx),
@@ -367,14 +369,18 @@ def _bw_run(
             extra = lp.responder_tx
         else:
             extra = 0.0
-        r_start = max(read_free, t_tx)
+        r_start = max(read_free, t_tx, qread_free[q])
         if k >= slots and st.read > 0:  # the QP's read slots: message k - slots is read
             r_start = max(r_start, ready_q[q][k - slots])
         r_busy = d["read"][m]
         read_free = r_start + r_busy
+        # the QP's own read window moves the payload at its rate (st.qp_read per message)
+        r_busy = max(r_busy, d["qp_read"][m])
+        r_end = r_start + r_busy
+        qread_free[q] = r_end
         read_lat = d["read_lat"][m]
-        data_ready = read_free + read_lat + extra
-        ready_q[q].append(read_free + read_lat)
+        data_ready = r_end + read_lat + extra
+        ready_q[q].append(r_end + read_lat)
         first_ready = r_start + r_busy * first_pkt + read_lat + extra
         w_busy = d["wire"][m]
         wire_end = max(max(wire_free, first_ready) + w_busy, data_ready + w_busy * first_pkt)

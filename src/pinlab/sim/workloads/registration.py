@@ -39,7 +39,16 @@ from pinlab.sim.workloads.paths import Side, nic_side, staged_side
 from pinlab.uapi.process import HostMemoryRegion
 
 ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE
-"""Access flags of every dma-buf MR the workloads register (reads and writes by the NIC)."""
+"""Access flags the workloads' MRs ask for (reads and writes by the NIC), less what the device
+does not offer (:func:`mr_access`)."""
+
+
+def mr_access(ctx: Ctx, nic: str) -> int:
+    """The access of an MR on ``nic``: :data:`ACCESS` as far as ``ibv_query_device`` reports
+    it, the way verbs middleware registers (a first-generation EFA, without RDMA write, gets
+    local write and remote read)."""
+    return ACCESS & ctx.call_nowait(ctx.proc.ibv_query_device, nic)
+
 
 REREGISTER = (Errno.EINVAL, Errno.EFAULT, Errno.EIO)
 """errnos after which a workload whose MR is gone (NIC reset, revoke) registers again."""
@@ -85,7 +94,7 @@ def register_dmabuf(
     pin's fences and then the registration time, otherwise both are left to the caller
     (parallel registrations). Raises the call's ``KernelError``."""
     cost = dmabuf_reg_cost(ctx, nic, length, odp=odp)
-    access = ACCESS | (IB_ACCESS_ON_DEMAND if odp else 0)
+    access = mr_access(ctx, nic) | (IB_ACCESS_ON_DEMAND if odp else 0)
     mr = ctx.call_nowait(ctx.proc.ibv_reg_dmabuf_mr, nic, fd, 0, length, access)
     if wait:
         yield from ctx.wait_pending()
@@ -98,7 +107,7 @@ def register_host(
 ) -> Generator[simpy.Event, Any, tuple[HostMemoryRegion, float]]:
     """``ibv_reg_mr`` of a pinned host bounce buffer (charged to ``pinned_vm`` against
     RLIMIT_MEMLOCK); costs ``reg.host.fixed`` + ``reg.host.per_byte`` × length (§6.1)."""
-    mr = ctx.call_nowait(ctx.proc.ibv_reg_mr, length, ACCESS, nic=nic)
+    mr = ctx.call_nowait(ctx.proc.ibv_reg_mr, length, mr_access(ctx, nic), nic=nic)
     cost = ctx.cost.reg.host.fixed + ctx.cost.reg.host.per_byte * length
     yield ctx.sleep(0)
     return mr, cost

@@ -17,7 +17,18 @@ from typing import Any, Generic, TypeVar
 from pinlab.plugins import PluginRegistry, describe
 from pinlab.sim.engine import Ctx, Simulation, Tenant
 from pinlab.sim.metrics import MetricSpec, TenantResult, declared
-from pinlab.sim.workloads import allreduce, desktop, kv_transfer, perftest, pressure
+from pinlab.sim.workloads import (
+    allreduce,
+    desktop,
+    gdrcopy,
+    kv_transfer,
+    nccl,
+    nvbandwidth,
+    p2p,
+    perftest,
+    pressure,
+    reg_mr,
+)
 from pinlab.sim.workloads.base import Gen, WorkloadParams
 
 P = TypeVar("P", bound=WorkloadParams)
@@ -89,6 +100,36 @@ WORKLOADS: PluginRegistry[str, WorkloadDef[Any, Any]] = _table(
         pressure.PressureResult,
         pressure.pressure,
         "allocation bursts that force eviction",
+    ),
+    WorkloadDef(
+        nvbandwidth.NvbandwidthParams,
+        nvbandwidth.NvbandwidthResult,
+        nvbandwidth.nvbandwidth,
+        "nvbandwidth test cases: host/device copies by copy engines or kernels, as matrices",
+    ),
+    WorkloadDef(
+        p2p.P2pParams,
+        p2p.P2pResult,
+        p2p.p2p,
+        "p2pBandwidthLatencyTest: GPU-to-GPU bandwidth and latency, P2P disabled and enabled",
+    ),
+    WorkloadDef(
+        nccl.NcclParams,
+        nccl.NcclResult,
+        nccl.nccl,
+        "NCCL all-reduce over a size sweep (all_reduce_perf): rings over NVLink, PCIe and NICs",
+    ),
+    WorkloadDef(
+        gdrcopy.GdrcopyParams,
+        gdrcopy.GdrcopyResult,
+        gdrcopy.gdrcopy,
+        "gdrcopy copylat: CPU stores into and loads from a GPU BAR mapping, by size",
+    ),
+    WorkloadDef(
+        reg_mr.RegMrParams,
+        reg_mr.RegMrResult,
+        reg_mr.reg_mr,
+        "one timed memory registration after device memory registered before (reg_mr)",
     ),
 )
 """Workloads by name (``workload = "allreduce"`` in a scenario file): the built-in ones, then

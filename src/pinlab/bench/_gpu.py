@@ -1,0 +1,102 @@
+"""What the GPU tools (``nvbandwidth``, ``p2p``, ``nccl-tests``, ``gdrcopy``) share: argument
+parsing whose errors are one :class:`~pinlab.errors.ConfigError` line, the simulation of a
+platform with the user's cost overrides and seed, running workloads to completion, and the
+devices' names and PCI addresses as the tools print them."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+from pinlab.errors import ConfigError
+from pinlab.platform.cluster import ClusterSpec, FabricSpec
+from pinlab.platform.presets import resolve_platform
+from pinlab.platform.spec import PlatformSpec
+from pinlab.platform.topology import Machine
+from pinlab.sim.engine import Simulation, Tenant
+from pinlab.sim.workloads import WORKLOADS, WorkloadParams, spawn
+
+__all__ = ["ToolParser", "bus_id", "parse_sets", "run_tenants", "simulation"]
+
+_FOREVER = 1e9
+"""Simulated seconds a tool runs for at most (the workloads finish long before; the sampler
+ticks only once)."""
+
+
+class ToolParser(argparse.ArgumentParser):
+    """``argparse`` for a real tool's flags: a bad flag or value is one ``ConfigError`` naming
+    the tool, the flag and what was expected (no usage dump, no exit)."""
+
+    def __init__(self, tool: str, **kwargs: Any) -> None:
+        super().__init__(prog=tool, add_help=False, allow_abbrev=False, **kwargs)
+        self.tool = tool
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(self.tool, "arguments", message)
+
+    def fail(self, flag: str, expected: str, found: object) -> NoReturn:
+        """One line: ``<tool>: <flag>: expected <expected>, found <found>``."""
+        raise ConfigError(self.tool, flag, f"expected {expected}, found {found!r}")
+
+
+def parse_sets(sets: Sequence[str]) -> dict[str, str]:
+    """``["key=value", ...]`` → cost overrides (validated later by the cost model)."""
+    out: dict[str, str] = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("--set", item, "expected KEY=VALUE with a cost-model key")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def simulation(
+    platform: str,
+    platform_params: Mapping[str, Any],
+    *,
+    nodes: int | None,
+    sets: Sequence[str],
+    seed: int,
+) -> Simulation:
+    """The simulation of ``platform`` (a preset name or a platform file, with its parameters),
+    as ``nodes`` identical nodes joined by a non-blocking fabric when ``nodes`` > 1, with the
+    ``sets`` cost overrides and ``seed``. ``ConfigError`` for a bad platform or key."""
+    spec = resolve_platform(platform, **dict(platform_params))
+    if nodes is not None and nodes > 1:
+        if isinstance(spec, ClusterSpec):
+            spec = spec.model_copy(update={"nodes": nodes})
+        else:
+            spec = ClusterSpec(
+                name=f"{spec.name}x{nodes}", nodes=nodes, node=spec, fabric=FabricSpec()
+            )
+    return Simulation(
+        spec, cost_overrides=dict(parse_sets(sets)), seed=seed, sample_interval=_FOREVER
+    )
+
+
+def node_spec(sim: Simulation) -> PlatformSpec:
+    """The (first) node's description."""
+    return sim.node().machine.spec
+
+
+def run_tenants(sim: Simulation, params: WorkloadParams, *, per_node: bool = False) -> list[Tenant]:
+    """Start workload ``params`` (one tenant, or one per node with ``per_node``) and run the
+    simulation until they are done; ``ConfigError`` if one failed."""
+    WORKLOADS[params.workload]  # the workload exists
+    nodes = list(sim.nodes) if per_node else [next(iter(sim.nodes))]
+    tenants = [spawn(sim, f"{params.workload}-{n}", params, node=n) for n in nodes]
+    try:
+        sim.run(_FOREVER)
+    except (KeyError, ValueError) as e:
+        raise ConfigError(params.workload, "run", str(e).strip("'\"")) from None
+    for t in tenants:
+        if t.error is not None:
+            raise ConfigError(params.workload, t.name, f"the workload failed: {t.error}")
+    return tenants
+
+
+def bus_id(machine: Machine, device: str) -> tuple[int, int, int]:
+    """(domain, bus, device) of a device's PCI function, as CUDA reports them."""
+    domain, bus, slot, _fn = machine.pdevs[device].bdf
+    return domain, bus, slot
