@@ -136,3 +136,31 @@ def test_robust_options_need_robust(capsys: pytest.CaptureFixture[str]) -> None:
     assert "expected with --robust" in capsys.readouterr().err
     assert main(["run", "efa-gaudi", "--robust", "--robust-samples", "-1"]) == 2
     assert "--robust-samples: expected a number >= 0" in capsys.readouterr().err
+
+
+def test_suite_report_has_a_robustness_section() -> None:
+    from pinlab.report.html import render_suite_html
+    from tests.report.test_html import _suite
+
+    page = render_suite_html(_suite())
+    assert 'id="robustness"' in page and "Not run: <code>pinlab run --robust</code>" in page
+    flip = {
+        "case": "high end",
+        "changes": {"odp.fault": "3ms"},
+        "verdict": "FAILED",
+        "explanation": "Failed: stall 1.2 s < 1 s.",
+    }
+    entry = {
+        "scenario": "toy",
+        "nominal": "HELD",
+        "summary": "flips to FAILED at 1 of 3 re-judgements",
+        "varied": ["odp.fault"],
+        "cases": 3,
+        "samples": 1,
+        "seed": 0,
+        "flips": [flip],
+        "errors": [],
+    }
+    page = render_suite_html(_suite(), robustness=[entry])
+    assert "flips to FAILED at 1 of 3 re-judgements" in page
+    assert "<code>odp.fault = 3ms</code>" in page and "Failed: stall 1.2 s &lt; 1 s." in page
