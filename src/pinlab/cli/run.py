@@ -287,7 +287,7 @@ def _save(
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.report.verdict import claim_line, compare_table, verdict_table
+    from pinlab.report.verdict import claim_line, compare_table, randomness_line, verdict_table
     from pinlab.scenarios import runner
 
     sets = tuple(args.set or ())
@@ -359,7 +359,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             suite.append((results, verdict))
             if verdict.judged and not verdict.held:
                 failed.append(verdict)
-            reporter.print(verdict_table(verdict), claim_line(verdict), "")
+            reporter.print(
+                verdict_table(verdict), claim_line(verdict), randomness_line(results), ""
+            )
             if args.compare_profile:
                 tick.begin(f"{cfg.name} @ {args.compare_profile}")
                 other, verdict_b = _run_scenario(
