@@ -67,7 +67,7 @@ def _values(path: Path, variant: str, seed: int) -> tuple[dict[str, float], list
 def test_poisson_arrivals_differ_across_seeds_and_repeat_per_seed(scenario: Path) -> None:
     a, sources, text = _values(scenario, "poisson", 1)
     b, _, text_b = _values(scenario, "poisson", 2)
-    again, _, text_again = _values(scenario, "poisson", 1)
+    _, _, text_again = _values(scenario, "poisson", 1)
     # the Poisson workload and the desktop app's arrival process both drew from their streams
     assert sources == ["app/arrivals", "kv/arrivals"]
     assert a != b  # replications differ
