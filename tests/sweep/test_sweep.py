@@ -34,6 +34,8 @@ metrics = ["tenant.hog.pinned_bytes", "global.*"]
 
 [fixed]
 "scenario.duration" = "6s"
+# a stochastic source, so that the seeds replicate (a deterministic point runs once)
+"tenants.app1.params.arrivals" = "poisson"
 
 [factors]
 '{CAP}' = ["drm/{{gpu0}}/vram 1GiB", "drm/{{gpu0}}/vram 2GiB"]

@@ -210,17 +210,73 @@ def _run_scenario(
     profile: str | None,
     seed: int | None,
     tick: Callable[[str], None],
+    reads: dict[str, frozenset[str]] | None = None,
 ) -> tuple[list[RunResult], Verdict]:
-    """``runner.run_scenario``, its configuration errors as one-line user errors."""
+    """``runner.run_scenario``, its configuration errors as one-line user errors. With
+    ``reads`` (``--robust``), each variant's cost-parameter reads are recorded into it."""
     from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
     try:
+        if reads is not None:
+            from pinlab.sweep.robust import run_nominal
+
+            results, verdict, recorded = run_nominal(
+                cfg, variants, profile=profile, seed=seed, progress=tick
+            )
+            reads.update(recorded)
+            return results, verdict
         return runner.run_scenario(
             cfg, variants=variants, profile=profile, seed=seed, progress=tick
         )
     except ConfigError as e:
         raise UserError(str(e)) from None
+
+
+def _robustness(
+    args: argparse.Namespace,
+    plans: list[Any],
+    out: Path,
+    stderr: Console,
+) -> list[Any]:
+    """``--robust``: run every plan's cases as one sweep under ``out/robust``; the
+    :class:`~pinlab.sweep.robust.Robustness` of each claim."""
+    from pinlab.errors import ConfigError
+    from pinlab.sweep import PointError
+    from pinlab.sweep.robust import assess, count_runs, run_plans
+
+    progress = progress_bar(stderr, args.quiet)
+    with progress:
+        task = progress.add_task("robustness", total=count_runs(plans))
+
+        def tick(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            done = run_plans(plans, out, jobs=args.jobs, dask=args.dask, progress=tick)
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        except PointError as e:
+            if e.user:
+                raise UserError(str(e)) from None
+            raise UserError(f"--robust: a rerun failed: {e}") from None
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write the reruns: {e.strerror or e}") from None
+    return [assess(p, done) for p in plans]
+
+
+def robustness_lines(items: Sequence[Any]) -> list[str]:
+    """The per-claim robustness lines ``pinlab run --robust`` prints."""
+    lines = []
+    for r in items:
+        varied = f"{len(r.varied)} low-confidence parameters, {r.cases} re-judgements"
+        lines.append(f"robustness {r.scenario} ({r.nominal}; {varied}): {r.summary()}")
+        lines += [f"  {line}" for line in r.details()]
+        if r.fixed:
+            lines.append(f"  fixed by the scenario (not varied): {', '.join(r.fixed)}")
+        if r.unranged:
+            lines.append(f"  low confidence but no range to vary: {', '.join(r.unranged)}")
+    return lines
 
 
 def progress_bar(stderr: Console, quiet: bool) -> Progress:
@@ -273,7 +329,7 @@ def _save(
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.report.verdict import claim_line, compare_table, verdict_table
+    from pinlab.report.verdict import claim_line, compare_table, randomness_line, verdict_table
     from pinlab.scenarios import runner
 
     sets = tuple(args.set or ())
@@ -283,6 +339,19 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     configs = _load_configs(names, sets, args.platform, args.map or (), args.policy)
     plan = _plan(configs, args.variant)
     _check_profiles(plan, args.profile, args.compare_profile)
+    robust = bool(args.robust)
+    if not robust and (args.robust_samples is not None or args.jobs is not None or args.dask):
+        raise UserError("--robust-samples, --jobs and --dask: expected with --robust")
+    if robust and args.platform is not None:
+        raise UserError("--robust: expected a scenario's own platform, found --platform")
+    if args.robust_samples is not None and args.robust_samples < 0:
+        raise UserError(f"--robust-samples: expected a number >= 0, found {args.robust_samples}")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
+    if args.json and not robust:
+        raise UserError("--json: expected with --robust (the robustness as JSON)")
+    plans: list[Any] = []
+    quiet = args.quiet or args.json
     out = Path(args.out)
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
         console = Console(width=max(console.width, 160))
@@ -291,16 +360,36 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     failed: list[Verdict] = []
     suite: list[tuple[list[RunResult], Verdict]] = []
     written = 0
-    progress = progress_bar(stderr, args.quiet)
-    reporter = _Reporter(console, progress, args.quiet)
+    progress = progress_bar(stderr, quiet)
+    reporter = _Reporter(console, progress, quiet)
     total = sum(len(variants) for _, variants in plan) * runs_per_variant
     with progress:
         task = progress.add_task("pinlab run", total=total)
         tick = _Ticker(progress, task)
         for cfg, variants in plan:
             tick.begin(cfg.name)
-            results, verdict = _run_scenario(cfg, variants, args.profile, args.seed, tick)
+            reads: dict[str, frozenset[str]] | None = {} if robust else None
+            results, verdict = _run_scenario(cfg, variants, args.profile, args.seed, tick, reads)
             tick.end(len(variants))
+            if reads is not None:
+                from pinlab.sweep.robust import DEFAULT_SAMPLES
+                from pinlab.sweep.robust import plan as robust_plan
+
+                samples = DEFAULT_SAMPLES if args.robust_samples is None else args.robust_samples
+                plans.append(
+                    robust_plan(
+                        cfg,
+                        results,
+                        verdict,
+                        reads,
+                        samples=samples,
+                        seed=args.seed if args.seed is not None else 0,
+                        profile=args.profile,
+                        run_seed=args.seed,
+                        sets=sets,
+                        ref=args.scenario or cfg.name,
+                    )
+                )
             written += _save(
                 results,
                 out,
@@ -313,7 +402,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             suite.append((results, verdict))
             if verdict.judged and not verdict.held:
                 failed.append(verdict)
-            reporter.print(verdict_table(verdict), claim_line(verdict), "")
+            reporter.print(
+                verdict_table(verdict), claim_line(verdict), randomness_line(results), ""
+            )
             if args.compare_profile:
                 tick.begin(f"{cfg.name} @ {args.compare_profile}")
                 other, verdict_b = _run_scenario(
@@ -338,14 +429,26 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                     if result.variant in by_variant:
                         tables += [compare_table(result, by_variant[result.variant]), ""]
                 reporter.print(*tables)
+    robustness = _robustness(args, plans, out, stderr) if robust else []
+    if robustness:
+        if args.json:
+            import json
+
+            doc = {"robustness": [r.to_json() for r in robustness]}
+            print(json.dumps(doc, indent=2, sort_keys=True))
+        elif not args.quiet:
+            for line in robustness_lines(robustness):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
     if not args.no_report and len(suite) > 1:
         from pinlab.report.html import write_suite_report
 
         try:
-            page = write_suite_report(out, suite)
+            page = write_suite_report(
+                out, suite, robustness=[r.to_json() for r in robustness] if robust else None
+            )
         except OSError as e:
             raise UserError(f"--out {out}: cannot write the report: {e.strerror or e}") from None
-        if not args.quiet:
+        if not quiet:
             console.print(f"report: {page}", markup=False, highlight=False)
     for verdict in failed:
         stderr.print(
@@ -355,7 +458,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             highlight=False,
             soft_wrap=True,
         )
-    if not args.quiet:
+    if not quiet:
         unjudged = sum(1 for _, v in suite if not v.judged)
         held = len(plan) - len(failed) - unjudged
         console.print(
@@ -487,5 +590,29 @@ def add_parsers(sub: Any) -> None:
         type=_trace_max_arg,
         metavar="N",
         help="cap trace.json at N events, coarsening the finest first (default 200000)",
+    )
+    robust = run.add_argument_group(
+        "robustness",
+        "re-judge each claim with every low-confidence cost parameter its runs read at both "
+        "ends of its range, then at a Latin-hypercube sample of them together "
+        "(reruns: a sweep in DIR/robust/)",
+    )
+    robust.add_argument(
+        "--robust", action="store_true", help="re-judge each claim across the parameter ranges"
+    )
+    robust.add_argument(
+        "--robust-samples",
+        type=int,
+        metavar="N",
+        help="Latin-hypercube points per scenario (default 4; 0: range ends only)",
+    )
+    robust.add_argument(
+        "--jobs", type=int, metavar="N", help="local worker processes for the reruns"
+    )
+    robust.add_argument(
+        "--dask", metavar="local|ADDRESS", help="run the reruns on Dask distributed"
+    )
+    robust.add_argument(
+        "--json", action="store_true", help="print the robustness as JSON (no tables)"
     )
     run.set_defaults(func=_cmd_run)

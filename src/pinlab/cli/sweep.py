@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-if TYPE_CHECKING:
-    from pinlab.sweep import Sweep
-
-
 from pinlab.cli.common import UserError
 from pinlab.cli.run import progress_bar
+
+if TYPE_CHECKING:
+    from pinlab.sweep import Sweep
 
 RICH_TABLE_MAX = 1000
 """Above this many points ``--dry-run`` prints tab-separated lines: rich lays a table out
@@ -97,7 +96,30 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             return 1
         except OSError as e:
             raise UserError(f"--out {out}: cannot write the sweep: {e.strerror or e}") from None
+    analysis = outcome.analysis
+    if analysis is not None and outcome.rows:
+        from pinlab.report.sweep import write_sweep_report
+
+        try:
+            write_sweep_report(
+                out,
+                sweep.name,
+                sweep.source,
+                records=analysis.summary,
+                factors=sweep.factor_names,
+                units=analysis.units,
+                rows=outcome.rows,
+                points=outcome.total,
+                warnings=analysis.warnings,
+                note=analysis.note,
+            )
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write the report: {e.strerror or e}") from None
+        for line in analysis.warnings:
+            stderr.print(f"pinlab: warning: {line}", markup=False, highlight=False, soft_wrap=True)
     if not args.quiet:
+        if analysis is not None and analysis.note:
+            console.print(f"note: {analysis.note}", markup=False, highlight=False, soft_wrap=True)
         state = (
             "complete"
             if outcome.complete
@@ -106,7 +128,7 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         console.print(
             f"{sweep.name}: {outcome.rows}/{outcome.total} points ({outcome.ran} run now, "
             f"{outcome.skipped} already done; {state}) -> {out}/results.parquet, "
-            f"{out}/results.csv",
+            f"{out}/results.csv, {out}/summary.csv, {out}/results.html",
             markup=False,
             highlight=False,
             soft_wrap=True,
@@ -121,8 +143,10 @@ def add_parsers(sub: Any) -> None:
         description=(
             "Run every point of a sweep file on a local process pool (or a Dask cluster) and "
             "write DIR/results.parquet and DIR/results.csv, one row per point with the "
-            "configuration as columns. Finished points are kept in DIR/points/: run again "
-            "after an interruption and only the missing points run."
+            "configuration as typed columns, DIR/summary.csv (mean, spread, n by factor) and "
+            "DIR/results.html (plots of each metric vs each factor). A point whose run is "
+            "deterministic is not replicated over seeds. Finished points are kept in "
+            "DIR/points/: run again after an interruption and only the missing points run."
         ),
     )
     sweep.add_argument(

@@ -536,6 +536,7 @@ def render_suite_html(
     run_files: Mapping[str, Sequence[str]] | None = None,
     bar_metrics: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     title: str = "pinlab: the 2021 dma_buf_pin debate, replayed",
+    robustness: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """One page for a suite of scenarios, to be written at the output root.
 
@@ -545,7 +546,9 @@ def render_suite_html(
     only to those files, one without is linked to ``report.html`` and :data:`DEFAULT_LINKS`.
     A second run of the same variant in one entry is taken to be a ``--compare-profile``
     rerun (``<variant>@<profile>``). ``bar_metrics`` overrides, per scenario, the
-    (metric pattern, title) bar charts (default :func:`suite_bar_metrics`).
+    (metric pattern, title) bar charts (default :func:`suite_bar_metrics`). ``robustness``
+    holds ``pinlab run --robust``'s result per claim (``Robustness.to_json()`` of
+    :mod:`pinlab.sweep.robust`) for the page's Robustness section; None: not run.
     """
     scenarios: list[_Scenario] = []
     for k, (results, verdict) in enumerate(entries):
@@ -608,6 +611,7 @@ def render_suite_html(
         held=held,
         failed=len(scenarios) - held,
         expected_images=sum(len(s.plots) for s in scenarios),
+        robustness=list(robustness) if robustness is not None else None,
     )
 
 
@@ -673,9 +677,11 @@ def write_suite_report(
     entries: Sequence[tuple[Sequence[RunResult], Verdict]],
     *,
     camps: Mapping[str, str] | None = None,
+    robustness: Sequence[Mapping[str, Any]] | None = None,
 ) -> Path:
     """Render the suite page for ``entries`` into ``<out>/report.html`` (atomically), linking
-    each run's files that exist under ``out``. Returns the page's path."""
+    each run's files that exist under ``out`` (``robustness``: :func:`render_suite_html`).
+    Returns the page's path."""
     out = Path(out)
     run_files: dict[str, list[str]] = {}
     for results, _ in entries:
@@ -685,5 +691,5 @@ def write_suite_report(
             seen.add(r.variant)
             if (out / path).is_dir():
                 run_files[path] = _dir_files(out / path)
-    html = render_suite_html(entries, camps=camps, run_files=run_files)
+    html = render_suite_html(entries, camps=camps, run_files=run_files, robustness=robustness)
     return write_report(out / REPORT_FILE, html)

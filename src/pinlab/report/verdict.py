@@ -14,6 +14,7 @@ the signed difference in the same unit and, where profile A's value is not zero,
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -66,6 +67,19 @@ def claim_line(verdict: Verdict, *, prefix: str = "") -> Text:
     if verdict.explanation:
         line.append(f": {verdict.explanation}")
     return line
+
+
+def randomness_line(results: Sequence[RunResult]) -> str:
+    """``randomness: deterministic ...`` when no stochastic source drew in any of the runs,
+    else the seeded sources that did (``<tenant>/<source>``), by variant where they differ."""
+    by_variant = {r.variant: tuple(r.random_sources) for r in results}
+    if not any(by_variant.values()):
+        return "randomness: deterministic (no stochastic source; every seed gives these runs)"
+    sources = set(by_variant.values())
+    if len(sources) == 1:
+        return f"randomness: seeded sources {', '.join(next(iter(sources)))}"
+    parts = [f"{v}: {', '.join(src) or 'none'}" for v, src in by_variant.items()]
+    return f"randomness: seeded sources by variant ({'; '.join(parts)})"
 
 
 def render_verdict(verdict: Verdict, console: Console) -> None:

@@ -68,6 +68,13 @@ class RunResult:
     metrics: dict[str, Metric]
     recorder: Recorder
     stale_incidents: int = 0
+    random_sources: list[str] = field(default_factory=list)
+    """The stochastic sources that drew (``"<tenant>/<source>"``); empty: deterministic."""
+
+    @property
+    def deterministic(self) -> bool:
+        """No stochastic source drew: every seed gives this same run."""
+        return not self.random_sources
 
     def metric(self, name: str) -> float | int:
         """The value of ``name``; ``KeyError`` naming the known metrics when absent."""
@@ -88,6 +95,10 @@ class RunResult:
             "profile": self.profile,
             "seed": self.seed,
             "duration": {"value": self.duration, "unit": "s"},
+            "randomness": {
+                "deterministic": self.deterministic,
+                "sources": list(self.random_sources),
+            },
             "metrics": {k: self.metrics[k].to_json() for k in sorted(self.metrics)},
         }
 

@@ -529,6 +529,7 @@ def run_variant(
         metrics=metrics,
         recorder=sim.recorder,
         stale_incidents=sim.stale_incidents(),
+        random_sources=sim.random_sources,
     )
 
 

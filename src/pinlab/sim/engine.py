@@ -21,20 +21,21 @@ What a tenant achieved is reported by the tenant itself (:meth:`Tenant.report`);
 engines report their moves; :meth:`Simulation.teardown` ends every process and reports what a
 real kernel would leak.
 
-Determinism: one seeded ``random.Random`` per tenant (derived from the run seed and the tenant
-name), SimPy's FIFO event order, and no wall-clock reads -- the same scenario and seed give the
-same results, byte for byte.
+Determinism: every stochastic source draws from its own seeded numpy generator
+(:class:`~pinlab.sim.randomness.Streams`: derived from the run seed and the component's name,
+``ctx.random(source)``), SimPy's FIFO event order, and no wall-clock reads -- the same scenario
+and seed give the same results, byte for byte; :attr:`Simulation.random_sources` lists the
+sources that drew (none: the run is deterministic).
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
+import numpy as np
 import simpy
 
 from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuMoveStats
@@ -63,6 +64,7 @@ from pinlab.sim.metrics import (
     report_fields,
     track_name,
 )
+from pinlab.sim.randomness import Streams
 from pinlab.sim.sampling import Sampler
 from pinlab.uapi.process import Process
 
@@ -71,11 +73,6 @@ Run = Callable[["Ctx"], Generator[simpy.Event, Any, Any]]
 """What a tenant runs: a generator function of its :class:`Ctx`."""
 
 SINGLE_NODE = "node"
-
-
-def _seed(run_seed: int, name: str) -> int:
-    digest = hashlib.sha256(f"{run_seed}:{name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
 
 
 @dataclass(slots=True)
@@ -170,6 +167,7 @@ class Simulation:
     ) -> None:
         self.env = simpy.Environment()
         self.seed = seed
+        self.streams = Streams(seed)
         self.net = FlowNetwork(self.env)
         self.recorder = Recorder()
         self.sample_interval = sample_interval
@@ -309,7 +307,7 @@ class Simulation:
         state = self.node(node)
         proc = state.machine.system.spawn(name, **(process_args or {}))
         stats = self.recorder.tenant(name)
-        ctx = Ctx(self, state, proc, stats, random.Random(_seed(self.seed, name)))
+        ctx = Ctx(self, state, proc, stats, name)
         tenant = Tenant(name, state.name, proc, stats, result or TenantResult(), ctx)
         self.tenants[name] = tenant
         self._by_process[(state.name, proc.pid)] = tenant
@@ -392,6 +390,12 @@ class Simulation:
         self.sample()
         return self.recorder
 
+    @property
+    def random_sources(self) -> list[str]:
+        """The stochastic sources that drew in this run (``"<tenant>/<source>"``), sorted;
+        empty: the run is deterministic and its seed changes nothing."""
+        return self.streams.sources
+
     def stale_incidents(self) -> int:
         return sum(len(n.machine.system.detector.incidents) for n in self.nodes.values())
 
@@ -424,7 +428,7 @@ class Ctx:
         node: NodeState,
         proc: Process,
         stats: TenantStats,
-        rng: random.Random,
+        name: str,
     ) -> None:
         self.sim = sim
         self.env = sim.env
@@ -433,7 +437,13 @@ class Ctx:
         self.cost = node.machine.cost
         self.proc = proc
         self.stats = stats
-        self.rng = rng
+        self.name = name
+
+    def random(self, source: str) -> np.random.Generator:
+        """The seeded generator of this tenant's stochastic ``source`` (``"arrivals"``,
+        ``"odp-tail"``, ...): :meth:`Streams.generator` of ``"<tenant>/<source>"``. Ask for it
+        only where a number is drawn: asking makes the run stochastic."""
+        return self.sim.streams.generator(f"{self.name}/{source}")
 
     @property
     def now(self) -> float:

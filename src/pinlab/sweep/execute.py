@@ -4,9 +4,15 @@ Layout of a sweep's directory (``--out``, default ``pinlab-sweeps/<name>``)::
 
     points/<id>.json   one finished point: its spec, its row and the metrics' units;
                        written atomically (temp + os.replace) the moment the point finishes
-    results.parquet    the table: one row per point, sorted by point index
+    results.parquet    the table: one row per point, sorted by point index, typed columns
     results.csv        the same table as CSV (floats as repr, so it round-trips)
-    units.json         metric column -> unit (also in the Parquet schema metadata)
+    units.json         metric and factor column -> unit (also in the Parquet metadata)
+    summary.parquet    per factor value and variant, each metric's mean, spread, min, max, n
+    summary.csv        the same as CSV
+    notes.json         points not replicated (deterministic runs) and warnings
+    results.html       the summary with plots (written by ``pinlab sweep``)
+
+The tables are :mod:`pinlab.sweep.table`'s.
 
 On start the point files already there are read and their points skipped, so a sweep killed
 at any moment and run again finishes the rest; since a point's file is named by its id and
@@ -29,8 +35,6 @@ before it are recorded before the failure is raised.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
@@ -42,30 +46,23 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from pinlab import fsutil, provenance
+from pinlab import fsutil
 from pinlab.errors import ConfigError
 from pinlab.sweep.spec import Point, Sweep
+from pinlab.sweep.table import META_COLUMNS, Analysis, build_table, write_table
 
 __all__ = [
     "META_COLUMNS",
+    "Analysis",
     "PointError",
     "SweepOutcome",
     "build_table",
     "run_point",
     "run_sweep",
+    "write_table",
 ]
 
-META_COLUMNS: tuple[str, ...] = ("point", "point_id", "scenario", "variant", "profile", "seed")
-"""The columns every sweep table starts with."""
-
 POINTS_DIR = "points"
-CSV_FILE = "results.csv"
-PARQUET_FILE = "results.parquet"
-UNITS_FILE = "units.json"
-INCOMPLETE_FILE = "INCOMPLETE"
-"""Present beside the tables while they hold fewer rows than the sweep has points (an
-interrupted or ``--max-points`` run): what is missing and how to finish."""
-
 RunPoint = Callable[[dict[str, Any]], dict[str, Any]]
 Progress = Callable[[int, int], None]
 Configs = dict[tuple[str, tuple[str, ...]], Any]
@@ -129,6 +126,7 @@ def run_point(spec: dict[str, Any], *, configs: Configs | None = None) -> dict[s
         "variant": result.variant,
         "profile": result.profile,
         "seed": result.seed,
+        "deterministic": result.deterministic,
     }
     row.update(spec["factors"])
     row.update({n: result.metrics[n].value for n in names})
@@ -167,108 +165,6 @@ def load_points(out: Path, sweep: Sweep) -> dict[str, dict[str, Any]]:
         if isinstance(doc, dict) and isinstance(doc.get("row"), dict):
             done[point.id] = {"row": doc["row"], "units": dict(doc.get("units") or {})}
     return done
-
-
-# -- the table ---------------------------------------------------------------------------------
-
-
-def build_table(
-    sweep: Sweep, done: dict[str, dict[str, Any]]
-) -> tuple[list[str], list[dict[str, Any]], dict[str, str]]:
-    """``(columns, rows, units)`` of the finished points, rows by point index. The ``point``
-    column is the point's index in the sweep as it is now."""
-    rows: list[dict[str, Any]] = []
-    units: dict[str, str] = {}
-    metric_names: set[str] = set()
-    for point in sweep.points:
-        rec = done.get(point.id)
-        if rec is None:
-            continue
-        row = dict(rec["row"])
-        row["point"] = point.index
-        rows.append(row)
-        units.update(rec["units"])
-        metric_names.update(rec["units"])
-    fixed = [*META_COLUMNS, *sweep.factor_names]
-    columns = fixed + sorted(metric_names - set(fixed))
-    return columns, rows, {k: units[k] for k in sorted(units)}
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
-
-
-def table_csv(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    """The table as CSV text (``\\n`` line ends, floats as ``repr``)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_cell(row.get(c)) for c in columns])
-    return buf.getvalue()
-
-
-def _column(values: list[Any]) -> Any:
-    """A pyarrow array: bool, int64, float64 or string, by what the values are."""
-    import pyarrow as pa
-
-    present = [v for v in values if v is not None]
-    if present and all(isinstance(v, bool) for v in present):
-        return pa.array(values, type=pa.bool_())
-    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return pa.array(values, type=pa.int64())
-    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
-        return pa.array([None if v is None else float(v) for v in values], type=pa.float64())
-    return pa.array([None if v is None else _cell(v) for v in values], type=pa.string())
-
-
-def table_parquet(
-    columns: Sequence[str], rows: Sequence[dict[str, Any]], units: dict[str, str]
-) -> bytes:
-    """The table as Parquet bytes; the units are in the schema metadata (``pinlab.units``),
-    with the version and command that wrote it (``pinlab``, :mod:`pinlab.provenance`)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    arrays = [_column([row.get(c) for row in rows]) for c in columns]
-    table = pa.Table.from_arrays(arrays, names=list(columns))
-    table = table.replace_schema_metadata(
-        {
-            "pinlab.units": json.dumps(units, sort_keys=True),
-            "pinlab": json.dumps(provenance.stamp(), sort_keys=True),
-        }
-    )
-    sink = io.BytesIO()
-    pq.write_table(table, sink)
-    return sink.getvalue()
-
-
-def write_table(out: Path, sweep: Sweep, done: dict[str, dict[str, Any]]) -> int:
-    """Rebuild ``results.parquet``, ``results.csv`` and ``units.json`` from the finished
-    points, each atomically; the number of rows."""
-    columns, rows, units = build_table(sweep, done)
-    marker = out / INCOMPLETE_FILE
-    missing = len(sweep.points) - len(rows)
-    if missing:  # before the tables: a reader never sees partial tables without the marker
-        _write_atomic(
-            marker,
-            f"{len(rows)} of {len(sweep.points)} points; {missing} missing. Run the sweep "
-            "again to finish (finished points are kept).\n".encode(),
-        )
-    _write_atomic(out / PARQUET_FILE, table_parquet(columns, rows, units))
-    _write_atomic(out / CSV_FILE, table_csv(columns, rows).encode())
-    _write_atomic(out / UNITS_FILE, (json.dumps(units, indent=2, sort_keys=True) + "\n").encode())
-    if not missing:
-        marker.unlink(missing_ok=True)
-    return len(rows)
 
 
 # -- executors ---------------------------------------------------------------------------------
@@ -488,18 +384,15 @@ def _dask(
     import importlib
 
     dist: Any = importlib.import_module("distributed")
+    futures = client.map(
+        run, [p.spec() for p in points], key=[f"pinlab-point-{p.id}" for p in points]
+    )
+    by_key = {f.key: p for f, p in zip(futures, points, strict=True)}
     try:
-        futures = client.map(
-            run, [p.spec() for p in points], key=[f"pinlab-point-{p.id}" for p in points]
-        )
-        by_key = {f.key: p for f, p in zip(futures, points, strict=True)}
-        try:
-            for fut in dist.as_completed(futures):
-                yield by_key[fut.key], fut.result()
-        finally:
-            client.cancel(futures)
+        for fut in dist.as_completed(futures):
+            yield by_key[fut.key], fut.result()
     finally:
-        _close(client, cluster)
+        client.cancel(futures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,10 +404,31 @@ class SweepOutcome:
     ran: int
     rows: int
     out: Path
+    unreplicated: int = 0
+    """Points not run because their replication would repeat a deterministic run."""
+    analysis: Analysis | None = None
 
     @property
     def complete(self) -> bool:
         return self.rows == self.total
+
+
+def _replicas(sweep: Sweep) -> dict[str, Point]:
+    """Each point that replicates another (same scenario, variant, profile, factors and
+    fixed values; another seed) -> the first point of its group."""
+    first: dict[str, Point] = {}
+    out: dict[str, Point] = {}
+    for p in sweep.points:
+        key = json.dumps([p.scenario_ref, p.variant, p.profile, p.factors, p.fixed], sort_keys=True)
+        if key in first:
+            out[p.id] = first[key]
+        else:
+            first[key] = p
+    return out
+
+
+def _deterministic(rec: dict[str, Any] | None) -> bool:
+    return rec is not None and rec["row"].get("deterministic") is True
 
 
 def run_sweep(
@@ -533,8 +447,10 @@ def run_sweep(
     ``jobs`` -- process-pool size (default ``os.cpu_count()``; 1 runs in this process);
     ``dask`` -- ``"local"`` or a scheduler address instead of the pool; ``max_points`` -- run
     at most this many (the rest on the next run); ``progress(done, total)`` after each point.
-    On any failure the finished points stay recorded and the table is rebuilt before the
-    error propagates."""
+    The first seed of every group of replications runs first; a group whose first run was
+    deterministic (no stochastic source drew) is not replicated -- its other seeds would
+    repeat it -- and ``notes.json`` says so. On any failure the finished points stay
+    recorded and the table is rebuilt before the error propagates."""
     out = Path(out)
     connection = _dask_connect(dask) if dask is not None else None
     created = not out.exists()
@@ -546,40 +462,71 @@ def run_sweep(
         raise
     done = load_points(out, sweep)
     skipped = len(done)
-    todo = [p for p in sweep.points if p.id not in done]
-    if max_points is not None:
-        todo = todo[: max(0, max_points)]
+    replicas = _replicas(sweep)
+    budget = None if max_points is None else max(0, max_points)
     total = len(sweep.points)
-    if progress is not None:
-        progress(skipped, total)
-    if not todo:
-        executor: Iterator[tuple[Point, dict[str, Any]]] = iter(())
+    ran = 0
+    unreplicated: list[str] = []
+
+    def execute(todo: list[Point]) -> None:
+        nonlocal ran, budget
+        if budget is not None:
+            todo = todo[:budget]
+            budget -= len(todo)
+        if not todo:
+            return
+        if connection is not None:
+            executor: Iterator[tuple[Point, dict[str, Any]]] = _dask(todo, run, *connection)
+        else:
+            n = jobs if jobs is not None else (os.cpu_count() or 1)
+            n = max(1, min(n, len(todo)))
+            executor = _serial(todo, run) if n == 1 else _local(todo, run, n)
+        try:
+            for point, result in executor:
+                save_point(out, point, result)
+                done[point.id] = result
+                ran += 1
+                if progress is not None:
+                    progress(skipped + ran + len(unreplicated), total)
+        finally:
+            close = getattr(executor, "close", None)
+            if close is not None:
+                close()
+
+    analysis = Analysis(0)
+    try:
+        if progress is not None:
+            progress(skipped, total)
+        execute([p for p in sweep.points if p.id not in done and p.id not in replicas])
+        later = []
+        for p in sweep.points:
+            first = replicas.get(p.id)
+            if first is None:
+                continue
+            if _deterministic(done.get(first.id)):
+                unreplicated.append(p.id)
+                done.pop(p.id, None)  # a replication of an older run of the sweep
+            elif p.id not in done and first.id in done:
+                later.append(p)
+        if progress is not None and unreplicated:
+            progress(skipped + ran + len(unreplicated), total)
+        execute(later)
+    finally:
         if connection is not None:
             _close(*connection)
-    elif connection is not None:
-        executor = _dask(todo, run, *connection)
-    else:
-        n = jobs if jobs is not None else (os.cpu_count() or 1)
-        n = max(1, min(n, len(todo)))
-        executor = _serial(todo, run) if n == 1 else _local(todo, run, n)
-    ran = 0
-    try:
-        for point, result in executor:
-            save_point(out, point, result)
-            done[point.id] = result
-            ran += 1
-            if progress is not None:
-                progress(skipped + ran, total)
-    finally:
-        close = getattr(executor, "close", None)
-        if close is not None:
-            close()
-        rows = 0
         if created and not done:
             shutil.rmtree(out, ignore_errors=True)  # nothing finished: leave nothing behind
         else:
-            rows = write_table(out, sweep, done)
-    return SweepOutcome(total=total, skipped=skipped, ran=ran, rows=rows, out=out)
+            analysis = write_table(out, sweep, done, unreplicated)
+    return SweepOutcome(
+        total=total - len(unreplicated),
+        skipped=skipped,
+        ran=ran,
+        rows=analysis.rows,
+        out=out,
+        unreplicated=len(unreplicated),
+        analysis=analysis,
+    )
 
 
 def _close(client: Any, cluster: Any) -> None:

@@ -204,13 +204,34 @@ def _combinations(source: str, mode: str, factors: dict[str, list[Any]]) -> list
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
+def _check_metrics(
+    source: str, patterns: list[str], cfg: ScenarioConfig, variants: list[str]
+) -> None:
+    """Every ``sweep.metrics`` entry must name (or, as an fnmatch pattern, match) a metric
+    some swept variant can report; else one line naming the known ones."""
+    for i, pattern in enumerate(patterns):
+        catalogs = [cfg.catalog(v) for v in variants]
+        if any(
+            c.matching(pattern) if set("*?[") & set(pattern) else c.lookup(pattern)
+            for c in catalogs
+        ):
+            continue
+        raise ConfigError(
+            source,
+            f"sweep.metrics[{i}]",
+            catalogs[0].unknown(pattern, f"of {cfg.name} variant {variants[0]}"),
+        )
+
+
 def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
     """Read, validate and expand a sweep file. Every scenario configuration the sweep will run
-    is loaded (and so validated) now; the first problem is one :class:`ConfigError` line.
+    is loaded (and so validated) now, and so are the metric names; the first problem is one
+    :class:`ConfigError` line.
 
     With ``validate_points=False`` (``pinlab sweep --dry-run``) only the first combination is
-    loaded -- enough to know the variants -- so that listing a sweep of :data:`MAX_POINTS`
-    points takes moments; the run validates them all before its first point."""
+    loaded -- enough to know the variants and the metrics -- so that listing a sweep of
+    :data:`MAX_POINTS` points takes moments; the run validates them all before its first
+    point."""
     path = Path(path)
     source = str(path)
     data = _read(path)
@@ -279,6 +300,7 @@ def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
                     f"expected distinct variants, found {show_value(variants)}",
                 )
             _check_size(source, sec.mode, doc.factors, len(variants), len(seeds))
+            _check_metrics(source, sec.metrics or [], cfg, variants)
     assert variants is not None
     metrics = tuple(sec.metrics) if sec.metrics is not None else None
     points: list[Point] = []

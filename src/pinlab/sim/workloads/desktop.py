@@ -18,6 +18,18 @@ from pinlab.sim.workloads.nic import default_device
 from pinlab.sim.workloads.paths import device_access
 from pinlab.units import Duration, Fraction, Size
 
+Arrivals = Literal["periodic", "poisson"]
+"""How a desktop client's events arrive: at a fixed gap, or as a Poisson process (exponential
+gaps with that mean, drawn from the tenant's seeded ``arrivals`` stream)."""
+
+
+def _gap(ctx: Ctx, mean: float, arrivals: Arrivals) -> float:
+    """The time to a client's next event."""
+    if arrivals == "periodic":
+        return mean
+    return float(ctx.random("arrivals").exponential(mean))
+
+
 # -- compositor ------------------------------------------------------------------------------------
 
 
@@ -33,6 +45,10 @@ class CompositorParams(WorkloadParams):
     framebuffer: Size = param("32MiB", "one framebuffer (4K XRGB8888)", unit="B", gt=0)
     realloc_every: Duration = param(
         "500ms", "a new client surface / resize: allocate a new framebuffer", unit="s", gt=0
+    )
+    arrivals: Arrivals = param(
+        "periodic",
+        "new surfaces every realloc_every, or as a Poisson process with that mean gap",
     )
     domain: str = param("vram", "GEM domain of the framebuffers", ref="domain")
 
@@ -64,7 +80,8 @@ class _Framebuffer:
 def compositor(ctx: Ctx, p: CompositorParams, r: CompositorResult) -> Gen:
     """A desktop compositor. At ``fps`` the display engine scans the current framebuffer out
     (``DisplayEngine.scan_frame``: the stale-DMA detector checks every frame). Every
-    ``realloc_every`` (a new client surface, a resize) it allocates a new framebuffer in
+    ``realloc_every`` (a new client surface, a resize; ``arrivals = "poisson"``: exponential
+    gaps with that mean) it allocates a new framebuffer in
     ``domain`` (GEM create + export + ``drmModeAddFB2``/flip, which pins it for the display)
     and drops the old one. An allocation the kernel refuses (``-ENOMEM`` when device memory is
     pinned full) is counted and retried every frame; each frame with a surface it could not
@@ -108,7 +125,7 @@ def compositor(ctx: Ctx, p: CompositorParams, r: CompositorResult) -> Gen:
                     yield from ctx.call(ctx.proc.close, current.fd)
                     yield from ctx.call(ctx.proc.gem_close, current.handle)
                 current = fb
-                next_realloc = ctx.now + p.realloc_every
+                next_realloc = ctx.now + _gap(ctx, p.realloc_every, p.arrivals)
                 pending = False
         if current is not None:
             display.scan_frame(current.scanout)
@@ -135,6 +152,9 @@ class AppParams(WorkloadParams):
     period: Duration = param("100ms", "time between touches", unit="s", gt=0)
     touch: Fraction = param(0.25, "fraction of the set touched per period", unit="ratio")
     retry: Duration = param("1s", "wait before retrying a failed allocation", unit="s", gt=0)
+    arrivals: Arrivals = param(
+        "periodic", "touches every period, or as a Poisson process with that mean gap"
+    )
     domain: str = param("vram", "GEM domain of the buffers", ref="domain")
 
     def events(self, duration: float) -> float:
@@ -152,7 +172,8 @@ class AppResult(TenantResult):
 
 def app(ctx: Ctx, p: AppParams, r: AppResult) -> Gen:
     """An application (a game, a CAD tool) with ``working_set`` bytes in ``buffers`` device
-    buffers. Every ``period`` it touches ``touch`` × the set: a command submission per buffer
+    buffers. Every ``period`` (``arrivals = "poisson"``: exponential gaps with that mean) it
+    touches ``touch`` × the set: a command submission per buffer
     (``Process.amdgpu_cs``: an evicted buffer moves back if there is room) and the GPU's reads
     at the rate of wherever the buffer is (device memory, or over PCIe after an eviction, §1
     item 4). Allocation failures are retried every ``retry``. Each touch is a transfer whose
@@ -183,4 +204,4 @@ def app(ctx: Ctx, p: AppParams, r: AppResult) -> Gen:
             yield from ctx.wait_pending()
             yield from device_access(ctx, device, loc, nbytes, write=False)
             ctx.stats.record_transfer(nbytes, ctx.now - t)
-        yield ctx.sleep(p.period - (ctx.now - start))
+        yield ctx.sleep(_gap(ctx, p.period, p.arrivals) - (ctx.now - start))

@@ -24,7 +24,7 @@ from pinlab.platform.gpu_model import bar_load_time, bar_store_time
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
 from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
-from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, cpu_bar_write_rate
+from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, cpu_bar_write_rate, jittered
 from pinlab.units import Size
 
 __all__ = ["CopylatRow", "GdrcopyParams", "GdrcopyResult", "gdrcopy"]
@@ -115,12 +115,9 @@ def gdrcopy(ctx: Ctx, p: GdrcopyParams, r: GdrcopyResult) -> Gen:
         for n in _sizes(p.size):
             base = fn(n)
             if p.legacy:
-                means = [base * ctx.rng.lognormvariate(0.0, spread / math.sqrt(iters))]
+                means = [jittered(ctx, spread / math.sqrt(iters), base)]
             else:
-                means = sorted(
-                    base * ctx.rng.lognormvariate(0.0, spread / math.sqrt(per))
-                    for _ in range(buckets)
-                )
+                means = sorted(jittered(ctx, spread / math.sqrt(per), base) for _ in range(buckets))
             yield ctx.sleep(sum(means) * per)
             mean = sum(means) / len(means)
             rows.append(CopylatRow(name, n, means[len(means) // 2], means[0], mean))

@@ -13,7 +13,6 @@ ratio fitted to a result.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 from typing import Literal
 
@@ -239,9 +238,11 @@ def run_copy(ctx: Ctx, flow: CopyFlow, nbytes: float, delay: float) -> Gen:
     return ctx.now
 
 
-def jittered(rng: random.Random, spread: float, value: float) -> float:
+def jittered(ctx: Ctx, spread: float, value: float) -> float:
     """``value`` × a lognormal draw of median 1 and shape ``spread`` (``gpucopy.jitter``): the
-    run-to-run variation of a GPU operation's latency, from the tenant's seeded generator."""
+    run-to-run variation of a GPU operation's latency, from the tenant's seeded ``jitter``
+    stream (``ctx.random("jitter")``; nothing is drawn, and the run stays deterministic, when
+    ``spread`` is 0)."""
     if spread <= 0 or value <= 0:
         return value
-    return value * rng.lognormvariate(0.0, spread)
+    return value * float(ctx.random("jitter").lognormal(0.0, spread))

@@ -106,7 +106,7 @@ def kv_transfer(ctx: Ctx, p: KvTransferParams, r: KvTransferResult) -> Gen:
         if p.rate > 0:
             while next_arrival <= ctx.now:
                 arrivals.append(next_arrival)
-                next_arrival += ctx.rng.expovariate(p.rate)
+                next_arrival += float(ctx.random("arrivals").exponential(1 / p.rate))
             if not arrivals:
                 yield ctx.sleep(next_arrival - ctx.now)
                 continue

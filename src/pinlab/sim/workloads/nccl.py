@@ -616,8 +616,8 @@ def _iteration(ctx: Ctx, p: NcclParams, coll: Collective[_Rank], plan: _Plan, si
     me = ctx.proc.comm
     spread = cost.gpucopy.jitter
     t0 = ctx.now
-    launch = sum(jittered(ctx.rng, spread, cost.nccl.launch) for _ in range(p.gpus_per_thread))
-    latency = launch + plan.base + sum(jittered(ctx.rng, spread, h) for h in plan.hops)
+    launch = sum(jittered(ctx, spread, cost.nccl.launch) for _ in range(p.gpus_per_thread))
+    latency = launch + plan.base + sum(jittered(ctx, spread, h) for h in plan.hops)
     mine = [(share * size, e) for share, e, owner in plan.edges if owner == me]
     n = len(coll.ranks)
     steps = ring_passes(p.collective) * (n - 1)

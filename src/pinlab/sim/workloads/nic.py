@@ -60,7 +60,7 @@ def nic_access(
     if result.faulted:
         odp = ctx.cost.odp
         t = odp.fault
-        if odp.tail_prob > 0 and ctx.rng.random() < odp.tail_prob:
+        if odp.tail_prob > 0 and ctx.random("odp-tail").random() < odp.tail_prob:
             t = odp.fault * odp.tail_multiplier
         t += odp.mtt_update_per_page * result.pages_faulted
         ctx.stats.odp_faults += 1

@@ -338,7 +338,7 @@ def _measure(
         sizes = [p.buffer * p.loop_count * f for *_, f in copies]
         events = []
         for flow, nbytes in zip(flows, sizes, strict=True):
-            delay = sum(jittered(ctx.rng, spread, flow.latency) for _ in range(p.loop_count))
+            delay = sum(jittered(ctx, spread, flow.latency) for _ in range(p.loop_count))
             events.append(ctx.env.process(run_copy(ctx, flow, nbytes, delay)))
         ends: list[float] = []
         for ev in events:

@@ -157,7 +157,7 @@ def _bandwidth(ctx: Ctx, flows: list[CopyFlow], size: int, repeat: int, *, diago
     t0 = ctx.now
     events = []
     for fl in flows:
-        delay = sum(jittered(ctx.rng, spread, fl.latency) for _ in range(repeat))
+        delay = sum(jittered(ctx, spread, fl.latency) for _ in range(repeat))
         events.append(ctx.env.process(run_copy(ctx, fl, size * repeat, delay)))
     yield simpy.AllOf(ctx.env, events)
     counted = size * repeat * len(flows) * (2 if diagonal else 1)
@@ -172,7 +172,7 @@ def _latency(ctx: Ctx, fl: CopyFlow, repeat: int) -> Gen:
     spread = cost.gpucopy.jitter
     path = ctx.machine.latency(fl.uses)
     enqueue = cost.gpucopy.staged_enqueue_cpu if fl.via == "staged" else cost.gpucopy.enqueue_cpu
-    gpu = [jittered(ctx.rng, spread, fl.latency + path) for _ in range(repeat)]
-    cpu = [jittered(ctx.rng, spread, enqueue) for _ in range(repeat)]
+    gpu = [jittered(ctx, spread, fl.latency + path) for _ in range(repeat)]
+    cpu = [jittered(ctx, spread, enqueue) for _ in range(repeat)]
     yield ctx.sleep(sum(gpu))
     return statistics.fmean(gpu), statistics.fmean(cpu)

@@ -36,7 +36,6 @@ The rows are in ``result.rows`` (one :class:`BwRow` or :class:`LatRow` per size)
 from __future__ import annotations
 
 import math
-import random
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -264,15 +263,20 @@ def _message_path(ctx: Ctx, client: _Side, server: _Side, op: Op, mtu: int) -> M
 
 class _Jitter:
     """Log-normal multipliers with mean 1 and coefficient of variation ``cv``, drawn in
-    batches from a numpy generator seeded from the tenant's generator (so a run is
-    reproducible from the run seed). ``draw(x, n)`` gives ``n`` values around ``x``."""
+    batches from the tenant's seeded ``jitter`` stream (``ctx.random``: reproducible from the
+    run seed, asked for only when a number is drawn). ``draw(x, n)`` gives ``n`` values
+    around ``x``."""
 
-    __slots__ = ("gen", "mu", "sigma")
+    __slots__ = ("ctx", "mu", "sigma")
 
-    def __init__(self, rng: random.Random, cv: float) -> None:
-        self.gen = np.random.default_rng(rng.getrandbits(64))
+    def __init__(self, ctx: Ctx, cv: float) -> None:
+        self.ctx = ctx
         self.sigma = math.sqrt(math.log1p(cv * cv)) if cv > 0 else 0.0
         self.mu = -0.5 * self.sigma * self.sigma
+
+    @property
+    def gen(self) -> np.random.Generator:
+        return self.ctx.random("jitter")
 
     def draw(self, x: float, n: int) -> list[float]:
         if self.sigma == 0.0 or x == 0.0 or math.isinf(x):
@@ -299,7 +303,7 @@ def _bw_run(
             f"{'reads' if op != 'read' else 'writes'} of this memory (its host bridge does not "
             "forward them peer to peer)"
         )
-    j = _Jitter(ctx.rng, cost.rdma.jitter)
+    j = _Jitter(ctx, cost.rdma.jitter)
     qps, n = p.qps, p.iterations
     total = n * qps
     depth = min(p.tx_depth, n)
@@ -483,7 +487,7 @@ def _lat_run(
             f"perftest: the PCIe path of {mp.requester.name} cannot carry this memory's "
             "traffic (its host bridge does not forward it peer to peer)"
         )
-    j = _Jitter(ctx.rng, cost.rdma.jitter)
+    j = _Jitter(ctx, cost.rdma.jitter)
     tail_p, tail_t = cost.rdma.tail_prob, cost.rdma.tail_time
     trips = 1 if op == "read" else 2
     n = p.iterations * trips
