@@ -19,7 +19,9 @@ Subcommands:
   scenarios and their TOML, the workloads' parameters, the cost parameters, the metric names
   a claim can compare;
 * ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
-  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable.
+  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable;
+* ``pinlab advise SCENARIO --protect EXPR ... [--maximise METRIC] [--budget N] [--seed N]
+  [--jobs N] [--dask ADDR] --out DIR`` -- a policy meeting every ``--protect``, verified.
 
 User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
 was expected and what was found, and exit with status 2 -- never a traceback.
@@ -36,12 +38,12 @@ from typing import NoReturn
 from rich.console import Console
 
 from pinlab import __version__
-from pinlab.cli import bench, discover, inspect, kernel, policy, run, sweep, validate
+from pinlab.cli import advise, bench, discover, inspect, kernel, policy, run, sweep, validate
 from pinlab.cli.common import UserError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, run, discover, sweep, bench, validate)
+SUBCOMMANDS = (kernel, policy, inspect, run, discover, sweep, advise, bench, validate)
 """The modules that add subcommands, in ``--help`` order."""
 
 

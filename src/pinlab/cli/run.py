@@ -67,10 +67,14 @@ def _check_profiles(
 
 
 def _load_configs(
-    names: Sequence[str], sets: tuple[str, ...], platform: str | None = None
+    names: Sequence[str],
+    sets: tuple[str, ...],
+    platform: str | None = None,
+    policy: str | None = None,
 ) -> list[ScenarioConfig]:
     """Each named (or file) scenario, validated, with ``--set`` applied and, with
-    ``--platform``, the platform replaced by that file. The runner's
+    ``--platform``, the platform replaced by that file, with ``--policy`` the policy (every
+    variant's) replaced by that policy file. The runner's
     :class:`ConfigError` (an unknown name lists the built-in ones; a bad ``--set`` names it)
     becomes the one-line user error."""
     from pinlab.errors import ConfigError
@@ -79,10 +83,12 @@ def _load_configs(
     configs = []
     for name in names:
         try:
-            if platform is None:  # the fake runners of the tests take no platform
-                configs.append(runner.load_scenario(name, sets=sets))
-            else:
-                configs.append(runner.load_scenario(name, sets=sets, platform=platform))
+            replaced: dict[str, str] = {}
+            if platform is not None:  # the fake runners of the tests take neither
+                replaced["platform"] = platform
+            if policy is not None:
+                replaced["policy"] = policy
+            configs.append(runner.load_scenario(name, sets=sets, **replaced))
         except ConfigError as e:
             raise UserError(str(e)) from None
         except OSError as e:
@@ -238,7 +244,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     _check_profile("--profile", args.profile)
     _check_profile("--compare-profile", args.compare_profile)
     names = [args.scenario] if args.scenario else list(runner.BUILTIN)
-    plan = _plan(_load_configs(names, sets, args.platform), args.variant)
+    plan = _plan(_load_configs(names, sets, args.platform, args.policy), args.variant)
     _check_profiles(plan, args.profile, args.compare_profile)
     out = Path(args.out)
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
@@ -398,6 +404,12 @@ def add_parsers(sub: Any) -> None:
         "--platform",
         metavar="FILE",
         help="run on this platform file instead of the scenario's (e.g. from pinlab inspect)",
+    )
+    run.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="run every variant under this administrator policy file instead of the "
+        "scenario's [policy] (e.g. from pinlab advise)",
     )
     run.add_argument(
         "--out",

@@ -35,7 +35,7 @@ Nothing here reads a clock: a run is a function of the configuration and the see
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -301,13 +301,17 @@ def load_scenario(
     *,
     sets: Sequence[str] = (),
     platform: str | Path | None = None,
+    policy: str | Path | Mapping[str, Any] | None = None,
 ) -> ScenarioConfig:
     """A built-in scenario by name, or a scenario file; ``sets`` are ``key=value``
     overrides (dotted paths into the document). ``platform`` replaces the scenario's whole
     ``[platform]`` table with a platform file (``pinlab run --platform``, e.g. the output of
     ``pinlab inspect``); tenants and variants that name devices the file lacks then fail
-    validation, one line naming them. Every variant is validated now; :class:`ConfigError`
-    (one line) on the first problem."""
+    validation, one line naming them. ``policy`` (a policy file, or a policy document)
+    replaces the whole ``[policy]`` table and every variant's changes to it (``pinlab run
+    --policy``): each variant runs under that administrator's policy and differs from the
+    others only in the rest. Every variant is validated now; :class:`ConfigError` (one line)
+    on the first problem."""
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         path = builtin_path(name_or_path)
         source = f"{name_or_path}.toml"
@@ -327,6 +331,9 @@ def load_scenario(
         raise ConfigError(
             source, "variants", "expected tables [variants.<name>], found something else"
         )
+    if policy is not None:
+        data["policy"] = _policy_table(policy)
+        variants = {name: _without_policy(changes) for name, changes in variants.items()}
     claim = data.pop("claim", {})
     if not isinstance(claim, dict):
         raise ConfigError(source, "claim", f"expected a table [claim], found {claim!r}")
@@ -351,6 +358,29 @@ def load_scenario(
     )
     cfg.validate_all()
     return cfg
+
+
+def _policy_table(policy: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """``[policy]`` from ``--policy``: a file by its absolute path, or the document itself."""
+    if isinstance(policy, Mapping):
+        return copy.deepcopy(dict(policy))
+    path = Path(policy)
+    if not path.is_file():
+        raise ConfigError(f"--policy {policy}", "", "expected a policy file, found none")
+    return {"file": str(path.resolve())}
+
+
+def _without_policy(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant's changes less those to ``[policy]`` (a replaced policy is the whole one)."""
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        try:
+            head = parse_path(str(key))[0]
+        except ValueError:
+            head = str(key)
+        if head != "policy":
+            out[key] = value
+    return out
 
 
 def _parse_sets(
