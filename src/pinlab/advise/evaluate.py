@@ -128,12 +128,21 @@ class Evaluation:
     def held(self) -> bool:
         return self.verdict.held
 
+    exact: list[bool] = field(default_factory=list)
+
     @property
     def margin(self) -> float:
-        """The worst protection's slack (>= 0 when every one holds, more is safer; each
-        slack a fraction of the larger side)."""
-        known = [s for s in self.slack if s is not None]
-        return min(known) + 0.0 if len(known) == len(self.slack) and known else -1.0
+        """The worst protection's slack: >= 0 when every one holds, more is safer; each a
+        fraction of the larger side, -1 for one not known. An ``==``/``!=`` that holds has no
+        degree and counts as 0 only when nothing else is graded."""
+        if any(s is None for s in self.slack):
+            return -1.0
+        graded = [
+            s
+            for s, exact, o in zip(self.slack, self.exact, self.verdict.outcomes, strict=True)
+            if s is not None and not (exact and o.held)
+        ]
+        return min(graded) + 0.0 if graded else 0.0
 
     @property
     def violation(self) -> float:
@@ -287,8 +296,9 @@ class Evaluator:
         term = self.protections.objective
         if term is not None:
             objective = term.read(result, self.protections.claim.catalogs.get(result.variant)).value
+        exact = [c.op in ("==", "!=") for c in self.protections.checks]
         return Evaluation(
-            len(self.evaluations), stage, values, doc, pid, result, verdict, objective, slack
+            len(self.evaluations), stage, values, doc, pid, result, verdict, objective, slack, exact
         )
 
     def verdict(self, result: RunResult) -> Verdict:

@@ -41,17 +41,19 @@ OBJECTIVE_SLACK = 0.01
 @dataclass(frozen=True, slots=True)
 class Boundary:
     """Where a limit stops being acceptable: ``lowest`` is the smallest acceptable value found
-    (grid index), ``failing`` the largest value below it that was not (None: not reached)."""
+    (grid index), ``failing`` the largest one below it found not acceptable; ``exact`` when
+    they are neighbours on the grid (else the budget ended the bisection between them)."""
 
     knob: Knob
     lowest: int
-    failing: int | None
+    failing: int
+    exact: bool
 
     def text(self) -> str:
-        low = self.knob.show(self.lowest)
-        if self.failing is None:
-            return f"{self.knob.name}: {low} (bisection stopped at the budget)"
-        return f"{self.knob.name}: at least {low} ({self.knob.show(self.failing)} is not enough)"
+        low, fail = self.knob.show(self.lowest), self.knob.show(self.failing)
+        if not self.exact:
+            return f"{self.knob.name}: {low} is enough, {fail} is not (the budget ended here)"
+        return f"{self.knob.name}: at least {low} ({fail} is not enough)"
 
 
 @dataclass(slots=True)
@@ -203,7 +205,7 @@ class _Search:
                 lo = max([lo, *(m for m, e in zip(mids, done, strict=True) if m < hi)])
             else:
                 lo = max(mids)
-        advice.boundaries.append(Boundary(knob, hi, lo if hi - lo == 1 else None))
+        advice.boundaries.append(Boundary(knob, hi, lo, hi - lo == 1))
 
 
 def _chunks(items: list[dict[str, int]]) -> Iterator[list[dict[str, int]]]:
