@@ -1,9 +1,14 @@
-"""``pinlab advise`` end to end on ``settlement`` (a short run and a small budget), its
-determinism, the infeasible case and the one-line errors that write nothing."""
+"""``pinlab advise`` end to end on ``settlement`` (a short run and a small budget: the example
+of docs/advise.md, run as written), its determinism, the infeasible case and the one-line
+errors that write nothing."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -21,15 +26,47 @@ PROTECT = [
 MAXIMISE = ["--maximise", "tenant.analytics.throughput"]
 
 
-def _advise(out: Path, *extra: str, budget: int = 10) -> int:
+DOC = Path(__file__).resolve().parents[2] / "docs" / "advise.md"
+
+
+def _advise(out: Path, *extra: str, budget: int = 24) -> int:
     argv = ["advise", "settlement", *PROTECT, *MAXIMISE, "--budget", str(budget), *SHORT]
     return main([*argv, *extra, "--out", str(out), "--quiet"])
 
 
+def _example() -> tuple[list[tuple[list[str], list[str]]], str]:
+    """docs/advise.md's example: each ``$ pinlab ...`` command with the lines shown after it,
+    and the policy file shown (a ```toml block)."""
+    text = DOC.read_text().split("## Example", 1)[1]
+    console = text.split("```console\n", 1)[1].split("```", 1)[0]
+    commands: list[tuple[list[str], list[str]]] = []
+    for line in console.splitlines():
+        if line.startswith("$ pinlab "):
+            commands.append((shlex.split(line[len("$ pinlab ") :]), []))
+        else:
+            commands[-1][1].append(line)
+    policy = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    return commands, policy
+
+
 @pytest.fixture(scope="module")
 def advised(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("advise") / "settlement"
-    assert _advise(out, "--jobs", "1") == 0
+    """docs/advise.md's example, run in a directory of its own; its output as shown."""
+    cwd = tmp_path_factory.mktemp("advise")
+    commands, policy = _example()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        for argv, shown in commands:
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                assert main(argv) == 0, argv
+            assert buf.getvalue().splitlines() == shown
+    finally:
+        os.chdir(old)
+    out = cwd / "advice"
+    written = (out / "policy.toml").read_text()
+    assert "".join(line for line in written.splitlines(True) if not line.startswith("#")) == policy
     return out
 
 
@@ -54,7 +91,7 @@ def test_writes_a_policy_that_rerun_meets_every_protect(advised: Path, tmp_path:
     page = (advised / "advise.html").read_text()
     assert "<svg" in page and "Pareto front" in page and "meets every --protect" in page
     rows = (advised / "points.csv").read_text().splitlines()
-    assert len(rows) == 1 + doc["evaluated"] and doc["evaluated"] <= 10
+    assert len(rows) == 1 + doc["evaluated"] and doc["evaluated"] <= 24
 
 
 def test_the_recommendation_is_no_looser_than_the_scenario_policy(advised: Path) -> None:
