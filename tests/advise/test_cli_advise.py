@@ -88,6 +88,7 @@ def test_writes_a_policy_that_rerun_meets_every_protect(advised: Path, tmp_path:
     rate = metrics["tenant.trainer.throughput"] / metrics["tenant.trainer.path_rate"]
     assert rate >= 0.9
     assert summary == json.loads((advised / "verification" / "summary.json").read_text())
+    assert main(["policy", "check", policy]) == 0  # a policy file on its own
     page = (advised / "advise.html").read_text()
     assert "<svg" in page and "Pareto front" in page and "meets every --protect" in page
     rows = (advised / "points.csv").read_text().splitlines()

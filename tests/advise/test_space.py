@@ -67,8 +67,7 @@ def test_every_point_is_a_valid_policy_file() -> None:
         values = {k.name: (len(k.values) - 1) * (i % 2) for k in space.knobs}
         values["proposals.pins"] = i
         doc = space.policy(values)
-        text = tomli_w.dumps(doc).replace("{gpu0}", "gpu0")
-        config = parse_policy(f'[regions]\n"drm/gpu0/vram" = "8GiB"\n{text}')
+        config = parse_policy(tomli_w.dumps(doc))  # the regions it names are declared
         assert choice == "none" or choice in config.proposals.enabled()
 
 

@@ -147,6 +147,11 @@ class Space:
                     lines.setdefault((cgroup, filename), []).append(f"{region} {shown}")
         for (cgroup, filename), text in lines.items():
             doc["cgroups"][cgroup][filename] = text if len(text) > 1 else text[0]
+        used = sorted({line.split()[0] for text in lines.values() for line in text})
+        if used:  # declared, so that the file is a policy file on its own (pinlab policy check)
+            regions = doc.setdefault("regions", {})
+            for region in used:
+                regions.setdefault(region, compact_size(self.regions[region]))
         if not proposals:
             doc.pop("proposals")
         return doc
