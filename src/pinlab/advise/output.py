@@ -88,6 +88,9 @@ def _svg(advice: Advice, protections: Protections) -> str:
                 drawstyle="steps-post",
                 color="tab:blue",
                 lw=1,
+                marker="o",
+                markersize=9,
+                markerfacecolor="none",
                 label="Pareto front",
             )
         chosen = advice.recommended or advice.closest
@@ -109,7 +112,7 @@ def _svg(advice: Advice, protections: Protections) -> str:
             else (term.title if term is not None else "evaluation")
         )
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("protection margin (worst --protect)")
+        ax.set_ylabel("protection margin (worst --protect; < 0 missed)")
         ax.legend(loc="best", fontsize="small")
         fig.subplots_adjust(left=0.12, right=0.97, top=0.95, bottom=0.14)
         return figure_svg(fig)
