@@ -23,6 +23,8 @@ Subcommands:
 * ``pinlab explore [--exporters ...] [--importers ...] [--profiles ...] [--policies ...]
   [--depth N] [--budget SECONDS] [--seed N] [--json] [--out DIR]`` -- search sequences of
   calls and device events for broken invariants; findings shrunk, classified, reproducible.
+* ``pinlab advise SCENARIO --protect EXPR ... [--maximise METRIC] [--budget N] [--seed N]
+  [--jobs N] [--dask ADDR] --out DIR`` -- a policy meeting every ``--protect``, verified.
 
 User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
 was expected and what was found, and exit with status 2 -- never a traceback.
@@ -40,6 +42,7 @@ from rich.console import Console
 
 from pinlab import __version__, provenance
 from pinlab.cli import (
+    advise,
     bench,
     discover,
     doctor,
@@ -57,7 +60,19 @@ from pinlab.plugins import PluginError
 
 __all__ = ["build_parser", "main"]
 
-SUBCOMMANDS = (kernel, policy, inspect, doctor, run, discover, sweep, bench, validate, explore)
+SUBCOMMANDS = (
+    kernel,
+    policy,
+    inspect,
+    doctor,
+    run,
+    discover,
+    sweep,
+    advise,
+    bench,
+    validate,
+    explore,
+)
 """The modules that add subcommands, in ``--help`` order."""
 
 

@@ -75,10 +75,12 @@ def _load_configs(
 ) -> list[ScenarioConfig]:
     """Each named (or file) scenario, validated, with ``--set`` applied and, with
     ``--platform``, the platform replaced by that file (``--map`` renaming the scenario's
-    devices onto the host's, :mod:`pinlab.inspect.fit`); ``--policy`` merged over its policy.
-    The runner's :class:`ConfigError` (an unknown name lists the built-in ones; a bad ``--set``
-    names it) becomes the one-line user error; on a host platform, the refusal names what the
-    scenario needs and what the host has."""
+    devices onto the host's, :mod:`pinlab.inspect.fit`); with ``--policy`` every variant runs
+    under that policy file merged over the scenario's ``[policy]``
+    (:func:`~pinlab.scenarios.runner.load_scenario`). The runner's :class:`ConfigError` (an
+    unknown name lists the built-in ones; a bad ``--set`` names it) becomes the one-line user
+    error; on a host platform, the refusal names what the scenario needs and what the host
+    has."""
     from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
@@ -555,7 +557,8 @@ def add_parsers(sub: Any) -> None:
     run.add_argument(
         "--policy",
         metavar="FILE",
-        help="merge this policy file over the scenario's (e.g. from pinlab inspect --policy)",
+        help="run every variant under this administrator policy file, merged over the "
+        "scenario's [policy] (e.g. from pinlab inspect --policy or pinlab advise)",
     )
     run.add_argument(
         "--out",

@@ -305,13 +305,15 @@ class Fix:
 
 @dataclass(frozen=True)
 class Rates:
-    """Expected payload rates, bytes/s, NIC ↔ device memory (P2P) and NIC ↔ host memory."""
+    """Expected payload rates, bytes/s, NIC ↔ device memory (P2P) and NIC ↔ host memory, of a
+    transfer on ``qps`` queue pairs."""
 
     path: str
     p2p_write: float
     p2p_read: float
     host_write: float
     host_read: float
+    qps: int = 1
 
 
 @dataclass(frozen=True)
@@ -355,10 +357,17 @@ def _rates(inputs: Inputs, device: str, nic: str) -> Rates:
     wire = rdma_model.wire_rate(machine.cost, port)
     host = f"host:{machine.socket_of(nic)}"
 
-    def rate(memory: str, write: bool) -> float:
-        return min(machine.nic_end(nic, memory, inputs.size, write=write).rate, wire)
+    # An application's transfer runs on several QPs, each its own read window into the BAR
+    # (nic.<m>.p2p_read_tags): the doctor compares at the QPs of an NCCL job with one GPU
+    # per node (nccl.channels_one_gpu channels, a QP each), not at perftest's single QP.
+    qps = machine.cost.nccl.channels_one_gpu
 
-    return Rates(path, rate(device, True), rate(device, False), rate(host, True), rate(host, False))
+    def rate(memory: str, write: bool) -> float:
+        return min(machine.nic_end(nic, memory, inputs.size, write=write, qps=qps).rate, wire)
+
+    return Rates(
+        path, rate(device, True), rate(device, False), rate(host, True), rate(host, False), qps
+    )
 
 
 def _dmem_filler(snap: Snapshot, spec: PlatformSpec, device: str) -> tuple[int, str]:

@@ -40,8 +40,9 @@ def _pair_lines(p: PairReport) -> list[str]:
         f"kernel profile {p.profile} ({sw})",
         f"ibv_reg_dmabuf_mr pinned: {_registration(p.registrations['pinned'])}",
         f"ibv_reg_dmabuf_mr ODP: {_registration(p.registrations['odp'])}",
-        f"path: {r.path}; NIC writes device memory {fmt_rate(r.p2p_write)}, reads it "
-        f"{fmt_rate(r.p2p_read)}; host memory {fmt_rate(r.host_write)} / {fmt_rate(r.host_read)}",
+        f"path: {r.path}; on {r.qps} QPs the NIC writes device memory {fmt_rate(r.p2p_write)}, "
+        f"reads it {fmt_rate(r.p2p_read)}; host memory {fmt_rate(r.host_write)} / "
+        f"{fmt_rate(r.host_read)}",
         f"RLIMIT_MEMLOCK soft {_limit(p.memlock[0])}, hard {_limit(p.memlock[1])}: dma-buf pins "
         "are not charged (P-12); " + p.host_mr.text(),
     ]
@@ -112,6 +113,7 @@ def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
                     "p2p_read": p.rates.p2p_read,
                     "host_write": p.rates.host_write,
                     "host_read": p.rates.host_read,
+                    "qps": p.rates.qps,
                 },
                 "memlock": {"soft": _limit(p.memlock[0]), "hard": _limit(p.memlock[1])},
                 "dmem": p.dmem,

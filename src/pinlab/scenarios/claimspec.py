@@ -33,10 +33,25 @@ and it is skipped when its variants were not run. ``label`` names the verdict ta
 
 The models here check the table's shape; :func:`pinlab.scenarios.claims.bind_claim` checks
 what it names (variants, metrics, functions, units) against the scenario.
+
+**The string form** (:func:`parse_expectation`; ``pinlab advise --protect``) writes one
+comparison on a line, the same language::
+
+    tenant.compositor.denied.ENOMEM == 0
+    ratio(tenant.trainer.throughput, tenant.trainer.path_rate) >= 90%
+    tenant.trainer.throughput >= 90% of no-policy            # the same metric, another variant
+    tenant.trainer.throughput >= 0.9 x no-policy:tenant.analytics.throughput
+    settled:tenant.hog.pinned_bytes == 0                      # the left side in one variant
+
+``[VARIANT:]TERM OP RIGHT`` where ``TERM`` is a metric or ``fn(metric, ...)`` and ``RIGHT`` is
+a value with its unit, or ``[FACTOR (x|*|of)] [VARIANT:][TERM]`` (``than``: a factor like
+``1.5``, ``"150%"``; a bare word without a dot is a variant). It makes a :class:`Comparison`,
+checked like any other by ``bind_claim``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -45,12 +60,22 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationError,
     model_validator,
 )
 
 from pinlab.units import Factor, Fraction
 
-__all__ = ["CAMPS", "OPS", "ClaimSpec", "Comparison", "Group", "Operand", "Than"]
+__all__ = [
+    "CAMPS",
+    "OPS",
+    "ClaimSpec",
+    "Comparison",
+    "Group",
+    "Operand",
+    "Than",
+    "parse_expectation",
+]
 
 OPS = ("<", "<=", "==", ">=", ">", "!=")
 """The comparisons an expectation may make."""
@@ -165,3 +190,84 @@ class ClaimSpec(_Model):
 
     def shown(self) -> list[Operand]:
         return [Operand(metric=s) if isinstance(s, str) else s for s in self.show]
+
+
+# -- the string form -------------------------------------------------------------------------
+
+_OP_RE = re.compile(r"<=|>=|==|!=|<|>")
+_TERM_RE = re.compile(
+    r"^(?:(?P<fn>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>[^()]*)\)|(?P<metric>[^\s(),]+))$"
+)
+_THAN_RE = re.compile(r"^(?P<times>[^\s*×]+?)\s*(?:\bof\b|\*|×|x)\s*(?P<ref>\S.*)$")
+
+
+def _term(text: str, what: str) -> tuple[str | list[str], str | None]:
+    """``metric`` or ``fn(m1, m2, ...)`` → (metric or metrics, fn)."""
+    m = _TERM_RE.match(text.strip())
+    if m is None:
+        raise ValueError(f"expected {what} (a metric or fn(metric, ...)), found {text.strip()!r}")
+    if m.group("metric") is not None:
+        return m.group("metric"), None
+    args = [a.strip() for a in m.group("args").split(",")]
+    if not all(args):
+        raise ValueError(f"expected metrics between the parentheses, found {text.strip()!r}")
+    return args, m.group("fn")
+
+
+def _variant_and_rest(text: str) -> tuple[str | None, str]:
+    """``variant:rest`` → (variant, rest); metric names hold no colon."""
+    head, sep, rest = text.partition(":")
+    if sep and head.strip() and "(" not in head:
+        return head.strip(), rest.strip()
+    return None, text.strip()
+
+
+def parse_expectation(text: str, *, variant: str = "*") -> Comparison:
+    """One comparison in the string form (module docstring) as a :class:`Comparison`;
+    ``variant`` is the left side's when the text names none. ``ValueError`` (one line, what
+    was expected and found) for text that is not one."""
+    ops = list(_OP_RE.finditer(text))
+    if len(ops) != 1:
+        raise ValueError(
+            f"expected one comparison LEFT OP RIGHT with OP one of {' '.join(OPS)}, found "
+            f"{'none' if not ops else len(ops)} in {text.strip()!r}"
+        )
+    op = ops[0].group()
+    left, right = text[: ops[0].start()].strip(), text[ops[0].end() :].strip()
+    if not left or not right:
+        raise ValueError(f"expected a left and a right side around {op}, found {text.strip()!r}")
+    lhs_variant, left = _variant_and_rest(left)
+    metric, fn = _term(left, "a left side")
+    doc: dict[str, Any] = {"variant": lhs_variant or variant, "metric": metric, "op": op}
+    if fn is not None:
+        doc["fn"] = fn
+    than = _THAN_RE.match(right)
+    if right[0].isdigit() or right[0] in "+-.":
+        if than is None:
+            doc["value"] = right
+        else:
+            doc["than"] = _than(than.group("times"), than.group("ref"))
+    else:
+        doc["than"] = _than("1", right)
+    try:
+        return Comparison.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise ValueError(f"{first['msg']} in {text.strip()!r}") from None
+
+
+def _than(times: str, ref: str) -> dict[str, Any]:
+    """The right side read from a run: ``[variant:][term]``, or a bare variant name."""
+    out: dict[str, Any] = {"times": times}
+    ref = ref.strip()
+    rhs_variant, rest = _variant_and_rest(ref)
+    if rhs_variant is None and "." not in ref and "(" not in ref:
+        rhs_variant, rest = ref, ""
+    if rhs_variant is not None:
+        out["variant"] = rhs_variant
+    if rest:
+        metric, fn = _term(rest, "a right side")
+        out["metric"] = metric
+        if fn is not None:
+            out["fn"] = fn
+    return out

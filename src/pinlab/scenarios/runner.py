@@ -308,17 +308,20 @@ def load_scenario(
     sets: Sequence[str] = (),
     platform: str | Path | None = None,
     rename: Mapping[str, str] | None = None,
-    policy: str | Path | None = None,
+    policy: str | Path | Mapping[str, Any] | None = None,
 ) -> ScenarioConfig:
     """A built-in scenario by name, or a scenario file; ``sets`` are ``key=value``
     overrides (dotted paths into the document). ``platform`` replaces the scenario's whole
     ``[platform]`` table with a platform file (``pinlab run --platform``, e.g. the output of
     ``pinlab inspect``); tenants and variants that name devices the file lacks then fail
     validation, one line naming them. ``rename`` maps the scenario's device, NIC and display
-    names to the platform's in its tenants, policy and variants (``pinlab run --map``);
-    ``policy`` is a policy file merged over the scenario's ``[policy]`` (``pinlab run
-    --policy``, e.g. the output of ``pinlab inspect --policy``). Every variant is validated
-    now; :class:`ConfigError` (one line) on the first problem."""
+    names to the platform's in its tenants, policy and variants (``pinlab run --map``).
+    ``policy`` (a policy file, or a policy document) is the administrator's: merged over the
+    scenario's ``[policy]`` (what the scenario declares and the file does not set stays, every
+    value the file sets wins) and replacing every variant's changes to it (``pinlab run
+    --policy``, e.g. the output of ``pinlab inspect --policy`` or ``pinlab advise``): each
+    variant runs under that policy and differs from the others only in the rest. Every variant
+    is validated now; :class:`ConfigError` (one line) on the first problem."""
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         path = builtin_path(name_or_path)
         source = f"{name_or_path}.toml"
@@ -334,8 +337,7 @@ def load_scenario(
             )
         data["platform"] = {"file": str(platform_path.resolve())}
     if policy is not None:
-        extra = read_toml(Path(policy), what="a policy file", source=f"--policy {policy}")
-        data["policy"] = deep_merge(data.get("policy") or {}, extra)
+        data["policy"] = deep_merge(data.get("policy") or {}, _policy_document(policy))
     if rename:
         for key in ("tenants", "policy"):
             if key in data:
@@ -347,6 +349,8 @@ def load_scenario(
         raise ConfigError(
             source, "variants", "expected tables [variants.<name>], found something else"
         )
+    if policy is not None:
+        variants = {name: _without_policy(changes) for name, changes in variants.items()}
     claim = data.pop("claim", {})
     if not isinstance(claim, dict):
         raise ConfigError(source, "claim", f"expected a table [claim], found {claim!r}")
@@ -371,6 +375,30 @@ def load_scenario(
     )
     cfg.validate_all()
     return cfg
+
+
+def _policy_document(policy: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """The policy of ``--policy``: a policy file's document, or the document itself."""
+    if isinstance(policy, Mapping):
+        return copy.deepcopy(dict(policy))
+    path = Path(policy)
+    if not path.is_file():
+        raise ConfigError(f"--policy {policy}", "", "expected a policy file, found none")
+    return read_toml(path, what="a policy file", source=f"--policy {policy}")
+
+
+def _without_policy(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant's changes less those to ``[policy]`` (under ``--policy`` the policy is the
+    administrator's, the same for every variant)."""
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        try:
+            head = parse_path(str(key))[0]
+        except ValueError:
+            head = str(key)
+        if head != "policy":
+            out[key] = value
+    return out
 
 
 def _parse_sets(

@@ -1,0 +1,134 @@
+"""``pinlab advise``: a policy that meets the ``--protect`` expressions, searched, verified."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from pinlab.cli.common import UserError
+from pinlab.cli.run import progress_bar, seed_arg
+
+
+def _positive(option: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise UserError(f"{option}: expected a number >= 1, found {value}")
+
+
+def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.advise import advise, prepare
+    from pinlab.errors import ConfigError
+    from pinlab.sweep import PointError
+
+    _positive("--budget", args.budget)
+    _positive("--jobs", args.jobs)
+    try:
+        plan = prepare(
+            args.scenario,
+            args.protect or [],
+            maximise=args.maximise,
+            variant=args.variant,
+            sets=args.set or [],
+        )
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    out = Path(args.out)
+    stderr = Console(stderr=True)
+    progress = progress_bar(stderr, args.quiet)
+    with progress:
+        task = progress.add_task(f"advise {plan.cfg.name}", total=args.budget)
+
+        def tick(done: int) -> None:
+            progress.update(task, completed=done)
+
+        try:
+            outcome = advise(
+                plan,
+                out,
+                budget=args.budget,
+                seed=args.seed,
+                jobs=args.jobs,
+                dask=args.dask,
+                progress=tick,
+            )
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        except PointError as e:
+            if e.user:
+                raise UserError(str(e)) from None
+            stderr.print(f"pinlab: advise: a point failed: {e}", markup=False, highlight=False)
+            return 1
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write: {e.strerror or e}") from None
+    if not args.quiet:
+        console.print(outcome.summary(), markup=False, highlight=False, soft_wrap=True)
+        if outcome.verification is not None:
+            _, verdict = outcome.verification
+            for text, o in zip(plan.protections.texts, verdict.outcomes, strict=True):
+                word = "held" if o.held else "FAILED"
+                console.print(
+                    f"  {word}: {text}: {o.text}", markup=False, highlight=False, soft_wrap=True
+                )
+        for b in outcome.advice.boundaries:
+            console.print(f"  boundary {b.text()}", markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"  evidence: {out / 'advise.html'}", markup=False, highlight=False, soft_wrap=True
+        )
+    return 0 if outcome.met else 1
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "advise",
+        help="search the policy space for limits that meet --protect expressions",
+        description=(
+            "Search RLIMIT_MEMLOCK per user, dmem.max/min/low per cgroup and the pin proposals "
+            "with their caps for a policy under which every --protect expression holds on "
+            "SCENARIO's variant (maximising --maximise); write DIR/policy.toml (run it with "
+            "pinlab run SCENARIO --policy DIR/policy.toml), the evidence (points.csv, "
+            "pareto.svg, advise.html) and a verification run of the policy. Exit status: 0 "
+            "when the re-run policy meets every --protect, 1 when no point does (the closest "
+            "is written), 2 for a user error (nothing written). See docs/advise.md."
+        ),
+    )
+    p.add_argument("scenario", metavar="NAME|FILE", help="a built-in scenario or a scenario file")
+    p.add_argument(
+        "--protect",
+        action="append",
+        metavar="EXPR",
+        help='an expectation that must hold, e.g. "tenant.compositor.denied.ENOMEM == 0" '
+        "(repeatable; the string form of a [[claim.expect]], docs/advise.md)",
+    )
+    p.add_argument(
+        "--maximise",
+        metavar="METRIC",
+        help="a metric (or fn(metric, ...)) to maximise among the policies that protect",
+    )
+    p.add_argument(
+        "--variant", metavar="V", help="the variant whose policy is advised (default: the first)"
+    )
+    p.add_argument(
+        "--budget", type=int, default=40, metavar="N", help="at most N policies run (default 40)"
+    )
+    p.add_argument(
+        "--seed",
+        type=seed_arg,
+        default=1,
+        metavar="N",
+        help="the optimiser's seed (default 1): same seed, same files",
+    )
+    p.add_argument(
+        "--jobs", type=int, metavar="N", help="local worker processes (default: CPU count)"
+    )
+    p.add_argument("--dask", metavar="local|ADDRESS", help="run the points on Dask distributed")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a scenario field for every point, e.g. --set scenario.duration=20s",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="where to write the advice")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    p.set_defaults(func=_cmd_advise)

@@ -1,0 +1,170 @@
+"""``pinlab advise`` end to end on ``settlement`` (a short run and a small budget: the example
+of docs/advise.md, run as written), its determinism, the infeasible case and the one-line
+errors that write nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pinlab.cli import main
+from pinlab.scenarios.runner import load_scenario
+
+SHORT = ["--set", "scenario.duration=10s"]
+PROTECT = [
+    "--protect",
+    "tenant.compositor.denied.ENOMEM == 0",
+    "--protect",
+    "ratio(tenant.trainer.throughput, tenant.trainer.path_rate) >= 90%",
+]
+MAXIMISE = ["--maximise", "tenant.analytics.throughput"]
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "advise.md"
+
+
+def _advise(out: Path, *extra: str, budget: int = 24) -> int:
+    argv = ["advise", "settlement", *PROTECT, *MAXIMISE, "--budget", str(budget), *SHORT]
+    return main([*argv, *extra, "--out", str(out), "--quiet"])
+
+
+def _example() -> tuple[list[tuple[list[str], list[str]]], str]:
+    """docs/advise.md's example: each ``$ pinlab ...`` command with the lines shown after it,
+    and the policy file shown (a ```toml block)."""
+    text = DOC.read_text().split("## Example", 1)[1]
+    console = text.split("```console\n", 1)[1].split("```", 1)[0]
+    commands: list[tuple[list[str], list[str]]] = []
+    for line in console.splitlines():
+        if line.startswith("$ pinlab "):
+            commands.append((shlex.split(line[len("$ pinlab ") :]), []))
+        else:
+            commands[-1][1].append(line)
+    policy = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    return commands, policy
+
+
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """docs/advise.md's example, run in a directory of its own; its output as shown."""
+    cwd = tmp_path_factory.mktemp("advise")
+    commands, policy = _example()
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        for argv, shown in commands:
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                assert main(argv) == 0, argv
+            assert buf.getvalue().splitlines() == shown
+    finally:
+        os.chdir(old)
+    out = cwd / "advice"
+    written = (out / "policy.toml").read_text()
+    assert "".join(line for line in written.splitlines(True) if not line.startswith("#")) == policy
+    return out
+
+
+def test_writes_a_policy_that_rerun_meets_every_protect(advised: Path, tmp_path: Path) -> None:
+    for name in ("policy.toml", "points.csv", "pareto.svg", "advise.html", "advise.json"):
+        assert (advised / name).is_file(), name
+    assert (advised / "verification" / "summary.json").is_file()
+    doc = json.loads((advised / "advise.json").read_text())
+    assert doc["met"] is True
+    assert [c["held"] for c in doc["verification"]] == [True, True]
+    # the file, re-run by `pinlab run --policy`, meets both protections again
+    runs = tmp_path / "runs"
+    policy = str(advised / "policy.toml")
+    argv = ["run", "settlement", "--variant", "settled", *SHORT, "--policy", policy]
+    main([*argv, "--out", str(runs), "--quiet", "--no-report"])
+    summary = json.loads((runs / "settlement" / "settled" / "summary.json").read_text())
+    metrics = {k: v["value"] for k, v in summary["metrics"].items()}
+    assert metrics.get("tenant.compositor.denied.ENOMEM", 0) == 0
+    rate = metrics["tenant.trainer.throughput"] / metrics["tenant.trainer.path_rate"]
+    assert rate >= 0.9
+    assert summary == json.loads((advised / "verification" / "summary.json").read_text())
+    assert main(["policy", "check", policy]) == 0  # a policy file on its own
+    page = (advised / "advise.html").read_text()
+    assert "<svg" in page and "Pareto front" in page and "meets every --protect" in page
+    rows = (advised / "points.csv").read_text().splitlines()
+    assert len(rows) == 1 + doc["evaluated"] and doc["evaluated"] <= 24
+
+
+def test_the_recommendation_is_no_looser_than_the_scenario_policy(advised: Path) -> None:
+    """The search starts from the variant's own policy and only tightens it."""
+    doc = json.loads((advised / "advise.json").read_text())
+    knobs = doc["knobs"]
+    assert knobs["proposals.pins"] == "memlock-dmabuf-pins"
+    assert knobs['cgroups."user.slice/user-1002.slice"."dmem.max".drm/{gpu0}/vram'] != "max"
+
+
+def test_same_seed_same_files_whatever_the_jobs(advised: Path, tmp_path: Path) -> None:
+    out = tmp_path / "again"
+    assert _advise(out, "--jobs", "2") == 0
+    for name in ("policy.toml", "points.csv", "pareto.svg", "advise.html", "advise.json"):
+        assert (out / name).read_bytes() == (advised / name).read_bytes(), name
+
+
+def test_no_point_meets_exit_1_with_the_closest(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "impossible"
+    argv = ["advise", "settlement", "--protect", "tenant.hog.throughput >= 1TB/s"]
+    code = main([*argv, "--budget", "3", *SHORT, "--out", str(out), "--jobs", "1"])
+    assert code == 1
+    text = capsys.readouterr().out
+    assert "no evaluated policy meets every --protect; closest: point" in text
+    assert not (out / "policy.toml").exists()
+    assert "NOT meet" in (out / "closest-policy.toml").read_text()
+    assert json.loads((out / "advise.json").read_text())["met"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--protect", "tenant.compositor.denied.ENOMEM"], "expected one comparison"),
+        (["--protect", "tenant.compositer.denials == 0"], "did you mean"),
+        (["--protect", "tenant.trainer.throughput >= 5 apples"], "--protect"),
+        (["--protect", "no-policy:tenant.trainer.denials == 0"], "advised variant settled"),
+        (["--protect", "tenant.trainer.denials == 0", "--maximise", "tenant.x.speed"], "known"),
+        (["--protect", "tenant.trainer.denials == 0", "--variant", "nope"], "--variant"),
+        (["--protect", "tenant.trainer.denials == 0", "--budget", "0"], "--budget"),
+        ([], "--protect"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(
+    tmp_path: Path, capsys, args: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    assert main(["advise", "settlement", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pinlab: error:") and message in err
+    assert len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_unknown_metric_names_the_known_ones(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    main(["advise", "settlement", "--protect", "tenant.trainer.speed > 0", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert "tenant.trainer.throughput" in err and "pinlab metrics" in err
+
+
+def test_run_policy_is_every_variants_policy(tmp_path: Path) -> None:
+    """``pinlab run --policy``: the file is merged over the scenario's ``[policy]`` (its
+    declarations stay, the file's values win) and replaces the variants' policy changes, so
+    every variant runs under the same administrator's policy."""
+    own = load_scenario("settlement")
+    assert len({str(own.resolve(v).policy) for v in own.variants}) > 1  # the variants differ
+    policy = tmp_path / "p.toml"
+    policy.write_text('[users.hpc]\nuid = 1001\nmemlock = "3GiB"\n')
+    cfg = load_scenario("settlement", policy=policy)
+    docs = [cfg.resolve(v).policy for v in cfg.variants]
+    assert all(d == docs[0] for d in docs)
+    assert docs[0]["users"]["hpc"]["memlock"] == "3GiB"  # the file's value
+    assert docs[0]["users"]["hpc"]["cgroup"] == "hpc.slice"  # the scenario's declaration
+    with pytest.raises(Exception, match="expected a policy file"):
+        load_scenario("settlement", policy=tmp_path / "missing.toml")
