@@ -48,6 +48,7 @@ def test_top_level_help_lists_every_command_with_its_summary(
     for path, _, summary in COMMANDS:
         if len(path) == 1:
             assert f"{path[0]} {_words(summary or '')[:30]}" in out, path[0]
+    assert 'eval "$(register-python-argcomplete pinlab)"' in out
 
 
 @pytest.mark.parametrize(("path", "parser", "summary"), COMMANDS, ids=IDS)

@@ -1,3 +1,5 @@
+# PYTHON_ARGCOMPLETE_OK: argcomplete's global completion completes a console script only when
+# its module starts with this marker (README, "Shell completion")
 """The ``pinlab`` command line.
 
 Subcommands:
@@ -33,9 +35,10 @@ Subcommands:
 * ``pinlab advise SCENARIO --protect EXPR ... [--maximise METRIC] [--budget N] [--seed N]
   [--jobs N] [--dask ADDR] --out DIR`` -- a policy meeting every ``--protect``, verified.
 
-Every command that lists things takes ``--json`` (one JSON document on stdout). User errors
-(a missing file, a malformed dump, an unknown profile) print one line naming what was expected
-and what was found, and exit with status 2 -- never a traceback.
+Every command that lists things takes ``--json`` (one JSON document on stdout); shell
+completion is :mod:`pinlab.cli.completion`. User errors (a missing file, a malformed dump, an
+unknown profile) print one line naming what was expected and what was found, and exit with
+status 2 -- never a traceback.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from pinlab import __version__, provenance
 from pinlab.cli import (
     advise,
     bench,
+    completion,
     discover,
     doctor,
     explore,
@@ -84,6 +88,16 @@ SUBCOMMANDS = (
 """The modules that add subcommands, in ``--help`` order."""
 
 
+EPILOG = """\
+Each COMMAND has its own --help. Every command that lists things takes --json.
+Tab completion (bash, zsh) of commands, options, scenario, profile, workload, preset,
+driver and cost-parameter names:
+  eval "$(register-python-argcomplete pinlab)"   # in ~/.bashrc or ~/.zshrc
+"""
+"""The end of ``pinlab --help``: completion is the one setup step a user cannot discover
+from the commands themselves."""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with pinlab's one-line errors: ``pinlab: error: run: --seed: expected ...``
     and exit status 2, without the usage block (``--help`` still prints it)."""
@@ -100,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pinlab",
         description="Who may pin dma-buf device memory, where, how much, and at what cost.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"pinlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -111,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    completion.install(parser)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
