@@ -32,8 +32,6 @@ def _list_tools(args: argparse.Namespace, console: Console) -> int:
 
     from pinlab.bench import tool, tool_names
 
-    if args.args:
-        raise UserError(f"bench: expected a tool before {args.args[0]!r}, found none")
     tools = [{"name": name, "summary": tool(name).summary} for name in tool_names()]
     if args.json:
         return print_json(tools)

@@ -1,11 +1,11 @@
 """Shell completion of ``pinlab`` (argcomplete): the names a command line can use.
 
-:func:`install` gives the parser's arguments their completers (scenario names and files,
-variant names of the scenario already typed, kernel profiles, workloads, platform presets,
-driver names, cost-parameter keys, ``--set`` paths, bench tools, validation tables, pin
-proposals), then hooks argcomplete into
-the parser; it does nothing unless the shell's completion function is asking
-(``_ARGCOMPLETE`` in the environment). Enabling it in bash or zsh: README, "Shell completion".
+:func:`install` gives the parser's arguments their completers (:data:`COMPLETERS`: scenario
+names and files, the variants of the scenario already typed, kernel profiles, workloads,
+platform presets, driver names, cost-parameter keys, ``--set`` paths, bench tools, validation
+tables, pin proposals) and hooks argcomplete into the parser -- only when the shell's
+completion function is asking (``_ARGCOMPLETE`` in the environment). Enabling it in bash or
+zsh: README, or the end of ``pinlab --help``.
 
 Each completer is a function ``(prefix, parsed_args, **kwargs) -> list[str]``, as argcomplete
 calls it; a completer whose source cannot be read (an unreadable scenario file) offers nothing
@@ -15,6 +15,7 @@ rather than breaking the shell.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -27,10 +28,13 @@ __all__ = [
     "bench_tools",
     "comma_list",
     "cost_keys",
+    "explore_policies",
     "exporter_names",
     "importer_kinds",
     "install",
+    "names_of",
     "preset_names",
+    "preset_or_file",
     "profile_names",
     "proposal_ids",
     "scenario_names",
@@ -44,11 +48,26 @@ __all__ = [
 Completer = Callable[..., list[str]]
 
 
-def scenario_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The built-in scenarios (``pinlab run NAME``, ``scenarios show NAME``)."""
-    from pinlab.scenarios.runner import BUILTIN
+def names_of(module: str, registry: str, what: str) -> Completer:
+    """A completer of the names in ``module.registry`` (a dict or tuple of names, plugins'
+    included), imported when the shell first asks; ``what`` is its docstring."""
 
-    return [n for n in BUILTIN if n.startswith(prefix)]
+    def complete(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
+        names = getattr(importlib.import_module(module), registry)
+        return [n for n in names if n.startswith(prefix)]
+
+    complete.__doc__ = what
+    return complete
+
+
+scenario_names = names_of("pinlab.scenarios.runner", "BUILTIN", "The built-in scenarios.")
+profile_names = names_of("pinlab.kernel.profile", "PRESETS", "The kernel profiles.")
+workload_names = names_of("pinlab.sim.workloads", "WORKLOADS", "The workloads.")
+preset_names = names_of("pinlab.platform", "PRESETS", "The platform presets.")
+exporter_names = names_of("pinlab.drivers", "EXPORTERS", "The exporter drivers.")
+importer_kinds = names_of("pinlab.explore", "IMPORTER_KINDS", "explore's importer kinds.")
+explore_policies = names_of("pinlab.explore", "POLICIES", "explore's policies.")
+proposal_ids = names_of("pinlab.policy.proposals", "PROPOSALS", "The opt-in pin policies.")
 
 
 def _toml_files(prefix: str) -> list[str]:
@@ -81,51 +100,9 @@ def variant_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[s
     return [n for n in names if n.startswith(prefix)]
 
 
-def profile_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The kernel profiles (``--profile``, ``--compare-profile``)."""
-    from pinlab.kernel.profile import PRESETS
-
-    return [n for n in PRESETS if n.startswith(prefix)]
-
-
-def workload_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The workloads (``pinlab workloads NAME``)."""
-    from pinlab.sim.workloads import WORKLOADS
-
-    return [n for n in WORKLOADS if n.startswith(prefix)]
-
-
-def preset_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The platform presets, plugins' included (``pinlab platforms NAME``)."""
-    from pinlab.platform import PRESETS
-
-    return [n for n in PRESETS if n.startswith(prefix)]
-
-
 def preset_or_file(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
     """A platform preset or a platform file (``pinlab bench --platform PRESET|FILE``)."""
     return preset_names(prefix) + _toml_files(prefix)
-
-
-def exporter_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The exporter drivers, plugins' included."""
-    from pinlab.drivers import EXPORTERS
-
-    return [n for n in EXPORTERS if n.startswith(prefix)]
-
-
-def importer_kinds(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The importer kinds ``pinlab explore --importers`` takes."""
-    from pinlab.explore import IMPORTER_KINDS
-
-    return [n for n in IMPORTER_KINDS if n.startswith(prefix)]
-
-
-def explore_policies(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The policies ``pinlab explore --policies`` takes."""
-    from pinlab.explore import POLICIES
-
-    return [n for n in POLICIES if n.startswith(prefix)]
 
 
 def comma_list(names: Completer) -> Completer:
@@ -203,13 +180,6 @@ def validation_tables(prefix: str = "", parsed_args: Any = None, **_: Any) -> li
     except (ConfigError, OSError):
         ids = []
     return [i for i in ids if i.startswith(prefix)] + _toml_files(prefix)
-
-
-def proposal_ids(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The opt-in pin policies (``pinlab matrix --proposal``)."""
-    from pinlab.policy.proposals import PROPOSALS
-
-    return [n for n in PROPOSALS if n.startswith(prefix)]
 
 
 def _document(ref: str) -> dict[str, Any] | None:
