@@ -173,6 +173,23 @@ def test_comma_lists_complete_the_next_item(monkeypatch: pytest.MonkeyPatch) -> 
     assert names("pinlab explore --profiles 5.16,7.", monkeypatch) == {"5.16,7.1"}
 
 
+def test_bench_param_completes_the_presets_parameters(monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
+
+    from pinlab.platform import PRESETS
+
+    cx_pair = {f"{k}=" for k in inspect.signature(PRESETS["cx-pair"]).parameters}
+    assert names("pinlab bench --param ", monkeypatch) == cx_pair  # the default --platform
+    assert names("pinlab bench --param nic=", monkeypatch) == {"nic=cx5", "nic=cx6", "nic=cx7"}
+    assert names("pinlab bench --platform dl1 --param nic=e", monkeypatch) == {"nic=efa"}
+    assert names("pinlab bench --platform dl1 --param sockets=", monkeypatch) == {
+        "sockets=1",
+        "sockets=2",
+    }
+    assert names("pinlab bench --param nic_name=", monkeypatch) == set()  # a free string
+    assert "odp.fault=" in names("pinlab bench --set odp.f", monkeypatch)
+
+
 def test_validate_completes_table_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     got = names("pinlab validate gdrcopy-copylat-p100", monkeypatch)
@@ -263,12 +280,15 @@ complete_line() {
 }
 complete_line "pinlab run --profile 6."
 complete_line "pinlab run "
+complete_line "pinlab bench --param nic="
 """
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(
         [bash, "-c", script], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr
-    profiles, run, _ = done.stdout.split("---\n")
+    profiles, run, nic, _ = done.stdout.split("---\n")
     assert {p.strip() for p in profiles.split()} == {p for p in _profiles() if p.startswith("6.")}
     assert set(BUILTIN) <= {w.strip() for w in run.split()}
+    # bash breaks words at "=": the answer is what follows it
+    assert nic.split() == ["cx5", "cx6", "cx7"]

@@ -35,6 +35,7 @@ __all__ = [
     "names_of",
     "preset_names",
     "preset_or_file",
+    "preset_params",
     "profile_names",
     "proposal_ids",
     "scenario_names",
@@ -103,6 +104,35 @@ def variant_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[s
 def preset_or_file(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
     """A platform preset or a platform file (``pinlab bench --platform PRESET|FILE``)."""
     return preset_names(prefix) + _toml_files(prefix)
+
+
+def preset_params(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
+    """``KEY=`` for ``pinlab bench --param``: the keyword parameters of the ``--platform``
+    preset; after ``KEY=``, the values of a parameter whose choices are a ``Literal``."""
+    import inspect
+    import typing
+
+    from pinlab.platform import PRESETS
+
+    name = getattr(parsed_args, "platform", None)
+    if not isinstance(name, str) or name not in PRESETS:
+        return []
+    key, sep, _typed = prefix.partition("=")
+    if not sep:
+        params = inspect.signature(PRESETS[name]).parameters
+        return [f"{k}=" for k in params if k.startswith(prefix)]
+    try:
+        hint = typing.get_type_hints(PRESETS[name]).get(key)
+    except (NameError, TypeError):  # a plugin's unresolvable annotation: no choices known
+        return []
+    choices = [
+        c
+        for t in (hint, *typing.get_args(hint))
+        if typing.get_origin(t) is typing.Literal
+        for c in typing.get_args(t)
+    ]
+    values = [f"{key}={c}" for c in choices]
+    return [v for v in values if v.startswith(prefix)]
 
 
 def comma_list(names: Completer) -> Completer:
@@ -218,6 +248,8 @@ COMPLETERS: dict[tuple[str, str], Completer] = {
     ("advise", "set"): set_paths,
     ("bench", "tool"): bench_tools,
     ("bench", "platform"): preset_or_file,
+    ("bench", "param"): preset_params,
+    ("bench", "set"): lambda prefix, **_: [f"{k}=" for k in cost_keys(prefix)],
     ("bench", "args"): lambda prefix, **_: [],  # the tool's own arguments: no file names
     ("validate", "tables"): validation_tables,
     ("sweep", "file"): lambda prefix, **_: _toml_files(prefix),
