@@ -41,6 +41,7 @@ __all__ = [
     "scenario_names",
     "scenario_or_file",
     "set_paths",
+    "toml_files",
     "validation_tables",
     "variant_names",
     "workload_names",
@@ -71,7 +72,8 @@ explore_policies = names_of("pinlab.explore", "POLICIES", "explore's policies.")
 proposal_ids = names_of("pinlab.policy.proposals", "PROPOSALS", "The opt-in pin policies.")
 
 
-def _toml_files(prefix: str) -> list[str]:
+def toml_files(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
+    """``.toml`` files and the directories on the way to them."""
     from argcomplete.completers import FilesCompleter
 
     return list(FilesCompleter(allowednames=("toml",))(prefix))
@@ -79,7 +81,7 @@ def _toml_files(prefix: str) -> list[str]:
 
 def scenario_or_file(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
     """A built-in scenario or a scenario file (``pinlab run NAME|FILE``, ``metrics``)."""
-    return scenario_names(prefix) + _toml_files(prefix)
+    return scenario_names(prefix) + toml_files(prefix)
 
 
 def _scenario_of(parsed_args: Any) -> str | None:
@@ -103,7 +105,7 @@ def variant_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[s
 
 def preset_or_file(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
     """A platform preset or a platform file (``pinlab bench --platform PRESET|FILE``)."""
-    return preset_names(prefix) + _toml_files(prefix)
+    return preset_names(prefix) + toml_files(prefix)
 
 
 def preset_params(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
@@ -209,7 +211,7 @@ def validation_tables(prefix: str = "", parsed_args: Any = None, **_: Any) -> li
         ids = [t.id for t in load_tables(directory)]
     except (ConfigError, OSError):
         ids = []
-    return [i for i in ids if i.startswith(prefix)] + _toml_files(prefix)
+    return [i for i in ids if i.startswith(prefix)] + toml_files(prefix)
 
 
 def _document(ref: str) -> dict[str, Any] | None:
@@ -234,8 +236,8 @@ COMPLETERS: dict[tuple[str, str], Completer] = {
     ("run", "profile"): profile_names,
     ("run", "compare_profile"): profile_names,
     ("run", "set"): set_paths,
-    ("run", "platform"): lambda prefix, **_: _toml_files(prefix),
-    ("run", "policy"): lambda prefix, **_: _toml_files(prefix),
+    ("run", "platform"): toml_files,
+    ("run", "policy"): toml_files,
     ("matrix", "profile"): profile_names,
     ("matrix", "proposal"): proposal_ids,
     ("scenarios show", "name"): scenario_names,
@@ -252,13 +254,13 @@ COMPLETERS: dict[tuple[str, str], Completer] = {
     ("bench", "set"): lambda prefix, **_: [f"{k}=" for k in cost_keys(prefix)],
     ("bench", "args"): lambda prefix, **_: [],  # the tool's own arguments: no file names
     ("validate", "tables"): validation_tables,
-    ("sweep", "file"): lambda prefix, **_: _toml_files(prefix),
+    ("sweep", "file"): toml_files,
     ("explore", "exporters"): comma_list(exporter_names),
     ("explore", "importers"): comma_list(importer_kinds),
     ("explore", "profiles"): comma_list(profile_names),
     ("explore", "policies"): comma_list(explore_policies),
-    ("policy show", "file"): lambda prefix, **_: _toml_files(prefix),
-    ("policy check", "file"): lambda prefix, **_: _toml_files(prefix),
+    ("policy show", "file"): toml_files,
+    ("policy check", "file"): toml_files,
 }
 """The completer of each ``(command, argument dest)``; ``command`` is the subcommand path
 below ``pinlab`` (``"scenarios show"``)."""
