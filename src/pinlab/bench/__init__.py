@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from pinlab.errors import ConfigError
 
-__all__ = ["TOOLS", "BenchTable", "BenchTool", "register_tool", "run_bench"]
+__all__ = ["TOOLS", "BenchTable", "BenchTool", "register_tool", "run_bench", "tool", "tool_names"]
 
 Cell = float | int | str
 
@@ -111,6 +111,12 @@ def _load_tools() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"pinlab.bench.{module}":
                 raise
+
+
+def tool_names() -> list[str]:
+    """The names of the registered tools, sorted (``pinlab bench`` lists them)."""
+    _load_tools()
+    return sorted(TOOLS)
 
 
 def tool(name: str) -> BenchTool:

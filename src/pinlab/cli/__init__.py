@@ -1,14 +1,18 @@
+# PYTHON_ARGCOMPLETE_OK: argcomplete's global completion completes a console script only when
+# its module starts with this marker (README, "Shell completion")
 """The ``pinlab`` command line.
 
 Subcommands:
 
 * ``pinlab demo [--profile P]`` -- the dma-buf pin/move walkthrough;
-* ``pinlab profiles`` -- the kernel profiles and the switches where they differ;
-* ``pinlab bufinfo FILE`` -- parse a real (or pinlab-written) debugfs ``dma_buf/bufinfo``;
+* ``pinlab profiles [--json]`` -- the kernel profiles and the switches where they differ;
+* ``pinlab bufinfo FILE [--json]`` -- parse a real (or pinlab-written) debugfs
+  ``dma_buf/bufinfo``;
 * ``pinlab matrix [--profile P] [--move-notify] [--json]`` -- every exporter × importer pair:
   where import + pin + map puts the memory, whether the path is P2P, which K- items decide;
-* ``pinlab policy show FILE`` / ``pinlab policy check FILE`` -- an administrator policy file
-  (cgroup tree with dmem limits, users' RLIMIT_MEMLOCK, proposals on): rendered / validated;
+* ``pinlab policy show FILE [--json]`` / ``pinlab policy check FILE`` -- an administrator
+  policy file (cgroup tree with dmem limits, users' RLIMIT_MEMLOCK, proposals on): rendered /
+  validated;
 * ``pinlab run [NAME|FILE] [--variant V] [--profile P] [--set key=value] [--seed N]
   [--out DIR] [--compare-profile P2] [--quiet]`` -- run one scenario (or, with no argument,
   the whole debate suite), write each run's directory (``config.toml``, ``summary.json``,
@@ -17,17 +21,24 @@ Subcommands:
 * ``pinlab scenarios [show NAME]``, ``pinlab workloads [NAME]``, ``pinlab params [PATTERN]``,
   ``pinlab metrics SCENARIO`` (each with ``--json``) -- what a scenario can use: the built-in
   scenarios and their TOML, the workloads' parameters, the cost parameters, the metric names
-  a claim can compare;
+  a claim can compare; ``pinlab platforms [NAME]``, ``pinlab plugins`` (with ``--json``) --
+  the platform presets and their parameters, the plugin groups and the installed plugins;
 * ``pinlab sweep SWEEP.toml [--out DIR] [--jobs N] [--dask local|ADDRESS] [--max-points N]
-  [--dry-run] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``, resumable;
+  [--dry-run [--json]] [--quiet]`` -- a parameter sweep into ``DIR/results.{parquet,csv}``,
+  resumable;
+* ``pinlab bench [TOOL ARGS...] [--json]`` -- a microbenchmark on a modelled machine (without
+  TOOL: the tools); ``pinlab validate [TABLE...] [--list] [--json]`` -- the cost model against
+  published tables (``--list``: the tables, not run);
 * ``pinlab explore [--exporters ...] [--importers ...] [--profiles ...] [--policies ...]
   [--depth N] [--budget SECONDS] [--seed N] [--json] [--out DIR]`` -- search sequences of
   calls and device events for broken invariants; findings shrunk, classified, reproducible.
 * ``pinlab advise SCENARIO --protect EXPR ... [--maximise METRIC] [--budget N] [--seed N]
   [--jobs N] [--dask ADDR] --out DIR`` -- a policy meeting every ``--protect``, verified.
 
-User errors (a missing file, a malformed dump, an unknown profile) print one line naming what
-was expected and what was found, and exit with status 2 -- never a traceback.
+Every command that lists things takes ``--json`` (one JSON document on stdout); shell
+completion is :mod:`pinlab.cli.completion`. User errors (a missing file, a malformed dump, an
+unknown profile) print one line naming what was expected and what was found, and exit with
+status 2 -- never a traceback.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from pinlab import __version__, provenance
 from pinlab.cli import (
     advise,
     bench,
+    completion,
     discover,
     doctor,
     explore,
@@ -76,6 +88,16 @@ SUBCOMMANDS = (
 """The modules that add subcommands, in ``--help`` order."""
 
 
+EPILOG = """\
+Each COMMAND has its own --help. Every command that lists things takes --json.
+Tab completion (bash, zsh) of commands, options, scenario, profile, workload, preset,
+driver and cost-parameter names:
+  eval "$(register-python-argcomplete pinlab)"   # in ~/.bashrc or ~/.zshrc
+"""
+"""The end of ``pinlab --help``: completion is the one setup step a user cannot discover
+from the commands themselves."""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with pinlab's one-line errors: ``pinlab: error: run: --seed: expected ...``
     and exit status 2, without the usage block (``--help`` still prints it)."""
@@ -92,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pinlab",
         description="Who may pin dma-buf device memory, where, how much, and at what cost.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"pinlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -103,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    completion.install(parser)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -111,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with provenance.recording(sys.argv[1:] if argv is None else argv):
             result: int = args.func(args, console)
+            sys.stdout.flush()  # a closed pipe is seen here, not in the interpreter's exit
     except BrokenPipeError:
         # the reader went away (``pinlab matrix --json | head``): end quietly, and keep the
         # interpreter's own flush at exit from raising again

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """``python -m pinlab.cli``."""
 
 import sys

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, print_json
 from pinlab.cli.run import seed_arg
 
 
@@ -26,9 +26,30 @@ def _param_value(text: str) -> object:
         return text
 
 
+def _list_tools(args: argparse.Namespace, console: Console) -> int:
+    """``pinlab bench`` without a tool: the tools, with what each mirrors."""
+    from rich.table import Table
+
+    from pinlab.bench import tool, tool_names
+
+    tools = [{"name": name, "summary": tool(name).summary} for name in tool_names()]
+    if args.json:
+        return print_json(tools)
+    table = Table(title="bench tools (pinlab bench TOOL ARGS...)", title_justify="left")
+    table.add_column("tool", no_wrap=True)
+    table.add_column("what it runs")
+    for t in tools:
+        table.add_row(t["name"], t["summary"])
+    console.print(table)
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
     from pinlab.bench import run_bench
     from pinlab.errors import ConfigError
+
+    if args.tool is None:
+        return _list_tools(args, console)
 
     params: dict[str, object] = {}
     for item in args.param or ():
@@ -72,7 +93,8 @@ def add_parsers(sub: Any) -> None:
         "bench",
         help="run a microbenchmark users run (perftest ...) on a modelled machine",
         description="Run TOOL with the real tool's arguments on a modelled machine and print "
-        "what the tool prints (e.g. pinlab bench perftest ib_write_bw -a --report_gbits).",
+        "what the tool prints (e.g. pinlab bench perftest ib_write_bw -a --report_gbits). "
+        "Without TOOL: list the tools.",
     )
     bench.add_argument(
         "--platform",
@@ -96,8 +118,14 @@ def add_parsers(sub: Any) -> None:
     bench.add_argument(
         "--nodes", type=_nodes_arg, default=None, help="nodes the tool spans (perftest: 2)"
     )
-    bench.add_argument("--json", action="store_true", help="the table as JSON")
-    bench.add_argument("tool", help="the tool: perftest, nvbandwidth, p2p, nccl-tests, gdrcopy")
+    bench.add_argument(
+        "--json", action="store_true", help="the table (without TOOL: the tools) as JSON"
+    )
+    bench.add_argument(
+        "tool",
+        nargs="?",
+        help="the tool, e.g. perftest, nvbandwidth, nccl-tests (without TOOL: list them)",
+    )
     bench.add_argument(
         "args", nargs=argparse.REMAINDER, help="the tool's own arguments (test name first)"
     )

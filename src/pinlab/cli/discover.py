@@ -8,14 +8,18 @@
   matches the fnmatch PATTERN, ``'odp.*'``): value, unit, sweep range, confidence, source;
 * ``pinlab metrics SCENARIO [--json]`` -- the metric names a claim of SCENARIO (a built-in
   name or a file) can use, with units, when each is reported and in which variants, and the
-  claim functions.
+  claim functions;
+* ``pinlab platforms [NAME] [--json]`` -- the platform presets (``preset = NAME`` of a platform
+  file, ``pinlab bench --platform NAME``) and their parameters, defaults as a file writes them;
+* ``pinlab plugins [--json]`` -- each plugin group's registry, its built-in names and the
+  installed plugins' entry points (:mod:`pinlab.plugins`).
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
+import inspect
 import sys
 import types
 import typing
@@ -25,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, print_json
 
 __all__ = ["add_parsers"]
 
@@ -33,11 +37,6 @@ __all__ = ["add_parsers"]
 def _wide(console: Console) -> Console:
     """Piped or captured: full rows instead of 80 columns."""
     return console if console.is_terminal else Console(width=max(console.width, 160))
-
-
-def _print_json(data: Any) -> int:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-    return 0
 
 
 # -- scenarios ----------------------------------------------------------------------------------
@@ -55,7 +54,7 @@ def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
             camp = ""
         rows.append((name, camp, claim))
     if args.json:
-        return _print_json([{"name": n, "camp": c, "claim": s} for n, c, s in rows])
+        return print_json([{"name": n, "camp": c, "claim": s} for n, c, s in rows])
     table = Table(title="built-in scenarios (pinlab run NAME)", title_justify="left")
     table.add_column("name", no_wrap=True)
     with_camp = any(camp for _, camp, _ in rows)
@@ -82,7 +81,7 @@ def _cmd_scenario_show(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         document = read_toml(path, what="a scenario file", source=f"{args.name}.toml")
         info = {"name": args.name, "file": str(path), "toml": text, "document": document}
-        return _print_json(info)
+        return print_json(info)
     sys.stdout.write(text)
     return 0
 
@@ -92,10 +91,19 @@ def _cmd_scenario_show(args: argparse.Namespace, console: Console) -> int:
 _UNIT_KIND = {"B": "size", "s": "time", "B/s": "rate", "1/s": "rate", "ratio": "ratio"}
 
 
+def _unit_aliases() -> tuple[tuple[Any, str], ...]:
+    from pinlab.units import Duration, LineRate, Rate, Size
+
+    return ((Size, "size"), (Rate, "rate"), (LineRate, "rate"), (Duration, "time"))
+
+
 def _type_text(annotation: Any, unit: str) -> str:
     """A parameter's type for people: ``size``, ``int``, ``pinned | odp``, ``str or none``."""
     if unit in _UNIT_KIND:
         return _UNIT_KIND[unit]
+    for alias, kind in _unit_aliases():
+        if annotation == alias:
+            return kind
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Literal:
@@ -173,7 +181,7 @@ def _cmd_workloads(args: argparse.Namespace, console: Console) -> int:
     console = _wide(console)
     if args.name is None:
         if args.json:
-            return _print_json([workload_info(n) for n in WORKLOADS])
+            return print_json([workload_info(n) for n in WORKLOADS])
         table = Table(title="workloads (pinlab workloads NAME)", title_justify="left")
         table.add_column("name", no_wrap=True)
         table.add_column("parameters", justify="right")
@@ -188,7 +196,7 @@ def _cmd_workloads(args: argparse.Namespace, console: Console) -> int:
         )
     info = workload_info(args.name)
     if args.json:
-        return _print_json(info)
+        return print_json(info)
     table = Table(
         title=escape(f"{args.name}: {info['summary']} (params = {{ ... }} of a [[tenants]] entry)"),
         title_justify="left",
@@ -257,7 +265,7 @@ def _cmd_params(args: argparse.Namespace, console: Console) -> int:
             f"found {pattern!r}"
         )
     if args.json:
-        return _print_json(
+        return print_json(
             [
                 {
                     "key": p.key,
@@ -316,7 +324,7 @@ def _cmd_metrics(args: argparse.Namespace, console: Console) -> int:
         {"name": f.name, "arity": f.arity, "summary": f.summary} for f in CLAIM_FUNCTIONS.values()
     ]
     if args.json:
-        return _print_json(
+        return print_json(
             {
                 "scenario": cfg.name,
                 "variants": variants,
@@ -354,6 +362,152 @@ def _cmd_metrics(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+# -- platforms and plugins ----------------------------------------------------------------------
+
+
+def _written(annotation: Any, value: Any) -> Any:
+    """``value`` as a file writes it: through the serializer of its unit type (``"32GiB"``,
+    ``"100Gbps"``), else as it is."""
+    from pydantic import PlainSerializer
+
+    if value is None:
+        return None
+    candidates = [annotation, *typing.get_args(annotation)]
+    for candidate in candidates:
+        for meta in getattr(candidate, "__metadata__", ()):
+            if isinstance(meta, PlainSerializer):
+                return meta.func(value)  # type: ignore[call-arg]
+    return value
+
+
+def preset_info(name: str) -> dict[str, Any]:
+    """One platform preset as data: its summary, description and keyword parameters (type,
+    default as a platform file writes it)."""
+    from pinlab.platform import PRESETS
+
+    func = PRESETS[name]
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except (NameError, TypeError):  # a plugin's unresolvable annotation: types unknown
+        hints = {}
+    doc = inspect.getdoc(func) or ""
+    params = []
+    for pname, param in inspect.signature(func).parameters.items():
+        annotation = hints.get(pname, param.annotation)
+        required = param.default is inspect.Parameter.empty
+        params.append(
+            {
+                "name": pname,
+                "type": "" if annotation is inspect.Parameter.empty else _type_text(annotation, ""),
+                "required": required,
+                "default": None if required else _written(annotation, param.default),
+            }
+        )
+    return {
+        "name": name,
+        "summary": " ".join(doc.split("\n\n")[0].split()),
+        "description": doc,
+        "params": params,
+    }
+
+
+def _cmd_platforms(args: argparse.Namespace, console: Console) -> int:
+    from pinlab.platform import PRESETS
+
+    console = _wide(console)
+    if args.name is None:
+        if args.json:
+            return print_json([preset_info(n) for n in PRESETS])
+        table = Table(title="platform presets (pinlab platforms NAME)", title_justify="left")
+        table.add_column("name", no_wrap=True)
+        table.add_column("parameters", justify="right")
+        table.add_column("what it models")
+        for name in PRESETS:
+            info = preset_info(name)
+            table.add_row(name, str(len(info["params"])), escape(info["summary"]))
+        console.print(table)
+        return 0
+    if args.name not in PRESETS:
+        raise UserError(f"platforms: expected a preset ({', '.join(PRESETS)}), found {args.name!r}")
+    info = preset_info(args.name)
+    if args.json:
+        return print_json(info)
+    console.print(f"{args.name}: {info['description']}", markup=False, highlight=False)
+    table = Table(
+        title=f"parameters (params = {{ ... }} of a platform file with preset = {args.name!r})",
+        title_justify="left",
+    )
+    for column in ("parameter", "type", "default"):
+        table.add_column(column, no_wrap=column == "parameter")
+    for p in info["params"]:
+        default = "(required)" if p["required"] else str(_default_text(p["default"]))
+        table.add_row(p["name"], escape(p["type"]), escape(default))
+    console.print(table)
+    return 0
+
+
+PLUGIN_REGISTRIES: dict[str, tuple[str, str]] = {
+    "pinlab.exporters": ("pinlab.drivers", "EXPORTERS"),
+    "pinlab.importers": ("pinlab.drivers", "IMPORTERS"),
+    "pinlab.workloads": ("pinlab.sim.workloads", "WORKLOADS"),
+    "pinlab.presets": ("pinlab.platform", "PRESETS"),
+    "pinlab.claim_functions": ("pinlab.scenarios.claimfns", "CLAIM_FUNCTIONS"),
+}
+"""The registry (module, name) each entry-point group of :data:`pinlab.plugins.GROUPS` fills."""
+
+
+def plugins_info() -> list[dict[str, Any]]:
+    """Per plugin group: its registry, the built-in names and the installed entry points.
+    Reading each registry loads its plugins, so a broken one is a ``PluginError`` here."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    from pinlab.plugins import GROUPS
+
+    groups = []
+    for group in GROUPS:
+        module, attr = PLUGIN_REGISTRIES[group]
+        names = list(getattr(importlib.import_module(module), attr))
+        eps = sorted(entry_points(group=group), key=lambda e: (e.name, e.value))
+        plugged = {ep.name for ep in eps}
+        groups.append(
+            {
+                "group": group,
+                "registry": f"{module}.{attr}",
+                "builtin": [n for n in names if n not in plugged],
+                "plugins": [
+                    {
+                        "name": ep.name,
+                        "value": ep.value,
+                        "distribution": ep.dist.name if ep.dist is not None else None,
+                        "version": ep.dist.version if ep.dist is not None else None,
+                    }
+                    for ep in eps
+                ],
+            }
+        )
+    return groups
+
+
+def _cmd_plugins(args: argparse.Namespace, console: Console) -> int:
+    groups = plugins_info()
+    if args.json:
+        return print_json(groups)
+    console = _wide(console)
+    table = Table(title="plugin groups (entry points, pinlab.plugins)", title_justify="left")
+    for column in ("group", "registry", "built-in", "installed plugins"):
+        table.add_column(column, no_wrap=column != "installed plugins")
+    for g in groups:
+        plugins = "; ".join(
+            f"{p['name']} = {p['value']}"
+            + (f" ({p['distribution']} {p['version']})" if p["distribution"] else "")
+            for p in g["plugins"]
+        )
+        table.add_row(g["group"], g["registry"], str(len(g["builtin"])), escape(plugins or "none"))
+    console.print(table)
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
     scenarios = sub.add_parser(
         "scenarios",
@@ -364,7 +518,12 @@ def add_parsers(sub: Any) -> None:
     scenarios.add_argument("--json", action="store_true", help="machine-readable output")
     scenarios.set_defaults(func=_cmd_scenarios)
     actions = scenarios.add_subparsers(dest="scenarios_command", metavar="ACTION")
-    show = actions.add_parser("show", help="print a built-in scenario's TOML")
+    show = actions.add_parser(
+        "show",
+        help="print a built-in scenario's TOML",
+        description="Print a built-in scenario's TOML file as it ships, to copy and edit into "
+        "your own (docs/scenarios.md); with --json, the text and its parsed document.",
+    )
     show.add_argument("name", metavar="NAME", help="a built-in scenario")
     show.add_argument("--json", action="store_true", help="the file's text and its document")
     show.set_defaults(func=_cmd_scenario_show)
@@ -402,3 +561,25 @@ def add_parsers(sub: Any) -> None:
     metrics.add_argument("scenario", metavar="SCENARIO", help="a built-in name or a .toml file")
     metrics.add_argument("--json", action="store_true", help="machine-readable output")
     metrics.set_defaults(func=_cmd_metrics)
+
+    platforms = sub.add_parser(
+        "platforms",
+        help="list the platform presets; with NAME, its parameters and defaults",
+        description="The platform presets a platform file names (preset = NAME, params = "
+        "{ ... }) and pinlab bench --platform NAME takes, the installed plugins' included. "
+        "With NAME: each keyword parameter's type and default, written as a file writes it.",
+    )
+    platforms.add_argument("name", nargs="?", metavar="NAME", help="a platform preset")
+    platforms.add_argument("--json", action="store_true", help="machine-readable output")
+    platforms.set_defaults(func=_cmd_platforms)
+
+    plugins = sub.add_parser(
+        "plugins",
+        help="list the plugin groups, their registries and the installed plugins",
+        description="The entry-point groups pinlab reads (pinlab.exporters, pinlab.importers, "
+        "pinlab.workloads, pinlab.presets, pinlab.claim_functions): for each, the registry "
+        "it fills, how many built-in names it holds and the installed packages' entry "
+        "points. A plugin that cannot be loaded is reported in one line (exit 2).",
+    )
+    plugins.add_argument("--json", action="store_true", help="machine-readable output")
+    plugins.set_defaults(func=_cmd_plugins)

@@ -54,6 +54,11 @@ def add_parsers(sub: Any) -> None:
     doctor = sub.add_parser(
         "doctor",
         help="diagnose dma-buf MRs on a host snapshot (or this host): errno, path, limits, fixes",
+        description="Diagnose registering a dma-buf MR (ibv_reg_dmabuf_mr) from each "
+        "accelerator through each RDMA NIC of a host snapshot (pinlab inspect --snapshot) or "
+        "of this host: the errno it would get and at which step, the P2P path, the limits "
+        "that apply and what would fix it. Exit status: 0 when healthy, 1 with findings, 2 "
+        "for bad input.",
     )
     doctor.add_argument(
         "snapshot",

@@ -105,6 +105,11 @@ def add_parsers(sub: Any) -> None:
         "inspect",
         help="read this host (RLIMIT_MEMLOCK, CAP_IPC_LOCK, cgroups, dmem, bufinfo, PCI, kernel "
         "config, modules) and write a platform file, a snapshot and a policy file",
+        description="Read this host (or the tree below --root, or pasted command output) -- "
+        "RLIMIT_MEMLOCK, CAP_IPC_LOCK, the cgroup v2 mount and dmem files, debugfs bufinfo, "
+        "the PCI tree, kernel config and modules -- print what was found and write a "
+        "platform file for pinlab run --platform; a missing or unreadable source is "
+        "reported, never fatal.",
     )
     inspect.add_argument(
         "--root", default="/", metavar="DIR", help="read the host below DIR (default /)"

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from pinlab.cli.common import UserError
-from pinlab.kernel.profile import DEFAULT_PROFILE, NEXT_SOURCES, PRESETS
-
-if TYPE_CHECKING:
-    pass
+from pinlab.cli.common import UserError, print_json
+from pinlab.kernel.profile import DEFAULT_PROFILE, NEXT_SOURCES, PRESETS, KernelProfile
 
 
 def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
@@ -22,7 +19,35 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
     return walkthrough(args.profile, not args.no_move_notify, Console(soft_wrap=True))
 
 
+def _switches(profile: KernelProfile) -> dict[str, Any]:
+    """A profile's switches by field name, enums as their values."""
+    return {
+        f.name: getattr(getattr(profile, f.name), "value", getattr(profile, f.name))
+        for f in dataclasses.fields(profile)
+        if f.name != "name"
+    }
+
+
+def profiles_json() -> dict[str, Any]:
+    """``pinlab profiles --json``: the default, and per profile its switches and, for one that
+    is not a release, where each switch that differs comes from."""
+    return {
+        "default": DEFAULT_PROFILE,
+        "profiles": [
+            {
+                "name": name,
+                "released": profile.released,
+                "switches": _switches(profile),
+                "sources": {} if profile.released else dict(NEXT_SOURCES),
+            }
+            for name, profile in PRESETS.items()
+        ],
+    }
+
+
 def _cmd_profiles(args: argparse.Namespace, console: Console) -> int:
+    if args.json:
+        return print_json(profiles_json())
     if not console.is_terminal:  # piped or captured: full switch names instead of wrapping
         console = Console(width=max(console.width, 160))
     table = Table(title="kernel profiles (default " + DEFAULT_PROFILE + ")", title_justify="left")
@@ -62,6 +87,37 @@ def _cmd_bufinfo(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"{args.file}: no such file (expected a dma_buf/bufinfo dump)") from None
     except (BufinfoParseError, OSError, UnicodeDecodeError) as e:
         raise UserError(str(e)) from None
+    if args.json:
+        return print_json(
+            {
+                "file": str(args.file),
+                "total_objects": dump.total_objects,
+                "total_bytes": dump.total_bytes,
+                "objects": [
+                    {
+                        "ino": rec.ino,
+                        "exporter": rec.exp_name,
+                        "name": rec.name,
+                        "size": rec.size,
+                        "flags": rec.flags,
+                        "mode": rec.mode,
+                        "count": rec.count,
+                        "fences": [
+                            {
+                                "usage": f.usage,
+                                "driver": f.driver,
+                                "timeline": f.timeline,
+                                "seqno": f.seqno,
+                                "signalled": f.signalled,
+                            }
+                            for f in rec.fences
+                        ],
+                        "attached_devices": list(rec.attached_devices),
+                    }
+                    for rec in dump.objects
+                ],
+            }
+        )
     table = Table(title=f"{args.file}: {len(dump.objects)} dma-buf objects", title_justify="left")
     for col in ("ino", "exporter", "name", "size", "count", "fences", "attached devices"):
         table.add_column(col)
@@ -80,8 +136,6 @@ def _cmd_bufinfo(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
-    import json
-
     from pinlab.report.matrix import (
         build_matrix,
         build_matrix_pair,
@@ -106,8 +160,7 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
         data = matrix.to_json()
         if alt is not None:
             data["with_move_notify"] = alt.to_json()
-        print(json.dumps(data, indent=2))
-        return 0
+        return print_json(data)
     if not console.is_terminal:  # piped or captured: full rows instead of 80-column wrapping
         console = Console(width=max(console.width, 160))
     render_matrix(matrix, console, alt)
@@ -115,7 +168,13 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="walk through export, attach, pin, eviction and bufinfo")
+    demo = sub.add_parser(
+        "demo",
+        help="walk through export, attach, pin, eviction and bufinfo",
+        description="A narrated walkthrough on one modelled machine: an amdgpu buffer exported, "
+        "imported dynamically and pinned by an RDMA NIC, evicted with move_notify, the refused "
+        "move of a pinned buffer, debugfs bufinfo, and a clean teardown.",
+    )
     demo.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PRESETS))
     demo.add_argument(
         "--no-move-notify",
@@ -124,15 +183,34 @@ def add_parsers(sub: Any) -> None:
     )
     demo.set_defaults(func=_cmd_demo)
 
-    profiles = sub.add_parser("profiles", help="list kernel profiles and their switches")
+    profiles = sub.add_parser(
+        "profiles",
+        help="list kernel profiles and their switches",
+        description="The kernel profiles (--profile of run, demo, matrix) and every switch "
+        "where their behaviour differs; for a profile that is not a release, where each "
+        "switch comes from.",
+    )
+    profiles.add_argument("--json", action="store_true", help="machine-readable output")
     profiles.set_defaults(func=_cmd_profiles)
 
-    bufinfo = sub.add_parser("bufinfo", help="parse a debugfs dma_buf/bufinfo dump")
+    bufinfo = sub.add_parser(
+        "bufinfo",
+        help="parse a debugfs dma_buf/bufinfo dump",
+        description="Parse a /sys/kernel/debug/dma_buf/bufinfo dump (a real one, or one pinlab "
+        "wrote) and list its dma-buf objects: inode, exporter, name, size, count, fences and "
+        "attached devices.",
+    )
     bufinfo.add_argument("file", help="path to a bufinfo dump")
+    bufinfo.add_argument("--json", action="store_true", help="machine-readable output")
     bufinfo.set_defaults(func=_cmd_bufinfo)
 
     matrix = sub.add_parser(
-        "matrix", help="every exporter x importer: where the memory ends up, P2P, K- items"
+        "matrix",
+        help="every exporter x importer: where the memory ends up, P2P, K- items",
+        description="Every exporter x importer pair imported, pinned and mapped through the "
+        "uapi under a kernel profile: where the memory ends up (in place, migrated, refused "
+        "with which errno at which step), whether the path is P2P, and the K- items that "
+        "decide it. Without --move-notify/--no-move-notify: both settings where they differ.",
     )
     matrix.add_argument(
         "--profile",

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
-if TYPE_CHECKING:
-    pass
-
-
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, print_json
 
 
 def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
@@ -24,6 +20,11 @@ def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
         applied = preview_policy(config, args.file)
     except ConfigError as e:
         raise UserError(str(e)) from None
+    if args.json:
+        document = config.model_dump(mode="json", by_alias=True)
+        return print_json(
+            {"file": str(args.file), **document, "enabled": list(config.proposals.enabled())}
+        )
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
         console = Console(width=max(console.width, 140))
     if config.description:
@@ -65,14 +66,32 @@ def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    policy = sub.add_parser("policy", help="administrator policy files (cgroups, rlimits)")
+    policy = sub.add_parser(
+        "policy",
+        help="administrator policy files (cgroups, rlimits)",
+        description="An administrator's policy file: the cgroup tree with its dmem limits, the "
+        "users' RLIMIT_MEMLOCK and capabilities, and the pin proposals switched on "
+        "(examples/policy/). `policy show FILE` renders it, `policy check FILE` validates it.",
+    )
     policy_sub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
     show = policy_sub.add_parser(
-        "show", help="the cgroup tree with its dmem limits, the users and the proposals on"
+        "show",
+        help="the cgroup tree with its dmem limits, the users and the proposals on",
+        description="Render a policy file: its cgroup tree (systemd-cgls style) with each "
+        "cgroup's dmem.min/low/max/pin.max, the users with their limits and capabilities, and "
+        "the proposals on.",
     )
     show.add_argument("file", help="a policy file (TOML), e.g. examples/policy/desktop.toml")
+    show.add_argument(
+        "--json", action="store_true", help="machine-readable output (the file's document)"
+    )
     show.set_defaults(func=_cmd_policy_show)
-    check = policy_sub.add_parser("check", help="validate a policy file")
+    check = policy_sub.add_parser(
+        "check",
+        help="validate a policy file",
+        description="Validate a policy file as `pinlab run --policy` would apply it and print "
+        "one line: ok with its counts, or the first problem (exit 2).",
+    )
     check.add_argument("file", help="a policy file (TOML)")
     check.set_defaults(func=_cmd_policy_check)
 

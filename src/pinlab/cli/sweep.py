@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, print_json
 from pinlab.cli.run import progress_bar
 
 if TYPE_CHECKING:
@@ -53,6 +53,25 @@ def _list_points(sweep: Sweep, console: Console) -> None:
     console.print(table)
 
 
+def points_json(sweep: Sweep) -> dict[str, Any]:
+    """``pinlab sweep --dry-run --json``: the sweep and its points, factor values as written."""
+    return {
+        "sweep": sweep.name,
+        "source": str(sweep.source),
+        "factors": list(sweep.factor_names),
+        "points": [
+            {
+                "index": p.index,
+                "id": p.id,
+                "variant": p.variant,
+                "seed": p.seed,
+                "factors": {n: p.factors[n] for n in sweep.factor_names},
+            }
+            for p in sweep.points
+        ],
+    }
+
+
 def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """``pinlab sweep SWEEP.toml``: expand, run the unfinished points, write the table."""
     from pinlab.errors import ConfigError
@@ -66,7 +85,11 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
     if args.max_points is not None and args.max_points < 0:
         raise UserError(f"--max-points: expected a number >= 0, found {args.max_points}")
+    if args.json and not args.dry_run:
+        raise UserError("--json: expected with --dry-run (the points as JSON)")
     if args.dry_run:
+        if args.json:
+            return print_json(points_json(sweep))
         _list_points(sweep, console)
         return 0
     out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
@@ -171,5 +194,6 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="list the points and exit (only the first point is validated)",
     )
+    sweep.add_argument("--json", action="store_true", help="with --dry-run: the points as JSON")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     sweep.set_defaults(func=_cmd_sweep)

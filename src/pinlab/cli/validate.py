@@ -7,7 +7,47 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, print_json
+
+
+def _list_tables(args: argparse.Namespace, console: Console) -> int:
+    """``pinlab validate --list``: the tables that would run, without running them."""
+    from rich.table import Table
+
+    from pinlab.validate import select_tables
+
+    tables = select_tables(args.tables, args.dir, args.holdout)
+    if args.json:
+        return print_json(
+            [
+                {
+                    "id": t.id,
+                    "title": t.spec.table.title,
+                    "kind": t.kind,
+                    "file": t.path,
+                    "holdout": t.holdout,
+                    "tool": t.spec.run.tool,
+                    "points": len(t.spec.points),
+                    "tolerance": t.spec.compare.tolerance,
+                    "url": t.spec.table.source.url,
+                }
+                for t in tables
+            ]
+        )
+    table = Table(title=f"validation tables ({len(tables)})", title_justify="left")
+    for column in ("id", "tool", "points", "tolerance", "title"):
+        table.add_column(column, no_wrap=column == "id")
+    for t in tables:
+        mark = " (holdout)" if t.holdout else ""
+        table.add_row(
+            t.id + mark,
+            t.spec.run.tool,
+            str(len(t.spec.points)),
+            f"{t.spec.compare.tolerance:.0%}",
+            t.spec.table.title,
+        )
+    console.print(table)
+    return 0
 
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
@@ -18,6 +58,8 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
     if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
         console = Console(width=max(console.width, 120))
     try:
+        if args.list:
+            return _list_tables(args, console)
         return validate_command(
             args.tables,
             console,
@@ -53,6 +95,9 @@ def add_parsers(sub: Any) -> None:
     )
     validate.add_argument(
         "--out", metavar="DIR", help="where report.html goes (default: the --dir directory)"
+    )
+    validate.add_argument(
+        "--list", action="store_true", help="list the tables (id, tool, points) without running"
     )
     validate.add_argument("--json", action="store_true", help="machine-readable output")
     validate.set_defaults(func=_cmd_validate)
