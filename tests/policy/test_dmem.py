@@ -474,8 +474,8 @@ def test_evict_valuable_rejects_foreign_pool_objects() -> None:
 class Gpu:
     """An amdgpu-like device with 64 MiB of VRAM, a dmem controller and a cgroup tree."""
 
-    def __init__(self, vram: int = 64 * MiB) -> None:
-        m = make_machine("6.14")
+    def __init__(self, vram: int = 64 * MiB, profile: str = "6.14") -> None:
+        m = make_machine(profile)
         self.kernel = m.kernel
         self.dev = AmdgpuDevice(
             m.kernel, m.gpu, vram_size=vram, gtt_size=512 * MiB, system_size=GiB
