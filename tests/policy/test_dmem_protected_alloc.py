@@ -20,7 +20,16 @@ from pinlab.kernel.kernel import Task
 from pinlab.kernel.profile import PRESETS
 from pinlab.kernel.ttm import TtmMemType
 from tests.drivers.machine import MiB
-from tests.policy.test_dmem import PATHS, Gpu, charged_tree, pool, setup_ctl, task_in
+from tests.policy.test_dmem import (
+    PATHS,
+    TTM_STEP,
+    BoSteps,
+    Gpu,
+    charged_tree,
+    pool,
+    setup_ctl,
+    task_in,
+)
 
 REGION = "drm/0000:03:00.0/vram0"
 BO = 8 * MiB
@@ -251,17 +260,12 @@ def test_k126_limit_pool_still_bounds_the_walk(profile: str) -> None:
 
 PROTECTED_STEPS = st.lists(
     st.one_of(
+        TTM_STEP,  # VRAM-only allocations, frees, pins, limit writes
         st.tuples(
             st.just("alloc"),
             st.sampled_from(PATHS),
             st.sampled_from([4, 8, 12]),
-            st.sampled_from(["vram", "vram|gtt"]),
-        ),
-        st.tuples(st.sampled_from(["free", "pin", "unpin"]), st.integers(0, 20), st.just(0)),
-        st.tuples(
-            st.sampled_from(["max", "min", "low"]),
-            st.sampled_from(PATHS[1:]),
-            st.integers(0, 64),
+            st.just("vram|gtt"),
         ),
     ),
     max_size=30,
@@ -274,54 +278,13 @@ def test_k126_ttm_invariants_under_random_protected_allocations(
     steps: list[tuple[object, ...]],
 ) -> None:
     """Under next, in any interleaving of allocations (VRAM-only or VRAM-or-GTT), frees, pins
-    and min/low/max writes: the kept charge never leaks -- the root's dmem.current is exactly
-    the bytes resident in VRAM --, no pool exceeds its max, a pinned BO never moves, failures
-    are ENOMEM, and freeing everything returns every pool and cgroup reference to zero."""
-    g = Gpu(profile="next")
-    for path in PATHS[1:]:
-        g.tree.mkdir(path)
-    tasks = {path: task_in(g.tree, path) for path in PATHS}
-    bos: list[AmdgpuBo] = []
-    pinned: dict[int, int] = {}
+    and min/low/max writes, ``BoSteps``' invariants hold -- in particular the charge kept
+    per place never leaks: the root's dmem.current stays the bytes resident in VRAM."""
+    run = BoSteps(Gpu(profile="next"))
     for step in steps:
-        op, where = step[0], step[1]
-        if op == "alloc":
-            assert isinstance(where, str)
-            size, domain = step[2], step[3]
-            assert isinstance(size, int) and isinstance(domain, str)
-            try:
-                bos.append(g.alloc(tasks[where], size * MiB, domain))
-            except KernelError as e:
-                assert e.errno is Errno.ENOMEM and domain == "vram"
-        elif op in ("free", "pin", "unpin"):
-            assert isinstance(where, int)
-            if not bos:
-                continue
-            bo = bos[where % len(bos)]
-            if op == "free":
-                bos.remove(bo)
-                pinned.pop(id(bo), None)
-                g.dev.free_buffer(bo)
-            elif op == "pin" and bo.tbo.mem_type is VRAM:
-                g.pin(bo)
-                res = bo.tbo.resource
-                assert res is not None
-                pinned.setdefault(id(bo), res.start)
-            elif op == "unpin" and bo.tbo.pin_count:
-                g.unpin(bo)
-                if not bo.tbo.pin_count:
-                    del pinned[id(bo)]
-        else:
-            assert isinstance(where, str) and isinstance(op, str)
-            g.write(where, op, f"{step[2]}M")
-        assert g.usage("/") == sum(bo.size for bo in bos if bo.tbo.mem_type is VRAM)
-        assert all(p.current <= p.max for p in g.dmem.pools())
-        for bo in bos:
-            if id(bo) in pinned:
-                res = bo.tbo.resource
-                assert res is not None and res.mem_type is VRAM and res.start == pinned[id(bo)]
-    for bo in bos:
-        g.dev.free_buffer(bo)
-    assert all(p.current == 0 for p in g.dmem.pools())
-    assert all(c.refs == 0 for c in g.tree.walk_css(g.tree.root))
-    assert not g.dmem.warnings and not g.kernel.warnings.records()
+        op, where, n = step[0], step[1], step[2]
+        assert isinstance(op, str) and isinstance(n, int)
+        domain = step[3] if len(step) > 3 else "vram"
+        assert isinstance(domain, str)
+        run.step(op, where, n, domain)
+    run.free_all()
