@@ -416,11 +416,7 @@ def ttm_resource_alloc(
     ``want_limit_pool``) or ``-ENOSPC``; on failure nothing stays charged.
     """
     pool = ttm_resource_try_charge(bo, place, want_limit_pool=want_limit_pool)
-    try:
-        return _ttm_resource_alloc_charged(bo, place, pool)
-    except KernelError:
-        _uncharge(bo, pool)
-        raise
+    return _ttm_resource_alloc_charged(bo, place, pool, keep_charge=False)
 
 
 def ttm_resource_try_charge(
@@ -443,22 +439,27 @@ def ttm_resource_try_charge(
 
 
 def _ttm_resource_alloc_charged(
-    bo: TtmBufferObject, place: TtmPlace, pool: object | None
+    bo: TtmBufferObject, place: TtmPlace, pool: object | None, *, keep_charge: bool
 ) -> TtmResource:
     """The manager's allocation for an already taken charge (``man->func->alloc``); the
-    resource owns ``pool`` on success. ``-ENOSPC`` when the range allocator has no room."""
+    resource owns ``pool`` on success. ``-ENOSPC`` when the range allocator has no room, the
+    charge then returned unless ``keep_charge`` (K-126 keeps it for the eviction walk)."""
     man = bo.bdev.managers[place.mem_type]
     contiguous = bool(place.flags & TtmPlFlag.CONTIGUOUS)
     try:
         allocation = man.allocator.alloc(bo.size, contiguous=contiguous)
     except KernelError:
+        if not keep_charge:
+            _uncharge(bo, pool)
         raise err(Errno.ENOSPC, "ttm_resource_alloc", f"{man.name} has no room") from None
     return TtmResource(man, bo, allocation, pool)
 
 
 def _uncharge(bo: TtmBufferObject, pool: object | None) -> None:
+    if pool is None:
+        return
     dmem = bo.bdev.dmem
-    if pool is not None and dmem is not None:
+    if dmem is not None:
         dmem.uncharge(pool, bo.size)
 
 
@@ -573,18 +574,12 @@ class TtmBoAllocState:
         self.may_try_low = True
 
 
-def _no_room(may_evict: bool, cause: KernelError) -> KernelError:
-    """``ttm_bo_alloc_at_place``'s verdict on a failed charge or allocation."""
-    if may_evict:
-        return err(Errno.EBUSY, "ttm_bo_alloc_at_place", f"evict, then retry: {cause.reason}")
-    return err(Errno.ENOSPC, "ttm_bo_alloc_at_place", cause.reason)
-
-
 def ttm_bo_alloc_at_place(
     bo: TtmBufferObject, place: TtmPlace, force_space: bool, state: TtmBoAllocState
-) -> TtmResource:
-    """``ttm_bo_alloc_at_place``: one attempt in ``place``; ``-EBUSY`` means "evict and
-    retry" (:func:`ttm_bo_evict_alloc`), ``-ENOSPC`` "try the next place"; other errors pass.
+) -> TtmResource | Errno:
+    """``ttm_bo_alloc_at_place``: one attempt in ``place``: the resource, or the verdict
+    ``EBUSY`` ("evict and retry", :func:`ttm_bo_evict_alloc`) or ``ENOSPC`` ("try the next
+    place"); other errors are raised.
 
     Without ``dmem_protected_alloc`` only a forcing pass outside SYSTEM evicts, after a charge
     refusal (``-EAGAIN``, its limit pool kept in ``state``) or a full manager (K-62). With it
@@ -594,17 +589,16 @@ def ttm_bo_alloc_at_place(
     even in the idle pass and although its charge fitted, and ``may_try_low`` is whether it
     may evict without the low-protection limit (forcing pass or ``dmem.min``).
     """
-    dmem = bo.bdev.dmem
     may_evict = not state.in_evict and force_space and place.mem_type is not TtmMemType.SYSTEM
     if not bo.bdev.kernel.profile.dmem_protected_alloc:
         try:
             return ttm_resource_alloc(bo, place, want_limit_pool=force_space)
         except KernelError as e:
-            if e.errno not in (Errno.ENOSPC, Errno.EAGAIN):
+            if e.errno is not Errno.ENOSPC and e.errno is not Errno.EAGAIN:
                 raise
             if force_space:
                 state.limit_pool = e.limit_pool if isinstance(e, DmemChargeError) else None
-            raise _no_room(may_evict, e) from None
+            return Errno.EBUSY if may_evict else Errno.ENOSPC
     if state.charge_pool is None:
         try:
             state.charge_pool = ttm_resource_try_charge(bo, place, want_limit_pool=force_space)
@@ -613,15 +607,16 @@ def ttm_bo_alloc_at_place(
                 state.limit_pool = e.limit_pool
             if not state.in_evict:
                 state.may_try_low = may_evict
-            raise _no_room(may_evict, e) from None
+            return Errno.EBUSY if may_evict else Errno.ENOSPC
+    dmem = bo.bdev.dmem
     if not state.in_evict and dmem is not None:
         may_evict |= dmem.below_min(None, state.charge_pool)
         state.may_try_low = may_evict
         may_evict |= dmem.below_low(None, state.charge_pool)
     try:
-        res = _ttm_resource_alloc_charged(bo, place, state.charge_pool)
-    except KernelError as e:
-        raise _no_room(may_evict, e) from None
+        res = _ttm_resource_alloc_charged(bo, place, state.charge_pool, keep_charge=True)
+    except KernelError:
+        return Errno.EBUSY if may_evict else Errno.ENOSPC
     state.charge_pool = None
     return res
 
@@ -648,19 +643,16 @@ def ttm_bo_alloc_resource(
         state = TtmBoAllocState()
         try:
             res = ttm_bo_alloc_at_place(bo, place, force_space, state)
-        except KernelError as e:
-            if e.errno is not Errno.EBUSY:
-                _uncharge(bo, state.charge_pool)
-                if e.errno is Errno.ENOSPC:
-                    continue
-                raise
-            try:
+            if res is Errno.EBUSY:
                 res = ttm_bo_evict_alloc(man, place, bo, ctx, state)
-            except KernelError as e2:
-                _uncharge(bo, state.charge_pool)
-                if e2.errno is Errno.EBUSY:
-                    continue
-                raise
+        except KernelError as e:
+            _uncharge(bo, state.charge_pool)
+            if e.errno is Errno.EBUSY:
+                continue
+            raise
+        if isinstance(res, Errno):  # ENOSPC: the next place
+            _uncharge(bo, state.charge_pool)
+            continue
         for fence in man.eviction_fences:
             if not fence.signaled:
                 bo.resv.add_fence(fence, DmaResvUsage.KERNEL)
@@ -802,12 +794,8 @@ def _evict_victim_and_alloc(
         raise
     finally:
         victim.resv.unlock()
-    try:
-        return ttm_bo_alloc_at_place(evictor, place, False, state)
-    except KernelError as e:
-        if e.errno is not Errno.ENOSPC:
-            raise
-    return None
+    res = ttm_bo_alloc_at_place(evictor, place, False, state)
+    return None if isinstance(res, Errno) else res
 
 
 def ttm_bo_evict(bo: TtmBufferObject, ctx: TtmOperationCtx) -> None:
