@@ -137,8 +137,8 @@ def test_presets_and_default() -> None:
 
 def test_next_differs_from_7_1_only_where_a_source_is_named() -> None:
     """``next`` is not a release: every switch in which it differs from 7.1 names the queued
-    series or open RFC it comes from -- dmem.peak (K-125), protection-aware eviction (K-126,
-    recorded but not modelled yet), the VFIO revoke ioctl RFC (K-104) -- and nothing else."""
+    series or open RFC it comes from -- dmem.peak (K-125), protection-aware eviction (K-126),
+    the VFIO revoke ioctl RFC (K-104) -- and nothing else."""
     differs = {
         f.name
         for f in dataclasses.fields(KernelProfile)

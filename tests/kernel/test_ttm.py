@@ -50,6 +50,8 @@ ALL_PRESETS = list(PRESETS)
 FLAG_PRESETS = [p for p in PRESETS if PRESETS[p].ttm_desired_fallback]
 DMEM_PRESETS = [p for p in PRESETS if PRESETS[p].dmem]
 NO_DMEM_PRESETS = [p for p in PRESETS if not PRESETS[p].dmem]
+# without K-126 the device-level walk computes protection from the root (P-33)
+ROOT_REFERENCE_PRESETS = [p for p in DMEM_PRESETS if not PRESETS[p].dmem_protected_alloc]
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -805,8 +807,11 @@ class FakeDmem:
     """A DmemController with one flat level of pools, chosen by the task's comm.
 
     evict_valuable follows policy-semantics.md §2.7 for a flat tree: the limit pool may always
-    lose memory; with a limit pool nothing else is eligible; at device level (no limit pool)
-    min protects always and low until the ignore_low pass.
+    lose memory; a root limit pool makes everything eligible (P-34), another limit pool
+    nothing else; at device level (no limit pool) min protects always and low until the
+    ignore_low pass. The K-126 queries (``next``): below_min/below_low compare a non-root
+    pool's usage with its own min/low (a child of the root gets them uncapped, P-25); the
+    common ancestor of two different pools is the root.
     """
 
     def __init__(self) -> None:
@@ -847,7 +852,7 @@ class FakeDmem:
                 ignore_low,
             )
         )
-        if victim_pool is limit_pool:
+        if victim_pool is limit_pool or limit_pool is self.pools["root"]:
             return True, False
         if limit_pool is not None:
             return False, False
@@ -859,6 +864,19 @@ class FakeDmem:
         if ignore_low or used > victim_pool.low:
             return True, False
         return False, True
+
+    def below_min(self, root: object | None, test: object | None) -> bool:
+        assert root is None and (test is None or isinstance(test, FakePool))
+        return test is not None and test is not self.pools["root"] and test.usage <= test.min
+
+    def below_low(self, root: object | None, test: object | None) -> bool:
+        assert root is None and (test is None or isinstance(test, FakePool))
+        return test is not None and test is not self.pools["root"] and test.usage <= test.low
+
+    def common_ancestor(self, a: object | None, b: object | None) -> object | None:
+        if a is None or b is None:
+            return None
+        return a if a is b else self.pools["root"]
 
 
 def dmem_dev(
@@ -974,7 +992,7 @@ def test_dmem_limit_failure_with_propagate_enospc() -> None:
     assert_errno(exc, Errno.ENOSPC)
 
 
-@pytest.mark.parametrize("profile", DMEM_PRESETS)
+@pytest.mark.parametrize("profile", ROOT_REFERENCE_PRESETS)
 def test_dmem_low_pass_then_ignore_low(profile: str) -> None:
     """policy §2.8: at device level (no limit pool) a victim within its low protection is
     skipped and sets hit_low; the walk is repeated with ignore_low and the victim goes."""
@@ -991,7 +1009,7 @@ def test_dmem_low_pass_then_ignore_low(profile: str) -> None:
     assert fake.evict_calls == [(None, "b", False), (None, "b", True)]
 
 
-@pytest.mark.parametrize("profile", DMEM_PRESETS)
+@pytest.mark.parametrize("profile", ROOT_REFERENCE_PRESETS)
 def test_dmem_min_protection_holds_in_both_passes(profile: str) -> None:
     """policy §2.7/§2.8: usage ≤ emin is never evicted; no hit_low, so a single walk."""
     bdev, fake = dmem_dev(profile, vram=4)
@@ -1008,6 +1026,39 @@ def test_dmem_min_protection_holds_in_both_passes(profile: str) -> None:
     assert b1.mem_type is VRAM
     assert fake.evict_calls == [(None, "b", False)]
     assert fake.pools["a"].usage == 0  # the failed charge attempts were undone
+
+
+def test_k126_device_level_walk_uses_the_common_ancestor() -> None:
+    """K-126 (next): at device-level pressure the reference pool is the common ancestor of
+    victim and evictor -- in this flat tree the root, which makes even a min-protected victim
+    evictable (P-34) -- and the allocator's charge stays taken during the walk."""
+    bdev, fake = dmem_dev("next", vram=4)
+    kernel = bdev.kernel
+    a = fake.add("a")
+    fake.add("b", min=4 * PAGE, low=4 * PAGE)
+    as_task(kernel, "b", 2)
+    b1 = new_bo(bdev, 4, VRAM)
+    as_task(kernel, "a", 1)
+    fake.evict_calls.clear()
+    a1 = new_bo(bdev, 2, VRAM)
+    assert a1.mem_type is VRAM and b1.mem_type is TT
+    assert fake.evict_calls == [("root", "b", False)]
+    assert fake.charges[-1] == ("a", 2 * PAGE) and a.usage == 2 * PAGE  # charged once
+
+
+def test_k126_protected_allocation_evicts_in_the_idle_pass() -> None:
+    """K-126 (next): a charge within the pool's min makes pass 1 evict from VRAM instead of
+    falling back to GTT; the same allocation under 7.1 lands in GTT."""
+    for profile, lands_in in (("next", VRAM), ("7.1", TT)):
+        bdev, fake = dmem_dev(profile, vram=4)
+        kernel = bdev.kernel
+        fake.add("a", min=2 * PAGE)
+        fake.add("b")
+        as_task(kernel, "b", 2)
+        b1 = new_bo(bdev, 4, VRAM)
+        as_task(kernel, "a", 1)
+        a1 = new_bo(bdev, 2, VRAM, TT)
+        assert (a1.mem_type, b1.mem_type) == (lands_in, TT if lands_in is VRAM else VRAM)
 
 
 @pytest.mark.parametrize("profile", DMEM_PRESETS)

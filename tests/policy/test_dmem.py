@@ -474,8 +474,8 @@ def test_evict_valuable_rejects_foreign_pool_objects() -> None:
 class Gpu:
     """An amdgpu-like device with 64 MiB of VRAM, a dmem controller and a cgroup tree."""
 
-    def __init__(self, vram: int = 64 * MiB) -> None:
-        m = make_machine("6.14")
+    def __init__(self, vram: int = 64 * MiB, profile: str = "6.14") -> None:
+        m = make_machine(profile)
         self.kernel = m.kernel
         self.dev = AmdgpuDevice(
             m.kernel, m.gpu, vram_size=vram, gtt_size=512 * MiB, system_size=GiB
@@ -767,20 +767,18 @@ def test_invariants_under_random_charges_uncharges_and_limit_writes(
     assert not dmem.warnings
 
 
-TTM_STEPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("alloc"), st.sampled_from(PATHS), st.sampled_from([4, 8, 12])),
-        st.tuples(st.just("free"), st.integers(0, 20), st.just(0)),
-        st.tuples(st.just("pin"), st.integers(0, 20), st.just(0)),
-        st.tuples(st.just("unpin"), st.integers(0, 20), st.just(0)),
-        st.tuples(
-            st.sampled_from(["max", "min", "low"]),
-            st.sampled_from(PATHS[1:]),
-            st.integers(0, 64),
-        ),
+TTM_STEP = st.one_of(
+    st.tuples(st.just("alloc"), st.sampled_from(PATHS), st.sampled_from([4, 8, 12])),
+    st.tuples(st.just("free"), st.integers(0, 20), st.just(0)),
+    st.tuples(st.just("pin"), st.integers(0, 20), st.just(0)),
+    st.tuples(st.just("unpin"), st.integers(0, 20), st.just(0)),
+    st.tuples(
+        st.sampled_from(["max", "min", "low"]),
+        st.sampled_from(PATHS[1:]),
+        st.integers(0, 64),
     ),
-    max_size=30,
 )
+TTM_STEPS = st.lists(TTM_STEP, max_size=30)
 
 
 @settings(max_examples=150, deadline=None)
@@ -792,37 +790,38 @@ def test_ttm_invariants_under_random_allocations_pins_and_limit_writes(
     resident in VRAM (P-29); no pool exceeds its max; allocation failures are ENOMEM (P-28);
     a pinned BO never moves (P-27); freeing everything returns every pool and every cgroup
     reference to zero."""
-    g = Gpu()
-    for path in PATHS[1:]:
-        g.tree.mkdir(path)
-    tasks = {path: task_in(g.tree, path) for path in PATHS}
-    bos: list[AmdgpuBo] = []
-    pinned: dict[int, int] = {}  # id(bo) → VRAM offset at pin time
+    run = BoSteps(Gpu())
     for op, where, n in steps:
+        run.step(op, where, n)
+    run.free_all()
+
+
+class BoSteps:
+    """Random TTM steps on a :class:`Gpu` over the cgroups of ``PATHS``, with the invariants
+    checked after each: the root's dmem.current is exactly the bytes of BOs resident in VRAM
+    (P-29), no pool exceeds its max, allocation failures are ENOMEM (P-28), a pinned BO
+    never moves (P-27); :meth:`free_all` then expects every pool and cgroup reference at 0."""
+
+    def __init__(self, g: Gpu) -> None:
+        self.g = g
+        for path in PATHS[1:]:
+            g.tree.mkdir(path)
+        self.tasks = {path: task_in(g.tree, path) for path in PATHS}
+        self.bos: list[AmdgpuBo] = []
+        self.pinned: dict[int, int] = {}  # id(bo) → VRAM offset at pin time
+
+    def step(self, op: str, where: object, n: int, domain: str = "vram") -> None:
+        g, bos, pinned = self.g, self.bos, self.pinned
         if op == "alloc":
             assert isinstance(where, str)
             try:
-                bos.append(g.alloc(tasks[where], n * MiB))
+                bos.append(g.alloc(self.tasks[where], n * MiB, domain))
             except KernelError as e:
                 assert e.errno is Errno.ENOMEM
         elif op in ("free", "pin", "unpin"):
             assert isinstance(where, int)
-            if not bos:
-                continue
-            bo = bos[where % len(bos)]
-            if op == "free":
-                bos.remove(bo)
-                pinned.pop(id(bo), None)
-                g.dev.free_buffer(bo)
-            elif op == "pin" and bo.tbo.mem_type is TtmMemType.VRAM:
-                g.pin(bo)
-                res = bo.tbo.resource
-                assert res is not None
-                pinned.setdefault(id(bo), res.start)
-            elif op == "unpin" and bo.tbo.pin_count:
-                g.unpin(bo)
-                if not bo.tbo.pin_count:
-                    del pinned[id(bo)]
+            if bos:
+                self._bo_op(op, bos[where % len(bos)])
         else:
             assert isinstance(where, str)
             g.write(where, op, f"{n}M")
@@ -835,8 +834,27 @@ def test_ttm_invariants_under_random_allocations_pins_and_limit_writes(
                 res = bo.tbo.resource
                 assert res is not None and res.mem_type is TtmMemType.VRAM
                 assert res.start == pinned[id(bo)]
-    for bo in bos:
-        g.dev.free_buffer(bo)
-    assert all(p.current == 0 for p in g.dmem.pools())
-    assert all(c.refs == 0 for c in g.tree.walk_css(g.tree.root))
-    assert not g.dmem.warnings and not g.kernel.warnings.records()
+
+    def _bo_op(self, op: str, bo: AmdgpuBo) -> None:
+        g, pinned = self.g, self.pinned
+        if op == "free":
+            self.bos.remove(bo)
+            pinned.pop(id(bo), None)
+            g.dev.free_buffer(bo)
+        elif op == "pin" and bo.tbo.mem_type is TtmMemType.VRAM:
+            g.pin(bo)
+            res = bo.tbo.resource
+            assert res is not None
+            pinned.setdefault(id(bo), res.start)
+        elif op == "unpin" and bo.tbo.pin_count:
+            g.unpin(bo)
+            if not bo.tbo.pin_count:
+                del pinned[id(bo)]
+
+    def free_all(self) -> None:
+        g = self.g
+        for bo in self.bos:
+            g.dev.free_buffer(bo)
+        assert all(p.current == 0 for p in g.dmem.pools())
+        assert all(c.refs == 0 for c in g.tree.walk_css(g.tree.root))
+        assert not g.dmem.warnings and not g.kernel.warnings.records()

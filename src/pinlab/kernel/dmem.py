@@ -80,3 +80,22 @@ class DmemController(Protocol):
     ) -> tuple[bool, bool]:
         """``dmem_cgroup_state_evict_valuable``: (may evict, hit_low)."""
         ...
+
+    # The three queries below are called only with ``dmem_protected_alloc`` (K-126, queued
+    # for 7.3: "[PATCH v6 0/6] cgroup/dmem,drm/ttm: Improve protection in contended cases").
+
+    def below_min(self, root: object | None, test: object | None) -> bool:
+        """``dmem_cgroup_below_min``: ``test``'s usage is within its effective min, computed
+        from ``root`` (None: the region's top-most pool). False for ``test`` None, for the
+        root cgroup's pool and for ``root`` is ``test``."""
+        ...
+
+    def below_low(self, root: object | None, test: object | None) -> bool:
+        """``dmem_cgroup_below_low``: as :meth:`below_min` for the effective low."""
+        ...
+
+    def common_ancestor(self, a: object | None, b: object | None) -> object | None:
+        """``dmem_cgroup_get_common_ancestor``: the pool, in ``a``'s region, of the nearest
+        cgroup that is ``a``'s or an ancestor of it and ``b``'s or an ancestor of it (either
+        pool's own cgroup included); None when either is None."""
+        ...

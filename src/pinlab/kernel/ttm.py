@@ -14,6 +14,10 @@ Models drivers/gpu/drm/ttm/ttm_bo.c and ttm_resource.c (``kernel-semantics.md`` 
   reported as ``-ENOMEM`` unless the device propagates ENOSPC (7.1);
 * eviction asks the driver (:class:`TtmDeviceFuncs`) where to go (VRAM → GTT → SYSTEM, or no
   placement: gutting, K-63, K-86) and lets the driver notify dma-buf importers before the move;
+* with ``dmem_protected_alloc`` (preset ``next``, K-126) an allocation within its cgroup's
+  dmem min/low evicts instead of falling back to the next place, keeping its charge while the
+  walk runs, and device-level eviction judges protection from the common ancestor of
+  evictor and victim (:func:`ttm_bo_alloc_at_place`, :func:`ttm_bo_evict_alloc`);
 * every move and clear is a copy job with a fence added to the resv as KERNEL (K-64). The
   kernel layer does not run copies: jobs queue on the device (or go to a submit hook) and
   whoever drives time signals their fences.
@@ -411,25 +415,52 @@ def ttm_resource_alloc(
     Raises ``-EAGAIN`` (:class:`DmemChargeError`, carrying the limit pool when
     ``want_limit_pool``) or ``-ENOSPC``; on failure nothing stays charged.
     """
+    pool = ttm_resource_try_charge(bo, place, want_limit_pool=want_limit_pool)
+    return _ttm_resource_alloc_charged(bo, place, pool, keep_charge=False)
+
+
+def ttm_resource_try_charge(
+    bo: TtmBufferObject, place: TtmPlace, *, want_limit_pool: bool = False
+) -> object | None:
+    """``ttm_resource_try_charge``: charge the whole BO to the allocating task's dmem pool
+    when the place's manager has a registered region; the pool, or None (not accounted).
+    Raises ``-EAGAIN`` (:class:`DmemChargeError`, with the limit pool if ``want_limit_pool``)."""
     bdev = bo.bdev
     man = bdev.managers[place.mem_type]
     dmem = bdev.dmem
-    pool: object | None = None
-    if dmem is not None and man.region is not None:
-        try:
-            pool = dmem.try_charge(man.region, bo.size, bdev.kernel.current)
-        except DmemChargeError as e:
-            if not want_limit_pool:
-                e.limit_pool = None
-            raise
+    if dmem is None or man.region is None:
+        return None
+    try:
+        return dmem.try_charge(man.region, bo.size, bdev.kernel.current)
+    except DmemChargeError as e:
+        if not want_limit_pool:
+            e.limit_pool = None
+        raise
+
+
+def _ttm_resource_alloc_charged(
+    bo: TtmBufferObject, place: TtmPlace, pool: object | None, *, keep_charge: bool
+) -> TtmResource:
+    """The manager's allocation for an already taken charge (``man->func->alloc``); the
+    resource owns ``pool`` on success. ``-ENOSPC`` when the range allocator has no room, the
+    charge then returned unless ``keep_charge`` (K-126 keeps it for the eviction walk)."""
+    man = bo.bdev.managers[place.mem_type]
     contiguous = bool(place.flags & TtmPlFlag.CONTIGUOUS)
     try:
         allocation = man.allocator.alloc(bo.size, contiguous=contiguous)
     except KernelError:
-        if pool is not None and dmem is not None:
-            dmem.uncharge(pool, bo.size)
+        if not keep_charge:
+            _uncharge(bo, pool)
         raise err(Errno.ENOSPC, "ttm_resource_alloc", f"{man.name} has no room") from None
     return TtmResource(man, bo, allocation, pool)
+
+
+def _uncharge(bo: TtmBufferObject, pool: object | None) -> None:
+    if pool is None:
+        return
+    dmem = bo.bdev.dmem
+    if dmem is not None:
+        dmem.uncharge(pool, bo.size)
 
 
 def ttm_resource_free(bo: TtmBufferObject, res: TtmResource | None) -> None:
@@ -440,9 +471,7 @@ def ttm_resource_free(bo: TtmBufferObject, res: TtmResource | None) -> None:
     man.lru.pop(bo.serial, None)
     man.pinned.pop(bo.serial, None)
     man.allocator.free(res.allocation)
-    dmem = bo.bdev.dmem
-    if res.pool is not None and dmem is not None:
-        dmem.uncharge(res.pool, bo.size)
+    _uncharge(bo, res.pool)
 
 
 def ttm_resource_compatible(res: TtmResource, plc: TtmPlacement, evicting: bool) -> bool:
@@ -525,15 +554,83 @@ def _skip_flag(bdev: TtmDevice, force_space: bool) -> TtmPlFlag:
     return TtmPlFlag.DESIRED if force_space else TtmPlFlag.FALLBACK
 
 
+class TtmBoAllocState:
+    """``struct ttm_bo_alloc_state``: what one place's allocation attempt hands to the
+    eviction walk.
+
+    ``limit_pool``: the pool whose ``dmem.max`` refused the charge (forcing pass only). With
+    ``dmem_protected_alloc`` (K-126) the charge is taken once per place and kept while the
+    walk evicts -- ``charge_pool``, None once a resource owns it or when not accounted --;
+    ``in_evict`` marks the walk's own retries; ``may_try_low`` False (an allocation protected
+    by ``dmem.low`` only) forbids the walk's low pass and victims of the evictor's own pool.
+    """
+
+    __slots__ = ("charge_pool", "in_evict", "limit_pool", "may_try_low")
+
+    def __init__(self) -> None:
+        self.charge_pool: object | None = None
+        self.limit_pool: object | None = None
+        self.in_evict = False
+        self.may_try_low = True
+
+
+def ttm_bo_alloc_at_place(
+    bo: TtmBufferObject, place: TtmPlace, force_space: bool, state: TtmBoAllocState
+) -> TtmResource | Errno:
+    """``ttm_bo_alloc_at_place``: one attempt in ``place``: the resource, or the verdict
+    ``EBUSY`` ("evict and retry", :func:`ttm_bo_evict_alloc`) or ``ENOSPC`` ("try the next
+    place"); other errors are raised.
+
+    Without ``dmem_protected_alloc`` only a forcing pass outside SYSTEM evicts, after a charge
+    refusal (``-EAGAIN``, its limit pool kept in ``state``) or a full manager (K-62). With it
+    (K-126) the charge comes first and stays in ``state.charge_pool`` until a resource owns
+    it; outside the eviction walk, a charged pool then within its effective ``dmem.min`` or
+    ``dmem.low`` -- global protection, from the region's root pool -- makes the attempt evict
+    even in the idle pass and although its charge fitted, and ``may_try_low`` is whether it
+    may evict without the low-protection limit (forcing pass or ``dmem.min``).
+    """
+    may_evict = not state.in_evict and force_space and place.mem_type is not TtmMemType.SYSTEM
+    if not bo.bdev.kernel.profile.dmem_protected_alloc:
+        try:
+            return ttm_resource_alloc(bo, place, want_limit_pool=force_space)
+        except KernelError as e:
+            if e.errno is not Errno.ENOSPC and e.errno is not Errno.EAGAIN:
+                raise
+            if force_space:
+                state.limit_pool = e.limit_pool if isinstance(e, DmemChargeError) else None
+            return Errno.EBUSY if may_evict else Errno.ENOSPC
+    if state.charge_pool is None:
+        try:
+            state.charge_pool = ttm_resource_try_charge(bo, place, want_limit_pool=force_space)
+        except DmemChargeError as e:
+            if force_space:
+                state.limit_pool = e.limit_pool
+            if not state.in_evict:
+                state.may_try_low = may_evict
+            return Errno.EBUSY if may_evict else Errno.ENOSPC
+    dmem = bo.bdev.dmem
+    if not state.in_evict and dmem is not None:
+        may_evict |= dmem.below_min(None, state.charge_pool)
+        state.may_try_low = may_evict
+        may_evict |= dmem.below_low(None, state.charge_pool)
+    try:
+        res = _ttm_resource_alloc_charged(bo, place, state.charge_pool, keep_charge=True)
+    except KernelError:
+        return Errno.EBUSY if may_evict else Errno.ENOSPC
+    state.charge_pool = None
+    return res
+
+
 def ttm_bo_alloc_resource(
     bo: TtmBufferObject, plc: TtmPlacement, ctx: TtmOperationCtx, force_space: bool
 ) -> TtmResource:
-    """``ttm_bo_alloc_resource``: try each place in order (K-62, K-88).
+    """``ttm_bo_alloc_resource``: try each place in order (K-62, K-88, K-126).
 
-    Pass 1 (``force_space`` False) skips FALLBACK places and never evicts; pass 2 skips
-    DESIRED places and may evict, but never from SYSTEM. A place whose eviction walk frees
-    nothing (``-EBUSY``) is skipped. New resources wait (KERNEL) for the manager's pipelined
-    eviction fences. All places failing gives ``-ENOSPC``.
+    Pass 1 (``force_space`` False) skips FALLBACK places, pass 2 DESIRED places;
+    :func:`ttm_bo_alloc_at_place` decides whether a full place is evicted from (pass 2 outside
+    SYSTEM; with K-126 also a protected allocation in either pass). A place whose eviction walk
+    frees nothing (``-EBUSY``) is skipped, its kept charge returned. New resources wait
+    (KERNEL) for the manager's pipelined eviction fences. All places failing gives ``-ENOSPC``.
     """
     bdev = bo.bdev
     skip = _skip_flag(bdev, force_space)
@@ -543,21 +640,19 @@ def ttm_bo_alloc_resource(
             continue
         if skip and place.flags & skip:
             continue
-        may_evict = force_space and place.mem_type is not TtmMemType.SYSTEM
+        state = TtmBoAllocState()
         try:
-            res = ttm_resource_alloc(bo, place, want_limit_pool=force_space)
+            res = ttm_bo_alloc_at_place(bo, place, force_space, state)
+            if res is Errno.EBUSY:
+                res = ttm_bo_evict_alloc(man, place, bo, ctx, state)
         except KernelError as e:
-            if e.errno not in (Errno.ENOSPC, Errno.EAGAIN):
-                raise
-            if not may_evict:
+            _uncharge(bo, state.charge_pool)
+            if e.errno is Errno.EBUSY:
                 continue
-            limit_pool = e.limit_pool if isinstance(e, DmemChargeError) else None
-            try:
-                res = ttm_bo_evict_alloc(man, place, bo, ctx, limit_pool)
-            except KernelError as e2:
-                if e2.errno is Errno.EBUSY:
-                    continue
-                raise
+            raise
+        if isinstance(res, Errno):  # ENOSPC: the next place
+            _uncharge(bo, state.charge_pool)
+            continue
         for fence in man.eviction_fences:
             if not fence.signaled:
                 bo.resv.add_fence(fence, DmaResvUsage.KERNEL)
@@ -581,44 +676,78 @@ def ttm_bo_evict_alloc(
     place: TtmPlace,
     evictor: TtmBufferObject,
     ctx: TtmOperationCtx,
-    limit_pool: object | None,
+    state: TtmBoAllocState,
 ) -> TtmResource:
     """``ttm_bo_evict_alloc``: walk the LRU evicting until ``evictor`` fits (K-60).
 
     One walk with low protection respected; if that frees nothing and a victim was shielded
-    only by ``dmem.low``, a second walk ignoring low (``policy-semantics.md`` §2.8). Victims
-    the dmem controller protects, pinned BOs, BOs whose resv is held (by anyone, the caller
-    included: the walk trylocks) and BOs whose own eviction finds no space are skipped.
-    ``-EBUSY`` when nothing could be freed.
+    only by ``dmem.low``, a second walk ignoring low (``policy-semantics.md`` §2.8) -- with
+    K-126 only if ``state.may_try_low``. Victims the dmem controller protects, pinned BOs, BOs
+    whose resv is held (by anyone, the caller included: the walk trylocks) and BOs whose own
+    eviction finds no space are skipped. ``-EBUSY`` when nothing could be freed.
     """
     dmem = man.bdev.dmem
-    try_low = False
-    while True:
-        hit_low = False
-        for victim in man.lru_bos():
-            if victim is evictor or victim.resource is None:
-                continue
-            if dmem is not None:
-                valuable, low = dmem.evict_valuable(limit_pool, victim.resource.pool, try_low)
-                hit_low = hit_low or low
-                if not valuable:
+    protected = man.bdev.kernel.profile.dmem_protected_alloc
+    state.in_evict = True
+    try:
+        try_low = False
+        while True:
+            hit_low = False
+            for victim in man.lru_bos():
+                if victim is evictor or victim.resource is None:
                     continue
-            if victim.pin_count or not man.bdev.funcs.eviction_valuable(victim, place):
+                if dmem is not None:
+                    pool = victim.resource.pool
+                    valuable, low = _dmem_may_evict(dmem, state, pool, try_low, protected)
+                    hit_low = hit_low or low
+                    if not valuable:
+                        continue
+                if victim.pin_count or not man.bdev.funcs.eviction_valuable(victim, place):
+                    continue
+                res = _evict_victim_and_alloc(victim, evictor, place, ctx, state)
+                if res is not None:
+                    return res
+            if hit_low and not try_low and state.may_try_low:
+                try_low = True
                 continue
-            res = _evict_victim_and_alloc(victim, evictor, place, ctx)
+            res = _revoke_and_evict(man, place, evictor, ctx, state)
             if res is not None:
                 return res
-        if hit_low and not try_low:
-            try_low = True
-            continue
-        res = _revoke_and_evict(man, place, evictor, ctx)
-        if res is not None:
-            return res
-        raise err(Errno.EBUSY, "ttm_bo_evict_alloc", f"nothing evictable in {man.name}")
+            raise err(Errno.EBUSY, "ttm_bo_evict_alloc", f"nothing evictable in {man.name}")
+    finally:
+        state.in_evict = False
+
+
+def _dmem_may_evict(
+    dmem: DmemController,
+    state: TtmBoAllocState,
+    victim_pool: object | None,
+    try_low: bool,
+    protected: bool,
+) -> tuple[bool, bool]:
+    """``ttm_bo_evict_cb``'s dmem verdict (may evict, hit_low) on one victim.
+
+    Before K-126 the limit pool is the reference (None at device-level pressure). With
+    ``dmem_protected_alloc``: an allocation protected by low only never takes victims of its
+    own pool (which ``evict_valuable`` would always allow), and without a limit pool the
+    reference is the common ancestor of the victim's and the evictor's pools, so siblings'
+    own protection is compared directly (patch 6/6).
+    """
+    limit = state.limit_pool
+    if protected:
+        if not state.may_try_low and victim_pool is state.charge_pool:
+            return False, False
+        if limit is None:
+            limit = dmem.common_ancestor(victim_pool, state.charge_pool)
+    return dmem.evict_valuable(limit, victim_pool, try_low)
 
 
 def _revoke_and_evict(
-    man: TtmResourceManager, place: TtmPlace, evictor: TtmBufferObject, ctx: TtmOperationCtx
+    man: TtmResourceManager,
+    place: TtmPlace,
+    evictor: TtmBufferObject,
+    ctx: TtmOperationCtx,
+    state: TtmBoAllocState,
 ) -> TtmResource | None:
     """The opt-in revoke pass (no upstream equivalent): ask the device's ``revoke_pinned``
     policy to revoke pinned victims, least recently pinned first; a victim whose pin count
@@ -629,7 +758,7 @@ def _revoke_and_evict(
     for victim in list(man.pinned.values()):
         if victim is evictor or victim.resource is None or victim.resource.manager is not man:
             continue
-        res = _evict_victim_and_alloc(victim, evictor, place, ctx, revoke)
+        res = _evict_victim_and_alloc(victim, evictor, place, ctx, state, revoke)
         if res is not None:
             return res
     return None
@@ -640,6 +769,7 @@ def _evict_victim_and_alloc(
     evictor: TtmBufferObject,
     place: TtmPlace,
     ctx: TtmOperationCtx,
+    state: TtmBoAllocState,
     revoke: Callable[[TtmBufferObject], bool] | None = None,
 ) -> TtmResource | None:
     """``ttm_bo_evict_cb`` for one victim: trylock it, (revoke pass only) revoke its pins,
@@ -649,7 +779,8 @@ def _evict_victim_and_alloc(
     holds (the BO being validated, or one it reserved), so such a victim is skipped like one
     held by someone else (the model has no ``ctx->allow_res_evict``). A victim whose own
     eviction finds no space (-ENOSPC) becomes -EBUSY, which the walk treats as "skip", instead
-    of failing the whole allocation (K-62).
+    of failing the whole allocation (K-62). The retry is :func:`ttm_bo_alloc_at_place` in the
+    idle mode, reusing a charge kept in ``state`` (K-126).
     """
     if not victim.resv.trylock():
         return None
@@ -663,12 +794,8 @@ def _evict_victim_and_alloc(
         raise
     finally:
         victim.resv.unlock()
-    try:
-        return ttm_resource_alloc(evictor, place)
-    except KernelError as e:
-        if e.errno not in (Errno.ENOSPC, Errno.EAGAIN):
-            raise
-    return None
+    res = ttm_bo_alloc_at_place(evictor, place, False, state)
+    return None if isinstance(res, Errno) else res
 
 
 def ttm_bo_evict(bo: TtmBufferObject, ctx: TtmOperationCtx) -> None:

@@ -24,6 +24,9 @@ the kernel-side interface :class:`pinlab.kernel.dmem.DmemController` that TTM ca
   whether TTM may evict a victim's BO for an allocation that hit ``limit_pool`` (P-24..P-26,
   P-33, P-34), with effective protection recomputed top-down over the reference pool's
   subtree on every call (``dmem_cgroup_calculate_protection``, always recursive);
+* the queries of the queued protection-aware allocation (``next``, kernel.md K-126):
+  :meth:`~DmemCgroupController.below_min` / :meth:`~DmemCgroupController.below_low` and
+  :meth:`~DmemCgroupController.common_ancestor`;
 * interface files (``dmemcg_limit_show`` / ``dmemcg_limit_write``, §2.2-§2.3, P-19..P-22,
   P-35, P-36): ``dmem.capacity`` (root only), ``dmem.current`` (everywhere), ``dmem.min``,
   ``dmem.low``, ``dmem.max`` (not on the root); one ``<region> <value>`` line per registered
@@ -291,6 +294,13 @@ class DmemPool(RegionPool):
     def low(self) -> int:
         return self.cnt.low
 
+    def top_most(self) -> DmemPool:
+        """The region's pool of the root cgroup, reached through the parents."""
+        pool = self
+        while pool.parent is not None:
+            pool = pool.parent
+        return pool
+
     def is_descendant_of(self, other: DmemPool) -> bool:
         """``other`` is this pool or one of its ancestor pools (same region)."""
         pool: DmemPool | None = self
@@ -523,9 +533,7 @@ class DmemCgroupController(CgroupSubsys):
             reference = limit
         else:
             assert victim is not None  # both None is the identity case above
-            reference = victim
-            while reference.parent is not None:
-                reference = reference.parent
+            reference = victim.top_most()
         self.calculate_protection(reference, victim)
         cnt = victim.cnt
         used = cnt.usage
@@ -540,6 +548,42 @@ class DmemCgroupController(CgroupSubsys):
             return False, True
         victim.evict_allowed += 1
         return True, False
+
+    def below_min(self, root: object | None, test: object | None) -> bool:
+        """``dmem_cgroup_below_min`` (K-126): usage ≤ effective min, recomputed from ``root``
+        (None: the top-most pool of ``test``'s region, i.e. global protection)."""
+        pool = self._protection_test(root, test)
+        return pool is not None and pool.cnt.usage <= pool.cnt.emin
+
+    def below_low(self, root: object | None, test: object | None) -> bool:
+        """``dmem_cgroup_below_low`` (K-126): usage ≤ effective low, as :meth:`below_min`."""
+        pool = self._protection_test(root, test)
+        return pool is not None and pool.cnt.usage <= pool.cnt.elow
+
+    def _protection_test(self, root: object | None, test: object | None) -> DmemPool | None:
+        """None (answer False) for ``root`` is ``test``, no pool or the root cgroup's pool;
+        else ``test`` with its effective protection computed (unlike memcg's reclaim, the
+        eviction path has not walked the tree to compute it)."""
+        limit = _as_pool(root, "root")
+        pool = _as_pool(test, "test")
+        if limit is pool or pool is None or pool.parent is None:
+            return None
+        self.calculate_protection(limit if limit is not None else pool.top_most(), pool)
+        return pool
+
+    def common_ancestor(self, a: object | None, b: object | None) -> DmemPool | None:
+        """``dmem_cgroup_get_common_ancestor`` (K-126): the pool, in ``a``'s region, of the
+        deepest cgroup above or at both pools' cgroups (``cgroup_common_ancestor``) -- one
+        of ``a``'s own ancestor pools; None when either is None."""
+        pa = _as_pool(a, "a")
+        pb = _as_pool(b, "b")
+        if pa is None or pb is None:
+            return None
+        shared = set(pb.cgroup.ancestors())
+        pool: DmemPool | None = pa
+        while pool is not None and pool.cgroup not in shared:
+            pool = pool.parent
+        return pool
 
     def calculate_protection(self, limit_pool: DmemPool, test_pool: DmemPool) -> None:
         """``dmem_cgroup_calculate_protection``: walk ``limit_pool``'s cgroup subtree in
