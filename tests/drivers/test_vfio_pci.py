@@ -103,7 +103,7 @@ def test_k98_probe_returns_zero_and_an_absent_bar_is_enodev_only_in_7_1() -> Non
 def test_k98_a_device_going_away_refuses_new_exports() -> None:
     m, proc = machine("7.1")
     proc.vfio_open(GPU)
-    vdev(m).registered = False
+    vdev(m).remove()  # the PCI remove callback at hot-unplug (System.hot_unplug)
     with pytest.raises(KernelError) as e:
         proc.vfio_dma_buf(GPU, 0, 0, MiB)
     assert e.value.errno is Errno.ENODEV

@@ -264,6 +264,16 @@ class ExporterDriver(Driver, ABC):
         """Whether the exporter has ``pin``/``unpin`` ops (``dma_buf_is_dynamic``, K-6)."""
         return self.ops.pin is not None
 
+    def remove(self) -> None:
+        """The PCI driver's ``remove`` callback at hot-unplug, once every client is gone; the
+        default keeps no state that outlives it."""
+
+    def set_move_throttle(self, max_rate: float) -> None:
+        """Throttle the moves its command submission makes back into device memory to
+        ``max_rate`` (bytes/s, the driver's estimate of its copy throughput), where the driver
+        has such a throttle (amdgpu's ``adev->mm_stats``); the default, a driver without one,
+        ignores it."""
+
     @abstractmethod
     def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:
         """The checklist items (``kernel-semantics.md`` §12) of this driver's rule that decide

@@ -126,8 +126,9 @@ class RdmaDevice(DeviceImporter):
 
     Declared by every driver: ``nic_model`` and ``registration_model`` (the cost model's NIC
     model and dma-buf registration model for it), ``supports_odp`` (the driver can build
-    on-demand-paging MRs at all; EFA cannot), ``odp`` (this device has ODP enabled), and the
-    device-wide counters ``faults`` (ODP page faults resolved) and ``invalidations``
+    on-demand-paging MRs at all; EFA cannot), ``ordered_delivery`` (its transport keeps a
+    connection's writes in order; EFA's does not), ``odp`` (this device has ODP enabled), and
+    the device-wide counters ``faults`` (ODP page faults resolved) and ``invalidations``
     (``move_notify`` calls that zapped a mapping), 0 for a driver that never faults.
 
     Registration (:meth:`reg_dmabuf_mr`) is shared: an ``IB_ACCESS_ON_DEMAND`` request goes to
@@ -144,6 +145,9 @@ class RdmaDevice(DeviceImporter):
     """The dma-buf registration cost model (``reg.<model>``) of this driver's
     ``ib_reg_user_mr_dmabuf``: how the driver builds the device's translation."""
     supports_odp: ClassVar[bool] = False
+    ordered_delivery: ClassVar[bool] = True
+    """Whether the device's transport delivers a connection's writes in order (InfiniBand and
+    RoCE reliable connections do; EFA's SRD may reorder or repeat them)."""
     odp_items: ClassVar[tuple[str, ...]] = ()
     """The checklist items of the driver's ODP path (invalidate, fault)."""
 

@@ -178,8 +178,8 @@ class System:
         )
         for proc in victims:
             proc.kill()
-        if isinstance(exporter, VfioPciDevice):
-            exporter.registered = False  # later VFIO_DEVICE_FEATURE_DMA_BUF: -ENODEV
+        if exporter is not None:
+            exporter.remove()
         self.reap()
         self.exporters.pop(device, None)
         self.nics.pop(device, None)
