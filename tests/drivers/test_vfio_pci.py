@@ -103,7 +103,7 @@ def test_k98_probe_returns_zero_and_an_absent_bar_is_enodev_only_in_7_1() -> Non
 def test_k98_a_device_going_away_refuses_new_exports() -> None:
     m, proc = machine("7.1")
     proc.vfio_open(GPU)
-    vdev(m).registered = False
+    vdev(m).remove()  # the PCI remove callback at hot-unplug (System.hot_unplug)
     with pytest.raises(KernelError) as e:
         proc.vfio_dma_buf(GPU, 0, 0, MiB)
     assert e.value.errno is Errno.ENODEV
@@ -335,3 +335,15 @@ def test_k113_one_revoke_and_un_revoke_seen_by_every_kind_of_importer() -> None:
     assert e.value.errno is Errno.EFAULT
     proc.exit()
     assert not m.kernel.warnings and not m.kernel.hung_tasks
+
+
+def test_only_a_driver_that_registered_a_vfio_device_opens_as_one() -> None:
+    """``vfio_device_open`` finds the ``vfio_device`` the bound driver registered
+    (``ExporterDriver.vfio_device``): none for amdgpu, so ``-ENODEV``."""
+    m = build_machine("amdgpu", get_profile("6.19"))
+    assert m.exporter.vfio_device() is None
+    with pytest.raises(KernelError) as e:
+        m.system.spawn("vmm").vfio_open(GPU)
+    assert e.value.errno is Errno.ENODEV
+    v, _ = machine("6.19")
+    assert v.exporter.vfio_device() is vdev(v)

@@ -147,6 +147,16 @@ def test_nccl_follows_ncclTopoCheckGdr_across_nodes() -> None:
     assert run(box, "nccl", iters=1, p2p_level="PHB").transports == ["P2P/PCI"]
 
 
+def test_nccl_keeps_to_simple_over_a_transport_that_reorders_without_rdma_write() -> None:
+    """aws-ofi-nccl's NCCL_PROTO=simple: the NIC declares its delivery order and access
+    (``RdmaDevice.ordered_delivery``, ``supported_access``); the simulator asks nothing else."""
+    sizes = {"minbytes": 8192, "maxbytes": 8192, "iters": 1, "world": 2, "per_node": True}
+    p4d = run(cluster(nodes=2, node=PRESETS["p4d"]()), "nccl", **sizes)
+    assert {row.proto for row in p4d.rows} == {"Simple"}  # first-generation EFA: no RDMA write
+    p5 = run(cluster(nodes=2, node=PRESETS["p5"]()), "nccl", **sizes)
+    assert {row.proto for row in p5.rows} != {"Simple"}  # EFA with RDMA write: LL allowed
+
+
 def test_nccl_is_deterministic_per_seed_and_seeds_replicate() -> None:
     dgx = PRESETS["dgx-a100"]()
     a = run(dgx, "nccl", seed=3, minbytes=8192, maxbytes=8192, iters=4)

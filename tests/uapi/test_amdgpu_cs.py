@@ -66,7 +66,8 @@ def test_the_move_throttle_accrues_with_the_machine_clock() -> None:
     clock = Clock()
     m, gpu = machine(clock)
     rate = 2.0 * GiB
-    gpu.mm_stats = AmdgpuMoveStats(rate)
+    gpu.set_move_throttle(rate)  # the simulator's hook (evict.moveback_throttle)
+    assert isinstance(gpu.mm_stats, AmdgpuMoveStats)
     app = m.system.spawn("app")
     a, b = (app.gem_create("gpu0", 256 * MiB) for _ in range(2))
     evict_all(m, gpu)

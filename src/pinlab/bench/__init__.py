@@ -25,7 +25,16 @@ from typing import Any, Protocol
 
 from pinlab.errors import ConfigError
 
-__all__ = ["TOOLS", "BenchTable", "BenchTool", "register_tool", "run_bench", "tool", "tool_names"]
+__all__ = [
+    "TOOLS",
+    "BenchSetup",
+    "BenchTable",
+    "BenchTool",
+    "register_tool",
+    "run_bench",
+    "tool",
+    "tool_names",
+]
 
 Cell = float | int | str
 
@@ -70,23 +79,28 @@ class BenchTable:
         return float(value)
 
 
+@dataclass(frozen=True, slots=True)
+class BenchSetup:
+    """Where and how a tool runs (:func:`run_bench`'s keywords): ``platform`` (a preset name or
+    a platform file) with ``platform_params``, ``nodes`` (None: the tool's own choice), the
+    ``sets`` ``key=value`` cost overrides and the ``seed`` of every random draw."""
+
+    platform: str = "cx-pair"
+    platform_params: Mapping[str, Any] = field(default_factory=dict)
+    nodes: int | None = None
+    sets: tuple[str, ...] = ()
+    seed: int = 0
+
+
 class BenchTool(Protocol):
     """One tool: ``run`` parses ``argv`` (the real tool's arguments, test name first where the
-    tool has several) and runs it; ``ConfigError`` for bad arguments, before any work."""
+    tool has several) and runs it on ``setup``; ``ConfigError`` for bad arguments, before any
+    work."""
 
     name: str
     summary: str
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        platform: str,
-        platform_params: Mapping[str, Any],
-        nodes: int | None,
-        sets: Sequence[str],
-        seed: int,
-    ) -> BenchTable: ...
+    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable: ...
 
 
 TOOLS: dict[str, BenchTool] = {}
@@ -143,11 +157,5 @@ def run_bench(
     platform file) with ``platform_params``; ``nodes`` overrides how many nodes the tool
     spans (perftest needs two, nccl-tests ``--nodes``); ``sets`` are ``key=value`` cost
     overrides; ``seed`` seeds every random draw. ``ConfigError`` on bad input."""
-    return tool(tool_name).run(
-        argv,
-        platform=platform,
-        platform_params=dict(platform_params or {}),
-        nodes=nodes,
-        sets=tuple(sets),
-        seed=seed,
-    )
+    setup = BenchSetup(platform, dict(platform_params or {}), nodes, tuple(sets), seed)
+    return tool(tool_name).run(argv, setup)

@@ -6,9 +6,10 @@ devices' names and PCI addresses as the tools print them."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from pinlab.bench import BenchSetup
 from pinlab.errors import ConfigError
 from pinlab.platform.cluster import ClusterSpec, FabricSpec
 from pinlab.platform.presets import resolve_platform
@@ -17,7 +18,7 @@ from pinlab.platform.topology import Machine
 from pinlab.sim.engine import Simulation, Tenant
 from pinlab.sim.workloads import WORKLOADS, WorkloadParams, spawn
 
-__all__ = ["ToolParser", "bus_id", "parse_sets", "run_tenants", "simulation"]
+__all__ = ["ToolParser", "bus_id", "parse_sets", "run_tenants", "simulation", "single_node"]
 
 _FOREVER = 1e9
 """Simulated seconds a tool runs for at most (the workloads finish long before; the sampler
@@ -51,18 +52,11 @@ def parse_sets(sets: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def simulation(
-    platform: str,
-    platform_params: Mapping[str, Any],
-    *,
-    nodes: int | None,
-    sets: Sequence[str],
-    seed: int,
-) -> Simulation:
-    """The simulation of ``platform`` (a preset name or a platform file, with its parameters),
-    as ``nodes`` identical nodes joined by a non-blocking fabric when ``nodes`` > 1, with the
-    ``sets`` cost overrides and ``seed``. ``ConfigError`` for a bad platform or key."""
-    spec = resolve_platform(platform, **dict(platform_params))
+def simulation(setup: BenchSetup, *, nodes: int | None = None) -> Simulation:
+    """The simulation of ``setup``'s platform (a preset name or a platform file, with its
+    parameters), as ``nodes`` identical nodes joined by a non-blocking fabric when ``nodes`` > 1,
+    with its cost overrides and seed. ``ConfigError`` for a bad platform or key."""
+    spec = resolve_platform(setup.platform, **dict(setup.platform_params))
     if nodes is not None and nodes > 1:
         if isinstance(spec, ClusterSpec):
             spec = spec.model_copy(update={"nodes": nodes})
@@ -71,8 +65,14 @@ def simulation(
                 name=f"{spec.name}x{nodes}", nodes=nodes, node=spec, fabric=FabricSpec()
             )
     return Simulation(
-        spec, cost_overrides=dict(parse_sets(sets)), seed=seed, sample_interval=_FOREVER
+        spec, cost_overrides=dict(parse_sets(setup.sets)), seed=setup.seed, sample_interval=_FOREVER
     )
+
+
+def single_node(parser: ToolParser, setup: BenchSetup, why: str) -> None:
+    """Refuse a request for more than one node: ``why`` the tool runs on one."""
+    if setup.nodes is not None and setup.nodes > 1:
+        parser.fail("--nodes", f"1 ({why})", setup.nodes)
 
 
 def node_spec(sim: Simulation) -> PlatformSpec:

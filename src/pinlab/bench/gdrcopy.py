@@ -15,12 +15,11 @@ The table's columns: ``Test``, ``Size(B)``, ``Median Time(us)``, ``Min. Time(us)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pinlab import __version__
-from pinlab.bench import BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation
+from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
+from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation, single_node
 from pinlab.sim.workloads.gdrcopy import GdrcopyParams, GdrcopyResult
 
 __all__ = ["GdrcopyTool"]
@@ -54,16 +53,7 @@ class GdrcopyTool:
     name = "gdrcopy"
     summary = "gdrcopy copylat: CPU store/load latency through a GPU BAR mapping, by size"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        platform: str,
-        platform_params: Mapping[str, Any],
-        nodes: int | None,
-        sets: Sequence[str],
-        seed: int,
-    ) -> BenchTable:
+    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         argv = list(argv)
         if not argv or argv[0] not in ("copylat", "gdrcopy_copylat"):
             ToolParser("gdrcopy").fail("test", "copylat (the one modelled)", argv[:1])
@@ -76,9 +66,8 @@ class GdrcopyTool:
                 parser.fail(flag, "a positive number of iterations", value)
         if args.cold:
             parser.fail("-C", "no cold cache (it needs a caching mapping, not modelled)", True)
-        if nodes is not None and nodes > 1:
-            parser.fail("--nodes", "1 (copylat runs on one GPU)", nodes)
-        sim = simulation(platform, platform_params, nodes=None, sets=sets, seed=seed)
+        single_node(parser, setup, "copylat runs on one GPU")
+        sim = simulation(setup)
         spec = node_spec(sim)
         if not 0 <= args.gpu < len(spec.devices):
             parser.fail("-d", f"a GPU id below {len(spec.devices)}", args.gpu)
@@ -157,7 +146,12 @@ class GdrcopyTool:
             # copylat 2.6 prints the median and minimum of its buckets; the table also keeps
             # the mean over all iterations, the value copylat printed before 2.6
             columns = ("Test", "Size(B)", "Median Time(us)", "Min. Time(us)", "Avg.Time(us)")
-        meta = {"platform": spec.name, "device": r.device, "seed": seed, "pinlab": __version__}
+        meta = {
+            "platform": spec.name,
+            "device": r.device,
+            "seed": setup.seed,
+            "pinlab": __version__,
+        }
         return BenchTable(self.name, "copylat", columns, tuple(rows), "\n".join(out), meta)
 
 

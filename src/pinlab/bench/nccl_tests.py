@@ -19,11 +19,11 @@ the footer with the average bus bandwidth over every printed cell.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pinlab import __version__
-from pinlab.bench import BenchTable, Cell, register_tool
+from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
 from pinlab.bench._gpu import ToolParser, bus_id, run_tenants, simulation
 from pinlab.sim.workloads.nccl import DTYPE_SIZE, PATH_LEVELS, NcclParams, NcclResult
 
@@ -107,16 +107,7 @@ class NcclTestsTool:
     name = "nccl-tests"
     summary = "NVIDIA nccl-tests all_reduce_perf: NCCL all-reduce time, algbw and busbw by size"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        platform: str,
-        platform_params: Mapping[str, Any],
-        nodes: int | None,
-        sets: Sequence[str],
-        seed: int,
-    ) -> BenchTable:
+    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         argv = list(argv)
         if not argv or argv[0].startswith("-"):
             ToolParser("nccl-tests").fail("test", "a test binary (all_reduce_perf)", argv[:1])
@@ -149,10 +140,10 @@ class NcclTestsTool:
                 parser.fail(flag, "a positive number", value)
         if args.warmup_iters < 0:
             parser.fail("-w/--warmup_iters", "a number >= 0", args.warmup_iters)
-        n_nodes = nodes if nodes is not None else (args.nodes or 1)
+        n_nodes = setup.nodes if setup.nodes is not None else (args.nodes or 1)
         if n_nodes < 1:
             parser.fail("--nodes", "a positive number of nodes", n_nodes)
-        sim = simulation(platform, platform_params, nodes=n_nodes, sets=sets, seed=seed)
+        sim = simulation(setup, nodes=n_nodes)
         node_gpus = len(sim.node().machine.spec.devices)
         if args.ngpus * args.nthreads > node_gpus:
             parser.fail("-g/--ngpus", f"at most {node_gpus} GPUs per node (× -t)", args.ngpus)
@@ -178,7 +169,7 @@ class NcclTestsTool:
         tenants = run_tenants(sim, params, per_node=True)
         result = tenants[0].result
         assert isinstance(result, NcclResult)
-        return self._table(sim, binary, args, lo, hi, result, n_nodes, seed)
+        return self._table(sim, binary, args, lo, hi, result, n_nodes, setup.seed)
 
     def _table(
         self,

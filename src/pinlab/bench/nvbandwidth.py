@@ -14,12 +14,11 @@ the matrices' rows (first column ``"<title key> <row>"``... see :func:`run`).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pinlab import __version__
-from pinlab.bench import BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation
+from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
+from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation, single_node
 from pinlab.sim.workloads.nvbandwidth import (
     TESTCASES,
     Matrix,
@@ -81,16 +80,7 @@ class NvbandwidthTool:
     name = "nvbandwidth"
     summary = "NVIDIA nvbandwidth: host/device and device/device copy bandwidth matrices"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        platform: str,
-        platform_params: Mapping[str, Any],
-        nodes: int | None,
-        sets: Sequence[str],
-        seed: int,
-    ) -> BenchTable:
+    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         """Run the test cases of ``argv`` (a leading ``nvbandwidth`` is the binary's name).
 
         Rows are the matrices' rows in GB/s (``N/A`` where nothing was measured), columns
@@ -129,17 +119,14 @@ class NvbandwidthTool:
             parser.fail("-i/--testSamples", "a positive number of samples", args.testSamples)
         if args.loopCount <= 0:
             parser.fail("--loopCount", "a positive number of copies", args.loopCount)
-        if nodes is not None and nodes > 1:
-            parser.fail(
-                "--nodes", "1 (nvbandwidth runs on one node; multinode_* is not modelled)", nodes
-            )
+        single_node(parser, setup, "nvbandwidth runs on one node; multinode_* is not modelled")
         header = ["nvbandwidth Version: v0.8", f"Built from Git version: pinlab {__version__}", ""]
         out_rows: list[tuple[Cell, ...]] = []
         body: list[str] = []
         matrices_shape = 0
         first_sim = None
         for tc in cases:
-            sim = simulation(platform, platform_params, nodes=None, sets=sets, seed=seed)
+            sim = simulation(setup)
             first_sim = first_sim or sim
             params = NvbandwidthParams(
                 testcase=tc.name,  # type: ignore[arg-type]
@@ -177,7 +164,7 @@ class NvbandwidthTool:
         if len({row[0] for row in out_rows}) == 1:  # one matrix: the row label comes first
             columns, out_rows = columns[1:], [row[1:] for row in out_rows]
         test = cases[0].name if len(cases) == 1 else ",".join(tc.name for tc in cases)
-        meta = {"platform": spec.name, "seed": seed, "pinlab": __version__, "unit": "GB/s"}
+        meta = {"platform": spec.name, "seed": setup.seed, "pinlab": __version__, "unit": "GB/s"}
         return BenchTable(self.name, test, columns, tuple(out_rows), text, meta)
 
 

@@ -13,11 +13,10 @@ CPU"``), the row's label ``gpuI`` (column ``row``) and one value per column ``gp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pinlab import __version__
-from pinlab.bench import BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation
+from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
+from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation, single_node
 from pinlab.sim.workloads.p2p import P2pParams, P2pResult
 
 __all__ = ["P2pTool"]
@@ -69,16 +68,7 @@ class P2pTool:
     name = "p2p"
     summary = "cuda-samples p2pBandwidthLatencyTest: GPU-to-GPU bandwidth and latency matrices"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        platform: str,
-        platform_params: Mapping[str, Any],
-        nodes: int | None,
-        sets: Sequence[str],
-        seed: int,
-    ) -> BenchTable:
+    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         parser = _parser()
         argv = list(argv)
         if argv[:1] == ["p2pBandwidthLatencyTest"]:
@@ -86,9 +76,8 @@ class P2pTool:
         args = parser.parse_args(_split(argv))
         if args.numElems <= 0:
             parser.fail("--numElems", "a positive number of ints", args.numElems)
-        if nodes is not None and nodes > 1:
-            parser.fail("--nodes", "1 (the sample runs on one node)", nodes)
-        sim = simulation(platform, platform_params, nodes=None, sets=sets, seed=seed)
+        single_node(parser, setup, "the sample runs on one node")
+        sim = simulation(setup)
         params = P2pParams(elements=args.numElems, p2p_read=args.p2p_read, sm_copy=args.sm_copy)
         (tenant,) = run_tenants(sim, params)
         result = tenant.result
@@ -135,7 +124,7 @@ class P2pTool:
         columns = ("matrix", "row", *(f"gpu{j}" for j in range(n)))
         meta = {
             "platform": spec.name,
-            "seed": seed,
+            "seed": setup.seed,
             "pinlab": __version__,
             "units": {"bandwidth": "GB/s", "latency": "us"},
         }

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from pinlab import __version__
-from pinlab.bench import BenchTable, register_tool
+from pinlab.bench import BenchSetup, BenchTable, register_tool
 from pinlab.errors import ConfigError, config_error
 from pinlab.kernel.errno import KernelError
 from pinlab.platform.cluster import ClusterSpec
@@ -402,18 +402,9 @@ class PerftestTool:
     name = "perftest"
     summary = "linux-rdma perftest: ib_{send,write,read}_{lat,bw} between two hosts"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        platform: str,
-        platform_params: Mapping[str, Any],
-        nodes: int | None,
-        sets: Sequence[str],
-        seed: int,
-    ) -> BenchTable:
+    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         opts = parse_args(argv)
-        pair = _pair(platform, platform_params, nodes)
+        pair = _pair(setup.platform, setup.platform_params, setup.nodes)
         node = pair.node
         nic = _nic(opts, node)
         device = _memory_device(opts, node)
@@ -428,9 +419,9 @@ class PerftestTool:
                     "doesn't support device memory latency test with write (without "
                     "immediate) verb), found CUDA memory",
                 )
-        overrides = _overrides(sets)
+        overrides = _overrides(setup.sets)
         try:
-            sim = Simulation(pair, cost_overrides=overrides, seed=seed, sample_interval=1e9)
+            sim = Simulation(pair, cost_overrides=overrides, seed=setup.seed, sample_interval=1e9)
         except ConfigError:
             raise
         inline = opts.inline
@@ -483,7 +474,7 @@ class PerftestTool:
             raise ConfigError(
                 _SOURCE, "client", "expected results, found none (the run did not end)"
             )
-        text, columns, rows = _render(opts, result, nic_spec.name, efa, inline, seed)
+        text, columns, rows = _render(opts, result, nic_spec.name, efa, inline, setup.seed)
         meta = {
             "platform": pair.name,
             "node": node.name,
@@ -493,7 +484,7 @@ class PerftestTool:
             "mtu": result.mtu,
             "memory": result.device,
             "p2p": bool(result.p2p),
-            "seed": seed,
+            "seed": setup.seed,
             "pinlab": __version__,
             "sets": dict(overrides),
         }

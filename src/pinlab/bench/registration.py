@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pinlab import __version__
-from pinlab.bench import BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, node_spec, run_tenants, simulation
+from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
+from pinlab.bench._gpu import ToolParser, node_spec, run_tenants, simulation, single_node
 from pinlab.sim.workloads.reg_mr import RegMrParams, RegMrResult
 from pinlab.units import GiB
 
@@ -63,16 +62,7 @@ class RegistrationTool:
     name = "registration"
     summary = "reg_mr: one memory registration's time after device memory registered before"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        platform: str,
-        platform_params: Mapping[str, Any],
-        nodes: int | None,
-        sets: Sequence[str],
-        seed: int,
-    ) -> BenchTable:
+    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         argv = list(argv)
         if not argv or argv[0] != "reg_mr":
             ToolParser("registration").fail("test", "reg_mr", argv[:1])
@@ -87,13 +77,12 @@ class RegistrationTool:
             if amount is None:
                 parser.fail("--registered", "sizes such as 0GiB,9.17GiB", args.registered)
             before.append(amount)
-        if nodes is not None and nodes > 1:
-            parser.fail("--nodes", "1 (a registration runs on one node)", nodes)
+        single_node(parser, setup, "a registration runs on one node")
         rows: list[tuple[Cell, ...]] = []
         out = [f" {'#bytes':<12} {'registered[GiB]':<16} {'t_reg[ms]':<10}"]
         spec_name = ""
         for amount in before:
-            sim = simulation(platform, platform_params, nodes=None, sets=sets, seed=seed)
+            sim = simulation(setup)
             spec = node_spec(sim)
             spec_name = spec.name
             if not 0 <= args.device < len(spec.devices):
@@ -113,7 +102,7 @@ class RegistrationTool:
             rows.append((size, gib, ms))
             out.append(f" {size:<12d} {gib:<16.2f} {ms:<10.3f}")
         out.append("")
-        meta = {"platform": spec_name, "seed": seed, "pinlab": __version__}
+        meta = {"platform": spec_name, "seed": setup.seed, "pinlab": __version__}
         columns = ("#bytes", "registered[GiB]", "t_reg[ms]")
         return BenchTable(self.name, "reg_mr", columns, tuple(rows), "\n".join(out), meta)
 

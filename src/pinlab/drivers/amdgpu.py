@@ -466,6 +466,11 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
     """The command-submission move throttle (``adev->mm_stats``, one per device); None: moves
     back are not throttled (``cost-model.md`` §8 ``evict.moveback_throttle = off``)."""
 
+    def set_move_throttle(self, max_rate: float) -> None:
+        """``adev->mm_stats`` with ``log2_max_MBps`` = ``max_rate``: command submissions move
+        BOs back into VRAM at most at that rate (:meth:`amdgpu_cs_get_threshold_for_moves`)."""
+        self.mm_stats = AmdgpuMoveStats(max_rate)
+
     def amdgpu_cs_get_threshold_for_moves(self, now: float) -> float | None:
         """``amdgpu_cs_get_threshold_for_moves``: the bytes this submission may move, or None
         when moves are not throttled.

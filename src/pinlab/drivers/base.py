@@ -19,7 +19,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar, cast
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
@@ -37,6 +37,9 @@ from pinlab.kernel.pin_hooks import BufferLocation
 from pinlab.kernel.profile import KernelProfile
 from pinlab.kernel.ttm import TtmDevice
 from pinlab.plugins import PluginRegistry, describe
+
+if TYPE_CHECKING:
+    from pinlab.drivers.vfio_pci import VfioPciDevice
 
 DriverOptions = Mapping[str, bool | int | str]
 """A platform file's ``driver_options``: extra constructor keyword arguments."""
@@ -263,6 +266,22 @@ class ExporterDriver(Driver, ABC):
     def dynamic(self) -> bool:
         """Whether the exporter has ``pin``/``unpin`` ops (``dma_buf_is_dynamic``, K-6)."""
         return self.ops.pin is not None
+
+    def remove(self) -> None:
+        """The PCI driver's ``remove`` callback at hot-unplug, once every client is gone; the
+        default keeps no state that outlives it."""
+
+    def vfio_device(self) -> VfioPciDevice | None:
+        """The ``vfio_device`` the driver registered for its function
+        (``vfio_pci_core_register_device``), which userspace opens as a VFIO device fd; the
+        default, a driver that is not a VFIO driver, registered none."""
+        return None
+
+    def set_move_throttle(self, max_rate: float) -> None:
+        """Throttle the moves its command submission makes back into device memory to
+        ``max_rate`` (bytes/s, the driver's estimate of its copy throughput), where the driver
+        has such a throttle (amdgpu's ``adev->mm_stats``); the default, a driver without one,
+        ignores it."""
 
     @abstractmethod
     def checklist_items(self, path: ImportPath, *, by_pin: bool, refused: bool) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ class EfaDevice(RdmaDevice):
     default_name = "efa_0"
     nic_model = "efa"
     registration_model = "efa"  # an admin-queue command (EFA_ADMIN_REG_MR) per MR
+    ordered_delivery = False  # SRD: reliable, but neither ordered nor free of duplicates
 
     def __init__(
         self,

@@ -126,8 +126,9 @@ class RdmaDevice(DeviceImporter):
 
     Declared by every driver: ``nic_model`` and ``registration_model`` (the cost model's NIC
     model and dma-buf registration model for it), ``supports_odp`` (the driver can build
-    on-demand-paging MRs at all; EFA cannot), ``odp`` (this device has ODP enabled), and the
-    device-wide counters ``faults`` (ODP page faults resolved) and ``invalidations``
+    on-demand-paging MRs at all; EFA cannot), ``ordered_delivery`` (its transport keeps a
+    connection's writes in order; EFA's does not), ``odp`` (this device has ODP enabled), and
+    the device-wide counters ``faults`` (ODP page faults resolved) and ``invalidations``
     (``move_notify`` calls that zapped a mapping), 0 for a driver that never faults.
 
     Registration (:meth:`reg_dmabuf_mr`) is shared: an ``IB_ACCESS_ON_DEMAND`` request goes to
@@ -143,6 +144,9 @@ class RdmaDevice(DeviceImporter):
     registration_model: ClassVar[str] = "mlx5"
     """The dma-buf registration cost model (``reg.<model>``) of this driver's
     ``ib_reg_user_mr_dmabuf``: how the driver builds the device's translation."""
+    ordered_delivery: ClassVar[bool] = True
+    """Whether the device's transport delivers a connection's writes in order (InfiniBand and
+    RoCE reliable connections do; EFA's SRD may reorder or repeat them)."""
     supports_odp: ClassVar[bool] = False
     odp_items: ClassVar[tuple[str, ...]] = ()
     """The checklist items of the driver's ODP path (invalidate, fault)."""
@@ -229,28 +233,16 @@ class RdmaDevice(DeviceImporter):
         installs its revoke callback with ``ib_umem_dmabuf_set_revoke_locked``, then unlocks.
         """
         revoke = self.pinned_revoke
-        if revoke is None:
-            umem = ib_umem_dmabuf_get_pinned(
-                self.kernel,
-                self.dev,
-                req.offset,
-                req.length,
-                req.fd,
-                req.access,
-                files=req.files,
-            )
-            mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
-        else:
-            umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(
-                self.kernel,
-                self.dev,
-                req.offset,
-                req.length,
-                req.fd,
-                req.access,
-                files=req.files,
-            )
-            mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
+        get = (
+            ib_umem_dmabuf_get_pinned
+            if revoke is None
+            else ib_umem_dmabuf_get_pinned_revocable_and_lock
+        )
+        umem = get(
+            self.kernel, self.dev, req.offset, req.length, req.fd, req.access, files=req.files
+        )
+        mr = MemoryRegion(self, umem, req.access, odp=False, pid=req.pid, mtt_valid=True)
+        if revoke is not None:
             ib_umem_dmabuf_set_revoke_locked(umem, revoke, mr)
             umem.dmabuf.resv.unlock()
         umem.private = mr

@@ -399,6 +399,15 @@ class VfioPciDevice(ExporterDriver):
         if was != self.memory_decoding():
             self.vfio_pci_dma_buf_move(not self.memory_decoding())
 
+    def vfio_device(self) -> VfioPciDevice:
+        """The function's ``vfio_device``: this driver."""
+        return self
+
+    def remove(self) -> None:
+        """``vfio_pci_core_unregister_device``: the ``vfio_device`` registration goes, so a
+        later ``VFIO_DEVICE_FEATURE_DMA_BUF`` fails with ``-ENODEV``."""
+        self.registered = False
+
     def reset(self) -> None:
         """``VFIO_DEVICE_RESET`` (``vfio_pci_core_ioctl_reset``): revoke, reset the function
         (its config state is saved and restored), un-revoke if memory decoding is on (K-104)."""

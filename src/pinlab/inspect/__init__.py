@@ -17,9 +17,10 @@
   versioned TOML, validated on load), from a host or from pasted command output
   (:mod:`~pinlab.inspect.paste`, :mod:`~pinlab.inspect.topo`); :mod:`~pinlab.inspect.hostpolicy`
   -- the host's limits as a policy file;
-* :mod:`~pinlab.inspect.doctor` -- ``pinlab doctor``: registrations run through the model, the
-  path and its rates, headroom, model-verified fixes (:mod:`~pinlab.inspect.doctor_report`
-  prints them); :mod:`~pinlab.inspect.fit` -- ``pinlab run --platform --map``.
+* :mod:`~pinlab.inspect.doctor` -- ``pinlab doctor``: registrations run through the model
+  (:mod:`~pinlab.inspect.doctor_run`: the inputs from the snapshot, each step), the path and
+  its rates, headroom, model-verified fixes (:mod:`~pinlab.inspect.doctor_report` prints
+  them); :mod:`~pinlab.inspect.fit` -- ``pinlab run --platform --map``.
 
 A user-facing layer, beside ``report``: it may import ``scenarios``, ``platform``, ``policy`` and
 ``kernel``; nothing below imports it.

@@ -13,7 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from pinlab.inspect.doctor import Diagnosis, PairReport, Registration, Step
+from pinlab.inspect.doctor import Diagnosis, PairReport
+from pinlab.inspect.doctor_run import Registration, Step
 from pinlab.kernel.kernel import RLIM_INFINITY
 from pinlab.units import fmt_rate, fmt_size
 

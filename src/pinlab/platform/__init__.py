@@ -12,10 +12,13 @@
 * :mod:`~pinlab.platform.cluster` -- N-node clusters (one kernel per node);
 * :mod:`~pinlab.platform.pcie_model`, :mod:`~pinlab.platform.rdma_model` -- the PCIe and
   RDMA NIC mechanisms (pure functions of the cost model and a path);
-* :mod:`~pinlab.platform.presets` -- ``dl1``, ``p4d``, ``workstation``, ``workstation-amd``,
-  ``apu-laptop``, ``cluster`` (``cost-model.md`` §9), ``cx-pair`` (two ConnectX hosts back
-  to back, ``pinlab bench``), ``matrix`` (the machine of ``pinlab matrix``) and TOML platform
-  files.
+* :mod:`~pinlab.platform.presets` -- the preset registry :data:`PRESETS` and TOML platform
+  files; the presets themselves by family: :mod:`~pinlab.platform.presets_aws` (``dl1``,
+  ``p4d``, ``cluster``, ``cost-model.md`` §9), :mod:`~pinlab.platform.presets_host`
+  (``workstation``, ``workstation-amd``, ``apu-laptop``, ``cx-pair``: two ConnectX hosts back
+  to back, ``pinlab bench``), :mod:`~pinlab.platform.presets_gpu` (``dgx-a100``, ``dgx-h100``,
+  ``p5``, ``gpu-box``), :mod:`~pinlab.platform.presets_matrix` (``matrix``, the machine of
+  ``pinlab matrix``), all built from :mod:`~pinlab.platform.preset_parts`.
 """
 
 from pinlab.platform.builder import build

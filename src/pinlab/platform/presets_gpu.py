@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, validate_call
 
 from pinlab.platform.gpu_model import GPU_MODELS, GpuModel
+from pinlab.platform.preset_parts import AMAZON, AMD, AMD_GPU, INTEL, NVIDIA, ConnectX, connectx
 from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
@@ -30,12 +31,6 @@ __all__ = ["GPU_BOX_CPUS", "dgx_a100", "dgx_h100", "gpu_box", "gpu_device", "p5"
 
 _CALL = ConfigDict(arbitrary_types_allowed=False)
 
-_INTEL = 0x8086
-_AMD = 0x1022
-_NVIDIA = 0x10DE
-_AMD_GPU = 0x1002
-_MELLANOX = 0x15B3
-_AMAZON = 0x1D0F
 _BROADCOM = 0x1000
 """Broadcom/LSI: the PEX88000/89000 switches of DGX servers (``0x1000:0xc010`` in the DGX A100
 topology dump of ``NVIDIA/nccl`` #1505)."""
@@ -81,43 +76,12 @@ def gpu_device(
         system=host_memory if amd and host_memory else None,
         gen=g.pcie_gen,
         width=width,  # type: ignore[arg-type]
-        vendor=_AMD_GPU if amd else _NVIDIA,
+        vendor=AMD_GPU if amd else NVIDIA,
         device=_PCI_DEVICE.get(key, 0),
         model=g.name,
         compute_capability=g.compute_capability,
         bar_read=g.bar_read,
         gpu_import=False,
-    )
-
-
-ConnectX = Literal["cx5", "cx6", "cx7"]
-"""The ConnectX models of the cost model's NIC table (``nic.<model>``)."""
-_CX_DEVICE = {"cx5": 0x1017, "cx6": 0x101B, "cx7": 0x1021}
-
-
-def _connectx(
-    name: str,
-    parent: str,
-    model: ConnectX,
-    link: Literal["ib", "roce"],
-    line_rate: float | None,
-    mtu: Mtu | None,
-    *,
-    gen: Literal[3, 4, 5],
-) -> NicSpec:
-    """A ConnectX NIC of ``model`` (mlx5 driver) below ``parent``; unset rates and MTU are the
-    model's."""
-    return NicSpec(
-        name=name,
-        driver="mlx5",
-        model=model,
-        parent=parent,
-        line_rate=line_rate,
-        link_layer=link,
-        mtu=mtu,
-        gen=gen,
-        vendor=_MELLANOX,
-        device=_CX_DEVICE[model],
     )
 
 
@@ -183,7 +147,15 @@ def dgx_a100(
             switches.append(SwitchSpec(name=f"{top}.n{j}", parent=top, vendor=_BROADCOM))
             devices.append(gpu_device(f"gpu{i}", gpu, f"{top}.g{j}"))
             nic_specs.append(
-                _connectx(f"mlx5_{i}", f"{top}.n{j}", nic, link, line_rate, mtu, gen=4)
+                connectx(
+                    f"mlx5_{i}",
+                    f"{top}.n{j}",
+                    nic,
+                    gen=4,
+                    line_rate=line_rate,
+                    link_layer=link,
+                    mtu=mtu,
+                )
             )
     return PlatformSpec(
         name="dgx-a100",
@@ -192,7 +164,7 @@ def dgx_a100(
         cpu=CpuSpec(vendor="amd", family=0x17, model="AMD EPYC 7742 (Rome)", sockets=2),
         dram=DramSpec(size=host // 2, bandwidth=parse_rate("204.8GB/s")),
         host_bridges=tuple(
-            HostBridgeSpec(name=f"rc{k}", socket=k // 2, vendor=_AMD, device=0x1480)
+            HostBridgeSpec(name=f"rc{k}", socket=k // 2, vendor=AMD, device=0x1480)
             for k in range(4)
         ),
         switches=tuple(switches),
@@ -231,7 +203,7 @@ def _hopper_node(
             HostBridgeSpec(
                 name=f"rc{s}",
                 socket=s,
-                vendor=_INTEL if cpu.vendor == "intel" else _AMD,
+                vendor=INTEL if cpu.vendor == "intel" else AMD,
                 device=root,
             )
             for s in range(2)
@@ -270,7 +242,8 @@ def dgx_h100(
     complex; UPI 4 × 32 GB/s per direction; storage NICs left out.
     """
     nic_specs = [
-        _connectx(f"mlx5_{i}", f"sw{i}", nic, link, line_rate, mtu, gen=5) for i in range(8)
+        connectx(f"mlx5_{i}", f"sw{i}", nic, gen=5, line_rate=line_rate, link_layer=link, mtu=mtu)
+        for i in range(8)
     ][:nics]
     spec = _hopper_node(
         "dgx-h100",
@@ -309,7 +282,7 @@ def p5(
             model="efa",
             parent=f"sw{i}",
             line_rate=parse_rate("100Gbps"),
-            vendor=_AMAZON,
+            vendor=AMAZON,
             device=0xEFA1,
             driver_options={"rdma_write": True},
         )
@@ -339,49 +312,49 @@ GPU_BOX_CPUS: dict[str, tuple[CpuSpec, int, int, str, str]] = {
     # DRAM = channels × MT/s × 8 B from the vendors' product pages [unverified in this session]
     "threadripper-pro-7965wx": (
         CpuSpec(vendor="amd", family=0x19, model="AMD Ryzen Threadripper PRO 7965WX", sockets=1),
-        _AMD,
+        AMD,
         0x14A4,
         "332.8GB/s",
         "41.6GB/s",
     ),
     "epyc-9374f": (
         CpuSpec(vendor="amd", family=0x19, model="AMD EPYC 9374F (Genoa)", sockets=2),
-        _AMD,
+        AMD,
         0x14A4,
         "460.8GB/s",
         "256GB/s",
     ),
     "epyc-7261": (
         CpuSpec(vendor="amd", family=0x17, model="AMD EPYC 7261 (Naples)", sockets=1),
-        _AMD,
+        AMD,
         0x1450,
         "170.6GB/s",
         "41.6GB/s",
     ),
     "xeon-w-2123": (
         CpuSpec(vendor="intel", family=6, model="Intel Xeon W-2123 (Skylake-W)", sockets=1),
-        _INTEL,
+        INTEL,
         0x2020,
         "85.3GB/s",
         "41.6GB/s",
     ),
     "core-i7-6900k": (
         CpuSpec(vendor="intel", family=6, model="Intel Core i7-6900K (Broadwell-E)", sockets=1),
-        _INTEL,
+        INTEL,
         0x6F00,
         "76.8GB/s",
         "41.6GB/s",
     ),
     "xeon-e5-2698v4": (
         CpuSpec(vendor="intel", family=6, model="Intel Xeon E5-2698 v4 (Broadwell-EP)", sockets=2),
-        _INTEL,
+        INTEL,
         0x6F00,
         "76.8GB/s",
         "38.4GB/s",
     ),
     "xeon-gold-6248": (
         CpuSpec(vendor="intel", family=6, model="Intel Xeon Gold 6248 (Cascade Lake)", sockets=2),
-        _INTEL,
+        INTEL,
         0x2030,
         "140.8GB/s",
         "62.4GB/s",
@@ -474,14 +447,13 @@ def gpu_box(
             HostBridgeSpec(name=bridge, socket=s, vendor=hb_vendor, device=hb_device)
         )
         nic_specs.append(
-            _connectx(
+            connectx(
                 f"mlx5_{j}",
                 bridge,
                 nic,
-                "ib",
-                parse_rate(nic_rate),
-                None,
                 gen=4 if nic != "cx7" else 5,
+                line_rate=parse_rate(nic_rate),
+                link_layer="ib",
             )
         )
     g = GPU_MODELS[gpu]

@@ -38,7 +38,6 @@ from typing import Any, TypeVar
 import numpy as np
 import simpy
 
-from pinlab.drivers.amdgpu import AmdgpuDevice, AmdgpuMoveStats
 from pinlab.drivers.base import ExporterDriver
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
@@ -234,10 +233,10 @@ class Simulation:
                 h2d=cost.restore_h2d(spec.gen),
                 local=local_rate(machine, name),
             )
-            if isinstance(driver, AmdgpuDevice) and cost.evict.moveback_throttle:
-                # amdgpu's estimate of its copy throughput is the copy engine's D2H rate
+            if cost.evict.moveback_throttle:
+                # a driver's estimate of its copy throughput is the copy engine's D2H rate
                 # (``evict.moveback_throttle``'s rate is an open assumption, cost-model.md §8)
-                driver.mm_stats = AmdgpuMoveStats(rates.d2h)
+                driver.set_move_throttle(rates.d2h)
             node.engines[name] = CopyEngine(
                 self.env,
                 self.net,

@@ -121,10 +121,10 @@ class System:
 
     def vfio(self, name: str) -> VfioPciDevice:
         """The vfio-pci device ``name`` (``-ENODEV`` for any other device)."""
-        driver = self._get(self.exporters, name, "exporting device")
-        if not isinstance(driver, VfioPciDevice):
+        vdev = self._get(self.exporters, name, "exporting device").vfio_device()
+        if vdev is None:
             raise err(Errno.ENODEV, "vfio_device_open", f"{name} is not bound to vfio-pci")
-        return driver
+        return vdev
 
     def iommufd_device(self) -> IommufdDevice:
         """``/dev/iommu`` as a dma-buf importer; ``-ENODEV`` before 6.19 (pinlab models
@@ -178,8 +178,8 @@ class System:
         )
         for proc in victims:
             proc.kill()
-        if isinstance(exporter, VfioPciDevice):
-            exporter.registered = False  # later VFIO_DEVICE_FEATURE_DMA_BUF: -ENODEV
+        if exporter is not None:
+            exporter.remove()
         self.reap()
         self.exporters.pop(device, None)
         self.nics.pop(device, None)

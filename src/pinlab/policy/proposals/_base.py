@@ -1,9 +1,10 @@
-"""What the pin proposals share: a name, install bookkeeping and denial counters."""
+"""What the pin proposals share: a name, install bookkeeping, denial counters and the charge
+held once per pinned buffer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, Generic, TypeVar, cast
 
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
 from pinlab.kernel.errno import KernelError
@@ -112,3 +113,67 @@ class DevicePinBudget(PinHookPolicy):
         if held.pins == 0:
             del self._held[token]
             self.pinned[held.device] -= held.size
+
+
+P = TypeVar("P")
+
+
+class BufferCharge(Generic[P]):
+    """What one buffer's hooked pins charged, and where: the token a per-buffer policy returns
+    for every pin of that buffer; the last unpin returns ``size`` to ``pool``."""
+
+    __slots__ = ("dmabuf", "pins", "pool", "size")
+
+    def __init__(self, dmabuf: DmaBuf, pool: P, size: int) -> None:
+        self.dmabuf = dmabuf
+        self.pool = pool
+        self.size = size
+        self.pins = 1
+
+
+C = TypeVar("C", bound=BufferCharge[Any])
+
+
+class BufferCharges(Generic[C]):
+    """The charges a per-buffer policy holds, by buffer: a buffer is charged once, on its first
+    hooked pin (:meth:`add`); its further pins count on the same token (:meth:`repin`); its
+    last unpin hands the charge back to be returned (:meth:`release`)."""
+
+    __slots__ = ("_held", "_kind", "_policy")
+
+    def __init__(self, policy: str, kind: type[C]) -> None:
+        self._policy = policy
+        self._kind = kind
+        self._held: dict[DmaBuf, C] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def repin(self, dmabuf: DmaBuf) -> C | None:
+        """The charge of a buffer already held, with one pin more; None for a new buffer."""
+        held = self._held.get(dmabuf)
+        if held is not None:
+            held.pins += 1
+        return held
+
+    def add(self, charge: C) -> C:
+        """Hold a new buffer's charge (its first pin)."""
+        self._held[charge.dmabuf] = charge
+        return charge
+
+    def release(self, token: object) -> C | None:
+        """One pin fewer on ``token``: the charge when that was its buffer's last pin (the
+        caller returns it), else None (also for no token, or one already spent).
+        ``TypeError`` for a token this policy did not issue."""
+        if token is None:
+            return None
+        if not isinstance(token, self._kind):
+            raise TypeError(f"{self._policy}: foreign pin token {token!r}")
+        if token.pins <= 0:
+            return None
+        token.pins -= 1
+        if token.pins:
+            return None
+        if self._held.get(token.dmabuf) is token:
+            del self._held[token.dmabuf]
+        return token

@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
+from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.dmem import DmemRegion
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import Kernel, Task
@@ -64,7 +64,7 @@ from pinlab.policy.dmem import (
     format_limit,
 )
 from pinlab.policy.page_counter import PAGE_COUNTER_MAX
-from pinlab.policy.proposals._base import PinHookPolicy
+from pinlab.policy.proposals._base import BufferCharge, BufferCharges, PinHookPolicy
 
 POLICY_NAME = "dmem-pin-max"
 DENIAL_ERRNO = Errno.ENOMEM
@@ -79,17 +79,11 @@ class PinPool(RegionPool):
     protection = False
 
 
-class PinCharge:
+class PinCharge(BufferCharge[PinPool]):
     """What one buffer's pins charged, and where: the token :meth:`DmemPinMax.pin` returns
     for every pin of that buffer; the last unpin returns ``size`` to ``pool``."""
 
-    __slots__ = ("dmabuf", "pins", "pool", "size")
-
-    def __init__(self, dmabuf: DmaBuf, pool: PinPool, size: int) -> None:
-        self.dmabuf = dmabuf
-        self.pool = pool
-        self.size = size
-        self.pins = 1
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return f"<pin charge {self.size} to {self.pool.cgroup.path} x{self.pins}>"
@@ -136,7 +130,7 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
         self._pools: PoolTable[PinPool] = PoolTable(
             tree, lambda cgrp, region, parent: PinPool(cgrp, region, parent, self.warnings)
         )
-        self._held: dict[DmaBuf, PinCharge] = {}
+        self._held = BufferCharges(POLICY_NAME, PinCharge)
         self.charged = 0
         tree.register(self)
 
@@ -191,9 +185,8 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
         stays charged.
         """
         dmabuf = attach.dmabuf
-        held = self._held.get(dmabuf)
+        held = self._held.repin(dmabuf)
         if held is not None:
-            held.pins += 1
             return held
         loc = self._location(dmabuf)
         if loc is None:
@@ -218,24 +211,14 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
             )
         cgrp.css_get()
         self.charged += 1
-        held = self._held[dmabuf] = PinCharge(dmabuf, pool, size)
-        return held
+        return self._held.add(PinCharge(dmabuf, pool, size))
 
     def unpin(self, attach: DmaBufAttachment, token: object) -> None:
         """One pin fewer; the buffer's last one returns exactly what was charged."""
-        if token is None:
-            return
-        if not isinstance(token, PinCharge):
-            raise TypeError(f"{POLICY_NAME}: foreign pin token {token!r}")
-        if token.pins <= 0:
-            return
-        token.pins -= 1
-        if token.pins:
-            return
-        if self._held.get(token.dmabuf) is token:
-            del self._held[token.dmabuf]
-        token.pool.cnt.uncharge(token.size)
-        token.pool.cgroup.css_put()
+        charge = self._held.release(token)
+        if charge is not None:
+            charge.pool.cnt.uncharge(charge.size)
+            charge.pool.cgroup.css_put()
 
     @property
     def held(self) -> int:

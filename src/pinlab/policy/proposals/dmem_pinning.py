@@ -33,27 +33,22 @@ protection of the cgroup's *other* BOs would change.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
+from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import Kernel, Task
 from pinlab.policy.cgroup import Cgroup, CgroupFile, CgroupSubsys, CgroupTree
 from pinlab.policy.dmem import DmemCgroupController, DmemPool
-from pinlab.policy.proposals._base import PinHookPolicy
+from pinlab.policy.proposals._base import BufferCharge, BufferCharges, PinHookPolicy
 
 NAME = "dmem-pinning"
 DENIAL_ERRNO = Errno.ENOSPC
 
 
-@dataclass(slots=True)
-class PinnedCharge:
+class PinnedCharge(BufferCharge[DmemPool]):
     """One buffer's pin: the pool it was charged to, its size and how many pins hold it."""
 
-    dmabuf: DmaBuf
-    pool: DmemPool
-    size: int
-    pins: int = 1
+    __slots__ = ()
 
 
 class DmemPinning(PinHookPolicy, CgroupSubsys):
@@ -70,7 +65,7 @@ class DmemPinning(PinHookPolicy, CgroupSubsys):
         self.pinned: dict[DmemPool, int] = {}
         self.failcnt: dict[DmemPool, int] = {}
         self.warnings: list[str] = []
-        self._held: dict[DmaBuf, PinnedCharge] = {}
+        self._held = BufferCharges(NAME, PinnedCharge)
         tree.register(self)
 
     # -- page_counter_try_pin / page_counter_unpin --------------------------------------------
@@ -105,9 +100,8 @@ class DmemPinning(PinHookPolicy, CgroupSubsys):
     # -- the PinHook interface ---------------------------------------------------------------
     def pin(self, attach: DmaBufAttachment, task: Task | None) -> PinnedCharge | None:
         dmabuf = attach.dmabuf
-        held = self._held.get(dmabuf)
+        held = self._held.repin(dmabuf)
         if held is not None:
-            held.pins += 1
             return held
         loc = self._location(dmabuf)
         if loc is None or not loc.device_memory or not isinstance(loc.pool, DmemPool):
@@ -124,22 +118,12 @@ class DmemPinning(PinHookPolicy, CgroupSubsys):
                     f"{refused.min}",
                 )
             )
-        held = self._held[dmabuf] = PinnedCharge(dmabuf, pool, dmabuf.size)
-        return held
+        return self._held.add(PinnedCharge(dmabuf, pool, dmabuf.size))
 
     def unpin(self, attach: DmaBufAttachment, token: object) -> None:
-        if token is None:
-            return
-        if not isinstance(token, PinnedCharge):
-            raise TypeError(f"{NAME}: foreign pin token {token!r}")
-        if token.pins <= 0:
-            return
-        token.pins -= 1
-        if token.pins:
-            return
-        if self._held.get(token.dmabuf) is token:
-            del self._held[token.dmabuf]
-        self.unpin_pool(token.pool, token.size)
+        charge = self._held.release(token)
+        if charge is not None:
+            self.unpin_pool(charge.pool, charge.size)
 
     # -- cgroup file ---------------------------------------------------------------------------
     def cftypes(self) -> Sequence[CgroupFile]:

@@ -108,3 +108,12 @@ def fallback() -> Any:
 def idle(ctx: Ctx) -> Gen:
     """Hold the process (and everything it owns) until the run ends."""
     yield ctx.env.event()
+
+
+def undo_export(ctx: Ctx, handle: int | None, fd: int | None) -> Gen:
+    """Undo a half-made export after a refusal: close the dma-buf ``fd`` and then the GEM
+    ``handle``, whichever of them the process got."""
+    if fd is not None:
+        yield from ctx.call(ctx.proc.close, fd)
+    if handle is not None:
+        yield from ctx.call(ctx.proc.gem_close, handle)

@@ -13,7 +13,7 @@ from pinlab.drivers.display import Scanout
 from pinlab.kernel.errno import KernelError
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
-from pinlab.sim.workloads.base import Gen, WorkloadParams, param
+from pinlab.sim.workloads.base import Gen, WorkloadParams, param, undo_export
 from pinlab.sim.workloads.nic import default_device
 from pinlab.sim.workloads.paths import device_access
 from pinlab.units import Duration, Fraction, Size
@@ -106,10 +106,7 @@ def compositor(ctx: Ctx, p: CompositorParams, r: CompositorResult) -> Gen:
             scanout = yield from ctx.call(ctx.proc.set_scanout, p.display, fd)
         except KernelError:
             r.alloc_failures += 1
-            if fd is not None:
-                yield from ctx.call(ctx.proc.close, fd)
-            if handle is not None:
-                yield from ctx.call(ctx.proc.gem_close, handle)
+            yield from undo_export(ctx, handle, fd)
             return None
         r.framebuffers += 1
         return _Framebuffer(handle, fd, scanout)

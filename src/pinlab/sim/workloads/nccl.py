@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pinlab.kernel.umem import IB_ACCESS_REMOTE_WRITE
 from pinlab.platform.gpu_model import nvlink_rate
 from pinlab.platform.topology import LinkUse
 from pinlab.sim.collective import Collective, FlowSpec
@@ -529,17 +530,22 @@ def _plan(ctx: Ctx, p: NcclParams, world: Sequence[_Rank], algo: str, proto: Pro
 
 
 def _ll_over_network(ctx: Ctx, world: Sequence[_Rank]) -> bool:
-    """Whether the network plugin lets NCCL use LL and LL128 across nodes: aws-ofi-nccl sets
-    ``NCCL_PROTO=simple`` for EFA (LL/LL128 could see reordered or repeated data), except on
-    EFA devices with RDMA write (P5) (``aws/aws-ofi-nccl`` #76, PR #280)."""
+    """Whether the network plugin lets NCCL use LL and LL128 across nodes. LL/LL128 read their
+    flags as the data lands, so they need a transport that delivers writes in order: over one
+    that does not (EFA's SRD) aws-ofi-nccl sets ``NCCL_PROTO=simple``, except on devices that
+    report RDMA write (P5) (``aws/aws-ofi-nccl`` #76, PR #280). An unplugged NIC carries
+    nothing and limits nothing."""
     if len(_by_node(world)) == 1:
         return True
     for rk in world:
-        spec = ctx.sim.node(rk.node).machine.spec
-        nics = {n.name: n for n in spec.nics}
+        nics = ctx.sim.node(rk.node).machine.nics
         for rail in rk.rails:
-            nic = nics[rail.nic]
-            if nic.driver == "efa" and not nic.driver_options.get("rdma_write", True):
+            nic = nics.get(rail.nic)
+            if (
+                nic is not None
+                and not nic.ordered_delivery
+                and not nic.supported_access & IB_ACCESS_REMOTE_WRITE
+            ):
                 return False
     return True
 

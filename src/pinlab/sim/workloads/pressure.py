@@ -9,7 +9,7 @@ from typing import Literal
 from pinlab.kernel.errno import KernelError
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
-from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
+from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param, undo_export
 from pinlab.sim.workloads.nic import default_device, nearest_nic
 from pinlab.sim.workloads.registration import register_dmabuf
 from pinlab.units import Duration, Size
@@ -69,10 +69,7 @@ def pin_hog(ctx: Ctx, p: PinHogParams, r: PinHogResult) -> Gen:
             yield from register_dmabuf(ctx, nic, fd, size)
         except KernelError:
             r.refusals += 1
-            if fd is not None:
-                yield from ctx.call(ctx.proc.close, fd)
-            if handle is not None:
-                yield from ctx.call(ctx.proc.gem_close, handle)
+            yield from undo_export(ctx, handle, fd)
             if chunk > p.min_chunk:
                 chunk = max(p.min_chunk, chunk // 2)
                 continue
