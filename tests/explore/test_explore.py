@@ -26,6 +26,8 @@ from pinlab.explore.invariants import Violation
 from pinlab.explore.ops import Op
 from pinlab.explore.render import as_dict
 from pinlab.explore.run import Runner, shrink
+from pinlab.explore.search import _lags
+from pinlab.kernel.profile import PRESETS
 
 SELF_REVOKE = "leak:dma_buf_detach:N unbalanced dma_buf_pin of <attachment efa1 (dynamic) on <obj>>"
 REPRODUCERS = Path(__file__).parent / "reproducers"
@@ -34,6 +36,9 @@ REPRODUCERS = Path(__file__).parent / "reproducers"
 # are in docs/findings.md; the bounds leave room for changes of the alphabet
 SELF_REVOKE_BOUND = 2000
 CONTROL_BOUND = 1000
+DEFAULT_CONTROL_STATES = 1200
+"""Distinct states the default search (every exporter, importer, profile and policy; 1 356
+targets) may explore before it meets the broken importer (measured: 957)."""
 
 
 def _run_script(source: str) -> tuple[int, str]:
@@ -99,6 +104,46 @@ def test_broken_importer_control_found_within_a_few_hundred_sequences() -> None:
     assert f.found_at_sequence <= CONTROL_BOUND
     assert [str(op) for op in f.ops] == ["create(0)", "attach(0, 0)", "evict", "use(0, 0)"]
     assert f.classification == CONTROL and not f.blocking
+
+
+def test_default_search_reaches_the_broken_importer_within_bounded_states() -> None:
+    """Item 4, without any hint: the default selection -- every exporter × importer × profile
+    × policy -- meets the broken-importer control (K-39, K-41 not done) within
+    ``DEFAULT_CONTROL_STATES`` distinct states, because the dovetailed order takes the first
+    tier (the first exporter against every importer, newest released kernel, no policy) deep
+    while every other target still gets its short sequences first."""
+    ok, skipped = targets(list(EXPORTERS), list(IMPORTER_KINDS), list(PRESETS), list(POLICIES))
+    report = explore(ok, budget=None, max_sequences=2500, skipped=skipped)
+    controls = [f for f in report.findings if f.target.importer == "mlx5-broken"]
+    assert controls, [f.signature for f in report.findings]
+    f = controls[0]
+    assert f.classification == CONTROL
+    assert f.found_at_states <= DEFAULT_CONTROL_STATES
+    assert [str(op) for op in f.ops] == ["create(0)", "attach(0, 0)", "evict", "use(0, 0)"]
+    assert not any(f.blocking for f in report.findings)
+
+
+def test_order_upstream_newest_first_and_tiers_double() -> None:
+    """The exploration order (``targets``): no policy before the policies, the newest released
+    kernel first and queued work after every release; tiers of doubling size, the first one
+    the first exporter against every importer, each trailing the one before by a level."""
+    ok, _ = targets(list(EXPORTERS), list(IMPORTER_KINDS), list(PRESETS), list(POLICIES))
+    released = [p for p, prof in PRESETS.items() if prof.released]
+    newest = max(released, key=lambda p: PRESETS[p].version)
+    first = ok[: len(IMPORTER_KINDS)]
+    assert {t.importer for t in first} == set(IMPORTER_KINDS)
+    assert {(t.exporter, t.profile, t.policy) for t in first} == {
+        (next(iter(EXPORTERS)), newest, "none")
+    }
+    policies = [t.policy != "none" for t in ok]
+    assert policies == sorted(policies)
+    upstream = [t.profile for t in ok if t.policy == "none"]
+    assert upstream.index(newest) == 0 and upstream[-1] != newest
+    queued = [p for p in PRESETS if not PRESETS[p].released]
+    assert all(upstream.index(q) > upstream.index(p) for q in queued for p in released)
+    lags = _lags(ok)
+    tier = len(IMPORTER_KINDS)
+    assert [lags[t] for t in ok[: 7 * tier]] == [0] * tier + [1] * 2 * tier + [2] * 4 * tier
 
 
 def test_ci_budget_finds_no_new_model_defect() -> None:

@@ -126,6 +126,9 @@ class Finding:
     classification: str
     known: Known | None
     found_at_sequence: int
+    found_at_states: int
+    """How many distinct states the search had explored when it met the finding (a measure of
+    search effort that, unlike seconds, does not depend on the machine)."""
     found_at_seconds: float
     original_length: int
     seen: list[str] = field(default_factory=list)
@@ -206,6 +209,7 @@ class Finding:
             "items": self.items,
             "sources": self.sources,
             "found_at_sequence": self.found_at_sequence,
+            "found_at_states": self.found_at_states,
             "found_at_seconds": round(self.found_at_seconds, 3),
             "shrunk_from": self.original_length,
             "seen_in": self.seen,
@@ -228,6 +232,7 @@ def make_finding(
     outcome: Outcome,
     known: KnownFindings,
     sequence: int,
+    states: int,
     seconds: float,
 ) -> Finding:
     """Shrink ``outcome``'s sequence, trace the breaking step, classify (module docstring)."""
@@ -260,6 +265,7 @@ def make_finding(
         classification=classify(entry, first),
         known=entry,
         found_at_sequence=sequence,
+        found_at_states=states,
         found_at_seconds=seconds,
         original_length=len(outcome.ops),
         seen=[str(target)],

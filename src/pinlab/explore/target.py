@@ -256,8 +256,13 @@ def _cost_model() -> CostModel:
 def targets(
     exporters: list[str], importers: list[str], profiles: list[str], policies: list[str]
 ) -> tuple[list[Target], list[tuple[Target, str]]]:
-    """Every combination in exploration order (profile, policy, exporter, importer -- the
-    order the lists give), and the combinations left out with the reason."""
+    """Every combination in exploration order, and the combinations left out with the reason.
+
+    The order: upstream (policy ``none``) before the opt-in policies -- a policy only adds
+    behaviour on top of upstream; the newest released kernel first, then the older ones, then
+    the queued work (``next``) -- a newer profile has every switch an older one has been given,
+    so it covers the most behaviour per sequence, and it is the kernel a report would be
+    against; then policy, exporter and importer in the order the lists give."""
     ok: list[Target] = []
     skipped: list[tuple[Target, str]] = []
     for profile in profiles:
@@ -267,7 +272,24 @@ def targets(
                     t = Target(exporter, importer, profile, policy)
                     why = t.unavailable()
                     (skipped.append((t, why)) if why else ok.append(t))
-    return ok, skipped
+    rank = {
+        "policy": {name: i for i, name in enumerate(policies)},
+        "exporter": {name: i for i, name in enumerate(exporters)},
+        "importer": {name: i for i, name in enumerate(importers)},
+    }
+
+    def key(t: Target) -> tuple[object, ...]:
+        prof = get_profile(t.profile)
+        return (
+            t.policy != "none",
+            not prof.released,
+            tuple(-v for v in prof.version),
+            rank["policy"][t.policy],
+            rank["exporter"][t.exporter],
+            rank["importer"][t.importer],
+        )
+
+    return sorted(ok, key=key), skipped
 
 
 ALL_PROFILES = tuple(PROFILES)
