@@ -11,7 +11,7 @@ reproducer (:mod:`pinlab.explore.findings`), reported as text, JSON or HTML
 
 from pinlab.explore.findings import Finding, KnownFindings
 from pinlab.explore.search import Report, explore
-from pinlab.explore.target import IMPORTER_KINDS, POLICIES, Target, targets
+from pinlab.explore.target import IMPORTER_KINDS, POLICIES, Target, exporter_kinds, targets
 
 __all__ = [
     "IMPORTER_KINDS",
@@ -21,5 +21,6 @@ __all__ = [
     "Report",
     "Target",
     "explore",
+    "exporter_kinds",
     "targets",
 ]

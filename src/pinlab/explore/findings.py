@@ -7,7 +7,8 @@ broke the invariant (:mod:`pinlab.explore.trace`), and written as a Python scrip
 while the finding reproduces).
 
 Classification. The reviewed findings are listed in ``known_findings.toml`` (package data) by
-violation signature, importer and exporters, each with its class and status:
+violation signature (or ``signatures``: one cause met through several steps), importer and
+exporters, each with its class and status:
 
 * ``kernel behaviour`` -- the model is faithful to upstream here: a candidate upstream report,
   with the upstream source lines (file, function) that produce it;
@@ -54,7 +55,7 @@ class Known:
     """One reviewed finding of ``known_findings.toml``."""
 
     id: str
-    signature: str
+    signatures: tuple[str, ...]
     importer: str
     exporters: tuple[str, ...]
     title: str
@@ -71,7 +72,10 @@ class KnownFindings:
     def __init__(self, entries: list[Known]) -> None:
         self.entries = entries
         self._index = {
-            (k.signature, k.importer, exporter): k for k in entries for exporter in k.exporters
+            (sig, k.importer, exporter): k
+            for k in entries
+            for sig in k.signatures
+            for exporter in k.exporters
         }
 
     @classmethod
@@ -84,9 +88,10 @@ class KnownFindings:
         entries = []
         for i, raw in enumerate(data.get("finding", [])):
             try:
+                sigs = raw["signatures"] if "signatures" in raw else [raw["signature"]]
                 entry = Known(
                     id=raw["id"],
-                    signature=raw["signature"],
+                    signatures=tuple(sigs),
                     importer=raw["importer"],
                     exporters=tuple(raw["exporters"]),
                     title=raw["title"],

@@ -2,10 +2,17 @@
 
 A :class:`Target` boots a fresh machine for every sequence it runs (:meth:`Target.boot`): the
 ``pinlab matrix`` platform (:func:`pinlab.platform.presets.matrix`: an AMD Zen host, one PCIe
-switch with the exporting GPU ``gpu0``, a second GPU ``gpu1`` that imports and owns
-``display0``) with the target's NIC, if its importer is an RDMA one, below the switch; the
+switch with the exporting device ``gpu0``, a second GPU ``gpu1`` that imports and owns
+``display0``, booted only for the importers that use them) with the target's NIC, if its
+importer is an RDMA one, below the switch; the
 policy installed; and three processes: ``p0`` (creates and exports buffers), ``p1`` (receives
 fds) and ``pressure`` (the other tenant whose allocations evict).
+
+The exporters come from the drivers' registries (:func:`exporter_kinds`): every registered
+exporter driver as ``gpu0`` -- a GEM driver's buffers are created and PRIME-exported, a
+vfio-pci device's are ranges of its memory BAR (``VFIO_DEVICE_FEATURE_DMA_BUF``, 6.19) -- and
+every registered RDMA driver that exports device memory (``UVERBS_OBJECT_DMABUF``: mlx5 MEMIC,
+7.1) as a NIC ``<driver>_dm`` of its own on the switch, next to ``gpu0``.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from pinlab.drivers import EXPORTERS
+from pinlab.drivers import EXPORTERS, IMPORTERS
+from pinlab.drivers.base import BufferSource
+from pinlab.drivers.rdma import RdmaDevice
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import PRESETS as PROFILES
 from pinlab.kernel.profile import KernelProfile, get_profile
@@ -31,6 +40,7 @@ from pinlab.uapi.system import System
 from pinlab.units import MiB
 
 GPU = "gpu0"
+"""The exporting device of a driver in :data:`~pinlab.drivers.EXPORTERS`."""
 DISPLAY = "display0"
 GPU_IMPORT = "gpu1:import"
 DEVICE_MEMORY = 256 * MiB
@@ -38,9 +48,56 @@ BUFFER_SIZE = 16 * MiB
 PRESSURE_SIZE = DEVICE_MEMORY - 4 * MiB
 """The other tenant's allocation: all device memory but a sliver, so that everything not
 pinned is evicted to make room."""
+DM_SIZE = 64 * 1024
+"""The size of an RDMA device-memory buffer: MEMIC is small (256 KiB on the modelled mlx5)."""
 LIMIT = 24 * MiB
 """The quota of the quota policies (``dmem.max`` of ``p0``/``p1``'s cgroup, the per-device pin
 cap, ``dmem.pin.max``): one buffer fits, two do not."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterKind:
+    """One exporter the exploration can aim at: how userspace gets a dma-buf of it
+    (``source``: ``gem`` = GEM create + PRIME export, ``vfio`` = a range of vfio-pci's memory
+    BAR, ``rdma-dm`` = ``ibv_alloc_dm`` + ``UVERBS_METHOD_DMABUF_ALLOC``), the registered
+    driver, the device that exports (``gpu0`` or the NIC ``<driver>_dm``) and the size of
+    one buffer."""
+
+    name: str
+    source: str
+    driver: str
+    device: str
+    size: int
+    size_name: str
+    """The constant the operations' source names ``size`` by."""
+    nic: NicSpec | None = None
+
+    def unavailable(self, profile: KernelProfile) -> str | None:
+        """Why this exporter cannot exist under ``profile`` (None: it can)."""
+        if self.source == "rdma-dm":
+            if profile.rdma_dmabuf_export:
+                return None
+            return f"{self.name}: profile {profile.name} has no UVERBS_OBJECT_DMABUF (7.1 on)"
+        if not EXPORTERS[self.driver].exists_in(profile):
+            return f"{self.driver} does not exist in profile {profile.name}"
+        return None
+
+
+def exporter_kinds() -> dict[str, ExporterKind]:
+    """The exporters by name, in registry order: every exporter driver, then every RDMA
+    importer driver that declares ``exports_device_memory`` (module docstring)."""
+    kinds: dict[str, ExporterKind] = {}
+    for name, cls in EXPORTERS.items():
+        source = "vfio" if cls.buffer_source is BufferSource.VFIO_BAR else "gem"
+        kinds[name] = ExporterKind(name, source, name, GPU, BUFFER_SIZE, "BUFFER_SIZE")
+    for name, rdma in IMPORTERS.items():
+        if issubclass(rdma, RdmaDevice) and rdma.exports_device_memory:
+            device = f"{name}_dm"
+            nic = NicSpec(name=device, driver=name, parent="sw0")
+            kinds[f"{name}-dm"] = ExporterKind(
+                f"{name}-dm", "rdma-dm", name, device, DM_SIZE, "DM_SIZE", nic
+            )
+    return kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +120,12 @@ def _revocable(profile: KernelProfile) -> str | None:
     if profile.umem_revocable_pinned_ops:
         return None
     return "revocable pinned imports exist from profile 7.1"
+
+
+def _iommufd(profile: KernelProfile) -> str | None:
+    if profile.iommufd_dmabuf:
+        return None
+    return "iommufd imports dma-bufs from profile 6.19"
 
 
 def _nic(name: str, driver: str, *, odp: bool = False, **options: Any) -> NicSpec:
@@ -91,10 +154,13 @@ IMPORTER_KINDS: dict[str, ImporterKind] = {
         ),
         ImporterKind("gpu-import", "prime", GPU_IMPORT),
         ImporterKind("display", "scanout", DISPLAY),
+        ImporterKind("iommufd", "iommufd", "iommufd", needs=_iommufd),
     )
 }
 """The importers by name, in exploration order. ``mlx5-broken`` is the deliberately broken
-importer that ignores ``move_notify`` (the stale-DMA detector's negative control)."""
+importer that ignores ``move_notify`` (the stale-DMA detector's negative control); ``iommufd``
+maps a dma-buf into the process's IOAS (``IOMMU_IOAS_MAP_FILE``, 6.19; only vfio-pci's
+buffers, K-107)."""
 
 
 # -- policies ----------------------------------------------------------------------------------
@@ -206,16 +272,22 @@ class Target:
         return IMPORTER_KINDS[self.importer]
 
     @property
+    def source(self) -> ExporterKind:
+        return _exporter_kind(self.exporter)
+
+    @property
     def domain(self) -> str:
-        """The domain userspace creates a buffer it means to share in (the driver's)."""
-        return EXPORTERS[self.exporter].shareable_domain
+        """The domain userspace creates a GEM buffer it means to share in (the driver's)."""
+        return EXPORTERS[self.source.driver].shareable_domain
 
     def unavailable(self) -> str | None:
         """Why this combination cannot be booted (None: it can)."""
         prof = get_profile(self.profile)
-        if not EXPORTERS[self.exporter].exists_in(prof):
-            return f"{self.exporter} does not exist in profile {self.profile}"
-        return self.kind.needs(prof) or POLICIES[self.policy].needs(prof)
+        return (
+            self.source.unavailable(prof)
+            or self.kind.needs(prof)
+            or POLICIES[self.policy].needs(prof)
+        )
 
     def boot(self) -> Booted:
         """A fresh machine with the policy on and the three processes spawned."""
@@ -238,13 +310,34 @@ class Target:
         return booted
 
 
+def _exporter_kind(name: str) -> ExporterKind:
+    kind = exporter_kinds().get(name)
+    if kind is None:
+        raise ValueError(
+            f"unknown exporter {name!r} (expected one of {', '.join(exporter_kinds())})"
+        )
+    return kind
+
+
 @cache
 def _platform(exporter: str, importer: str) -> PlatformSpec:
-    """The matrix platform with the importer's NIC, if it is one, as the only NIC (validated
-    once: a sequence boots it thousands of times)."""
-    spec = presets.matrix(exporter=exporter, memory=DEVICE_MEMORY)
-    nic = IMPORTER_KINDS[importer].nic
-    return spec.model_copy(update={"nics": () if nic is None else (nic,)})
+    """The matrix platform with the importer's NIC, if it is one, and the exporting NIC of an
+    RDMA exporter as the only NICs (validated once: a sequence boots it thousands of times).
+    An RDMA exporter's machine keeps the matrix's default ``gpu0``, which exports nothing."""
+    source = _exporter_kind(exporter)
+    if source.source == "rdma-dm":
+        spec = presets.matrix(memory=DEVICE_MEMORY)
+    else:
+        spec = presets.matrix(exporter=source.driver, memory=DEVICE_MEMORY)
+    kind = IMPORTER_KINDS[importer]
+    nics = tuple(n for n in (source.nic, kind.nic) if n is not None)
+    update: dict[str, Any] = {"nics": nics}
+    if kind.via in ("mr", "iommufd"):
+        # the importing GPU and its display are the other importers' devices: nothing this
+        # target's operations reach, so not booted (a third of the boot time)
+        update["devices"] = tuple(d for d in spec.devices if d.name == GPU)
+        update["displays"] = ()
+    return spec.model_copy(update=update)
 
 
 @lru_cache(maxsize=1)
