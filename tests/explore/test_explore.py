@@ -377,6 +377,18 @@ def test_cli_json_and_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 1 and "unbalanced dma_buf_pin" in printed
 
 
+def test_cli_fails_on_a_finding_nobody_reviewed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What makes CI fail on a new finding: with the reviewed list empty, the self-revocation
+    leak is unreviewed (treated as a model defect) and ``pinlab explore`` exits 1."""
+    monkeypatch.setattr(KnownFindings, "load", classmethod(lambda cls, *a, **k: cls([])))
+    argv = ["explore", "--exporters", "amdgpu", "--importers", "efa-revocable", "--profiles"]
+    assert main([*argv, "7.1", "--policies", "none", "--max-sequences", "150", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [(f["classification"], f["blocking"]) for f in data["findings"]] == [(UNREVIEWED, True)]
+
+
 def test_cli_text(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["explore", "--exporters", "habanalabs", "--importers", "display", "--profiles"]
     assert main([*argv, "7.1", "--policies", "none", "--depth", "2"]) == 0
