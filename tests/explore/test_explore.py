@@ -23,7 +23,7 @@ import pytest
 from pinlab.cli import main
 from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.rdma import RdmaDevice
-from pinlab.explore import IMPORTER_KINDS, POLICIES, KnownFindings, Target, explore, targets
+from pinlab.explore import POLICIES, KnownFindings, Target, explore, importer_kinds, targets
 from pinlab.explore.findings import CONTROL, KERNEL, MODEL, UNREVIEWED, classify
 from pinlab.explore.invariants import Violation
 from pinlab.explore.ops import Op
@@ -32,6 +32,7 @@ from pinlab.explore.run import Runner, shrink
 from pinlab.explore.search import TIER_GROWTH, _lags
 from pinlab.explore.target import exporter_kinds
 from pinlab.kernel.profile import PRESETS
+from tests.test_plugins import install, pinlab
 
 SELF_REVOKE = "leak:dma_buf_detach:N unbalanced dma_buf_pin of <attachment efa1 (dynamic) on <obj>>"
 REPRODUCERS = Path(__file__).parent / "reproducers"
@@ -61,7 +62,7 @@ def _run_script(source: str) -> tuple[int, str]:
 def profile_71() -> object:
     """``pinlab explore --profiles 7.1`` (every exporter, importer and policy), bounded by
     sequences."""
-    ok, skipped = targets(list(exporter_kinds()), list(IMPORTER_KINDS), ["7.1"], list(POLICIES))
+    ok, skipped = targets(list(exporter_kinds()), list(importer_kinds()), ["7.1"], list(POLICIES))
     return explore(ok, budget=None, max_sequences=SELF_REVOKE_BOUND, skipped=skipped)
 
 
@@ -117,7 +118,7 @@ def test_default_search_reaches_the_broken_importer_within_bounded_states() -> N
     tier (the first exporter against every importer, newest released kernel, no policy) deep
     while every other target still gets its short sequences first."""
     ok, skipped = targets(
-        list(exporter_kinds()), list(IMPORTER_KINDS), list(PRESETS), list(POLICIES)
+        list(exporter_kinds()), list(importer_kinds()), list(PRESETS), list(POLICIES)
     )
     report = explore(ok, budget=None, max_sequences=4000, skipped=skipped)
     controls = [f for f in report.findings if f.target.importer == "mlx5-broken"]
@@ -134,11 +135,11 @@ def test_order_upstream_newest_first_and_tiers_grow() -> None:
     kernel first and queued work after every release; tiers growing by ``TIER_GROWTH``, the
     first one the first exporter against every importer, each trailing the one before by a
     level, so that every target is begun within a handful of rounds."""
-    ok, _ = targets(list(exporter_kinds()), list(IMPORTER_KINDS), list(PRESETS), list(POLICIES))
+    ok, _ = targets(list(exporter_kinds()), list(importer_kinds()), list(PRESETS), list(POLICIES))
     released = [p for p, prof in PRESETS.items() if prof.released]
     newest = max(released, key=lambda p: PRESETS[p].version)
-    first = ok[: len(IMPORTER_KINDS)]
-    assert {t.importer for t in first} == set(IMPORTER_KINDS)
+    first = ok[: len(importer_kinds())]
+    assert {t.importer for t in first} == set(importer_kinds())
     assert {(t.exporter, t.profile, t.policy) for t in first} == {
         (next(iter(exporter_kinds())), newest, "none")
     }
@@ -149,7 +150,7 @@ def test_order_upstream_newest_first_and_tiers_grow() -> None:
     queued = [p for p in PRESETS if not PRESETS[p].released]
     assert all(upstream.index(q) > upstream.index(p) for q in queued for p in released)
     lags = _lags(ok)
-    tier = len(IMPORTER_KINDS)
+    tier = len(importer_kinds())
     g = TIER_GROWTH
     head = [0] * tier + [1] * g * tier + [2] * g * g * tier
     assert [lags[t] for t in ok[: len(head)]] == head
@@ -162,7 +163,7 @@ def test_ci_budget_finds_no_new_model_defect() -> None:
     not in the reviewed list fails the suite (review it, fix pinlab or list it in
     known_findings.toml and docs/findings.md)."""
     upstream, skipped = targets(
-        list(exporter_kinds()), list(IMPORTER_KINDS), ["6.12", "6.16", "7.1"], ["none"]
+        list(exporter_kinds()), list(importer_kinds()), ["6.12", "6.16", "7.1"], ["none"]
     )
     report = explore(upstream, depth=3, budget=None, max_sequences=1500, skipped=skipped)
     blocking = [f.signature for f in report.findings if f.blocking]
@@ -200,7 +201,7 @@ def test_ci_budget_on_the_newer_exporters_and_importers() -> None:
     unreviewed finding fails the suite."""
     kinds = exporter_kinds()
     newer = [n for n, k in kinds.items() if k.source != "gem"]
-    ok, _ = targets(list(kinds), list(IMPORTER_KINDS), ["6.19", "7.1", "next"], ["none"])
+    ok, _ = targets(list(kinds), list(importer_kinds()), ["6.19", "7.1", "next"], ["none"])
     ok = [t for t in ok if t.exporter in newer or t.importer == "iommufd"]
     report = explore(ok, depth=4, budget=None, max_sequences=1500)
     blocking = [f.signature for f in report.findings if f.blocking]
@@ -212,7 +213,7 @@ def test_ci_budget_on_the_newer_exporters_and_importers() -> None:
 def test_targets_come_from_the_driver_registries() -> None:
     """Every registered exporter driver is an exporter of the exploration, and so is every
     RDMA driver that declares device memory it exports (``<driver>-dm``); vfio-pci's buffers
-    are BAR ranges, not GEM objects."""
+    are BAR ranges, not GEM objects. Every registered importer is an importer of it."""
     kinds = exporter_kinds()
     assert set(EXPORTERS) <= set(kinds)
     rdma = {
@@ -224,6 +225,34 @@ def test_targets_come_from_the_driver_registries() -> None:
     assert {k.source for n, k in kinds.items() if n in rdma} == {"rdma-dm"}
     sources = {n: k.source for n, k in kinds.items() if n in EXPORTERS}
     assert "vfio" in sources.values() and "gem" in sources.values()
+    # every registered importer is reached: an RDMA driver through MRs on NICs of its own
+    # (pinned, and ODP where the driver has it), the others as the matrix machine has them
+    imps = importer_kinds()
+    for name, cls in IMPORTERS.items():
+        mine = [k for k in imps.values() if (k.nic.driver if k.nic else k.name) == name]
+        assert mine, name
+        if issubclass(cls, RdmaDevice):
+            assert {k.odp for k in mine} >= {False} | ({True} if cls.supports_odp else set())
+            assert len({k.device for k in mine}) == len(mine)
+
+
+def test_a_plugin_rdma_driver_is_explored_as_importer_and_exporter(tmp_path: Path) -> None:
+    """An installed plugin RDMA driver (an mlx5-like NIC under another name) gets its importer
+    kinds and, since it exports device memory, its exporter, with no change to explore."""
+    site = tmp_path / "site"
+    install(
+        site,
+        "pinlab-clone",
+        {"pinlab.importers": {"cx-clone": "pinlab_clone:Clone"}},
+        "from pinlab.drivers.mlx5 import Mlx5Device\n\n\n"
+        "class Clone(Mlx5Device):\n    'An mlx5-like NIC under another name.'\n",
+    )
+    argv = ["explore", "--exporters", "amdgpu,cx-clone-dm", "--importers"]
+    argv += ["cx-clone-odp,cx-clone-pinned", "--profiles", "7.1", "--policies", "none"]
+    done = pinlab(site, *argv, "--max-sequences", "300", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["targets"]) == 4 and data["stats"]["sequences"] == 300
 
 
 def _outcome(target: Target, steps: list[str]) -> tuple[list[str | None], list[str], list[str]]:

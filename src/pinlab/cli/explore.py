@@ -28,12 +28,12 @@ def _names(value: str | None, known: list[str], flag: str) -> list[str]:
 
 
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.explore import IMPORTER_KINDS, POLICIES, explore, exporter_kinds, targets
+    from pinlab.explore import POLICIES, explore, exporter_kinds, importer_kinds, targets
     from pinlab.explore.render import print_text, to_json, write_out
     from pinlab.kernel.profile import PRESETS
 
     exporters = _names(args.exporters, list(exporter_kinds()), "--exporters")
-    importers = _names(args.importers, list(IMPORTER_KINDS), "--importers")
+    importers = _names(args.importers, list(importer_kinds()), "--importers")
     profiles = _names(args.profiles, list(PRESETS), "--profiles")
     policies = _names(args.policies, list(POLICIES), "--policies")
     ok, skipped = targets(exporters, importers, profiles, policies)

@@ -11,10 +11,9 @@ reproducer (:mod:`pinlab.explore.findings`), reported as text, JSON or HTML
 
 from pinlab.explore.findings import Finding, KnownFindings
 from pinlab.explore.search import Report, explore
-from pinlab.explore.target import IMPORTER_KINDS, POLICIES, Target, exporter_kinds, targets
+from pinlab.explore.target import POLICIES, Target, exporter_kinds, importer_kinds, targets
 
 __all__ = [
-    "IMPORTER_KINDS",
     "POLICIES",
     "Finding",
     "KnownFindings",
@@ -22,5 +21,6 @@ __all__ = [
     "Target",
     "explore",
     "exporter_kinds",
+    "importer_kinds",
     "targets",
 ]

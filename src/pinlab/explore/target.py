@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
-from pinlab.drivers import EXPORTERS, IMPORTERS
+from pinlab.drivers import EXPORTERS, IMPORTERS, ExporterDriver, Importer
 from pinlab.drivers.base import BufferSource
+from pinlab.drivers.display import DisplayEngine
+from pinlab.drivers.gpu_import import GpuImporter
+from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import PRESETS as PROFILES
@@ -86,11 +89,20 @@ class ExporterKind:
 def exporter_kinds() -> dict[str, ExporterKind]:
     """The exporters by name, in registry order: every exporter driver, then every RDMA
     importer driver that declares ``exports_device_memory`` (module docstring)."""
+    return dict(_exporter_kinds(tuple(EXPORTERS.items()), tuple(IMPORTERS.items())))
+
+
+@cache
+def _exporter_kinds(
+    exporters: tuple[tuple[str, type[ExporterDriver]], ...],
+    importers: tuple[tuple[str, type[Importer]], ...],
+) -> dict[str, ExporterKind]:
+    """:func:`exporter_kinds` of the registries' drivers (built once per registry state)."""
     kinds: dict[str, ExporterKind] = {}
-    for name, cls in EXPORTERS.items():
+    for name, cls in exporters:
         source = "vfio" if cls.buffer_source is BufferSource.VFIO_BAR else "gem"
         kinds[name] = ExporterKind(name, source, name, GPU, BUFFER_SIZE, "BUFFER_SIZE")
-    for name, rdma in IMPORTERS.items():
+    for name, rdma in importers:
         if issubclass(rdma, RdmaDevice) and rdma.exports_device_memory:
             device = f"{name}_dm"
             nic = NicSpec(name=device, driver=name, parent="sw0")
@@ -128,39 +140,69 @@ def _iommufd(profile: KernelProfile) -> str | None:
     return "iommufd imports dma-bufs from profile 6.19"
 
 
-def _nic(name: str, driver: str, *, odp: bool = False, **options: Any) -> NicSpec:
-    return NicSpec(name=name, driver=driver, parent="sw0", odp=odp, driver_options=options)
+@dataclass(frozen=True, slots=True)
+class _Variant:
+    """An importer kind beyond a driver's plain ones: the driver built with ``options``."""
+
+    name: str
+    driver: str
+    odp: bool
+    options: dict[str, bool | int | str]
+    needs: Callable[[KernelProfile], str | None] = field(default=lambda profile: None)
 
 
-IMPORTER_KINDS: dict[str, ImporterKind] = {
-    k.name: k
-    for k in (
-        ImporterKind("efa", "mr", "efa0", nic=_nic("efa0", "efa")),
-        ImporterKind(
-            "efa-revocable",
-            "mr",
-            "efa1",
-            nic=_nic("efa1", "efa", revocable=True),
-            needs=_revocable,
-        ),
-        ImporterKind("mlx5-odp", "mr", "mlx5_0", odp=True, nic=_nic("mlx5_0", "mlx5", odp=True)),
-        ImporterKind("mlx5-pinned", "mr", "mlx5_1", nic=_nic("mlx5_1", "mlx5")),
-        ImporterKind(
-            "mlx5-broken",
-            "mr",
-            "mlx5_2",
-            odp=True,
-            nic=_nic("mlx5_2", "mlx5", odp=True, ignore_move_notify=True),
-        ),
-        ImporterKind("gpu-import", "prime", GPU_IMPORT),
-        ImporterKind("display", "scanout", DISPLAY),
-        ImporterKind("iommufd", "iommufd", "iommufd", needs=_iommufd),
-    )
-}
-"""The importers by name, in exploration order. ``mlx5-broken`` is the deliberately broken
-importer that ignores ``move_notify`` (the stale-DMA detector's negative control); ``iommufd``
-maps a dma-buf into the process's IOAS (``IOMMU_IOAS_MAP_FILE``, 6.19; only vfio-pci's
-buffers, K-107)."""
+_VARIANTS = (
+    _Variant("efa-revocable", "efa", False, {"revocable": True}, _revocable),
+    _Variant("mlx5-broken", "mlx5", True, {"ignore_move_notify": True}),
+)
+"""Configurations of particular RDMA drivers: EFA's revocable pinned MRs (7.1, K-115) and the
+deliberately broken mlx5 that ignores ``move_notify`` (the stale-DMA detector's negative
+control, K-39)."""
+
+
+def importer_kinds() -> dict[str, ImporterKind]:
+    """The importers by name, in registry order (:data:`~pinlab.drivers.IMPORTERS`): for an
+    RDMA driver its pinned MRs (``<driver>``) or, for a driver with ODP, ``<driver>-odp`` and
+    ``<driver>-pinned``, then its :data:`_VARIANTS`, each on a NIC of its own
+    (``<driver>0``, ``<driver>1``, … -- ``mlx5_0`` for a name ending in a digit); the display
+    engine, the GPU import and iommufd as the matrix machine has them (``display0``,
+    ``gpu1:import``, ``/dev/iommu`` from 6.19: K-107, only vfio-pci's buffers)."""
+    return dict(_importer_kinds(tuple(IMPORTERS.items())))
+
+
+@cache
+def _importer_kinds(drivers: tuple[tuple[str, type[Importer]], ...]) -> dict[str, ImporterKind]:
+    """:func:`importer_kinds` of the registry's ``drivers`` (built once per registry state: a
+    search asks for a target's kind thousands of times)."""
+    kinds: dict[str, ImporterKind] = {}
+    for name, cls in drivers:
+        if issubclass(cls, RdmaDevice):
+            plain = [(f"{name}-odp", True), (f"{name}-pinned", False)] if cls.supports_odp else []
+            configs = [_Variant(n, name, odp, {}) for n, odp in plain or [(name, False)]]
+            configs += [v for v in _VARIANTS if v.driver == name]
+            sep = "_" if name[-1:].isdigit() else ""
+            for i, v in enumerate(configs):
+                device = f"{name}{sep}{i}"
+                nic = NicSpec(
+                    name=device, driver=name, parent="sw0", odp=v.odp, driver_options=v.options
+                )
+                kinds[v.name] = ImporterKind(v.name, "mr", device, v.odp, nic, v.needs)
+        elif cls is DisplayEngine:
+            kinds[name] = ImporterKind(name, "scanout", DISPLAY)
+        elif cls is GpuImporter:
+            kinds[name] = ImporterKind(name, "prime", GPU_IMPORT)
+        elif cls is IommufdDevice:
+            kinds[name] = ImporterKind(name, "iommufd", "iommufd", needs=_iommufd)
+    return kinds
+
+
+def _importer_kind(name: str) -> ImporterKind:
+    kind = _importer_kinds(tuple(IMPORTERS.items())).get(name)
+    if kind is None:
+        raise ValueError(
+            f"unknown importer {name!r} (expected one of {', '.join(importer_kinds())})"
+        )
+    return kind
 
 
 # -- policies ----------------------------------------------------------------------------------
@@ -269,7 +311,7 @@ class Target:
 
     @property
     def kind(self) -> ImporterKind:
-        return IMPORTER_KINDS[self.importer]
+        return _importer_kind(self.importer)
 
     @property
     def source(self) -> ExporterKind:
@@ -311,7 +353,7 @@ class Target:
 
 
 def _exporter_kind(name: str) -> ExporterKind:
-    kind = exporter_kinds().get(name)
+    kind = _exporter_kinds(tuple(EXPORTERS.items()), tuple(IMPORTERS.items())).get(name)
     if kind is None:
         raise ValueError(
             f"unknown exporter {name!r} (expected one of {', '.join(exporter_kinds())})"
@@ -329,7 +371,7 @@ def _platform(exporter: str, importer: str) -> PlatformSpec:
         spec = presets.matrix(memory=DEVICE_MEMORY)
     else:
         spec = presets.matrix(exporter=source.driver, memory=DEVICE_MEMORY)
-    kind = IMPORTER_KINDS[importer]
+    kind = _importer_kind(importer)
     nics = tuple(n for n in (source.nic, kind.nic) if n is not None)
     update: dict[str, Any] = {"nics": nics}
     if kind.via in ("mr", "iommufd"):
