@@ -1,4 +1,4 @@
-"""The bounded systematic search: breadth-first over sequences, all targets level by level.
+"""The bounded systematic search: iterative deepening over sequences, dovetailed over targets.
 
 Order: iterative deepening over the targets, dovetailed. The targets come in the order
 :func:`~pinlab.explore.target.targets` gives (upstream before the policies, the newest

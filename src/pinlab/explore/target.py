@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from pinlab.drivers import EXPORTERS, IMPORTERS, ExporterDriver, Importer
 from pinlab.drivers.base import BufferSource
@@ -63,16 +63,14 @@ class ExporterKind:
     """One exporter the exploration can aim at: how userspace gets a dma-buf of it
     (``source``: ``gem`` = GEM create + PRIME export, ``vfio`` = a range of vfio-pci's memory
     BAR, ``rdma-dm`` = ``ibv_alloc_dm`` + ``UVERBS_METHOD_DMABUF_ALLOC``), the registered
-    driver, the device that exports (``gpu0`` or the NIC ``<driver>_dm``) and the size of
-    one buffer."""
+    driver, the device that exports (``gpu0`` or the NIC ``<driver>_dm``), the constant the
+    operations name one buffer's size by and the exporting NIC's platform entry."""
 
     name: str
-    source: str
+    source: Literal["gem", "vfio", "rdma-dm"]
     driver: str
     device: str
-    size: int
-    size_name: str
-    """The constant the operations' source names ``size`` by."""
+    size_name: Literal["BUFFER_SIZE", "DM_SIZE"]
     nic: NicSpec | None = None
 
     def unavailable(self, profile: KernelProfile) -> str | None:
@@ -100,14 +98,16 @@ def _exporter_kinds(
     """:func:`exporter_kinds` of the registries' drivers (built once per registry state)."""
     kinds: dict[str, ExporterKind] = {}
     for name, cls in exporters:
-        source = "vfio" if cls.buffer_source is BufferSource.VFIO_BAR else "gem"
-        kinds[name] = ExporterKind(name, source, name, GPU, BUFFER_SIZE, "BUFFER_SIZE")
+        source: Literal["gem", "vfio"] = (
+            "vfio" if cls.buffer_source is BufferSource.VFIO_BAR else "gem"
+        )
+        kinds[name] = ExporterKind(name, source, name, GPU, "BUFFER_SIZE")
     for name, rdma in importers:
         if issubclass(rdma, RdmaDevice) and rdma.exports_device_memory:
             device = f"{name}_dm"
             nic = NicSpec(name=device, driver=name, parent="sw0")
             kinds[f"{name}-dm"] = ExporterKind(
-                f"{name}-dm", "rdma-dm", name, device, DM_SIZE, "DM_SIZE", nic
+                f"{name}-dm", "rdma-dm", name, device, "DM_SIZE", nic
             )
     return kinds
 
@@ -116,8 +116,8 @@ def _exporter_kinds(
 class ImporterKind:
     """One importer the exploration can aim at: how it is reached from userspace (``via``:
     ``mr`` = ``ibv_reg_dmabuf_mr`` on NIC ``device``, ``prime`` = ``prime_fd_to_handle`` on
-    the GPU importer, ``scanout`` = ``drmModeAddFB2`` on the display), the access flags of
-    an MR, and the NIC's platform entry."""
+    the GPU importer, ``scanout`` = ``drmModeAddFB2`` on the display, ``iommufd`` =
+    ``IOMMU_IOAS_MAP_FILE``), the access flags of an MR, and the NIC's platform entry."""
 
     name: str
     via: str
