@@ -4,7 +4,8 @@ reproducer reproduces it; and a small CI-sized exploration finds no new model de
 
 Known findings (``src/pinlab/explore/known_findings.toml``, ``docs/findings.md``): X-1, the
 revocable pinned import that revokes itself inside its own ``dma_buf_pin`` (K-90, K-115,
-K-117); X-2, the deliberately broken ``ignore_move_notify`` importer (K-39, K-41).
+K-117); X-2, the deliberately broken ``ignore_move_notify`` importer (K-39, K-41); X-3, the
+same importer blocking a 7.1 revoke of vfio-pci's or the RDMA exporter's buffer for good (K-120).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,13 +21,18 @@ from pathlib import Path
 import pytest
 
 from pinlab.cli import main
-from pinlab.drivers import EXPORTERS
-from pinlab.explore import IMPORTER_KINDS, POLICIES, KnownFindings, Target, explore, targets
+from pinlab.drivers import EXPORTERS, IMPORTERS
+from pinlab.drivers.rdma import RdmaDevice
+from pinlab.explore import POLICIES, KnownFindings, Target, explore, importer_kinds, targets
 from pinlab.explore.findings import CONTROL, KERNEL, MODEL, UNREVIEWED, classify
 from pinlab.explore.invariants import Violation
 from pinlab.explore.ops import Op
 from pinlab.explore.render import as_dict
 from pinlab.explore.run import Runner, shrink
+from pinlab.explore.search import TIER_GROWTH, _lags
+from pinlab.explore.target import exporter_kinds
+from pinlab.kernel.profile import PRESETS
+from tests.test_plugins import install, pinlab
 
 SELF_REVOKE = "leak:dma_buf_detach:N unbalanced dma_buf_pin of <attachment efa1 (dynamic) on <obj>>"
 REPRODUCERS = Path(__file__).parent / "reproducers"
@@ -34,6 +41,9 @@ REPRODUCERS = Path(__file__).parent / "reproducers"
 # are in docs/findings.md; the bounds leave room for changes of the alphabet
 SELF_REVOKE_BOUND = 2000
 CONTROL_BOUND = 1000
+DEFAULT_CONTROL_STATES = 1600
+"""Distinct states the default search (every exporter, importer, profile and policy; 1 571
+targets) may explore before it meets the broken importer (measured: 1 254, at sequence 3 030)."""
 
 
 def _run_script(source: str) -> tuple[int, str]:
@@ -52,7 +62,7 @@ def _run_script(source: str) -> tuple[int, str]:
 def profile_71() -> object:
     """``pinlab explore --profiles 7.1`` (every exporter, importer and policy), bounded by
     sequences."""
-    ok, skipped = targets(list(EXPORTERS), list(IMPORTER_KINDS), ["7.1"], list(POLICIES))
+    ok, skipped = targets(list(exporter_kinds()), list(importer_kinds()), ["7.1"], list(POLICIES))
     return explore(ok, budget=None, max_sequences=SELF_REVOKE_BOUND, skipped=skipped)
 
 
@@ -90,7 +100,7 @@ def test_every_finding_of_the_71_run_is_reviewed_and_reproduces(profile_71: obje
 def test_broken_importer_control_found_within_a_few_hundred_sequences() -> None:
     """Item 4: the deliberately broken importer (mlx5 ``ignore_move_notify``, K-41 not done) is
     found: register (ODP faults the MR in), evict, NIC DMA through the stale translation."""
-    ok, _ = targets(list(EXPORTERS), ["mlx5-broken"], ["7.1"], ["none"])
+    ok, _ = targets(list(exporter_kinds()), ["mlx5-broken"], ["7.1"], ["none"])
     report = explore(ok, budget=None, max_sequences=CONTROL_BOUND)
     controls = [f for f in report.findings if f.target.exporter == "amdgpu"]
     assert controls, [f.signature for f in report.findings]
@@ -101,13 +111,59 @@ def test_broken_importer_control_found_within_a_few_hundred_sequences() -> None:
     assert f.classification == CONTROL and not f.blocking
 
 
+def test_default_search_reaches_the_broken_importer_within_bounded_states() -> None:
+    """Item 4, without any hint: the default selection -- every exporter × importer × profile
+    × policy -- meets the broken-importer control (K-39, K-41 not done) within
+    ``DEFAULT_CONTROL_STATES`` distinct states, because the dovetailed order takes the first
+    tier (the first exporter against every importer, newest released kernel, no policy) deep
+    while every other target still gets its short sequences first."""
+    ok, skipped = targets(
+        list(exporter_kinds()), list(importer_kinds()), list(PRESETS), list(POLICIES)
+    )
+    report = explore(ok, budget=None, max_sequences=4000, skipped=skipped)
+    controls = [f for f in report.findings if f.target.importer == "mlx5-broken"]
+    assert controls, [f.signature for f in report.findings]
+    f = controls[0]
+    assert f.classification == CONTROL
+    assert f.found_at_states <= DEFAULT_CONTROL_STATES
+    assert [str(op) for op in f.ops] == ["create(0)", "attach(0, 0)", "evict", "use(0, 0)"]
+    assert not any(f.blocking for f in report.findings)
+
+
+def test_order_upstream_newest_first_and_tiers_grow() -> None:
+    """The exploration order (``targets``): no policy before the policies, the newest released
+    kernel first and queued work after every release; tiers growing by ``TIER_GROWTH``, the
+    first one the first exporter against every importer, each trailing the one before by a
+    level, so that every target is begun within a handful of rounds."""
+    ok, _ = targets(list(exporter_kinds()), list(importer_kinds()), list(PRESETS), list(POLICIES))
+    released = [p for p, prof in PRESETS.items() if prof.released]
+    newest = max(released, key=lambda p: PRESETS[p].version)
+    first = ok[: len(importer_kinds())]
+    assert {t.importer for t in first} == set(importer_kinds())
+    assert {(t.exporter, t.profile, t.policy) for t in first} == {
+        (next(iter(exporter_kinds())), newest, "none")
+    }
+    policies = [t.policy != "none" for t in ok]
+    assert policies == sorted(policies)
+    upstream = [t.profile for t in ok if t.policy == "none"]
+    assert upstream.index(newest) == 0 and upstream[-1] != newest
+    queued = [p for p in PRESETS if not PRESETS[p].released]
+    assert all(upstream.index(q) > upstream.index(p) for q in queued for p in released)
+    lags = _lags(ok)
+    tier = len(importer_kinds())
+    g = TIER_GROWTH
+    head = [0] * tier + [1] * g * tier + [2] * g * g * tier
+    assert [lags[t] for t in ok[: len(head)]] == head
+    assert max(lags.values()) <= 5  # every target begun within a handful of rounds
+
+
 def test_ci_budget_finds_no_new_model_defect() -> None:
     """The CI exploration: a few seconds' worth of sequences over every exporter × importer ×
     profile without policy and every policy under 7.1. Any finding that is a model defect or
     not in the reviewed list fails the suite (review it, fix pinlab or list it in
     known_findings.toml and docs/findings.md)."""
     upstream, skipped = targets(
-        list(EXPORTERS), list(IMPORTER_KINDS), ["6.12", "6.16", "7.1"], ["none"]
+        list(exporter_kinds()), list(importer_kinds()), ["6.12", "6.16", "7.1"], ["none"]
     )
     report = explore(upstream, depth=3, budget=None, max_sequences=1500, skipped=skipped)
     blocking = [f.signature for f in report.findings if f.blocking]
@@ -126,7 +182,123 @@ def test_checked_in_reproducers_still_reproduce(script: Path) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "leak in" in proc.stdout or "stale-dma in" in proc.stdout
+    assert any(f"{kind} in" in proc.stdout for kind in ("leak", "stale-dma", "hang"))
+
+
+def test_findings_page_lists_every_checked_in_reproducer() -> None:
+    """docs/findings.md names each finding's reproducer; the names are exactly the files the
+    test above re-runs (nothing listed that is not run, nothing run that is not listed)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "findings.md").read_text("utf-8")
+    listed = set(re.findall(r"tests/explore/reproducers/([\w.-]+\.py)", page))
+    assert listed == {p.name for p in REPRODUCERS.glob("*.py")}
+
+
+def test_ci_budget_on_the_newer_exporters_and_importers() -> None:
+    """The CI exploration of the 6.19-and-later devices: vfio-pci's BAR exporter and the RDMA
+    device-memory exporter against every importer, and every exporter into iommufd, under
+    6.19, 7.1 and next without policy. The only findings are reviewed ones (the broken
+    importer blocking a revoke for good, X-3: a negative control); a model defect or an
+    unreviewed finding fails the suite."""
+    kinds = exporter_kinds()
+    newer = [n for n, k in kinds.items() if k.source != "gem"]
+    ok, _ = targets(list(kinds), list(importer_kinds()), ["6.19", "7.1", "next"], ["none"])
+    ok = [t for t in ok if t.exporter in newer or t.importer == "iommufd"]
+    report = explore(ok, depth=4, budget=None, max_sequences=1500)
+    blocking = [f.signature for f in report.findings if f.blocking]
+    assert not blocking, blocking
+    assert {f.known.id for f in report.findings if f.known is not None} <= {"X-3"}
+    assert report.stats.sequences == 1500
+
+
+def test_targets_come_from_the_driver_registries() -> None:
+    """Every registered exporter driver is an exporter of the exploration, and so is every
+    RDMA driver that declares device memory it exports (``<driver>-dm``); vfio-pci's buffers
+    are BAR ranges, not GEM objects. Every registered importer is an importer of it."""
+    kinds = exporter_kinds()
+    assert set(EXPORTERS) <= set(kinds)
+    rdma = {
+        f"{n}-dm"
+        for n, c in IMPORTERS.items()
+        if issubclass(c, RdmaDevice) and c.exports_device_memory
+    }
+    assert rdma and set(kinds) == set(EXPORTERS) | rdma
+    assert {k.source for n, k in kinds.items() if n in rdma} == {"rdma-dm"}
+    sources = {n: k.source for n, k in kinds.items() if n in EXPORTERS}
+    assert "vfio" in sources.values() and "gem" in sources.values()
+    # every registered importer is reached: an RDMA driver through MRs on NICs of its own
+    # (pinned, and ODP where the driver has it), the others as the matrix machine has them
+    imps = importer_kinds()
+    for name, cls in IMPORTERS.items():
+        mine = [k for k in imps.values() if (k.nic.driver if k.nic else k.name) == name]
+        assert mine, name
+        if issubclass(cls, RdmaDevice):
+            assert {k.odp for k in mine} >= {False} | ({True} if cls.supports_odp else set())
+            assert len({k.device for k in mine}) == len(mine)
+
+
+def test_a_plugin_rdma_driver_is_explored_as_importer_and_exporter(tmp_path: Path) -> None:
+    """An installed plugin RDMA driver (an mlx5-like NIC under another name) gets its importer
+    kinds and, since it exports device memory, its exporter, with no change to explore."""
+    site = tmp_path / "site"
+    install(
+        site,
+        "pinlab-clone",
+        {"pinlab.importers": {"cx-clone": "pinlab_clone:Clone"}},
+        "from pinlab.drivers.mlx5 import Mlx5Device\n\n\n"
+        "class Clone(Mlx5Device):\n    'An mlx5-like NIC under another name.'\n",
+    )
+    argv = ["explore", "--exporters", "amdgpu,cx-clone-dm", "--importers"]
+    argv += ["cx-clone-odp,cx-clone-pinned", "--profiles", "7.1", "--policies", "none"]
+    done = pinlab(site, *argv, "--max-sequences", "300", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["targets"]) == 4 and data["stats"]["sequences"] == 300
+
+
+def _outcome(target: Target, steps: list[str]) -> tuple[list[str | None], list[str], list[str]]:
+    runner = Runner(target)
+    ops = [_op(text) for text in steps]
+    out = runner.run(ops)
+    return out.errors, [str(v) for v in out.violations], [str(op) for op in out.enabled]
+
+
+def _op(text: str) -> Op:
+    kind, _, rest = text.partition("(")
+    parts = [a.strip() for a in rest.rstrip(")").split(",") if a.strip()]
+    return Op(kind, tuple(int(a) if a.isdigit() else a for a in parts))
+
+
+def test_vfio_revoke_points_reach_the_iommufd_importer() -> None:
+    """K-104, K-110: a VFIO BAR range mapped into p1's IOAS; clearing memory decoding revokes
+    it, and the device's next DMA at that IOVA faults -- no stale access, nothing left at
+    teardown. The VFIO events are in the alphabet (and the RFC revoke ioctl only in next)."""
+    errors, violations, enabled = _outcome(
+        Target("vfio-pci", "iommufd", "7.1"),
+        ["create(0)", "send(0)", "attach(1, 0)", "use(1, 0)", "vfio(memory-off)", "use(1, 0)"],
+    )
+    assert errors[:5] == [None] * 5 and errors[5] == "-EFAULT (iommu_fault)"
+    assert not violations
+    assert {"vfio(memory-off)", "vfio(memory-on)", "vfio(reset)", "vfio_close"} <= set(enabled)
+    assert "revoke(0)" not in enabled and "evict" not in enabled
+    errors, violations, enabled = _outcome(
+        Target("vfio-pci", "mlx5-odp", "next"),
+        ["create(0)", "attach(0, 0)", "use(0, 0)", "revoke(0)", "use(0, 0)"],
+    )
+    assert errors[:4] == [None] * 4 and errors[4] == "-ENODEV (vfio_pci_dma_buf_map)"
+    assert not violations
+
+
+def test_rdma_exporter_revokes_on_mmap_entry_removal() -> None:
+    """K-121, K-123: mlx5 device memory exported as a dma-buf and registered as an ODP MR on
+    another NIC; ``ibv_free_dm`` removes the mmap entry, which revokes the dma-buf: the MR's
+    next DMA cannot map it again (-ENODEV), and teardown finds the entry and MR gone."""
+    errors, violations, enabled = _outcome(
+        Target("mlx5-dm", "mlx5-odp", "7.1"),
+        ["create(0)", "attach(0, 0)", "use(0, 0)", "free_dm(0)", "use(0, 0)"],
+    )
+    assert errors[:4] == [None] * 4 and errors[4] == "-ENODEV (uverbs_dmabuf_map)"
+    assert not violations
+    assert "exporter_reset" in enabled and "evict" not in enabled
 
 
 def test_reproducer_directory_covers_every_reviewed_finding() -> None:
@@ -232,6 +404,18 @@ def test_cli_json_and_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert (tmp_path / "index.html").read_text().count("ib_umem_dmabuf_revoke_locked") >= 1
     code, printed = _run_script((tmp_path / "finding-1.py").read_text())
     assert code == 1 and "unbalanced dma_buf_pin" in printed
+
+
+def test_cli_fails_on_a_finding_nobody_reviewed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What makes CI fail on a new finding: with the reviewed list empty, the self-revocation
+    leak is unreviewed (treated as a model defect) and ``pinlab explore`` exits 1."""
+    monkeypatch.setattr(KnownFindings, "load", classmethod(lambda cls, *a, **k: cls([])))
+    argv = ["explore", "--exporters", "amdgpu", "--importers", "efa-revocable", "--profiles"]
+    assert main([*argv, "7.1", "--policies", "none", "--max-sequences", "150", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [(f["classification"], f["blocking"]) for f in data["findings"]] == [(UNREVIEWED, True)]
 
 
 def test_cli_text(capsys: pytest.CaptureFixture[str]) -> None:

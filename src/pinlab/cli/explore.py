@@ -28,13 +28,12 @@ def _names(value: str | None, known: list[str], flag: str) -> list[str]:
 
 
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.drivers import EXPORTERS
-    from pinlab.explore import IMPORTER_KINDS, POLICIES, explore, targets
+    from pinlab.explore import POLICIES, explore, exporter_kinds, importer_kinds, targets
     from pinlab.explore.render import print_text, to_json, write_out
     from pinlab.kernel.profile import PRESETS
 
-    exporters = _names(args.exporters, list(EXPORTERS), "--exporters")
-    importers = _names(args.importers, list(IMPORTER_KINDS), "--importers")
+    exporters = _names(args.exporters, list(exporter_kinds()), "--exporters")
+    importers = _names(args.importers, list(importer_kinds()), "--importers")
     profiles = _names(args.profiles, list(PRESETS), "--profiles")
     policies = _names(args.policies, list(POLICIES), "--policies")
     ok, skipped = targets(exporters, importers, profiles, policies)
@@ -96,7 +95,7 @@ def add_parsers(sub: Any) -> None:
         help="search sequences of calls and device events for leaks, WARNs, stale DMA",
         description=(
             "A bounded breadth-first search over sequences of userspace calls (pinlab.uapi) and "
-            "device events (eviction under allocation pressure, process kill, NIC reset, "
+            "device events (eviction under allocation pressure, revoke, process kill, NIC reset, "
             "hot-unplug) on every exporter x importer x kernel profile x policy selected, with "
             "partial-order reduction and state hashing. Each sequence is checked after every "
             "step and after every process exited: no leak, balanced pins, no WARN, no stale "
@@ -105,12 +104,17 @@ def add_parsers(sub: Any) -> None:
             "finding is a model defect or not yet reviewed, 0 otherwise, 2 for bad input."
         ),
     )
-    p.add_argument("--exporters", metavar="LIST", help="exporter drivers (default: all)")
+    p.add_argument(
+        "--exporters",
+        metavar="LIST",
+        help="exporters: every exporter driver, and <rdma driver>-dm for an RDMA driver's "
+        "device memory (UVERBS_OBJECT_DMABUF) (default: all)",
+    )
     p.add_argument(
         "--importers",
         metavar="LIST",
         help="importers: efa, efa-revocable, mlx5-odp, mlx5-pinned, mlx5-broken, gpu-import, "
-        "display (default: all)",
+        "display, iommufd (default: all)",
     )
     p.add_argument("--profiles", metavar="LIST", help="kernel profiles (default: all)")
     p.add_argument(

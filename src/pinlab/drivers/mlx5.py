@@ -54,6 +54,7 @@ class Mlx5Device(RdmaDevice):
     nic_model = "cx5"
     registration_model = "mlx5"  # an mkey from the cache, the page list written by UMR
     supports_odp = True
+    exports_device_memory = True  # MEMIC, UVERBS_OBJECT_DMABUF (module docstring)
     odp_items = ("K-43", "K-42")
 
     def __init__(

@@ -149,6 +149,9 @@ class RdmaDevice(DeviceImporter):
     RoCE reliable connections do; EFA's SRD may reorder or repeat them)."""
     supports_odp: ClassVar[bool] = False
     odp_items: ClassVar[tuple[str, ...]] = ()
+    exports_device_memory: ClassVar[bool] = False
+    """The driver has device memory (``ibv_alloc_dm``) whose mmap entries it exports as
+    dma-bufs where the kernel has ``UVERBS_OBJECT_DMABUF`` (K-121)."""
     """The checklist items of the driver's ODP path (invalidate, fault)."""
 
     def __init__(self, kernel: Kernel, pdev: Device, **options: Unpack[ImporterOptions]) -> None:

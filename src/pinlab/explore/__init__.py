@@ -11,15 +11,16 @@ reproducer (:mod:`pinlab.explore.findings`), reported as text, JSON or HTML
 
 from pinlab.explore.findings import Finding, KnownFindings
 from pinlab.explore.search import Report, explore
-from pinlab.explore.target import IMPORTER_KINDS, POLICIES, Target, targets
+from pinlab.explore.target import POLICIES, Target, exporter_kinds, importer_kinds, targets
 
 __all__ = [
-    "IMPORTER_KINDS",
     "POLICIES",
     "Finding",
     "KnownFindings",
     "Report",
     "Target",
     "explore",
+    "exporter_kinds",
+    "importer_kinds",
     "targets",
 ]

@@ -7,7 +7,8 @@ broke the invariant (:mod:`pinlab.explore.trace`), and written as a Python scrip
 while the finding reproduces).
 
 Classification. The reviewed findings are listed in ``known_findings.toml`` (package data) by
-violation signature, importer and exporters, each with its class and status:
+violation signature (or ``signatures``: one cause met through several steps), importer and
+exporters, each with its class and status:
 
 * ``kernel behaviour`` -- the model is faithful to upstream here: a candidate upstream report,
   with the upstream source lines (file, function) that produce it;
@@ -54,7 +55,7 @@ class Known:
     """One reviewed finding of ``known_findings.toml``."""
 
     id: str
-    signature: str
+    signatures: tuple[str, ...]
     importer: str
     exporters: tuple[str, ...]
     title: str
@@ -71,7 +72,10 @@ class KnownFindings:
     def __init__(self, entries: list[Known]) -> None:
         self.entries = entries
         self._index = {
-            (k.signature, k.importer, exporter): k for k in entries for exporter in k.exporters
+            (sig, k.importer, exporter): k
+            for k in entries
+            for sig in k.signatures
+            for exporter in k.exporters
         }
 
     @classmethod
@@ -84,9 +88,10 @@ class KnownFindings:
         entries = []
         for i, raw in enumerate(data.get("finding", [])):
             try:
+                sigs = raw["signatures"] if "signatures" in raw else [raw["signature"]]
                 entry = Known(
                     id=raw["id"],
-                    signature=raw["signature"],
+                    signatures=tuple(sigs),
                     importer=raw["importer"],
                     exporters=tuple(raw["exporters"]),
                     title=raw["title"],
@@ -126,6 +131,9 @@ class Finding:
     classification: str
     known: Known | None
     found_at_sequence: int
+    found_at_states: int
+    """How many distinct states the search had explored when it met the finding (a measure of
+    search effort that, unlike seconds, does not depend on the machine)."""
     found_at_seconds: float
     original_length: int
     seen: list[str] = field(default_factory=list)
@@ -206,6 +214,7 @@ class Finding:
             "items": self.items,
             "sources": self.sources,
             "found_at_sequence": self.found_at_sequence,
+            "found_at_states": self.found_at_states,
             "found_at_seconds": round(self.found_at_seconds, 3),
             "shrunk_from": self.original_length,
             "seen_in": self.seen,
@@ -228,6 +237,7 @@ def make_finding(
     outcome: Outcome,
     known: KnownFindings,
     sequence: int,
+    states: int,
     seconds: float,
 ) -> Finding:
     """Shrink ``outcome``'s sequence, trace the breaking step, classify (module docstring)."""
@@ -260,6 +270,7 @@ def make_finding(
         classification=classify(entry, first),
         known=entry,
         found_at_sequence=sequence,
+        found_at_states=states,
         found_at_seconds=seconds,
         original_length=len(outcome.ops),
         seen=[str(target)],

@@ -18,8 +18,10 @@ the kernel told it to before its next step), then:
 
 At teardown every process exits and time passes; then nothing may be left (``teardown``):
 every region's used and pinned bytes, every module reference, dma-buf, MR, scanout, import,
-``locked_vm`` and dmem charge is back at its value after boot, and no new leak or WARN is
-recorded (K-4, K-5, K-47, K-82, P-29).
+RDMA mmap entry (device memory), iommufd IOAS area, ``locked_vm`` and dmem charge is back at
+its value after boot, and no new leak or WARN is recorded (K-4, K-5, K-47, K-82, P-29). A
+task that blocks for good (``hang``) is one violation whatever step blocked: its signature is
+the function it blocked in and why (K-120).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from pinlab.kernel.errno import KernelBug, KernelError, KernelHang
 from pinlab.kernel.kernel import CAP_IPC_LOCK, RLIM_INFINITY, RLIMIT_MEMLOCK
 
 PAGE = 4096
+_SLOT = re.compile(r"(b|f|a|dm)\d")
+"""A sequence's object variables (:mod:`pinlab.explore.ops`): handles, fds, imports, device
+memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,9 @@ class Violation:
     where: str
     what: str
     step: int
+    context: str = ""
+    """What varies between ways into the same violation (a hang's task and step): shown,
+    not part of the signature."""
 
     @property
     def signature(self) -> str:
@@ -63,7 +71,8 @@ class Violation:
 
     def __str__(self) -> str:
         at = "teardown" if self.step == 0 else f"step {self.step}"
-        return f"{self.kind} in {self.where}: {self.what} ({at})"
+        context = f" [{self.context}]" if self.context else ""
+        return f"{self.kind} in {self.where}: {self.what}{context} ({at})"
 
 
 class Checker:
@@ -109,7 +118,7 @@ class Checker:
         except KernelError as e:
             errno = f"{e.errno} ({e.function})"
         except KernelHang as e:
-            self._violate("hang", label, str(e), step)
+            self._hang(str(e), label, step)
             self.dead = True
         except KernelBug as e:
             self._violate("BUG", label, str(e), step)
@@ -126,8 +135,20 @@ class Checker:
         """Remember the buffer behind GEM handle variable ``var`` (for the state's hash)."""
         self.buffers[var] = buffer
 
-    def _violate(self, kind: str, where: str, what: str, step: int) -> None:
-        self.violations.append(Violation(kind, where, what, step))
+    def _violate(self, kind: str, where: str, what: str, step: int, context: str = "") -> None:
+        self.violations.append(Violation(kind, where, what, step, context))
+
+    def _hang(self, line: str, step_label: str, step: int) -> None:
+        """A task blocked for good: the function it blocked in and why are the violation,
+        the task and the step that blocked its context -- every way into the same unbounded
+        wait (each revoke point, an exit) is one signature. A line in another format is kept
+        whole."""
+        m = _HUNG.fullmatch(line)
+        if m is None:
+            self._violate("hang", step_label, line, step)
+            return
+        task, function, why = m.groups()
+        self._violate("hang", function, why, step, f"task {task} in {step_label}")
 
     def _settle(self) -> None:
         for bdev in self.b.machine.ttm_devices():
@@ -153,7 +174,7 @@ class Checker:
         for inc in self.b.system.detector.incidents[self._seen_incidents :]:
             self._violate("stale-dma", inc.device, f"{inc.kind}: {inc.detail}", step)
         for line in k.hung_tasks[self._seen_hangs :]:
-            self._violate("hang", "hung_task", line, step)
+            self._hang(line, "hung_task", step)
         self._mark()
         self._check_quotas(step)
         self._check_counts(step)
@@ -216,7 +237,10 @@ class Checker:
                 proc.exit()
             self._settle()
             self.b.system.reap()
-        except (KernelHang, KernelBug, KernelError, Exception) as e:
+        except KernelHang as e:  # an exit blocked for good: the same hang as in a step
+            self._hang(str(e), "exit", 0)
+            return self.violations
+        except (KernelBug, KernelError, Exception) as e:
             self._violate("escape", "exit", f"{type(e).__name__}: {e}", 0)
             return self.violations
         self._check(0)
@@ -238,10 +262,13 @@ class Checker:
         snap["dma-bufs"] = len(list(b.kernel.dma_bufs()))
         for n, nic in self.nics.items():
             snap[f"{n} MRs"] = len(nic.mrs)
+            snap[f"{n} mmap entries"] = len(nic.mmap_entries)
         for n, d in self.displays.items():
             snap[f"{n} scanouts"] = len(d.scanouts)
         for n, g in self.gpu_importers.items():
             snap[f"{n} imports"] = len(g.imports)
+        if b.system.iommufd is not None:
+            snap["iommufd IOAS areas"] = sum(len(c.areas) for c in b.system.iommufd.contexts)
         snap["locked_vm"] = sum(u.locked_vm for u in b.kernel.users.values())
         if b.dmem is not None:
             snap["dmem.current /"] = b.tree.read("/", "dmem.current")
@@ -262,7 +289,7 @@ class Checker:
         between equivalent interleavings."""
         b = self.b
         objs: list[Any] = []
-        for var in sorted(v for v in ns if v[:1] in "bfa" and v[1:2].isdigit()):
+        for var in sorted(v for v in ns if _SLOT.match(v)):
             obj = ns[var]
             if isinstance(obj, MemoryRegion):
                 mapping = _current(obj.umem.sgt, obj.umem.dmabuf.priv)
@@ -296,6 +323,10 @@ class Checker:
         alive = tuple(p.alive for p in b.system.processes.values())
         problems = (len(self.violations), tuple(sorted(b.system.exporters)))
         return (tuple(objs), tuple(bufs), regions, alive, problems)
+
+
+_HUNG = re.compile(r"INFO: task (\S+) blocked for more than \d+ seconds in (\S+): (.*)")
+"""A hung-task line as :meth:`~pinlab.kernel.kernel.Kernel.hang` logs it."""
 
 
 def _current(sgt: Any, buf: object) -> tuple[bool, bool]:

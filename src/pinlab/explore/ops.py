@@ -5,19 +5,30 @@ calls -- the only way in), run inside :meth:`~pinlab.explore.invariants.Checker.
 exploration executes exactly the lines a reproducer prints: :meth:`Op.source` is compiled once
 and ``exec``'d in the sequence's namespace, so a finding's script is its sequence.
 
-A buffer is created and exported in one step (``create``: ``gem_create`` then
-``prime_handle_to_fd``, as every sharing program does); ``export`` exports it again after its
-fd was closed. Objects are named by slot, not by number: ``b0``/``b1`` are ``p0``'s GEM
-handles of buffer 0 and 1 on ``gpu0``; ``f0_1`` is process ``p0``'s dma-buf fd of buffer 1;
-``a1_0`` is process ``p1``'s import of buffer 0 into the target's importer (an MR, a GPU
-import handle or a scanout). Buffer 1 is only created after buffer 0 (the two are
-interchangeable: symmetry).
+A buffer is created and exported in one step (``create``), the way its exporter is reached
+(:class:`~pinlab.explore.target.ExporterKind`): a GEM driver's ``gem_create`` then
+``prime_handle_to_fd``, as every sharing program does; a range of vfio-pci's memory BAR
+(``vfio_dma_buf``: ``VFIO_DEVICE_FEATURE_DMA_BUF``, K-98); or RDMA device memory
+(``ibv_alloc_dm`` then ``ibv_export_dmabuf``: ``UVERBS_METHOD_DMABUF_ALLOC``, K-121).
+``export`` exports a GEM buffer again after its fd was closed. Objects are named by slot, not
+by number: ``b0``/``b1`` are ``p0``'s GEM handles of buffer 0 and 1 on ``gpu0``, ``dm0``/``dm1``
+its device-memory allocations; ``f0_1`` is process ``p0``'s dma-buf fd of buffer 1; ``a1_0``
+is process ``p1``'s import of buffer 0 into the target's importer (an MR, a GPU import handle,
+a scanout or an IOVA of its iommufd IOAS). Buffer 1 is only created after buffer 0 (the two
+are interchangeable: symmetry).
 
-Device events: ``evict`` (the ``pressure`` process allocates nearly all of ``gpu0``'s device
-memory and frees it again: everything unpinned is evicted, K-36, K-37), ``kill`` (``kill -9``),
-``nic_reset`` (the NIC's fatal error and recovery: every MR on it is destroyed),
-``unplug`` (surprise removal of the GPU or the importing device). ``use`` is the importing
-device's own access through its import: NIC DMA, a GPU job, a display's vblank read.
+Device events: ``evict`` (a GEM exporter only: the ``pressure`` process allocates nearly all
+of ``gpu0``'s device memory and frees it again: everything unpinned is evicted, K-36, K-37);
+vfio-pci's revoke points (``vfio(memory-off)``, ``vfio(memory-on)``, ``vfio(reset)``: a
+config write of ``PCI_COMMAND`` and ``VFIO_DEVICE_RESET``, K-104); the RDMA exporter's NIC
+reset (``exporter_reset``: its ucontexts' dma-bufs are destroyed, K-123); ``kill``
+(``kill -9``); ``nic_reset`` (the importing NIC's fatal error and recovery: every MR on it is
+destroyed); ``unplug`` (surprise removal of the exporting or the importing PCI device).
+Userspace revokes too: ``vfio_close`` (the device fd's close revokes every buffer for good),
+``revoke`` (the ``next`` RFC ioctl ``VFIO_DEVICE_PCI_DMABUF_REVOKE``), ``free_dm``
+(``ibv_free_dm`` removes the mmap entry, which revokes its dma-bufs, K-123). ``use`` is the
+importing device's own access through its import: NIC DMA, a GPU job, a display's vblank
+read, a DMA at an IOVA.
 
 Each operation declares its *footprint*: the objects it may read or change (a buffer, a
 process, the importer's device, the exporter's memory ``mem``). Two operations with disjoint
@@ -34,6 +45,7 @@ from types import CodeType
 from typing import Any
 
 from pinlab.explore.target import GPU, Target
+from pinlab.kernel.profile import get_profile
 
 BUFFERS = (0, 1)
 PROCS = (0, 1)
@@ -77,6 +89,7 @@ class Alphabet:
     def __init__(self, target: Target) -> None:
         self.target = target
         self.kind = target.kind
+        self.source = target.source
         self._steps: dict[Op, Step] = {}
         self._code: dict[Op, CodeType] = {}
 
@@ -98,12 +111,7 @@ class Alphabet:
         dev = self.kind.device
         if k == "create":
             (i,) = a
-            lines: tuple[str, ...] = (
-                f'b{i} = p0.gem_create("{GPU}", BUFFER_SIZE, "{self.target.domain}")',
-                f'check.track("b{i}", p0.buffer(b{i}))',
-                f"f0_{i} = p0.prime_handle_to_fd(b{i})",
-            )
-            return Step(op, lines, frozenset({f"b{i}", "mem"}))
+            return Step(op, self._create(i), frozenset({f"b{i}", "mem"}))
         if k == "export":
             (i,) = a
             return Step(op, (f"f0_{i} = p0.prime_handle_to_fd(b{i})",), frozenset({f"b{i}"}))
@@ -141,15 +149,55 @@ class Alphabet:
             return Step(op, (f'system.reset_nic("{dev}")',), everything)
         if k == "unplug":
             (what,) = a
-            name = GPU if what == "exporter" else dev
+            name = self.source.device if what == "exporter" else dev
             return Step(op, (f'system.hot_unplug("{name}")',), everything)
+        if k == "vfio":
+            (event,) = a
+            return Step(op, (f'system.vfio_event("{GPU}", "{event}")',), everything)
+        if k == "vfio_close":
+            return Step(op, (f'p0.vfio_close("{GPU}")',), everything)
+        if k == "revoke":
+            (i,) = a
+            line = f'p0.vfio_dmabuf_revoke("{GPU}", f0_{i})'
+            return Step(op, (line,), frozenset({f"b{i}", "mem", dev}))
+        if k == "free_dm":
+            (i,) = a
+            lines = (f'p0.ibv_free_dm("{self.source.device}", dm{i})', f"del dm{i}")
+            return Step(op, lines, frozenset({f"b{i}", "mem", dev}))
+        if k == "exporter_reset":
+            return Step(op, (f'system.reset_nic("{self.source.device}")',), everything)
         raise ValueError(f"unknown operation {op}")
+
+    def _create(self, i: int) -> tuple[str, ...]:
+        """Make buffer ``i`` and its fd ``f0_i`` the way the exporter is reached (its
+        ``source``) and track the buffer behind it."""
+        src = self.source
+        if src.source == "gem":
+            return (
+                f'b{i} = p0.gem_create("{GPU}", BUFFER_SIZE, "{self.target.domain}")',
+                f'check.track("b{i}", p0.buffer(b{i}))',
+                f"f0_{i} = p0.prime_handle_to_fd(b{i})",
+            )
+        if src.source == "vfio":
+            bar = f'system.vfio("{GPU}").memory_bar'
+            first: tuple[str, ...] = (
+                f'f0_{i} = p0.vfio_dma_buf("{GPU}", {bar}, {i} * BUFFER_SIZE, BUFFER_SIZE)',
+            )
+        else:
+            first = (
+                f'dm{i} = p0.ibv_alloc_dm("{src.device}", DM_SIZE)',
+                f'f0_{i} = p0.ibv_export_dmabuf("{src.device}", dm{i}.pgoff)',
+            )
+        return (*first, f'check.track("b{i}", p0.dmabuf(f0_{i}).priv)')
 
     def _attach(self, p: int, i: int) -> str:
         kind = self.kind
         if kind.via == "mr":
             access = "ACCESS | IB_ACCESS_ON_DEMAND" if kind.odp else "ACCESS"
-            return f'p{p}.ibv_reg_dmabuf_mr("{kind.device}", f{p}_{i}, 0, BUFFER_SIZE, {access})'
+            size = self.source.size_name
+            return f'p{p}.ibv_reg_dmabuf_mr("{kind.device}", f{p}_{i}, 0, {size}, {access})'
+        if kind.via == "iommufd":
+            return f"p{p}.iommufd_map(f{p}_{i}, length={self.source.size_name})"
         if kind.via == "prime":
             return f'p{p}.prime_fd_to_handle("{kind.device}", f{p}_{i})'
         return f'p{p}.set_scanout("{kind.device}", f{p}_{i})'
@@ -158,6 +206,8 @@ class Alphabet:
         via = self.kind.via
         if via == "mr":
             return f"p{p}.nic_dma(a{p}_{i})"
+        if via == "iommufd":
+            return f"p{p}.iommufd_dma(a{p}_{i})"
         if via == "prime":
             return f"p{p}.gpu_access(a{p}_{i})"
         return f'system.display("{self.kind.device}").scan_frame(a{p}_{i})'
@@ -166,6 +216,8 @@ class Alphabet:
         via = self.kind.via
         if via == "mr":
             return f"p{p}.ibv_dereg_mr(a{p}_{i})"
+        if via == "iommufd":
+            return f"p{p}.iommufd_unmap(a{p}_{i})"
         if via == "prime":
             return f"p{p}.gem_close(a{p}_{i})"
         return f"p{p}.clear_scanout(a{p}_{i})"
@@ -173,11 +225,30 @@ class Alphabet:
     # -- when each is enabled ------------------------------------------------------------------
     @cached_property
     def _events(self) -> tuple[Op, ...]:
-        ev = [Op("evict"), Op("kill", (0,)), Op("kill", (1,))]
+        """The device events of this target: eviction where memory can move (a GEM
+        exporter), the exporter's own revoke points (vfio-pci's memory decoding and reset,
+        an RDMA exporter's NIC reset), kills, the importing NIC's reset, unplugs of the
+        exporting and the importing PCI device (iommufd is none)."""
+        src = self.source.source
+        ev = [Op("evict")] if src == "gem" else []
+        if src == "vfio":
+            ev += [Op("vfio", ("memory-off",)), Op("vfio", ("memory-on",)), Op("vfio", ("reset",))]
+        if src == "rdma-dm":
+            ev.append(Op("exporter_reset"))
+        ev += [Op("kill", (0,)), Op("kill", (1,))]
         if self.kind.via == "mr":
             ev.append(Op("nic_reset"))
-        ev += [Op("unplug", ("exporter",)), Op("unplug", ("importer",))]
+        ev.append(Op("unplug", ("exporter",)))
+        if self.kind.via != "iommufd":
+            ev.append(Op("unplug", ("importer",)))
         return tuple(ev)
+
+    @cached_property
+    def _revoke_ioctl(self) -> bool:
+        return (
+            self.source.source == "vfio"
+            and get_profile(self.target.profile).vfio_dmabuf_revoke_ioctl
+        )
 
     def enabled(self, ns: dict[str, Any], created: frozenset[int]) -> Iterator[Op]:
         """The operations that make sense in this state, in canonical order: their objects
@@ -195,6 +266,10 @@ class Alphabet:
                 if f"f0_{i}" not in ns:
                     yield Op("export", (i,))
                 yield Op("gem_close", (i,))
+            if f"dm{i}" in ns and alive(0):
+                yield Op("free_dm", (i,))
+            if self._revoke_ioctl and f"f0_{i}" in ns and alive(0):
+                yield Op("revoke", (i,))
             if f"f0_{i}" in ns and f"f1_{i}" not in ns and alive(0) and alive(1):
                 yield Op("send", (i,))
             for p in PROCS:
@@ -213,8 +288,10 @@ class Alphabet:
         if not created:
             return
         holds = {p: any(f"{v}{p}_{i}" in ns for v in "fa" for i in BUFFERS) for p in PROCS}
-        holds[0] = holds[0] or any(f"b{i}" in ns for i in BUFFERS)
+        holds[0] = holds[0] or any(f"{v}{i}" in ns for v in ("b", "dm") for i in BUFFERS)
         attached = any(f"a{p}_{i}" in ns for p in PROCS for i in BUFFERS)
+        if self.source.source == "vfio" and alive(0) and GPU in ns["p0"].vfio:
+            yield Op("vfio_close")
         for op in self._events:
             if op.kind == "kill" and not (alive(op.args[0]) and holds[op.args[0]]):
                 continue
@@ -236,7 +313,7 @@ _ACCESS = "ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_RE
 
 PRELUDE = (
     "from pinlab.explore.invariants import Checker\n"
-    "from pinlab.explore.target import BUFFER_SIZE, PRESSURE_SIZE, Target\n"
+    "from pinlab.explore.target import BUFFER_SIZE, DM_SIZE, PRESSURE_SIZE, Target\n"
     f"from pinlab.kernel.umem import {', '.join(_ACCESS_FLAGS)}\n\n{_ACCESS}"
 )
 """The imports and constants a sequence's namespace starts with."""
@@ -246,7 +323,7 @@ def prelude_for(body: str) -> str:
     """The part of :data:`PRELUDE` a script with steps ``body`` uses (a reproducer's header:
     no unused import)."""
     lines = ["from pinlab.explore.invariants import Checker"]
-    consts = [n for n in ("BUFFER_SIZE", "PRESSURE_SIZE") if n in body]
+    consts = [n for n in ("BUFFER_SIZE", "DM_SIZE", "PRESSURE_SIZE") if n in body]
     lines.append(f"from pinlab.explore.target import {', '.join([*consts, 'Target'])}")
     if "ACCESS" in body:
         flags = [f for f in _ACCESS_FLAGS if f != "IB_ACCESS_ON_DEMAND" or f in body]
@@ -260,7 +337,9 @@ def boot_source(target: Target) -> str:
     """The lines that boot ``target`` and bind ``system``, ``p0``, ``p1``, ``pressure`` and
     ``check``."""
     t = target
-    exact = t.kind.via == "prime"
+    # where the fingerprint cannot see an importer's mapping (a GPU import, an IOAS area) or
+    # a buffer is revoked rather than moved, its move count stays in the state
+    exact = t.kind.via in ("prime", "iommufd") or t.source.source != "gem"
     return (
         f'booted = Target("{t.exporter}", "{t.importer}", "{t.profile}", "{t.policy}").boot()\n'
         "system = booted.system\n"
