@@ -1,0 +1,430 @@
+"""The time plots of one run: each tenant's throughput, device memory (pinned, used, free)
+and denials over simulated time, drawn on a :mod:`pinlab.report.figure` canvas; :data:`FIGURES`
+lists them for the run report (:func:`run_figure_svgs`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pinlab.report.figure import (
+    COLUMNS,
+    LAYOUT,
+    PALETTE,
+    Canvas,
+    draw_legend,
+    figure_svg,
+    fit_label,
+    fmt_duration,
+    kept_canvas,
+    new_figure,
+    note,
+    run_title,
+    style,
+    tick_locators,
+    time_axis,
+    value_scale,
+)
+from pinlab.scenarios.result import RunResult
+from pinlab.sim.metrics import iter_series
+from pinlab.units import fmt_rate
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "FIGURES",
+    "MAX_LINES",
+    "MAX_PANELS",
+    "denials_over_time",
+    "memory_over_time",
+    "run_figure_svgs",
+    "run_figures",
+    "thin_steps",
+    "throughput_over_time",
+]
+
+PINNED_COLOUR = "#d62728"
+USED_COLOUR = "#1f77b4"
+FREE_COLOUR = "#2ca02c"
+FAULT_COLOUR = "#555555"
+
+MAX_LINES = 8
+"""At most this many tenant lines per plot; beyond it the smaller ones are summed."""
+MAX_PANELS = 6
+"""At most this many memory panels; beyond it regions are summed over devices."""
+
+# -- series helpers ------------------------------------------------------------------------------
+
+
+def _series_by_suffix(result: RunResult, scope: str, quantity: str) -> dict[str, np.ndarray]:
+    """``{middle: points array (n, 2)}`` for every series ``<scope>.<middle>.<quantity>``
+    (``docs/metrics.md``) with at least one point: the middle is the entity and, for a
+    device, its region (``node/gpu0.vram``)."""
+    out: dict[str, np.ndarray] = {}
+    for key, _entity, _q in iter_series(list(result.recorder.series), scope, quantity):
+        points = result.recorder.series[key].points
+        if points:
+            middle = key[len(scope) + 1 : len(key) - len(quantity) - 1]
+            out[middle] = np.asarray(points, dtype=float)
+    return out
+
+
+def _step_at(points: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The step function ``points`` (t, v), value held until the next point, at ``grid``;
+    0 before the first point."""
+    idx = np.searchsorted(points[:, 0], grid, side="right") - 1
+    values = points[:, 1][np.clip(idx, 0, None)]
+    return np.where(idx >= 0, values, 0.0)
+
+
+def _step_xy(points: np.ndarray, until: float) -> tuple[np.ndarray, np.ndarray]:
+    """A step function's points extended to ``until`` (for ``drawstyle="steps-post"``) and
+    thinned to the plot's pixel columns (:func:`thin_steps`)."""
+    t = points[:, 0]
+    v = points[:, 1]
+    if until > t[-1]:
+        t = np.append(t, until)
+        v = np.append(v, v[-1])
+    return thin_steps(t, v, until)
+
+
+def thin_steps(
+    t: np.ndarray, v: np.ndarray, end: float, columns: int = COLUMNS
+) -> tuple[np.ndarray, np.ndarray]:
+    """A step series (each value held until the next point, times ascending, in ``[0,
+    end]``) thinned to what ``columns`` pixel columns can show: of the points falling in one
+    column, the first, the lowest, the highest and the last are kept, in time order. Every
+    extreme survives and the value at every column edge is exact, so the drawn line covers
+    the same pixels; a series of up to four points per column is returned as it is."""
+    if len(t) <= 4 * columns:
+        return t, v
+    span = end if end > 0 else 1.0
+    column = np.clip((t * (columns / span)).astype(np.int64), 0, columns - 1)
+    starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
+    lasts = np.r_[starts[1:], len(t)] - 1
+    group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(t)]))
+    keep = [starts, lasts]
+    for extreme in (np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)):
+        hits = np.flatnonzero(v == extreme[group])
+        _, first = np.unique(group[hits], return_index=True)
+        keep.append(hits[first])
+    index = np.unique(np.concatenate(keep))
+    return t[index], v[index]
+
+
+def _end_time(result: RunResult, series: Sequence[np.ndarray] = ()) -> float:
+    last = max((float(p[-1, 0]) for p in series if len(p)), default=0.0)
+    return max(float(result.duration), last)
+
+
+def _top(
+    curves: dict[str, np.ndarray], weight: Callable[[np.ndarray], float], limit: int
+) -> tuple[list[str], list[str]]:
+    """(shown names, folded names): the ``limit - 1`` heaviest curves shown by name when
+    there are more than ``limit``, all of them otherwise."""
+    names = list(curves)
+    if len(names) <= limit:
+        return names, []
+    ranked = sorted(names, key=lambda n: (-weight(curves[n]), n))
+    shown = sorted(ranked[: limit - 1])
+    return shown, sorted(ranked[limit - 1 :])
+
+
+def _faults(ax: Axes, result: RunResult, scale: float) -> None:
+    """Dotted vertical lines at the run's injected faults (one legend entry)."""
+    times = sorted({t for t, kind, _ in result.recorder.events if kind == "fault"})
+    for i, t in enumerate(times):
+        ax.axvline(
+            t / scale,
+            color=FAULT_COLOUR,
+            linestyle=":",
+            linewidth=1.0,
+            label="fault injected" if i == 0 else None,
+        )
+
+
+# -- the figures ---------------------------------------------------------------------------------
+
+
+def _bin_edges(end: float, curves: Sequence[np.ndarray]) -> np.ndarray:
+    """Time bins for a rate: about eight points (completed transfers) of the busiest curve
+    per bin, so a bin's mean is not one transfer's noise; 10 to 60 bins."""
+    busiest = max((len(c) for c in curves), default=0)
+    nbins = int(min(60, max(10, busiest // 8)))
+    return np.linspace(0.0, end, nbins + 1)
+
+
+def throughput_over_time(result: RunResult) -> Figure:
+    """Each tenant's transfer rate over simulated time (GB/s), as the mean rate per time bin
+    of the cumulative ``tenant.<name>.bytes`` series. With more than :data:`MAX_LINES`
+    tenants the smaller ones are summed into one line. Without byte series, a note and each
+    tenant's mean rate over its active time (dashed)."""
+    return _throughput(result, new_figure)
+
+
+def _throughput(result: RunResult, canvas: Canvas) -> Figure:
+    curves = _series_by_suffix(result, "tenant", "bytes")
+    with style():
+        fig, (ax,) = canvas(3.2 if curves else 1.8)
+        end = _end_time(result, list(curves.values()))
+        tscale = time_axis(ax, end)
+        ax.set_title(run_title(result, "Throughput per tenant"))
+        if curves:
+            edges = _bin_edges(end, list(curves.values()))
+            width = float(edges[1] - edges[0])
+            rates = {
+                name: np.diff(_step_at(pts, edges)) / width if width > 0 else np.zeros(1)
+                for name, pts in curves.items()
+            }
+            shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
+            lines = [(name, rates[name]) for name in shown]
+            if folded:
+                others = np.sum([rates[n] for n in folded], axis=0)
+                lines.append((f"{len(folded)} other tenants", others))
+            peak = max(float(np.max(r)) for _, r in lines) if lines else 0.0
+            vscale, vunit = value_scale("B/s", peak)
+            for i, (name, rate) in enumerate(lines):
+                ax.stairs(
+                    rate / vscale,
+                    edges / tscale,
+                    label=fit_label(name),
+                    color=PALETTE[i % len(PALETTE)],
+                    linewidth=1.4,
+                    baseline=None,
+                )
+            ax.set_ylabel(f"throughput ({vunit})")
+            bin_text = fmt_duration(width)
+            ax.text(
+                1.0,
+                1.02,
+                f"mean per {bin_text} bin",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=7.5,
+                color="#555555",
+            )
+        else:
+            _mean_rates(ax, result)
+        ax.set_ylim(bottom=0.0)
+        _faults(ax, result, tscale)
+        draw_legend(fig, ax)
+    return fig
+
+
+def _mean_rates(ax: Axes, result: RunResult) -> None:
+    """Fallback for :func:`throughput_over_time`: a note naming each tenant's mean
+    throughput over its data phase (the ``tenant.<t>.throughput`` metrics)."""
+    rates = []
+    for name in sorted(result.recorder.tenants):
+        metric = result.metrics.get(f"tenant.{name}.throughput")
+        if metric is not None:
+            rates.append(f"{name} {fmt_rate(float(metric.value))}")
+    text = "no per-tenant byte series (tenant.<name>.bytes) recorded in this run"
+    if rates:
+        shown = rates[:4]
+        more = f", and {len(rates) - len(shown)} more" if len(rates) > len(shown) else ""
+        text += "\nmean throughput over each data phase: " + ", ".join(shown) + more
+    note(ax, text)
+    ax.set_yticks([])
+
+
+def _region_label(key: str) -> str:
+    device, _, region = key.partition(".")
+    return f"{device} {region}"
+
+
+def memory_over_time(result: RunResult) -> Figure:
+    """Pinned (filled), used and free bytes of each device memory region over time, one
+    panel per region that held anything. With more than :data:`MAX_PANELS` regions, regions
+    of the same name (``hbm``, ``vram`` ...) are summed over all devices and nodes."""
+    return _memory(result, new_figure)
+
+
+def _memory(result: RunResult, canvas: Canvas) -> Figure:
+    pinned = _series_by_suffix(result, "device", "pinned")
+    used = _series_by_suffix(result, "device", "used")
+    free = _series_by_suffix(result, "device", "free")
+    keys = sorted(set(pinned) | set(used) | set(free))
+    kinds = {"pinned": pinned, "used": used, "free": free}
+    # regions that never held anything (e.g. an unused GTT) are left out
+    busy = [
+        k
+        for k in keys
+        if any(float(np.max(kinds[c][k][:, 1])) > 0 for c in ("pinned", "used") if k in kinds[c])
+    ]
+    panels: list[tuple[str, dict[str, np.ndarray]]] = []
+    all_series = [p for d in kinds.values() for p in d.values()]
+    end = _end_time(result, all_series)
+    if len(busy) <= MAX_PANELS:
+        for k in busy:
+            panels.append((_region_label(k), {c: kinds[c][k] for c in kinds if k in kinds[c]}))
+    else:
+        by_region: dict[str, list[str]] = {}
+        for k in busy:
+            by_region.setdefault(k.rsplit(".", 1)[-1], []).append(k)
+        for region, members in sorted(by_region.items())[:MAX_PANELS]:
+            summed: dict[str, np.ndarray] = {}
+            for c, d in kinds.items():
+                present = [d[k] for k in members if k in d]
+                if present:
+                    grid = np.unique(np.concatenate([p[:, 0] for p in present]))
+                    total = np.sum([_step_at(p, grid) for p in present], axis=0)
+                    summed[c] = np.column_stack([grid, total])
+            panels.append((f"{region}, summed over {len(members)} devices", summed))
+    with style():
+        n = max(1, len(panels))
+        height = 1.0 + 1.7 * n
+        fig, axes = canvas(height, n, title=LAYOUT.top + LAYOUT.suptitle)
+        fig.suptitle(
+            run_title(result, "Device memory: pinned vs free"),
+            x=0.01,
+            y=1.0 - 0.08 / height,
+            ha="left",
+            va="top",
+            fontsize=10,
+            fontweight="bold",
+        )
+        tscale = time_axis(axes[-1], end)
+        if not panels:
+            note(axes[0], "no device memory series (device.<node>/<dev>.<region>.*) recorded")
+        peak = max(
+            (float(np.max(p[:, 1])) for _, d in panels for p in d.values()),
+            default=0.0,
+        )
+        vscale, vunit = value_scale("B", peak)
+        for ax, (label, d) in zip(axes, panels, strict=False):
+            ax.set_title(label, fontsize=9)
+            if "pinned" in d:
+                t, v = _step_xy(d["pinned"], end)
+                ax.fill_between(
+                    t / tscale,
+                    v / vscale,
+                    step="post",
+                    color=PINNED_COLOUR,
+                    alpha=0.35,
+                    linewidth=0,
+                )
+                ax.step(t / tscale, v / vscale, where="post", color=PINNED_COLOUR, label="pinned")
+            for kind, colour, dash in (("used", USED_COLOUR, "-"), ("free", FREE_COLOUR, "--")):
+                if kind in d:
+                    t, v = _step_xy(d[kind], end)
+                    ax.step(
+                        t / tscale,
+                        v / vscale,
+                        where="post",
+                        color=colour,
+                        linestyle=dash,
+                        label=kind,
+                    )
+            ax.set_ylabel(vunit)
+            ax.set_ylim(bottom=0.0)
+            _faults(ax, result, tscale)
+        draw_legend(fig, axes[0])
+    return fig
+
+
+def _denial_curves(result: RunResult) -> dict[str, np.ndarray]:
+    """Cumulative denials per tenant: the ``tenant.<name>.denials`` series, or counted from
+    the recorder's ``denial`` events (detail ``"<comm>: <error>"``)."""
+    curves = _series_by_suffix(result, "tenant", "denials")
+    if curves:
+        return curves
+    tenants = set(result.recorder.tenants)
+    times: dict[str, list[float]] = {}
+    for t, kind, detail in result.recorder.events:
+        if kind != "denial":
+            continue
+        who = detail.split(": ", 1)[0] if ": " in detail else "unknown"
+        if who not in tenants:
+            # comm may be truncated (TASK_COMM_LEN): attribute to the one tenant it prefixes
+            matches = [n for n in tenants if n.startswith(who)]
+            who = matches[0] if len(matches) == 1 else who
+        times.setdefault(who, []).append(t)
+    return {
+        name: np.column_stack(
+            [np.asarray(sorted(ts), dtype=float), np.arange(1, len(ts) + 1, dtype=float)]
+        )
+        for name, ts in sorted(times.items())
+    }
+
+
+def denials_over_time(result: RunResult) -> Figure:
+    """Cumulative denials (calls the kernel refused) per tenant over simulated time."""
+    return _denials(result, new_figure)
+
+
+def _denials(result: RunResult, canvas: Canvas) -> Figure:
+    curves = _denial_curves(result)
+    curves = {n: p for n, p in curves.items() if float(np.max(p[:, 1])) > 0}
+    with style():
+        fig, (ax,) = canvas(3.0 if curves else 1.8)
+        end = _end_time(result, list(curves.values()))
+        tscale = time_axis(ax, end)
+        ax.set_title(run_title(result, "Denials per tenant (cumulative)"))
+        ax.set_ylabel("denials")
+        if not curves:
+            note(ax, "no denials: every call the tenants made succeeded")
+            ax.set_ylim(0.0, 1.0)
+            ax.set_yticks([])
+        else:
+            shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
+            lines = [(n, curves[n]) for n in shown]
+            if folded:
+                grid = np.unique(np.concatenate([curves[n][:, 0] for n in folded]))
+                total = np.sum([_step_at(curves[n], grid) for n in folded], axis=0)
+                lines.append((f"{len(folded)} other tenants", np.column_stack([grid, total])))
+            for i, (name, pts) in enumerate(lines):
+                t, v = _step_xy(np.vstack([[0.0, 0.0], pts]) if pts[0, 0] > 0 else pts, end)
+                ax.step(
+                    t / tscale,
+                    v,
+                    where="post",
+                    color=PALETTE[i % len(PALETTE)],
+                    label=_count_label(name, int(pts[-1, 1])),
+                    linewidth=1.4,
+                )
+            ax.set_ylim(bottom=0.0)
+            tick_locators(ax, integer=True)
+        _faults(ax, result, tscale)
+        draw_legend(fig, ax)
+    return fig
+
+
+def _count_label(name: str, count: int) -> str:
+    """``<name> (<count>)``, the name cut to fit the legend column."""
+    suffix = f" ({count})"
+    return fit_label(name, LAYOUT.legend_chars - len(suffix)) + suffix
+
+
+# -- all figures of one run ----------------------------------------------------------------------
+
+FIGURES: dict[str, tuple[str, Callable[[RunResult], Figure]]] = {
+    "throughput": ("Throughput per tenant over time", throughput_over_time),
+    "memory": ("Pinned versus free device memory over time", memory_over_time),
+    "denials": ("Denials per tenant over time", denials_over_time),
+}
+"""The figures of one run's report: file stem -> (caption, function)."""
+
+
+_DRAW: dict[str, Callable[[RunResult, Canvas], Figure]] = {
+    "throughput": _throughput,
+    "memory": _memory,
+    "denials": _denials,
+}
+
+
+def run_figures(result: RunResult) -> dict[str, Figure]:
+    """Every figure of :data:`FIGURES` for ``result``, by file stem (new figures)."""
+    return {stem: fn(result) for stem, (_, fn) in FIGURES.items()}
+
+
+def run_figure_svgs(result: RunResult) -> dict[str, str]:
+    """Every figure of :data:`FIGURES` for ``result`` as SVG text, by file stem: what a
+    report needs, drawn on kept figures (:func:`kept_canvas`)."""
+    with style():
+        return {stem: figure_svg(_DRAW[stem](result, kept_canvas(stem))) for stem in FIGURES}
