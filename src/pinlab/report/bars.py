@@ -19,6 +19,7 @@ from pinlab.report.figure import (
     new_figure,
     note,
     style,
+    tick_locators,
     value_scale,
 )
 from pinlab.scenarios.result import Metric, RunResult
@@ -110,6 +111,7 @@ def _bars(results: Sequence[RunResult], metric: str, title: str | None, canvas: 
     vscale, vunit = value_scale(unit, peak)
     with style():
         fig, (ax,) = canvas(2.7, legend=len(series) > 1)
+        tick_locators(ax, integer=unit == "count")  # no "2.5 denials"
         ax.grid(axis="x", visible=False)
         ax.set_title(title or f"{metric} by variant")
         if not values:

@@ -278,12 +278,14 @@ def value_scale(unit: str, peak: float) -> tuple[float, str]:
     return 1.0, unit
 
 
-def time_axis(ax: Axes, duration: float) -> float:
-    """Label the x axis in s, ms or µs for a run of ``duration`` seconds; returns the
-    divisor to apply to times in seconds."""
-    scale, name = _pick(duration if duration > 0 else 1.0, _TIME_UNITS)
+def time_axis(ax: Axes, end: float, start: float = 0.0) -> float:
+    """Label the x axis in s, ms or µs for simulated times from ``start`` to ``end``
+    seconds; returns the divisor to apply to times in seconds."""
+    if end <= start:
+        end = start + 1.0
+    scale, name = _pick(end, _TIME_UNITS)
     ax.set_xlabel(f"simulated time ({name})")
-    ax.set_xlim(0.0, (duration if duration > 0 else 1.0) / scale)
+    ax.set_xlim(start / scale, end / scale)
     return scale
 
 

@@ -5,7 +5,7 @@ lists them for the run report (:func:`run_figure_svgs`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -51,6 +51,26 @@ PINNED_COLOUR = "#d62728"
 USED_COLOUR = "#1f77b4"
 FREE_COLOUR = "#2ca02c"
 FAULT_COLOUR = "#555555"
+
+PINNED_WIDTH = 2.6
+"""The pinned line is drawn thick, above the fills, the axes and the other lines but one: where
+used equals pinned (everything allocated is pinned) the thin used line runs inside it."""
+LINE_WIDTH = 1.1
+FILL_Z = 1.0
+PINNED_Z = 2.6  # above the spines (2.5) and the grid
+LINE_Z = 2.7
+
+_MEMORY_LINES: dict[str, dict[str, Any]] = {
+    # clip_on=False: at 0 the whole pinned line shows, over the x axis
+    "pinned": {
+        "color": PINNED_COLOUR,
+        "linewidth": PINNED_WIDTH,
+        "zorder": PINNED_Z,
+        "clip_on": False,
+    },
+    "used": {"color": USED_COLOUR, "linewidth": LINE_WIDTH, "zorder": LINE_Z},
+    "free": {"color": FREE_COLOUR, "linewidth": LINE_WIDTH, "zorder": LINE_Z, "linestyle": "--"},
+}
 
 MAX_LINES = 8
 """At most this many tenant lines per plot; beyond it the smaller ones are summed."""
@@ -134,9 +154,14 @@ def _top(
     return shown, sorted(ranked[limit - 1 :])
 
 
-def _faults(ax: Axes, result: RunResult, scale: float) -> None:
-    """Dotted vertical lines at the run's injected faults (one legend entry)."""
+def _faults(
+    ax: Axes, result: RunResult, scale: float, window: tuple[float, float] | None = None
+) -> None:
+    """Dotted vertical lines at the run's injected faults (one legend entry); with
+    ``window`` (seconds), only the faults inside it."""
     times = sorted({t for t, kind, _ in result.recorder.events if kind == "fault"})
+    if window is not None:
+        times = [t for t in times if window[0] <= t <= window[1]]
     for i, t in enumerate(times):
         ax.axvline(
             t / scale,
@@ -149,69 +174,114 @@ def _faults(ax: Axes, result: RunResult, scale: float) -> None:
 
 # -- the figures ---------------------------------------------------------------------------------
 
+MAX_BINS = 60
+"""At most this many time bins in a tenant's throughput line."""
+TRANSFERS_PER_BIN = 4
+"""About this many completed transfers per bin, so a bin's mean is not one transfer's noise."""
 
-def _bin_edges(end: float, curves: Sequence[np.ndarray]) -> np.ndarray:
-    """Time bins for a rate: about eight points (completed transfers) of the busiest curve
-    per bin, so a bin's mean is not one transfer's noise; 10 to 60 bins."""
-    busiest = max((len(c) for c in curves), default=0)
-    nbins = int(min(60, max(10, busiest // 8)))
-    return np.linspace(0.0, end, nbins + 1)
+
+def _data_phase(result: RunResult, name: str, points: np.ndarray) -> tuple[float, float]:
+    """The data phase ``tenant.<name>.throughput`` is measured over, in seconds: as long as
+    the table says -- ``tenant.<name>.bytes`` over that throughput -- and ending at the
+    tenant's last byte (starting no earlier than 0), so the line drawn over it averages to the
+    table's rate. Without those metrics: from the last point before the first byte to the
+    last byte."""
+    t, v = points[:, 0], points[:, 1]
+    last = float(t[int(np.argmax(v >= v[-1]))])
+    rate = result.metrics.get(f"tenant.{name}.throughput")
+    moved = result.metrics.get(f"tenant.{name}.bytes")
+    total = float(moved.value) if moved is not None else float(v[-1])
+    if rate is not None and float(rate.value) > 0 and total > 0:
+        start = max(0.0, last - total / float(rate.value))
+        return start, max(start + total / float(rate.value), last)
+    first = int(np.argmax(v > v[0]))
+    return (float(t[first - 1]) if first > 0 else 0.0), last
+
+
+def _binned_rate(
+    curves: Sequence[np.ndarray], start: float, end: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bin edges, bytes per second in each bin) of the summed cumulative byte ``curves``
+    over ``[start, end]``: equal bins, about :data:`TRANSFERS_PER_BIN` completed transfers
+    each (1 to :data:`MAX_BINS`), so the bins' mean is the bytes moved in the window over its
+    length."""
+    transfers = sum(
+        int(np.count_nonzero((np.diff(c[:, 1]) != 0) & (c[1:, 0] > start) & (c[1:, 0] <= end)))
+        for c in curves
+    )
+    nbins = int(np.clip(transfers // TRANSFERS_PER_BIN, 1, MAX_BINS))
+    edges = np.linspace(start, end, nbins + 1)
+    moved = np.sum([np.diff(_step_at(c, edges)) for c in curves], axis=0)
+    return edges, moved / (float(edges[1] - edges[0]))
 
 
 def throughput_over_time(result: RunResult) -> Figure:
-    """Each tenant's transfer rate over simulated time (GB/s), as the mean rate per time bin
-    of the cumulative ``tenant.<name>.bytes`` series. With more than :data:`MAX_LINES`
-    tenants the smaller ones are summed into one line. Without byte series, a note and each
-    tenant's mean rate over its active time (dashed)."""
+    """Each tenant's transfer rate over its data phase (:func:`_data_phase`: after setup,
+    the period the table's ``tenant.<name>.throughput`` is measured over), as the mean rate
+    per time bin of the cumulative ``tenant.<name>.bytes`` series; a dotted line and the
+    legend give the mean over the phase, the table's rate. The time axis spans the tenants'
+    data phases. With more than :data:`MAX_LINES` tenants the smaller ones are summed into one
+    line. Without byte series, a note and each tenant's mean rate over its data phase."""
     return _throughput(result, new_figure)
 
 
 def _throughput(result: RunResult, canvas: Canvas) -> Figure:
-    curves = _series_by_suffix(result, "tenant", "bytes")
+    recorded = _series_by_suffix(result, "tenant", "bytes")
+    curves = {n: p for n, p in recorded.items() if p[-1, 1] > 0}
     with style():
         fig, (ax,) = canvas(3.2 if curves else 1.8)
-        end = _end_time(result, list(curves.values()))
-        tscale = time_axis(ax, end)
         ax.set_title(run_title(result, "Throughput per tenant"))
-        if curves:
-            edges = _bin_edges(end, list(curves.values()))
-            width = float(edges[1] - edges[0])
-            rates = {
-                name: np.diff(_step_at(pts, edges)) / width if width > 0 else np.zeros(1)
-                for name, pts in curves.items()
-            }
+        window: tuple[float, float] | None = None
+        if not curves:
+            tscale = time_axis(ax, _end_time(result))
+            if recorded:
+                note(ax, "no tenant moved any bytes in this run")
+                ax.set_yticks([])
+            else:
+                _mean_rates(ax, result)
+        else:
             shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
-            lines = [(name, rates[name]) for name in shown]
+            phases = {n: _data_phase(result, n, curves[n]) for n in curves}
+            lines = []
+            for n in shown:
+                edges, rate = _binned_rate([curves[n]], *phases[n])
+                # equal bins: their mean is the mean over the phase, the table's rate
+                lines.append((_suffixed(n, f" ({fmt_rate(float(np.mean(rate)))})"), edges, rate))
             if folded:
-                others = np.sum([rates[n] for n in folded], axis=0)
-                lines.append((f"{len(folded)} other tenants", others))
-            peak = max(float(np.max(r)) for _, r in lines) if lines else 0.0
-            vscale, vunit = value_scale("B/s", peak)
-            for i, (name, rate) in enumerate(lines):
+                span = (min(phases[n][0] for n in folded), max(phases[n][1] for n in folded))
+                edges, rate = _binned_rate([curves[n] for n in folded], *span)
+                lines.append((f"{len(folded)} other tenants", edges, rate))
+            window = (min(e[0] for _, e, _ in lines), max(e[-1] for _, e, _ in lines))
+            tscale = time_axis(ax, window[1], window[0])
+            vscale, vunit = value_scale("B/s", max(float(np.max(r)) for _, _, r in lines))
+            for i, (label, edges, rate) in enumerate(lines):
+                colour = PALETTE[i % len(PALETTE)]
                 ax.stairs(
                     rate / vscale,
                     edges / tscale,
-                    label=fit_label(name),
-                    color=PALETTE[i % len(PALETTE)],
+                    label=label,
+                    color=colour,
                     linewidth=1.4,
                     baseline=None,
                 )
+                ax.hlines(
+                    float(np.mean(rate)) / vscale,
+                    edges[0] / tscale,
+                    edges[-1] / tscale,
+                    colors=colour,
+                    linestyles=":",
+                    linewidth=1.0,
+                )
             ax.set_ylabel(f"throughput ({vunit})")
-            bin_text = fmt_duration(width)
-            ax.text(
-                1.0,
-                1.02,
-                f"mean per {bin_text} bin",
-                transform=ax.transAxes,
-                ha="right",
-                va="bottom",
-                fontsize=7.5,
-                color="#555555",
-            )
-        else:
-            _mean_rates(ax, result)
+            if len(lines) == 1:
+                edges = lines[0][1]
+                bins = f"{len(edges) - 1} × {fmt_duration(float(edges[1] - edges[0]))} bins"
+                phase = f"the data phase in {bins}"
+            else:
+                phase = "each tenant's data phase, binned"
+            ax.set_xlabel(f"{ax.get_xlabel()}: {phase}; dotted: its mean")
         ax.set_ylim(bottom=0.0)
-        _faults(ax, result, tscale)
+        _faults(ax, result, tscale, window)
         draw_legend(fig, ax)
     return fig
 
@@ -299,28 +369,22 @@ def _memory(result: RunResult, canvas: Canvas) -> Figure:
         vscale, vunit = value_scale("B", peak)
         for ax, (label, d) in zip(axes, panels, strict=False):
             ax.set_title(label, fontsize=9)
-            if "pinned" in d:
-                t, v = _step_xy(d["pinned"], end)
-                ax.fill_between(
-                    t / tscale,
-                    v / vscale,
-                    step="post",
-                    color=PINNED_COLOUR,
-                    alpha=0.35,
-                    linewidth=0,
-                )
-                ax.step(t / tscale, v / vscale, where="post", color=PINNED_COLOUR, label="pinned")
-            for kind, colour, dash in (("used", USED_COLOUR, "-"), ("free", FREE_COLOUR, "--")):
-                if kind in d:
-                    t, v = _step_xy(d[kind], end)
-                    ax.step(
+            for kind in ("pinned", "used", "free"):
+                if kind not in d and kind != "pinned":
+                    continue
+                # a region that never pinned still shows (and lists) its pinned line, at 0
+                t, v = _step_xy(d[kind] if kind in d else np.zeros((1, 2)), end)
+                if kind == "pinned":
+                    ax.fill_between(
                         t / tscale,
                         v / vscale,
-                        where="post",
-                        color=colour,
-                        linestyle=dash,
-                        label=kind,
+                        step="post",
+                        color=PINNED_COLOUR,
+                        alpha=0.25,
+                        linewidth=0,
+                        zorder=FILL_Z,
                     )
+                ax.step(t / tscale, v / vscale, where="post", label=kind, **_MEMORY_LINES[kind])
             ax.set_ylabel(vunit)
             ax.set_ylim(bottom=0.0)
             _faults(ax, result, tscale)
@@ -385,7 +449,7 @@ def _denials(result: RunResult, canvas: Canvas) -> Figure:
                     v,
                     where="post",
                     color=PALETTE[i % len(PALETTE)],
-                    label=_count_label(name, int(pts[-1, 1])),
+                    label=_suffixed(name, f" ({int(pts[-1, 1])})"),
                     linewidth=1.4,
                 )
             ax.set_ylim(bottom=0.0)
@@ -395,9 +459,8 @@ def _denials(result: RunResult, canvas: Canvas) -> Figure:
     return fig
 
 
-def _count_label(name: str, count: int) -> str:
-    """``<name> (<count>)``, the name cut to fit the legend column."""
-    suffix = f" ({count})"
+def _suffixed(name: str, suffix: str) -> str:
+    """``<name><suffix>`` (a count, a rate), the name cut to fit the legend column."""
     return fit_label(name, LAYOUT.legend_chars - len(suffix)) + suffix
 
 
