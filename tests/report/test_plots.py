@@ -197,6 +197,20 @@ def test_importing_the_report_does_not_import_matplotlib() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_a_run_without_report_does_not_import_matplotlib(tmp_path: Path) -> None:
+    """Issue 12, item 4: ``pinlab run --no-report`` simulates and writes its data files
+    without loading matplotlib (in a fresh interpreter, so no other test has loaded it)."""
+    code = (
+        "import sys; from pinlab.cli import main; "
+        f"rc = main(['run', 'efa-gaudi', '--variant', 'staged', '--out', {str(tmp_path)!r}, "
+        "'--no-report', '--quiet']); "
+        "print(rc, 'matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "False"]
+    assert (tmp_path / "efa-gaudi" / "staged" / "summary.json").is_file()  # it did run
+
+
 def test_variant_bars_svg_is_deterministic() -> None:
     results = [make_result(variant=v) for v in ("a", "b")]
     one = plots.figure_svg(plots.variant_bars(results, "tenant.*.throughput"))
@@ -409,7 +423,9 @@ def test_no_denials_is_said_not_drawn() -> None:
     fig = plots.denials_over_time(result)
     assert "no denials" in _texts(fig)
     (ax,) = _axes(fig)
-    assert [line.get_label() for line in ax.get_lines()] == ["fault injected"]
+    # only the note: no axes, ticks or fault lines to draw (issue 12, item 4: the cost)
+    assert not ax.axison and ax.get_lines() == []
+    assert plots.legend_labels(fig) == []
 
 
 # -- variant bars ---------------------------------------------------------------------------------

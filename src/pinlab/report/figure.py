@@ -248,6 +248,7 @@ def _empty(fig: Figure, axes: list[Axes]) -> None:
         ax.ignore_existing_data_limits = True
         ax.viewLim.set(Bbox.unit())
         ax.set_autoscale_on(True)
+        ax.set_axis_on()
 
 
 # -- units ---------------------------------------------------------------------------------------
@@ -290,6 +291,10 @@ def time_axis(ax: Axes, end: float, start: float = 0.0) -> float:
 
 
 def note(ax: Axes, text: str) -> None:
+    """Say ``text`` in the middle of ``ax`` instead of drawing data, and turn the axes off:
+    there is nothing to read on them, and ticks and their labels are most of what a figure
+    costs to draw."""
+    ax.set_axis_off()
     ax.text(
         0.5,
         0.5,

@@ -72,6 +72,9 @@ _MEMORY_LINES: dict[str, dict[str, Any]] = {
     "free": {"color": FREE_COLOUR, "linewidth": LINE_WIDTH, "zorder": LINE_Z, "linestyle": "--"},
 }
 
+NOTE_HEIGHT = 1.3
+"""Inches of a figure that is only its title and a note (:func:`~pinlab.report.figure.note`)."""
+
 MAX_LINES = 8
 """At most this many tenant lines per plot; beyond it the smaller ones are summed."""
 MAX_PANELS = 6
@@ -159,6 +162,8 @@ def _faults(
 ) -> None:
     """Dotted vertical lines at the run's injected faults (one legend entry); with
     ``window`` (seconds), only the faults inside it."""
+    if not ax.axison:  # a note instead of data: no time axis to mark
+        return
     times = sorted({t for t, kind, _ in result.recorder.events if kind == "fault"})
     if window is not None:
         times = [t for t in times if window[0] <= t <= window[1]]
@@ -229,14 +234,13 @@ def _throughput(result: RunResult, canvas: Canvas) -> Figure:
     recorded = _series_by_suffix(result, "tenant", "bytes")
     curves = {n: p for n, p in recorded.items() if p[-1, 1] > 0}
     with style():
-        fig, (ax,) = canvas(3.2 if curves else 1.8)
+        fig, (ax,) = canvas(3.2 if curves else NOTE_HEIGHT)
         ax.set_title(run_title(result, "Throughput per tenant"))
         window: tuple[float, float] | None = None
         if not curves:
             tscale = time_axis(ax, _end_time(result))
             if recorded:
                 note(ax, "no tenant moved any bytes in this run")
-                ax.set_yticks([])
             else:
                 _mean_rates(ax, result)
         else:
@@ -300,7 +304,6 @@ def _mean_rates(ax: Axes, result: RunResult) -> None:
         more = f", and {len(rates) - len(shown)} more" if len(rates) > len(shown) else ""
         text += "\nmean throughput over each data phase: " + ", ".join(shown) + more
     note(ax, text)
-    ax.set_yticks([])
 
 
 def _region_label(key: str) -> str:
@@ -426,15 +429,13 @@ def _denials(result: RunResult, canvas: Canvas) -> Figure:
     curves = _denial_curves(result)
     curves = {n: p for n, p in curves.items() if float(np.max(p[:, 1])) > 0}
     with style():
-        fig, (ax,) = canvas(3.0 if curves else 1.8)
+        fig, (ax,) = canvas(3.0 if curves else NOTE_HEIGHT)
         end = _end_time(result, list(curves.values()))
         tscale = time_axis(ax, end)
         ax.set_title(run_title(result, "Denials per tenant (cumulative)"))
         ax.set_ylabel("denials")
         if not curves:
             note(ax, "no denials: every call the tenants made succeeded")
-            ax.set_ylim(0.0, 1.0)
-            ax.set_yticks([])
         else:
             shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
             lines = [(n, curves[n]) for n in shown]
