@@ -226,7 +226,7 @@ def test_throughput_is_the_derivative_of_the_byte_series() -> None:
     (ax,) = _axes(fig)
     steps = [p for p in ax.patches if isinstance(p, StepPatch)]
     # sorted by name, each with its mean rate over its data phase
-    assert [s.get_label() for s in steps] == ["hog (5 GB/s)", "trainer (10 GB/s)"]
+    assert [s.get_label() for s in steps] == ["hog 5 GB/s", "trainer 10 GB/s"]
     hog, trainer = (s.get_data().values for s in steps)
     # 10 GB/s and 5 GB/s, shown in GB/s; every bin lies inside the transfer phase
     assert np.allclose(trainer, 10.0) and np.allclose(hog, 5.0)
@@ -274,7 +274,7 @@ def test_throughput_is_binned_to_the_data_phase_and_averages_to_the_table(rate: 
     edges = step.get_data().edges
     assert edges[-1] == pytest.approx(4.35) and edges[0] == pytest.approx(4.35 - 19.2e9 / rate)
     assert ax.get_xlim() == pytest.approx((edges[0], edges[-1]))  # the data phase, not 0..5 s
-    assert step.get_label() == f"trainer ({fmt_rate(rate)})"
+    assert step.get_label() == f"trainer {fmt_rate(rate)}"
     (mean,) = ax.collections  # the dotted mean over the phase
     assert mean.get_segments()[0][0][1] == pytest.approx(rate / GB)
 
@@ -321,7 +321,7 @@ def test_many_tenants_fold_into_one_line() -> None:
     labels = [p.get_label() for p in ax.patches if isinstance(p, StepPatch)]
     assert len(labels) == plots.MAX_LINES
     assert labels[-1] == "5 other tenants"
-    assert "t00 (10 GB/s)" in labels  # the busiest tenants keep their own line
+    assert "t00 10 GB/s" in labels  # the busiest tenants keep their own line
 
 
 # -- memory ---------------------------------------------------------------------------------------

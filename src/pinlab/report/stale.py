@@ -44,8 +44,9 @@ def _banner(scenarios: list[str], out: Path) -> str:
     rebuild = html.escape(f"pinlab run --out {out}")
     return (
         f'<div class="stale" id="stale" data-scenarios="{names}"><strong>Stale.</strong> '
-        f"Rerun alone after this page was written: {items}. Their sections below are out of "
-        "date; the other scenarios are as they were. "
+        f"Rerun alone after this page was written: {items}. "
+        + ("Its section below is" if len(scenarios) == 1 else "Their sections below are")
+        + " out of date; the other scenarios are as they were. "
         f"<code>{rebuild}</code> rebuilds this page.</div>"
     )
 

@@ -250,7 +250,8 @@ def _throughput(result: RunResult, canvas: Canvas) -> Figure:
             for n in shown:
                 edges, rate = _binned_rate([curves[n]], *phases[n])
                 # equal bins: their mean is the mean over the phase, the table's rate
-                lines.append((_suffixed(n, f" ({fmt_rate(float(np.mean(rate)))})"), edges, rate))
+                label = _suffixed(n, f" {fmt_rate(float(np.mean(rate)))}", RATE_CHARS)
+                lines.append((label, edges, rate))
             if folded:
                 span = (min(phases[n][0] for n in folded), max(phases[n][1] for n in folded))
                 edges, rate = _binned_rate([curves[n] for n in folded], *span)
@@ -460,9 +461,13 @@ def _denials(result: RunResult, canvas: Canvas) -> Figure:
     return fig
 
 
-def _suffixed(name: str, suffix: str) -> str:
-    """``<name><suffix>`` (a count, a rate), the name cut to fit the legend column."""
-    return fit_label(name, LAYOUT.legend_chars - len(suffix)) + suffix
+RATE_CHARS = LAYOUT.legend_chars - 4
+"""A legend label with a rate fits fewer characters: units are wide letters (``MB/s``)."""
+
+
+def _suffixed(name: str, suffix: str, limit: int = LAYOUT.legend_chars) -> str:
+    """``<name><suffix>`` (a count, a rate), the name cut to fit ``limit`` characters."""
+    return fit_label(name, limit - len(suffix)) + suffix
 
 
 # -- all figures of one run ----------------------------------------------------------------------
