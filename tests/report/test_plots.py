@@ -158,6 +158,32 @@ def test_kept_figures_draw_what_new_figures_draw() -> None:
         assert plots.variant_bars_svg(rs, "tenant.*.throughput") == svg
 
 
+def test_text_measured_once_for_all_figures_gives_the_same_svg() -> None:
+    """Issue 12, item 4: while pinlab draws, each distinct text is measured once for all
+    figures (not once per SVG renderer); the SVG is byte-identical to matplotlib's own
+    measurement, and the measurement is matplotlib's again afterwards."""
+    import io
+
+    import matplotlib
+    from matplotlib.textpath import TextToPath
+
+    from pinlab.report import figure
+
+    measure = TextToPath.get_text_width_height_descent
+    runs = [make_result(), _other_run()]
+    for r in runs:  # warm the kept measurements with every text of both runs
+        plots.run_figure_svgs(r)
+    assert figure._MEASURED
+    for r in runs:
+        for stem, (_, fn) in plots.FIGURES.items():
+            fig = fn(r)
+            own = io.StringIO()
+            with matplotlib.rc_context(figure._RC):  # the style, matplotlib's measurement
+                fig.savefig(own, format="svg", metadata=figure._SVG_METADATA)
+            assert plots.figure_svg(fig) == own.getvalue(), stem
+    assert TextToPath.get_text_width_height_descent is measure
+
+
 def test_thin_steps_keeps_extremes_and_column_edges() -> None:
     """Issue 12, item 4: a step series is thinned to the first, lowest, highest and last
     point of each pixel column, in time order; a short series is left alone."""

@@ -133,17 +133,55 @@ rc_context copies and restores all of them, ~1 ms)."""
 
 @contextmanager
 def style() -> Iterator[None]:
+    """pinlab's rcParams and, while drawing, text measurements kept across figures
+    (:func:`_measured_once`)."""
     if _STYLED[0]:
         yield
         return
     import matplotlib  # the first figure loads it (module docstring)
 
-    with matplotlib.rc_context(cast(Any, _RC)):
+    with matplotlib.rc_context(cast(Any, _RC)), _measured_once():
         _STYLED[0] += 1
         try:
             yield
         finally:
             _STYLED[0] -= 1
+
+
+_MEASURED: dict[tuple[str, Any, Any], tuple[float, float, float]] = {}
+"""Text extents by (text, font properties, math mode), kept across figures."""
+_MEASURED_MAX = 8192
+
+
+@contextmanager
+def _measured_once() -> Iterator[None]:
+    """Measure each distinct text once for all figures, not once per figure.
+
+    matplotlib keeps the extents of a text per renderer, and each SVG file gets a new
+    renderer, so every figure measured its tick labels, titles and legend labels anew with
+    FreeType -- a sixth of a figure's cost, for the same few hundred strings. The SVG
+    renderer's measurement (``TextToPath.get_text_width_height_descent``: unhinted, at a fixed
+    scale) depends only on the text, its font properties and math mode, so while pinlab
+    draws it is answered from :data:`_MEASURED`; the SVG bytes are the same (a test holds
+    them to the unkept measurement) and the method is restored on leaving."""
+    from matplotlib.textpath import TextToPath
+
+    measure = TextToPath.get_text_width_height_descent
+
+    def kept(self: TextToPath, s: str, prop: Any, ismath: Any) -> tuple[float, float, float]:
+        key = (s, prop.copy(), ismath)  # a copy: FontProperties hash by their mutable state
+        extents = _MEASURED.get(key)
+        if extents is None:
+            if len(_MEASURED) >= _MEASURED_MAX:
+                _MEASURED.clear()
+            extents = _MEASURED[key] = measure(self, s, prop, ismath)
+        return extents
+
+    TextToPath.get_text_width_height_descent = kept  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        TextToPath.get_text_width_height_descent = measure  # type: ignore[method-assign]
 
 
 def new_figure(
