@@ -56,7 +56,7 @@ def test_mark_stale_leaves_other_pages_alone_and_escapes_names(tmp_path: Path) -
         '<main><header class="page"><div class="kicker">pinlab suite report</div></header>'
         "<!-- pinlab:stale --></main>"
     )
-    assert mark_stale(tmp_path, ['<b>&"x"']) == run_page
+    assert mark_stale(tmp_path, ['<b>&"x" y']) == run_page
     text = run_page.read_text()
     assert "<b>" not in text and "&lt;b&gt;&amp;" in text
-    assert stale_scenarios(text) == ['<b>&"x"']
+    assert stale_scenarios(text) == ['<b>&"x" y']

@@ -11,6 +11,7 @@ that rebuilds it; a full run writes a new page without one.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,13 +31,14 @@ _SUITE_KICKER = '<div class="kicker">pinlab suite report</div>'
 def stale_scenarios(page: str) -> list[str]:
     """The scenarios ``page``'s stale banner names (none: the page is current)."""
     found = _BANNER.search(page)
-    if found is None or not found.group(1):
+    if found is None:
         return []
-    return [html.unescape(name) for name in found.group(1).split(" ")]
+    names = json.loads(html.unescape(found.group(1)))
+    return [str(name) for name in names]
 
 
 def _banner(scenarios: list[str], out: Path) -> str:
-    names = " ".join(html.escape(s, quote=True) for s in scenarios)
+    names = html.escape(json.dumps(scenarios), quote=True)  # any name, spaces included
     items = ", ".join(
         f'<a href="#scenario-{html.escape(anchor_slug(s), quote=True)}">{html.escape(s)}</a>'
         for s in scenarios
