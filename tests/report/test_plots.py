@@ -19,6 +19,7 @@ from matplotlib.patches import Rectangle, StepPatch
 from pinlab.report import plots
 from pinlab.scenarios.result import Metric, RunResult
 from pinlab.sim.metrics import Recorder
+from pinlab.units import fmt_rate
 
 GiB = 1 << 30
 GB = 10**9
@@ -157,6 +158,32 @@ def test_kept_figures_draw_what_new_figures_draw() -> None:
         assert plots.variant_bars_svg(rs, "tenant.*.throughput") == svg
 
 
+def test_text_measured_once_for_all_figures_gives_the_same_svg() -> None:
+    """Issue 12, item 4: while pinlab draws, each distinct text is measured once for all
+    figures (not once per SVG renderer); the SVG is byte-identical to matplotlib's own
+    measurement, and the measurement is matplotlib's again afterwards."""
+    import io
+
+    import matplotlib
+    from matplotlib.textpath import TextToPath
+
+    from pinlab.report import figure
+
+    measure = TextToPath.get_text_width_height_descent
+    runs = [make_result(), _other_run()]
+    for r in runs:  # warm the kept measurements with every text of both runs
+        plots.run_figure_svgs(r)
+    assert figure._MEASURED
+    for r in runs:
+        for stem, (_, fn) in plots.FIGURES.items():
+            fig = fn(r)
+            own = io.StringIO()
+            with matplotlib.rc_context(figure._RC):  # the style, matplotlib's measurement
+                fig.savefig(own, format="svg", metadata=figure._SVG_METADATA)
+            assert plots.figure_svg(fig) == own.getvalue(), stem
+    assert TextToPath.get_text_width_height_descent is measure
+
+
 def test_thin_steps_keeps_extremes_and_column_edges() -> None:
     """Issue 12, item 4: a step series is thinned to the first, lowest, highest and last
     point of each pixel column, in time order; a short series is left alone."""
@@ -196,6 +223,20 @@ def test_importing_the_report_does_not_import_matplotlib() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_a_run_without_report_does_not_import_matplotlib(tmp_path: Path) -> None:
+    """Issue 12, item 4: ``pinlab run --no-report`` simulates and writes its data files
+    without loading matplotlib (in a fresh interpreter, so no other test has loaded it)."""
+    code = (
+        "import sys; from pinlab.cli import main; "
+        f"rc = main(['run', 'efa-gaudi', '--variant', 'staged', '--out', {str(tmp_path)!r}, "
+        "'--no-report', '--quiet']); "
+        "print(rc, 'matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "False"]
+    assert (tmp_path / "efa-gaudi" / "staged" / "summary.json").is_file()  # it did run
+
+
 def test_variant_bars_svg_is_deterministic() -> None:
     results = [make_result(variant=v) for v in ("a", "b")]
     one = plots.figure_svg(plots.variant_bars(results, "tenant.*.throughput"))
@@ -210,13 +251,80 @@ def test_throughput_is_the_derivative_of_the_byte_series() -> None:
     fig = plots.throughput_over_time(make_result(rate=10 * GB))
     (ax,) = _axes(fig)
     steps = [p for p in ax.patches if isinstance(p, StepPatch)]
-    assert [s.get_label() for s in steps] == ["hog", "trainer"]  # sorted by name
+    # sorted by name, each with its mean rate over its data phase
+    assert [s.get_label() for s in steps] == ["hog 5 GB/s", "trainer 10 GB/s"]
     hog, trainer = (s.get_data().values for s in steps)
     # 10 GB/s and 5 GB/s, shown in GB/s; every bin lies inside the transfer phase
     assert np.allclose(trainer, 10.0) and np.allclose(hog, 5.0)
     assert "GB/s" in ax.get_ylabel()
-    assert ax.get_xlabel() == "simulated time (s)"
+    assert (
+        ax.get_xlabel() == "simulated time (s): each tenant's data phase, binned; dotted: its mean"
+    )
     assert "fault injected" in _legend_labels(fig)
+
+
+def _setup_then_transfers(rate: float) -> RunResult:
+    """One tenant set up for 3.95 s, then eight 2.4 GB transfers 50 ms apart (efa-gaudi's
+    pin-in-place shape), in a 5 s run; the table's throughput is over the data phase."""
+    result = make_result(tenants=("trainer",))
+    rec = result.recorder
+    series = rec.series["tenant.trainer.bytes"]
+    series.points.clear()
+    rec.sample("tenant.trainer.bytes", 0.0, 0.0)
+    chunk = 2.4e9
+    for k in range(1, 9):
+        rec.sample("tenant.trainer.bytes", 3.95 + 0.05 * k, chunk * k)
+    total = 8 * chunk
+    result.duration = 5.0
+    result.metrics["tenant.trainer.bytes"] = Metric(total, "B", "bytes moved")
+    result.metrics["tenant.trainer.throughput"] = Metric(rate, "B/s", "over the data phase")
+    return result
+
+
+def _mean_over_bins(step: StepPatch) -> float:
+    """The time-weighted mean of a drawn throughput line, in its axis unit."""
+    values, edges = step.get_data().values, step.get_data().edges
+    return float(np.sum(values * np.diff(edges)) / (edges[-1] - edges[0]))
+
+
+@pytest.mark.parametrize("rate", [48e9, 20e9])
+def test_throughput_is_binned_to_the_data_phase_and_averages_to_the_table(rate: float) -> None:
+    """Issue 13, item 7: binned over the whole run, 19.2 GB moved in 0.4 s after a 3.95 s
+    setup drew a few spikes whose mean is a quarter of the table's rate. The line spans the
+    data phase (bytes / table throughput, ending at the last byte) and averages to the rate."""
+    result = _setup_then_transfers(rate)
+    (ax,) = _axes(plots.throughput_over_time(result))
+    (step,) = [p for p in ax.patches if isinstance(p, StepPatch)]
+    assert "GB/s" in ax.get_ylabel()
+    assert _mean_over_bins(step) == pytest.approx(rate / GB, rel=1e-9)
+    edges = step.get_data().edges
+    assert edges[-1] == pytest.approx(4.35) and edges[0] == pytest.approx(4.35 - 19.2e9 / rate)
+    assert ax.get_xlim() == pytest.approx((edges[0], edges[-1]))  # the data phase, not 0..5 s
+    assert step.get_label() == f"trainer {fmt_rate(rate)}"
+    (mean,) = ax.collections  # the dotted mean over the phase
+    assert mean.get_segments()[0][0][1] == pytest.approx(rate / GB)
+
+
+def test_efa_gaudi_throughput_plot_agrees_with_its_table() -> None:
+    """Issue 13, item 7: the efa-gaudi report's throughput plot must not contradict its
+    table: the plotted mean over the data phase is each variant's throughput metric."""
+    from pinlab.scenarios.runner import load_scenario, run_variant
+
+    cfg = load_scenario("efa-gaudi")
+    for variant in ("pin-in-place", "staged"):
+        result = run_variant(cfg, variant)
+        (ax,) = _axes(plots.throughput_over_time(result))
+        (step,) = [p for p in ax.patches if isinstance(p, StepPatch)]
+        table = float(result.metrics["tenant.trainer.throughput"].value)
+        unit = ax.get_ylabel().split("(")[1].rstrip(")")
+        scale = {"GB/s": GB, "MB/s": 1e6, "TB/s": 1e12}[unit]
+        assert _mean_over_bins(step) * scale == pytest.approx(table, rel=1e-9), variant
+
+
+def test_throughput_of_tenants_that_moved_nothing_says_so() -> None:
+    result = make_result(rate=0.0)
+    text = _texts(plots.throughput_over_time(result))
+    assert "no tenant moved any bytes" in text
 
 
 def test_throughput_axis_scales_to_the_data() -> None:
@@ -239,7 +347,7 @@ def test_many_tenants_fold_into_one_line() -> None:
     labels = [p.get_label() for p in ax.patches if isinstance(p, StepPatch)]
     assert len(labels) == plots.MAX_LINES
     assert labels[-1] == "5 other tenants"
-    assert "t00" in labels  # the busiest tenants keep their own line
+    assert "t00 10 GB/s" in labels  # the busiest tenants keep their own line
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -257,6 +365,37 @@ def test_memory_has_a_panel_per_region_with_pinned_used_free() -> None:
     x, y = lines["pinned"].get_data()
     assert max(y) == pytest.approx(8.0) and max(x) == pytest.approx(1.0)
     assert _legend_labels(fig) == ["pinned", "used", "free", "fault injected"]
+
+
+def test_the_pinned_line_shows_above_the_fill_and_where_used_equals_pinned() -> None:
+    """Issue 13, item 7: where everything used is pinned (efa-gaudi's pin-in-place) the used
+    line hid the pinned one. The pinned line is drawn thick above the fill, the axes and the
+    grid, with the thin used line inside it."""
+    result = make_result()
+    result.recorder.series["device.node/gpu0.vram.used"].points.clear()
+    for k in range(11):  # everything used is pinned
+        result.recorder.sample("device.node/gpu0.vram.used", k / 10, min(k, 8) * GiB)
+    vram = _axes(plots.memory_over_time(result))[1]
+    lines = {line.get_label(): line for line in vram.get_lines()}
+    pinned, used = lines["pinned"], lines["used"]
+    (fill,) = vram.collections
+    assert np.array_equal(pinned.get_ydata(), used.get_ydata())
+    assert pinned.get_zorder() > max(fill.get_zorder(), vram.spines["bottom"].get_zorder())
+    assert pinned.get_linewidth() >= 2 * used.get_linewidth()
+    assert used.get_zorder() > pinned.get_zorder()  # thin, inside the thick pinned line
+    assert not pinned.get_clip_on()  # at 0 it shows whole, over the x axis
+
+
+def test_the_pinned_line_is_in_the_legend_when_nothing_was_pinned() -> None:
+    """Issue 13, item 7: a region with no pinned series still draws (and lists) pinned at 0."""
+    result = make_result()
+    del result.recorder.series["device.node/gpu0.gtt.pinned"]
+    fig = plots.memory_over_time(result)
+    gtt = _axes(fig)[0]
+    assert gtt.get_title(loc="left") == "node/gpu0 gtt"
+    pinned = next(line for line in gtt.get_lines() if line.get_label() == "pinned")
+    assert set(pinned.get_ydata()) == {0.0}
+    assert _legend_labels(fig)[0] == "pinned"
 
 
 def test_memory_regions_that_held_nothing_are_left_out() -> None:
@@ -310,7 +449,9 @@ def test_no_denials_is_said_not_drawn() -> None:
     fig = plots.denials_over_time(result)
     assert "no denials" in _texts(fig)
     (ax,) = _axes(fig)
-    assert [line.get_label() for line in ax.get_lines()] == ["fault injected"]
+    # only the note: no axes, ticks or fault lines to draw (issue 12, item 4: the cost)
+    assert not ax.axison and ax.get_lines() == []
+    assert plots.legend_labels(fig) == []
 
 
 # -- variant bars ---------------------------------------------------------------------------------
@@ -362,6 +503,40 @@ def test_variant_bars_label_a_compared_profile() -> None:
     fig = plots.variant_bars([a, b], "global.denials")
     (ax,) = _axes(fig)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["odp@6.16", "odp@5.16"]
+
+
+def test_counts_get_whole_number_ticks() -> None:
+    """Issue 13, item 7: a count axis ticks at whole numbers (no "0.5 denials")."""
+    results = [make_result(variant=v) for v in ("a", "b")]
+    for r, n in zip(results, (1, 2), strict=True):
+        r.metrics["global.denials"] = Metric(n, "count", "calls refused")
+    (ax,) = _axes(plots.variant_bars(results, "global.denials"))
+    ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)
+
+
+def test_sweep_plots_of_counts_get_whole_number_ticks() -> None:
+    import re
+
+    from pinlab.report.sweep import sweep_figure_svg
+
+    records = [
+        {
+            "factor": "n",
+            "metric": "global.denials",
+            "variant": "v",
+            "value": x,
+            "label": str(x),
+            "mean": m,
+            "spread": 0.0,
+            "unit": "count",
+        }
+        for x, m in ((1, 0.5), (2, 1.0), (3, 2.0))
+    ]
+    svg = sweep_figure_svg(records, "n", "global.denials", "count")
+    labels = re.findall(r'<g id="(xtick|ytick)_\d+">.*?<text[^>]*>([^<]*)</text>', svg, re.S)
+    assert {axis for axis, _ in labels} == {"xtick", "ytick"}
+    assert all(text.strip().lstrip("−-").isdigit() for _, text in labels), labels
 
 
 def test_variant_bars_without_a_match_says_so() -> None:

@@ -452,6 +452,21 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
             raise UserError(f"--out {out}: cannot write the report: {e.strerror or e}") from None
         if not quiet:
             console.print(f"report: {page}", markup=False, highlight=False)
+    elif suite:
+        from pinlab.report.stale import mark_stale
+
+        try:
+            stale = mark_stale(out, [verdict.scenario for _, verdict in suite])
+        except OSError as e:
+            raise UserError(
+                f"--out {out}: cannot mark the report stale: {e.strerror or e}"
+            ) from None
+        if stale is not None and not quiet:
+            console.print(
+                f"report: {stale} marked stale (rebuild: pinlab run --out {out})",
+                markup=False,
+                highlight=False,
+            )
     for verdict in failed:
         stderr.print(
             f"pinlab: claim FAILED: {verdict.scenario}: {verdict.claim}"

@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_LINKS",
     "REPORT_FILE",
     "TRACE_FILE",
+    "anchor_slug",
     "inline_svg",
     "render_page",
     "render_run_html",
@@ -362,7 +363,8 @@ def _links(names: Iterable[str]) -> list[_Link]:
     return [_Link(name, name, FILE_DESCRIPTIONS.get(name, "")) for name in ordered]
 
 
-def _slug(text: str) -> str:
+def anchor_slug(text: str) -> str:
+    """``text`` as an HTML id (a scenario's section is ``#scenario-<slug>``)."""
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
@@ -592,7 +594,7 @@ def render_suite_html(
             )
         scenarios.append(
             _Scenario(
-                anchor=f"scenario-{_slug(verdict.scenario)}",
+                anchor=f"scenario-{anchor_slug(verdict.scenario)}",
                 name=verdict.scenario,
                 claim=_claim_of(first, verdict),
                 camp=camp,

@@ -51,6 +51,7 @@ def sweep_figure_svg(
     """``metric`` (mean, with a bar of ± spread) against ``factor``, one line per variant,
     as SVG. A numeric factor is an x axis in its unit; any other is one tick per value."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     mine = [r for r in records if r["factor"] == factor and r["metric"] == metric]
     values = list(dict.fromkeys(r["value"] for r in mine))
@@ -86,6 +87,10 @@ def sweep_figure_svg(
             ax.set_xticklabels([str(labels.get(v, v)) for v in values], rotation=15, ha="right")
             ax.set_xlabel(factor)
         ax.set_ylabel(f"mean ({yunit})" if yunit else "mean")
+        if unit == "count":  # a mean of counts may be fractional; its ticks are whole
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if numeric and factor_unit == "count":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(metric, loc="left", fontsize=10)
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
         return plots.figure_svg(fig)
