@@ -21,13 +21,8 @@ from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import Kernel, Task
 from pinlab.kernel.ttm import TtmMemType
 from pinlab.policy.cgroup import CgroupTree
-from pinlab.policy.dmem import (
-    DmemCgroupController,
-    DmemPool,
-    dmemcg_parse_limit,
-    install,
-    memparse,
-)
+from pinlab.policy.dmem import DmemCgroupController, DmemPool, install
+from pinlab.policy.dmem_limits import dmemcg_parse_limit, memparse
 from pinlab.policy.page_counter import PAGE_COUNTER_MAX
 from tests.drivers.machine import GiB, MiB, make_machine
 

@@ -5,7 +5,7 @@
   ``/proc/self/cgroup``, ``cgroup.controllers``;
 * :func:`read_dmem` -- ``dmem.capacity`` at the cgroup v2 root, ``dmem.current`` / ``min`` /
   ``low`` / ``max`` in the caller's cgroup and its ancestors (``policy-semantics.md``
-  §2.2-§2.4), parsed with :func:`pinlab.policy.dmem.dmemcg_parse_limit` -- the syntax the
+  §2.2-§2.4), parsed with :func:`pinlab.policy.dmem_limits.dmemcg_parse_limit` -- the syntax the
   model's files use.
 """
 
@@ -27,7 +27,7 @@ from pinlab.inspect.source import (
     try_read,
     under,
 )
-from pinlab.policy.dmem import dmemcg_parse_limit
+from pinlab.policy.dmem_limits import dmemcg_parse_limit
 from pinlab.policy.page_counter import PAGE_COUNTER_MAX
 
 __all__ = [

@@ -35,7 +35,7 @@ class DmemPeakFile(CgroupSubsys):
         self.dmem = dmem
 
     def cftypes(self) -> Sequence[CgroupFile]:
-        from pinlab.policy.dmem import dmemcg_limit_show
+        from pinlab.policy.dmem_limits import dmemcg_limit_show
 
         def show(cgrp: Cgroup) -> str:
             def peak(region: DmemRegion) -> int:

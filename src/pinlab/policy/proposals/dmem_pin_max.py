@@ -56,13 +56,8 @@ from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import Kernel, Task
 from pinlab.kernel.pin_hooks import BufferLocation
 from pinlab.policy.cgroup import CfType, Cgroup, CgroupFile, CgroupSubsys, CgroupTree
-from pinlab.policy.dmem import (
-    DmemCgroupController,
-    PoolTable,
-    RegionPool,
-    dmemcg_limit_write,
-    format_limit,
-)
+from pinlab.policy.dmem import DmemCgroupController, PoolTable, RegionPool
+from pinlab.policy.dmem_limits import dmemcg_limit_write, format_limit
 from pinlab.policy.page_counter import PAGE_COUNTER_MAX
 from pinlab.policy.proposals._base import BufferCharge, BufferCharges, PinHookPolicy
 
