@@ -27,10 +27,12 @@ timed in the child's CPU time (``time.process_time``): time the scheduler gives 
 processes is not counted. Rates are the median of ``--rounds`` rounds (random choices drawn
 before timing).
 
-Usage: ``python benchmarks/bench_alloc.py [--quick] [--rounds N]``; ``--quick`` uses 1e3, 1e4
-and 1e5 (CI-time; not the target sizes). The full run takes a few minutes (1e6 exported
-buffers take ~1-2 min to create). Always exits 0; PASS/FAIL lines say whether the targets were
-met.
+Usage: ``python benchmarks/bench_alloc.py [--quick] [--rounds N] [--vs SRC]``; ``--quick`` uses
+1e3, 1e4 and 1e5 (CI-time; not the target sizes). ``--vs SRC`` also measures the pinlab whose
+``src`` directory is ``SRC`` (another checkout, say the branch point), its rounds interleaved
+with this checkout's, so before and after come from one run; PASS/FAIL judge this checkout.
+The full run takes a few minutes (1e6 exported buffers take ~1-2 min to create; twice that
+with ``--vs``). Always exits 0; PASS/FAIL lines say whether the targets were met.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -46,6 +49,7 @@ import time
 import tracemalloc
 from array import array
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 PAGE = 4096
@@ -54,6 +58,9 @@ RATIO_TARGET = 0.5
 BYTES_TARGET = 1536  # 1.5 KiB
 TRACED_BELOW = 10_000  # populations measured with tracemalloc rather than the resident set
 BUFFER = {"amdgpu": 4096, "habanalabs": 2 << 20}
+PYTHONPATH = os.environ.get("PYTHONPATH", "")
+HERE = str(Path(__file__).resolve().parents[1] / "src")
+"""This checkout's pinlab: what a child imports unless ``--vs`` names another."""
 
 Round = Callable[[], float]
 """One timed round at the built population: its CPU seconds."""
@@ -200,9 +207,13 @@ def serve(kind: str, live: int, pairs: int, seed: int) -> None:
 class Child:
     """One population in a child process of its own."""
 
-    def __init__(self, kind: str, live: int, pairs: int, seed: int) -> None:
+    def __init__(self, kind: str, live: int, pairs: int, seed: int, src: str | None) -> None:
         cmd = [sys.executable, __file__, "--child", kind, str(live), str(pairs), str(seed)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        path = os.pathsep.join(filter(None, [src or HERE, PYTHONPATH]))
+        env = os.environ | {"PYTHONPATH": path}  # the pinlab measured comes first
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
         self.built = self._read()
         self.seconds: list[float] = []
 
@@ -230,21 +241,27 @@ class Child:
         return final
 
 
-def interleaved(kind: str, sizes: list[int], pairs: int, rounds: int, seed: int) -> list[Any]:
-    """Build every population, then time their rounds in turn; per size the final state plus
-    ``rate`` (pairs per CPU second, median of the rounds after one warm-up round)."""
-    children = [Child(kind, n, pairs, seed) for n in sizes]
+def interleaved(
+    kind: str, sizes: list[int], pairs: int, rounds: int, seed: int, srcs: list[str | None]
+) -> list[list[dict[str, Any]]]:
+    """Build every population (for each pinlab of ``srcs``, None = this checkout), then time
+    their rounds in turn; per pinlab and size the final state plus ``rate`` (pairs per CPU
+    second, median of the rounds after one warm-up round)."""
+    children = [[Child(kind, n, pairs, seed, src) for n in sizes] for src in srcs]
     for r in range(rounds + 1):
-        for child in children:
+        for child in (child for row in children for child in row):
             seconds = child.round()
             if r:
                 child.seconds.append(seconds)
-    rows = []
-    for child in children:
-        row = child.built | child.end()
-        row["rate"] = pairs / statistics.median(child.seconds)
-        rows.append(row)
-    return rows
+    table = []
+    for row_children in children:
+        rows = []
+        for child in row_children:
+            row = child.built | child.end()
+            row["rate"] = pairs / statistics.median(child.seconds)
+            rows.append(row)
+        table.append(rows)
+    return table
 
 
 def _size(n: int) -> str:
@@ -256,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1e3, 1e4, 1e5 (CI time)")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds per size")
     parser.add_argument("--seed", type=int, default=20240601)
+    parser.add_argument("--vs", metavar="SRC", help="also measure the pinlab in SRC (a src dir)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -269,29 +287,36 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     print(f"live buffers: {', '.join(_size(n) for n in sizes)}; rate = median of {rounds} rounds")
     print(f"of {pairs} alloc+free pairs at that population, in CPU time, sizes interleaved")
+    srcs: list[str | None] = [None] if args.vs is None else [None, args.vs]
+    labels = ["this checkout"] if args.vs is None else ["this checkout", f"--vs {args.vs}"]
     verdicts = []
     for exporter in BUFFER:
         print(f"\nexported {exporter} buffers (gem_create + prime_handle_to_fd through the uapi)")
-        rows = interleaved(exporter, sizes, pairs, rounds, args.seed)
-        for n, row in zip(sizes, rows, strict=True):
-            print(
-                f"  {_size(n)} live: {row['bytes']:7.0f} B/buffer ({row['method']}), "
-                f"created at {row['build_rate']:8,.0f}/s, alloc+free {row['rate']:8,.0f} pairs/s"
-            )
-        ratio = rows[-1]["rate"] / rows[0]["rate"]
-        big = rows[-1]["bytes"]
-        print(f"  ratio ({_size(sizes[-1])} / 1e3): {ratio:.2f}")
+        table = interleaved(exporter, sizes, pairs, rounds, args.seed, srcs)
+        for label, rows in zip(labels, table, strict=True):
+            print(f"  [{label}]")
+            for n, row in zip(sizes, rows, strict=True):
+                print(
+                    f"  {_size(n)} live: {row['bytes']:7.0f} B/buffer ({row['method']}), "
+                    f"created at {row['build_rate']:8,.0f}/s, "
+                    f"alloc+free {row['rate']:8,.0f} pairs/s"
+                )
+            print(f"  ratio ({_size(sizes[-1])} / 1e3): {rows[-1]['rate'] / rows[0]['rate']:.2f}")
+        ratio = table[0][-1]["rate"] / table[0][0]["rate"]
+        big = table[0][-1]["bytes"]
         verdicts.append((f"{exporter} rate ratio {ratio:.2f}", ratio >= RATIO_TARGET, ">= 0.5"))
         verdicts.append((f"{exporter} {big:.0f} B/buffer", big <= BYTES_TARGET, "<= 1536"))
     print("\nRangeAllocator alone (steady alloc+free over shattered free space)")
-    rows = interleaved("allocator", sizes, pairs, rounds, args.seed)
-    for n, row in zip(sizes, rows, strict=True):
-        print(
-            f"  {_size(n)} live: {row['rate']:9,.0f} pairs/s, {row['free_blocks']} free blocks, "
-            f"fragmentation {row['fragmentation']:.3f}"
-        )
-    ratio = rows[-1]["rate"] / rows[0]["rate"]
-    print(f"  ratio ({_size(sizes[-1])} / 1e3): {ratio:.2f}")
+    table = interleaved("allocator", sizes, pairs, rounds, args.seed, srcs)
+    for label, rows in zip(labels, table, strict=True):
+        print(f"  [{label}]")
+        for n, row in zip(sizes, rows, strict=True):
+            print(
+                f"  {_size(n)} live: {row['rate']:9,.0f} pairs/s, "
+                f"{row['free_blocks']} free blocks, fragmentation {row['fragmentation']:.3f}"
+            )
+        print(f"  ratio ({_size(sizes[-1])} / 1e3): {rows[-1]['rate'] / rows[0]['rate']:.2f}")
+    ratio = table[0][-1]["rate"] / table[0][0]["rate"]
     verdicts.append((f"RangeAllocator rate ratio {ratio:.2f}", ratio >= RATIO_TARGET, ">= 0.5"))
     print()
     judged = "" if not args.quick else " (quick run: not the target sizes)"
