@@ -43,7 +43,7 @@ each bucket), in units of the granule:
 
 Why B-trees rather than a sorted list of Python ints and hash maps: with 1e6 live buffers the
 free space holds ~3e5 blocks, and every step of a bisection over boxed ints, every dict probe,
-is a cache (and TLB) miss; a bucket keeps up to 120 keys in one C array, so one operation
+is a cache miss; a bucket keeps up to 120 keys in one C array, so one operation
 touches a few cache lines. Allocators of 2**32 granules or more (keys wider than 64 bits) use
 the package's object-key trees, with the same operations and results.
 
