@@ -268,6 +268,34 @@ def _size(n: int) -> str:
     return f"1e{len(str(n)) - 1}"
 
 
+def _exported_row(row: dict[str, Any]) -> str:
+    return (
+        f"{row['bytes']:7.0f} B/buffer ({row['method']}), created at {row['build_rate']:8,.0f}/s, "
+        f"alloc+free {row['rate']:8,.0f} pairs/s"
+    )
+
+
+def _allocator_row(row: dict[str, Any]) -> str:
+    return (
+        f"{row['rate']:9,.0f} pairs/s, {row['free_blocks']} free blocks, "
+        f"fragmentation {row['fragmentation']:.3f}"
+    )
+
+
+def _print_table(
+    labels: list[str],
+    sizes: list[int],
+    table: list[list[dict[str, Any]]],
+    describe: Callable[[dict[str, Any]], str],
+) -> None:
+    """Per measured pinlab: a line per size and the largest size's rate over the smallest's."""
+    for label, rows in zip(labels, table, strict=True):
+        print(f"  [{label}]")
+        for n, row in zip(sizes, rows, strict=True):
+            print(f"  {_size(n)} live: {describe(row)}")
+        print(f"  ratio ({_size(sizes[-1])} / 1e3): {rows[-1]['rate'] / rows[0]['rate']:.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1e3, 1e4, 1e5 (CI time)")
@@ -293,29 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     for exporter in BUFFER:
         print(f"\nexported {exporter} buffers (gem_create + prime_handle_to_fd through the uapi)")
         table = interleaved(exporter, sizes, pairs, rounds, args.seed, srcs)
-        for label, rows in zip(labels, table, strict=True):
-            print(f"  [{label}]")
-            for n, row in zip(sizes, rows, strict=True):
-                print(
-                    f"  {_size(n)} live: {row['bytes']:7.0f} B/buffer ({row['method']}), "
-                    f"created at {row['build_rate']:8,.0f}/s, "
-                    f"alloc+free {row['rate']:8,.0f} pairs/s"
-                )
-            print(f"  ratio ({_size(sizes[-1])} / 1e3): {rows[-1]['rate'] / rows[0]['rate']:.2f}")
+        _print_table(labels, sizes, table, _exported_row)
         ratio = table[0][-1]["rate"] / table[0][0]["rate"]
         big = table[0][-1]["bytes"]
         verdicts.append((f"{exporter} rate ratio {ratio:.2f}", ratio >= RATIO_TARGET, ">= 0.5"))
         verdicts.append((f"{exporter} {big:.0f} B/buffer", big <= BYTES_TARGET, "<= 1536"))
     print("\nRangeAllocator alone (steady alloc+free over shattered free space)")
     table = interleaved("allocator", sizes, pairs, rounds, args.seed, srcs)
-    for label, rows in zip(labels, table, strict=True):
-        print(f"  [{label}]")
-        for n, row in zip(sizes, rows, strict=True):
-            print(
-                f"  {_size(n)} live: {row['rate']:9,.0f} pairs/s, "
-                f"{row['free_blocks']} free blocks, fragmentation {row['fragmentation']:.3f}"
-            )
-        print(f"  ratio ({_size(sizes[-1])} / 1e3): {rows[-1]['rate'] / rows[0]['rate']:.2f}")
+    _print_table(labels, sizes, table, _allocator_row)
     ratio = table[0][-1]["rate"] / table[0][0]["rate"]
     verdicts.append((f"RangeAllocator rate ratio {ratio:.2f}", ratio >= RATIO_TARGET, ">= 0.5"))
     print()
