@@ -17,9 +17,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-from sortedcontainers import SortedList
 
-from pinlab.kernel import range_alloc
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.range_alloc import PAGE_SIZE, Allocation, RangeAllocator
 
@@ -375,32 +373,46 @@ def test_check_invariants_detects_corruption() -> None:
         a.check_invariants()
     b = RangeAllocator(8 * P)
     x = b.alloc(P)
-    b._len_at[x.start] = P  # a free block the size index does not know about
+    b._by_start[x.start // P] = 1  # a free block the size index does not know about
     with pytest.raises(AssertionError, match="disagrees"):
         b.check_invariants()
 
 
-def test_fast_ceiling_agrees_with_the_public_api() -> None:
-    assert range_alloc._ceiling is range_alloc._ceiling_fast
-    index = SortedList(range(5, 40_000, 11))
-    for key in (-1, 0, 5, 6, 10_999, 11_000, 39_999, 40_000, 50_000):
-        assert range_alloc._ceiling_fast(index, key) == range_alloc._ceiling_public(index, key)
-    assert range_alloc._ceiling_fast(SortedList(), 3) is None
+class WideKeys(RangeAllocator):
+    """An allocator on the object-key trees, whatever its size."""
+
+    __slots__ = ()
+    NATIVE_KEY_BITS = 0
 
 
-def test_public_ceiling_fallback_gives_the_same_placements(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without sortedcontainers' internals the allocator falls back to ``irange``."""
+def test_object_key_trees_give_the_same_placements() -> None:
+    """Allocators too large for 64-bit keys use object-key trees: same placements."""
 
-    def run() -> list[tuple[Segment, ...]]:
-        a, _ = carve(16, [0, 2, 3, 4, 6, 7, 9, 10, 11, 13, 15])
+    def run(cls: type[RangeAllocator]) -> list[tuple[Segment, ...]]:
+        a = cls(16 * P)
+        singles = [a.alloc(P) for _ in range(16)]
+        for i in (0, 2, 3, 4, 6, 7, 9, 10, 11, 13, 15):
+            a.free(singles[i])
         out = [a.alloc(P).segments, a.alloc(2 * P, align=2 * P).segments]
         out.append(a.alloc(5 * P, contiguous=False).segments)
         a.check_invariants()
         return out
 
-    fast = run()
-    monkeypatch.setattr(range_alloc, "_ceiling", range_alloc._ceiling_public)
-    assert run() == fast
+    assert run(WideKeys) == run(RangeAllocator)
+
+
+def test_an_allocator_of_2_to_the_40_granules_works() -> None:
+    """1 TiB in bytes: keys of 82 bits, beyond the native trees."""
+    a = RangeAllocator(1 << 40, granule=1, name="wide")
+    x = a.alloc(3)
+    y = a.alloc((1 << 40) - 10)
+    assert (x.start, y.start, a.free_blocks, a.largest_free) == (0, 3, 1, 7)
+    a.free(x)
+    assert (a.free_blocks, a.largest_free) == (2, 7)
+    a.check_invariants()
+    a.free(y)
+    assert a.free_ranges() == [(0, 1 << 40)]
+    a.check_invariants()
 
 
 # --------------------------------------------------------------------------- state machine
@@ -445,9 +457,12 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.live: list[Allocation] = []
         self.freed: list[Allocation] = []
 
-    @initialize(pages=st.integers(1, 64), granule=st.sampled_from([512, P]))
-    def make(self, pages: int, granule: int) -> None:
-        self.a = RangeAllocator(pages * granule, granule=granule, name="machine")
+    @initialize(
+        pages=st.integers(1, 64), granule=st.sampled_from([512, P]), wide_keys=st.booleans()
+    )
+    def make(self, pages: int, granule: int, wide_keys: bool) -> None:
+        cls = WideKeys if wide_keys else RangeAllocator
+        self.a = cls(pages * granule, granule=granule, name="machine")
 
     @rule(
         units=st.one_of(st.integers(1, 3), st.integers(1, 24)),  # small ones fragment

@@ -355,6 +355,8 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         refuses unaligned sizes instead (xe) override."""
         if size <= 0:
             raise err(Errno.EINVAL, f"{self.driver_name}_gem_create_ioctl", f"size {size}")
+        if not size % PAGE_SIZE:
+            return size  # the caller's int: a million equal sizes stay one object
         return -(-size // PAGE_SIZE) * PAGE_SIZE
 
     def bo_create(self, size: int, mems: Sequence[TtmMemType], *, name: str = "") -> BufT:

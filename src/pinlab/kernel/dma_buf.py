@@ -187,6 +187,12 @@ def _dma_buf_fmode(f_flags: int) -> int:
     return open_fmode(f_flags) | FMODE_LSEEK | FMODE_OPENED
 
 
+@functools.cache
+def _resv_name(exp_name: str) -> str:
+    """The name of a dma-buf's own resv: one string per exporter name, not one per buffer."""
+    return f"dmabuf:{exp_name}"
+
+
 class DmaBuf:
     """``struct dma_buf``. Its refcount is its file's ``f_count``."""
 
@@ -218,7 +224,7 @@ class DmaBuf:
         self.owner = info.owner
         self.name: str | None = None
         self.resv = (
-            info.resv if info.resv is not None else DmaResv(kernel, f"dmabuf:{info.exp_name}")
+            info.resv if info.resv is not None else DmaResv(kernel, _resv_name(info.exp_name))
         )
         # head = newest (K-11); made by the first attach: most exported buffers never get one
         self._attachments: list[DmaBufAttachment] | None = None

@@ -30,21 +30,26 @@ free space, and a contiguous request can fail with ``-ENOSPC`` even when the tot
 would be enough. :attr:`RangeAllocator.fragmentation` measures exactly that.
 
 Data structures and complexity (``n`` = number of free blocks): the free space is indexed two
-ways.
+ways, both B-trees of the ``BTrees`` package (C, 64-bit integer keys stored side by side in
+each bucket), in units of the granule:
 
-* A ``sortedcontainers.SortedList`` ordered by ``(length, start)`` answers best fit with one
-  bisection. Each entry is packed into one int, ``length << shift | start``, because int
-  comparisons are several times cheaper than tuple comparisons and the order is the same. No
-  positional access (``bisect_left`` + ``[i]``) is used, since that would make the list maintain
-  a positional index on every update; the best-fit lookup bisects the list's sorted sublists
-  directly (see :func:`_ceiling_fast`, with a public-API fallback).
-* Two dicts, ``start -> length`` and ``end -> start``, are *boundary tags*: on free, the
-  neighbour that ends where the freed range starts and the one that starts where it ends are
-  found in O(1), so coalescing needs no ordered search at all.
+* a tree *set* ordered by ``(length, start)`` answers best fit with one ``minKey`` (the
+  smallest key at or above the request). Each key is packed into one integer, ``length << shift
+  | start``, whose order is the tuples' order;
+* a tree *map* ``start -> length`` by address holds the boundary tags: on free, the block
+  before the freed range is the largest start below it (``maxKey``) and the block after it is
+  the one starting where it ends -- both in the bucket the freed address falls in, so
+  coalescing reads one bucket.
+
+Why B-trees rather than a sorted list of Python ints and hash maps: with 1e6 live buffers the
+free space holds ~3e5 blocks, and every step of a bisection over boxed ints, every dict probe,
+is a cache miss; a bucket keeps up to 120 keys in one C array, so one operation
+touches a few cache lines. Allocators of 2**32 granules or more (keys wider than 64 bits) use
+the package's object-key trees, with the same operations and results.
 
 ``alloc`` and ``free`` are O(log n) per segment, i.e. O(log n) for a contiguous allocation and
 O(k log n) for one of ``k`` segments; every statistic is O(1). (``benchmarks/bench_alloc.py``
-shows the rate with 1e5 live allocations staying within a factor of two of the rate with 1e3.)
+measures the rate with 1e6 live allocations against the rate with 1e3.)
 
 Errors: running out of space is a kernel error, ``KernelError(-ENOSPC)``, and leaves the
 allocator unchanged. Misuse of the model -- freeing twice, freeing another allocator's
@@ -54,10 +59,8 @@ allocation, a non-positive size, a bad alignment -- is a bug in the caller and r
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable
-
-from sortedcontainers import SortedList  # type: ignore[import-untyped, unused-ignore]
+from typing import Any
 
 from pinlab.kernel.errno import Errno, err
 
@@ -74,45 +77,20 @@ def _is_pow2(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
 
 
-def _ceiling_public(index: SortedList, key: int) -> int | None:
-    """The smallest element ``>= key`` of ``index``, or None, through the public API."""
-    for found in index.irange(key):
-        result: int = found
-        return result
-    return None
+def _free_space_trees(native: bool) -> tuple[Any, Any]:
+    """A new, empty ``(by_size set, by_start map)`` pair: 64-bit keys when ``native``, else
+    object keys (any Python int).
 
-
-def _ceiling_fast(index: SortedList, key: int) -> int | None:
-    """Same as :func:`_ceiling_public`, two C bisections deep, without positional indexing.
-
-    ``SortedList`` keeps its elements in sorted sublists ``_lists`` whose maxima are ``_maxes``
-    (its documented implementation, unchanged since sortedcontainers 2.0). The public
-    alternatives each cost a Python-level walk: ``irange`` slices the whole ``_lists`` (O(n /
-    load)), ``bisect_left`` + ``[i]`` makes the list maintain a positional index on every
-    update. This lookup is the hot path of every allocation, so it reads the two lists
-    directly; :data:`_ceiling` falls back to the public version if they are ever missing.
+    Imported on first use: importing ``BTrees`` builds all of its key families (~0.1 s), which
+    only a process that makes an allocator needs to pay.
     """
-    maxes: list[int] = index._maxes
-    pos = bisect_left(maxes, key)
-    if pos == len(maxes):
-        return None
-    sublist: list[int] = index._lists[pos]
-    return sublist[bisect_left(sublist, key)]
+    if native:
+        from BTrees.QQBTree import QQBTree, QQTreeSet  # type: ignore[import-untyped]
 
+        return QQTreeSet(), QQBTree()
+    from BTrees.OOBTree import OOBTree, OOTreeSet  # type: ignore[import-untyped]
 
-def _probe_fast_ceiling() -> bool:
-    """Whether :func:`_ceiling_fast` agrees with the public API on this sortedcontainers."""
-    try:
-        probe = SortedList(range(0, 10_000, 3))  # several sublists at the default load
-        probe.remove(300)
-        return all(
-            _ceiling_fast(probe, key) == _ceiling_public(probe, key) for key in range(-2, 10_004, 7)
-        )
-    except (AttributeError, TypeError, IndexError):
-        return False
-
-
-_ceiling = _ceiling_fast if _probe_fast_ceiling() else _ceiling_public
+    return OOTreeSet(), OOBTree()
 
 
 class Allocation:
@@ -202,11 +180,16 @@ class RangeAllocator:
     ALIGN_SCAN_LIMIT = 32
     """How many may-not-fit candidates an aligned best fit examines (see :meth:`alloc`)."""
 
+    NATIVE_KEY_BITS = 64
+    """Free-space keys (``length << shift | start`` in granules) up to this many bits use the
+    64-bit-key trees; wider ones (an allocator of 2**32 granules or more) object-key trees."""
+
     __slots__ = (
+        "_blocks",
         "_by_size",
-        "_end_at",
+        "_by_start",
         "_granule",
-        "_len_at",
+        "_gshift",
         "_live",
         "_mask",
         "_name",
@@ -229,15 +212,16 @@ class RangeAllocator:
         self._granule = granule
         self._name = name
         self._used = 0
-        # Best-fit index: key = length << shift | start, so keys sort by (length, start).
-        self._shift = size.bit_length()
-        self._mask = (1 << self._shift) - 1
-        self._by_size = SortedList()
-        # Boundary tags: start -> length and end -> start of every free block.
-        self._len_at: dict[int, int] = {}
-        self._end_at: dict[int, int] = {}
         self._live = 0
-        self._add_block(size, 0)
+        # The indexes count in granules: bytes = units << gshift.
+        self._gshift = granule.bit_length() - 1
+        units = size >> self._gshift
+        # Best-fit key = length << shift | start, so keys sort by (length, start).
+        self._shift = units.bit_length()
+        self._mask = (1 << self._shift) - 1
+        self._by_size, self._by_start = _free_space_trees(2 * self._shift <= self.NATIVE_KEY_BITS)
+        self._blocks = 0  # a B-tree's len() walks every bucket: the count is kept here
+        self._add_block(units, 0)
         # called after every allocation and free (not a kernel hook: an observer -- the
         # simulator's sampler -- learns of a change instead of polling the statistics)
         self.on_change: Callable[[], None] | None = None
@@ -276,15 +260,15 @@ class RangeAllocator:
     @property
     def largest_free(self) -> int:
         """Length of the largest free block: the largest contiguous request that can succeed."""
-        if not self._len_at:
+        if not self._blocks:
             return 0
-        key: int = self._by_size[-1]
-        return key >> self._shift
+        key: int = self._by_size.maxKey()
+        return key >> self._shift << self._gshift
 
     @property
     def free_blocks(self) -> int:
         """Number of (maximal, coalesced) free blocks."""
-        return len(self._len_at)
+        return self._blocks
 
     @property
     def live(self) -> int:
@@ -304,8 +288,9 @@ class RangeAllocator:
         return 1.0 - self.largest_free / free
 
     def free_ranges(self) -> list[Segment]:
-        """The free blocks as ``(start, length)`` sorted by address. O(n log n); for reports."""
-        return sorted(self._len_at.items())
+        """The free blocks as ``(start, length)`` sorted by address. O(n); for reports."""
+        g = self._gshift
+        return [(start << g, length << g) for start, length in self._by_start.items()]
 
     def __repr__(self) -> str:
         label = f" {self._name}" if self._name else ""
@@ -320,6 +305,8 @@ class RangeAllocator:
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"allocation size must be a positive int, got {size!r}")
         mask = self._granule - 1
+        if not size & mask:
+            return size  # the caller's int: a million equal sizes stay one object
         return (size + mask) & ~mask
 
     def _check_align(self, align: int | None, contiguous: bool) -> int:
@@ -337,44 +324,54 @@ class RangeAllocator:
         return align
 
     # ------------------------------------------------------------------ free-space index
+    # Everything below counts in granules, not bytes.
 
     def _add_block(self, length: int, start: int) -> None:
         self._by_size.add(length << self._shift | start)
-        self._len_at[start] = length
-        self._end_at[start + length] = start
+        self._by_start[start] = length
+        self._blocks += 1
 
     def _remove_block(self, length: int, start: int) -> None:
         self._by_size.remove(length << self._shift | start)
-        del self._len_at[start]
-        del self._end_at[start + length]
+        del self._by_start[start]
+        self._blocks -= 1
+
+    def _ceiling(self, key: int) -> int | None:
+        """The smallest best-fit key ``>= key``, or None."""
+        try:
+            found: int = self._by_size.minKey(key)
+        except ValueError:  # no key satisfies the condition (or the tree is empty)
+            return None
+        return found
 
     def _best_fit(self, n: int, align: int) -> tuple[int, int, int] | None:
-        """Find the block for a contiguous ``n``-byte request: ``(length, start, place)``.
+        """Find the block for a contiguous ``n``-granule request: ``(length, start, place)``.
 
-        No side effects. ``place`` is where the allocation starts inside the block (``start``
-        rounded up to ``align``). Without alignment this is one bisection: O(log n).
+        No side effects; ``align`` is in granules too. ``place`` is where the allocation starts
+        inside the block (``start`` rounded up to ``align``). Without alignment this is one
+        B-tree search: O(log n).
 
-        With ``align > granule`` a block of length ``>= n + align - granule`` always fits (its
-        start is granule-aligned, so the alignment waste is at most ``align - granule``); blocks
-        in ``[n, n + align - granule)`` fit only if their start happens to be aligned well
-        enough. drm_mm walks such candidates one by one (O(n) in the worst case). To stay
-        O(log n) the model examines at most :attr:`ALIGN_SCAN_LIMIT` of them in best-fit order
-        and otherwise takes the smallest block that surely fits. Only if no block surely fits
-        does it scan the remaining candidates, so ``-ENOSPC`` is never reported while some
-        block could hold the request.
+        With ``align > 1`` a block of length ``>= n + align - 1`` always fits (its start is
+        granule-aligned, so the alignment waste is at most ``align - 1``); blocks in ``[n, n +
+        align - 1)`` fit only if their start happens to be aligned well enough. drm_mm walks
+        such candidates one by one (O(n) in the worst case). To stay O(log n) the model
+        examines at most :attr:`ALIGN_SCAN_LIMIT` of them in best-fit order and otherwise takes
+        the smallest block that surely fits. Only if no block surely fits does it scan the
+        remaining candidates, so ``-ENOSPC`` is never reported while some block could hold the
+        request.
         """
         shift = self._shift
         low = self._mask
-        if align <= self._granule:
-            key = _ceiling(self._by_size, n << shift)
+        if align == 1:
+            key = self._ceiling(n << shift)
             if key is None:
                 return None
             start = key & low
             return key >> shift, start, start
 
         mask = align - 1
-        sure = n + align - self._granule
-        candidates = iter(self._by_size.irange(n << shift, sure << shift, inclusive=(True, False)))
+        sure = n + align - 1
+        candidates = iter(self._by_size.keys(n << shift, sure << shift, excludemax=True))
         for scanned, key in enumerate(candidates, 1):
             length, start = key >> shift, key & low
             place = (start + mask) & ~mask
@@ -382,7 +379,7 @@ class RangeAllocator:
                 return length, start, place
             if scanned >= self.ALIGN_SCAN_LIMIT:
                 break
-        key = _ceiling(self._by_size, sure << shift)
+        key = self._ceiling(sure << shift)
         if key is not None:
             length, start = key >> shift, key & low
             return length, start, (start + mask) & ~mask
@@ -407,7 +404,8 @@ class RangeAllocator:
             return False
         if not contiguous:
             return True
-        return self._best_fit(n, align_) is not None
+        g = self._gshift
+        return self._best_fit(n >> g, align_ >> g) is not None
 
     def alloc(self, size: int, *, contiguous: bool = True, align: int | None = None) -> Allocation:
         """Allocate ``size`` bytes (rounded up to the granule).
@@ -433,22 +431,29 @@ class RangeAllocator:
         free = self._size - self._used
 
         if n <= free:
-            found = self._best_fit(n, align_)
+            g = self._gshift
+            units = n >> g
+            found = self._best_fit(units, align_ >> g)
             if found is not None:
                 length, start, place = found
-                self._remove_block(length, start)
-                if place > start:
-                    self._add_block(place - start, start)
-                tail = start + length - (place + n)
+                by_start = self._by_start
+                self._by_size.remove(length << self._shift | start)
+                if place > start:  # the leading remainder keeps the block's start
+                    by_start[start] = place - start
+                    self._by_size.add((place - start) << self._shift | start)
+                else:
+                    del by_start[start]
+                    self._blocks -= 1
+                tail = start + length - (place + units)
                 if tail:
-                    self._add_block(tail, place + n)
+                    self._add_block(tail, place + units)
                 self._used += n
                 self._live += 1
                 if self.on_change is not None:
                     self.on_change()
-                return Allocation(self, place, n)
+                return Allocation(self, place << g, n)
             if not contiguous:
-                segments = self._gather(n)  # always two or more segments
+                segments = self._gather(units)  # always two or more segments
                 self._used += n
                 self._live += 1
                 if self.on_change is not None:
@@ -466,29 +471,31 @@ class RangeAllocator:
         )
 
     def _gather(self, n: int) -> tuple[Segment, ...]:
-        """Take ``n`` bytes from several blocks. The caller checked ``n <= free_bytes``."""
+        """Take ``n`` granules from several blocks; the segments in bytes. The caller checked
+        that ``n`` granules are free."""
         shift = self._shift
         low = self._mask
+        g = self._gshift
         segments: list[Segment] = []
         remaining = n
         while remaining:
-            largest: int = self._by_size[-1] >> shift
+            largest: int = self._by_size.maxKey() >> shift
             if largest >= remaining:
                 # The final piece: best fit for what is left, from the bottom of the block.
-                key = _ceiling(self._by_size, remaining << shift)
+                key = self._ceiling(remaining << shift)
                 assert key is not None
                 length, start = key >> shift, key & low
                 self._remove_block(length, start)
                 if length > remaining:
                     self._add_block(length - remaining, start + remaining)
-                segments.append((start, remaining))
+                segments.append((start << g, remaining << g))
                 break
             # The largest block, lowest address among equals, taken whole.
-            key = _ceiling(self._by_size, largest << shift)
+            key = self._ceiling(largest << shift)
             assert key is not None
             start = key & low
             self._remove_block(largest, start)
-            segments.append((start, largest))
+            segments.append((start << g, largest << g))
             remaining -= largest
         segments.sort()
         return tuple(segments)
@@ -496,9 +503,9 @@ class RangeAllocator:
     def free(self, allocation: Allocation) -> None:
         """Return every segment of ``allocation``, coalescing with free neighbours on both sides.
 
-        O(log n) per segment (the neighbours are found in O(1) through the boundary tags).
-        Raises ``ValueError`` if the allocation belongs to another allocator or was already
-        freed -- a bug in the model's caller, not a kernel errno.
+        O(log n) per segment; both neighbours are found in the bucket of the address map the
+        freed range falls in. Raises ``ValueError`` if the allocation belongs to another
+        allocator or was already freed -- a bug in the model's caller, not a kernel errno.
         """
         if not isinstance(allocation, Allocation):
             raise ValueError(f"not an Allocation: {allocation!r}")
@@ -509,36 +516,52 @@ class RangeAllocator:
         allocation._live = False
         self._live -= 1
         self._used -= allocation._size
+        g = self._gshift
         if allocation._segments is None:
-            self._release(allocation._start, allocation._size)
+            self._release(allocation._start >> g, allocation._size >> g)
         else:
             for start, length in allocation._segments:
-                self._release(start, length)
+                self._release(start >> g, length >> g)
         if self.on_change is not None:
             self.on_change()
 
     def _release(self, start: int, length: int) -> None:
-        """Put ``[start, start + length)`` back into the free space, coalescing. O(log n)."""
-        before = self._end_at.get(start)  # a free block ending where this range starts
-        if before is not None:
-            self._remove_block(start - before, before)
-            length += start - before
-            start = before
-        after = self._len_at.get(start + length)  # a free block starting where this one ends
-        if after is not None:
-            self._remove_block(after, start + length)
-            length += after
-        self._add_block(length, start)
+        """Put granules ``[start, start + length)`` back into the free space, coalescing.
+
+        O(log n). The block before is the free block with the largest start below ``start``
+        if it ends exactly there; the block after is the one starting at the range's end.
+        """
+        by_start = self._by_start
+        by_size = self._by_size
+        shift = self._shift
+        end = start + length
+        try:
+            before: int = by_start.maxKey(start)
+        except ValueError:  # no free block below
+            before = -1
+        if before >= 0:
+            before_length: int = by_start[before]
+            if before + before_length == start:
+                by_size.remove(before_length << shift | before)
+                start = before  # by_start[before] is overwritten below
+                self._blocks -= 1
+        after_length: int | None = by_start.get(end)
+        if after_length is not None:
+            by_size.remove(after_length << shift | end)
+            del by_start[end]
+            self._blocks -= 1
+            end += after_length
+        self._add_block(end - start, start)
 
     # ------------------------------------------------------------------ checking
 
     def check_invariants(self) -> None:
         """Verify the allocator's internal consistency; raise ``AssertionError`` if broken.
 
-        Checks that the three free-space indexes describe the same blocks; that free blocks are
-        granule-aligned, non-empty, inside ``[0, size)``, disjoint and coalesced (no two
-        adjacent); that their total is ``free_bytes`` (so ``free_bytes + used == size``); and
-        that the live count and ``used`` are consistent. O(n log n).
+        Checks that the two free-space indexes describe the same blocks and the block count;
+        that free blocks are granule-aligned, non-empty, inside ``[0, size)``, disjoint and
+        coalesced (no two adjacent); that their total is ``free_bytes`` (so ``free_bytes + used
+        == size``); and that the live count and ``used`` are consistent. O(n log n).
 
         The allocator does not enumerate its live allocations (see :class:`Allocation`), so
         checking that they are disjoint and add up to ``used`` is the caller's job -- the tests'
@@ -550,11 +573,12 @@ class RangeAllocator:
 
         g = self._granule
         blocks = self.free_ranges()
-        indexed = sorted((key & self._mask, key >> self._shift) for key in self._by_size)
+        units = sorted((key & self._mask, key >> self._shift) for key in self._by_size)
+        indexed = [(start << self._gshift, length << self._gshift) for start, length in units]
         if indexed != blocks:
             fail(f"size index {indexed} disagrees with start index {blocks}")
-        if self._end_at != {start + length: start for start, length in blocks}:
-            fail(f"end index {self._end_at} disagrees with start index {blocks}")
+        if self._blocks != len(blocks):
+            fail(f"{self._blocks} free blocks counted, {len(blocks)} indexed")
         total_free = 0
         prev_end = -1
         for start, length in blocks:
