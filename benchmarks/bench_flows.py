@@ -187,7 +187,7 @@ def max_rel_diff(ours: list[float], theirs: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true", help="N = 10, 100, 1 000 only")
     parser.add_argument("--vs-simgrid", action="store_true", help="run the same cases in SimGrid")
     parser.add_argument("--flows", type=int, nargs="+", help="the N to run (overrides --quick)")

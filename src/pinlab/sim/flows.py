@@ -37,13 +37,24 @@ whose rate can change, and their links:
    counting every transfer on the link, ``g`` included), because at level ``t`` a link carries at
    most ``t * uses``.
 
+3. *Bottlenecks.* The max-min allocation is the one feasible allocation in which every transfer
+   is at its cap or crosses a saturated link where no transfer runs faster (its bottleneck). So a
+   re-solve need not take in every transfer it meets: a transfer left out keeps its rate, and the
+   result is still the allocation if (a) each transfer left out still has its bottleneck -- true
+   when that link is outside the sub-problem, untouched -- and (b) wherever a solved transfer
+   froze, no transfer left out runs faster. A link can only be a bottleneck to the transfers at
+   its top rate, and only when saturated, so the search enters a saturated link for its top-rate
+   transfers and an unsaturated one for none, which gives (a); (b) is checked after the filling,
+   and a link where it fails is entered for all its transfers on the next attempt.
+
 On a change the network takes ``lam``, the least of the ended transfers' rates and the started
 transfers' bounds (ends are applied before starts, so each step's threshold is at least ``lam``),
 keeps every transfer below ``lam`` (less a relative 1e-9 for rounding), and re-solves the transfers
-at or above it that are connected to a changed link through links and transfers at or above it.
-Above ``lam`` the filling is the same as on the original links with what the kept transfers consume
-taken off, and fact 1 applies to that filling. A sub-problem of one transfer is solved in closed
-form, without the heap.
+at or above it that are connected to a changed link through links and transfers at or above it --
+through a link only to its top-rate transfers, as fact 3 allows, and to all of them where fact 3's
+check failed. Above ``lam`` the filling is the same as on the original links with what the kept
+transfers consume taken off, and fact 1 applies to that filling. A sub-problem of one transfer is
+solved in closed form, without the heap.
 
 **Time.** A transfer records its remaining bytes when its rate is set; a heap of projected finish
 times gives the next completion, and only a transfer whose rate changed gets a new entry (its old
@@ -71,6 +82,7 @@ import simpy
 _EPS = 1e-9  # seconds; completions closer than this to "now" are due now
 _MARGIN = 1e-9  # relative; a kept rate must lie this far below the threshold (rounding)
 _INF = float("inf")
+_SATURATED = 1.0 - 1e-9  # a link loaded to this fraction of its capacity counts as saturated
 
 
 @dataclass(eq=False, slots=True)
@@ -96,6 +108,11 @@ class Link:
     _residual: float = field(default=0.0, init=False, repr=False)
     _unfrozen: int = field(default=0, init=False, repr=False)
     _members: list[Transfer] = field(default_factory=list, init=False, repr=False)
+    _top: float = field(default=0.0, init=False, repr=False)  # fastest outsider (open link)
+    _froze: int = field(default=0, init=False, repr=False)  # epoch it last froze a transfer
+    _level: float = field(default=0.0, init=False, repr=False)  # ... and at which rate
+    _hi: float = field(default=0.0, init=False, repr=False)  # its fastest transfer's rate
+    _hi_new: float = field(default=0.0, init=False, repr=False)  # the same, once solved
 
     def utilisation(self, elapsed: float) -> float:
         """Mean utilisation over ``elapsed`` seconds."""
@@ -188,7 +205,8 @@ class FlowNetwork:
 
     Counters: ``recomputes`` -- starts and ends after which rates were solved (some transfer
     active); ``resolved`` -- transfers whose rate was solved, summed over those (the other
-    active transfers kept theirs); ``completed`` -- transfers finished.
+    active transfers kept theirs); ``widened`` -- re-solves that took in more transfers after
+    fact 3's check (module docstring) failed; ``completed`` -- transfers finished.
     """
 
     __slots__ = (
@@ -203,6 +221,7 @@ class FlowNetwork:
         "links",
         "recomputes",
         "resolved",
+        "widened",
     )
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -210,6 +229,7 @@ class FlowNetwork:
         self.links: dict[str, Link] = {}
         self.recomputes = 0
         self.resolved = 0
+        self.widened = 0
         self.completed = 0
         self._active: dict[simpy.Event, Transfer] = {}  # by completion event, in start order
         self._busy: dict[Link, None] = {}  # links with an active transfer, an ordered set
@@ -393,6 +413,71 @@ class FlowNetwork:
 
     def _resolve(self, seeds: list[Link], started: list[Transfer], lam: float, now: float) -> None:
         """Re-solve the transfers that can change (module docstring) and set their rates."""
+        forced: set[Link] | None = set()
+        while True:
+            members, links = self._gather(seeds, started, lam, now, forced)
+            epoch = self._epoch
+            if len(members) == 1:
+                t = members[0]
+                rate = _INF
+                bottleneck = t._uses[0][0]
+                for link, uses in t._uses:
+                    share = link._residual / uses
+                    if share < rate:
+                        rate = share
+                        bottleneck = link
+                t._new_rate = rate
+                for link, uses in t._uses:
+                    link._residual -= uses * rate
+                    if rate > link._hi_new:
+                        link._hi_new = rate
+                bottleneck._froze = epoch
+                bottleneck._level = rate
+            elif members:
+                _fill(members, links, epoch)
+            if forced is None:
+                break
+            wrong = False
+            for link in links:
+                if link._froze == epoch and link._top > link._level * (1.0 - _MARGIN):
+                    wrong = True
+                    if link._top >= lam * (1.0 - _MARGIN):
+                        forced.add(link)  # fact 3 failed there: take its transfers in
+                    else:  # cannot happen (fact 2); should it, solve the whole of fact 2's set
+                        forced = None
+                        break
+            if not wrong:
+                break
+            self.widened += 1
+        self.resolved += len(members)
+        due = self._due
+        for t in members:
+            rate = t._new_rate
+            if rate != t.rate:
+                t._left -= t.rate * (now - t._at)
+                t._at = now
+                t.rate = rate
+                t._version += 1
+                t._finish = now + t._left / rate
+                heapq.heappush(due, (t._finish, t.serial, t._version, t))
+        for link in links:
+            link._load = link.capacity - link._residual  # what the kept and solved rates use
+            link._hi = link._hi_new
+            link._members = []
+
+    def _gather(
+        self,
+        seeds: list[Link],
+        started: list[Transfer],
+        lam: float,
+        now: float,
+        forced: set[Link] | None,
+    ) -> tuple[list[Transfer], list[Link]]:
+        """The sub-problem of a re-solve (module docstring, facts 2 and 3): its transfers and
+        its links, with ``_residual``, ``_unfrozen``, ``_members`` and ``_top`` (the fastest
+        transfer left out) set. A link in ``forced`` (every link when ``forced`` is None)
+        brings in all its transfers at ``lam`` or above, another saturated link those at its
+        top rate, an unsaturated link none."""
         self._epoch += 1
         epoch = self._epoch
         members = list(started)
@@ -408,6 +493,7 @@ class FlowNetwork:
                 link._mark = epoch
                 links.append(link)
         floor = lam * (1.0 - _MARGIN)
+        keep = 1.0 - _MARGIN
         add_member = members.append
         add_link = links.append
         i = 0
@@ -420,52 +506,45 @@ class FlowNetwork:
                     link.bytes_carried += link._load * dt
                     link.busy_time += dt
                 link._since = now
-            fixed = 0.0
-            unfrozen = 0
-            here: list[Transfer] = []
-            for t, uses in link._transfers.items():
-                if t._mark != epoch:
-                    if t.rate < floor:
-                        fixed += uses * t.rate
-                        continue
+            if forced is None or link in forced:
+                threshold = floor
+            elif link._load >= link.capacity * _SATURATED:
+                threshold = link._hi * keep
+                if threshold < floor:
+                    threshold = floor
+            else:
+                continue
+            for t in link._transfers:
+                if t._mark != epoch and t.rate >= threshold:
                     t._mark = epoch
                     add_member(t)
                     for other in t._path:
                         if other._mark != epoch:
                             other._mark = epoch
                             add_link(other)
-                here.append(t)
-                unfrozen += uses
+        for link in links:  # the members are known now
+            fixed = 0.0
+            unfrozen = 0
+            here: list[Transfer] = []
+            top = 0.0
+            for t, uses in link._transfers.items():
+                if t._mark == epoch:
+                    here.append(t)
+                    unfrozen += uses
+                else:
+                    rate = t.rate
+                    fixed += uses * rate
+                    if rate > top:
+                        top = rate
             link._residual = link.capacity - fixed
             link._unfrozen = unfrozen
             link._members = here
-        self.resolved += len(members)
-        if len(members) == 1:
-            t = members[0]
-            rate = _INF
-            for link, uses in t._uses:
-                rate = min(rate, link._residual / uses)
-            t._new_rate = rate
-            for link, uses in t._uses:
-                link._residual -= uses * rate
-        elif members:
-            _fill(members, links)
-        due = self._due
-        for t in members:
-            rate = t._new_rate
-            if rate != t.rate:
-                t._left -= t.rate * (now - t._at)
-                t._at = now
-                t.rate = rate
-                t._version += 1
-                t._finish = now + t._left / rate
-                heapq.heappush(due, (t._finish, t.serial, t._version, t))
-        for link in links:
-            link._load = link.capacity - link._residual  # what the kept and solved rates use
-            link._members = []
+            link._top = top
+            link._hi_new = top
+        return members, links
 
 
-def _fill(members: list[Transfer], links: list[Link]) -> None:
+def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
     """Bottleneck-first max-min fair rates of ``members`` into their ``_new_rate``, over
     ``links`` whose ``_residual``, ``_unfrozen`` and ``_members`` describe the sub-problem.
 
@@ -494,6 +573,8 @@ def _fill(members: list[Transfer], links: list[Link]) -> None:
         heapq.heappop(heap)
         if current > level:  # rounding must not let a later level fall below an earlier one
             level = current
+        bottleneck._froze = epoch
+        bottleneck._level = level
         for t in bottleneck._members:
             if t._new_rate < 0:
                 t._new_rate = level
@@ -501,3 +582,5 @@ def _fill(members: list[Transfer], links: list[Link]) -> None:
                 for link, uses in t._uses:
                     link._residual -= uses * level
                     link._unfrozen -= uses
+                    if level > link._hi_new:
+                        link._hi_new = level
