@@ -105,9 +105,15 @@ def _proposals() -> list[str]:
 
 
 def _importer_kinds() -> list[str]:
-    from pinlab.explore import IMPORTER_KINDS
+    from pinlab.explore import importer_kinds
 
-    return list(IMPORTER_KINDS)
+    return list(importer_kinds())
+
+
+def _exporter_kinds() -> list[str]:
+    from pinlab.explore import exporter_kinds
+
+    return list(exporter_kinds())
 
 
 EXACT: list[tuple[str, Callable[[], list[str]]]] = [
@@ -122,6 +128,7 @@ EXACT: list[tuple[str, Callable[[], list[str]]]] = [
     ("pinlab bench ", _tools),
     ("pinlab matrix --proposal ", _proposals),
     ("pinlab explore --importers ", _importer_kinds),
+    ("pinlab explore --exporters ", _exporter_kinds),
     ("pinlab bench --platform dgx", lambda: [p for p in _presets() if p.startswith("dgx")]),
 ]
 """Command lines whose completions are exactly a registry's names."""
@@ -166,10 +173,9 @@ def test_cost_keys_complete(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_comma_lists_complete_the_next_item(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pinlab.drivers import EXPORTERS
-
     got = names("pinlab explore --exporters amdgpu,", monkeypatch)
-    assert got == {f"amdgpu,{e}" for e in EXPORTERS if e != "amdgpu"}
+    assert got == {f"amdgpu,{e}" for e in _exporter_kinds() if e != "amdgpu"}
+    assert "amdgpu,vfio-pci" in got
     assert names("pinlab explore --profiles 5.16,7.", monkeypatch) == {"5.16,7.1"}
 
 

@@ -29,7 +29,7 @@ __all__ = [
     "comma_list",
     "cost_keys",
     "explore_policies",
-    "exporter_names",
+    "exporter_kinds",
     "importer_kinds",
     "install",
     "names_of",
@@ -52,10 +52,13 @@ Completer = Callable[..., list[str]]
 
 def names_of(module: str, registry: str, what: str) -> Completer:
     """A completer of the names in ``module.registry`` (a dict or tuple of names, plugins'
-    included), imported when the shell first asks; ``what`` is its docstring."""
+    included, or a function returning them), imported when the shell first asks; ``what`` is
+    its docstring."""
 
     def complete(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
         names = getattr(importlib.import_module(module), registry)
+        if callable(names):
+            names = names()
         return [n for n in names if n.startswith(prefix)]
 
     complete.__doc__ = what
@@ -66,8 +69,8 @@ scenario_names = names_of("pinlab.scenarios.runner", "BUILTIN", "The built-in sc
 profile_names = names_of("pinlab.kernel.profile", "PRESETS", "The kernel profiles.")
 workload_names = names_of("pinlab.sim.workloads", "WORKLOADS", "The workloads.")
 preset_names = names_of("pinlab.platform", "PRESETS", "The platform presets.")
-exporter_names = names_of("pinlab.drivers", "EXPORTERS", "The exporter drivers.")
-importer_kinds = names_of("pinlab.explore", "IMPORTER_KINDS", "explore's importer kinds.")
+importer_kinds = names_of("pinlab.explore", "importer_kinds", "explore's importer kinds.")
+exporter_kinds = names_of("pinlab.explore", "exporter_kinds", "explore's exporter kinds.")
 explore_policies = names_of("pinlab.explore", "POLICIES", "explore's policies.")
 proposal_ids = names_of("pinlab.policy.proposals", "PROPOSALS", "The opt-in pin policies.")
 
@@ -255,7 +258,7 @@ COMPLETERS: dict[tuple[str, str], Completer] = {
     ("bench", "args"): lambda prefix, **_: [],  # the tool's own arguments: no file names
     ("validate", "tables"): validation_tables,
     ("sweep", "file"): toml_files,
-    ("explore", "exporters"): comma_list(exporter_names),
+    ("explore", "exporters"): comma_list(exporter_kinds),
     ("explore", "importers"): comma_list(importer_kinds),
     ("explore", "profiles"): comma_list(profile_names),
     ("explore", "policies"): comma_list(explore_policies),
