@@ -319,7 +319,7 @@ def test_install_twice_is_refused_and_uninstall_keeps_tokens_valid() -> None:
     t = rig.task("/job")
     bo, _, fd = rig.buffer(8 * MiB)
     umem = rig.pin(t, fd, bo.size)
-    dmem_pin_max.uninstall(policy)
+    policy.uninstall()
     assert policy not in rig.kernel.pin_hooks
     ib_umem_dmabuf_release(umem)  # the outstanding token is still returned
     assert rig.pinned("/job") == 0

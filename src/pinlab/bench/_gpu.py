@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from pinlab.bench import BenchSetup
 from pinlab.errors import ConfigError
@@ -16,9 +16,20 @@ from pinlab.platform.presets import resolve_platform
 from pinlab.platform.spec import PlatformSpec
 from pinlab.platform.topology import Machine
 from pinlab.sim.engine import Simulation, Tenant
+from pinlab.sim.metrics import TenantResult
 from pinlab.sim.workloads import WORKLOADS, WorkloadParams, spawn
 
-__all__ = ["ToolParser", "bus_id", "parse_sets", "run_tenants", "simulation", "single_node"]
+__all__ = [
+    "ToolParser",
+    "bus_id",
+    "parse_sets",
+    "run_one",
+    "run_tenants",
+    "simulation",
+    "single_node",
+]
+
+R = TypeVar("R", bound=TenantResult)
 
 _FOREVER = 1e9
 """Simulated seconds a tool runs for at most (the workloads finish long before; the sampler
@@ -94,6 +105,15 @@ def run_tenants(sim: Simulation, params: WorkloadParams, *, per_node: bool = Fal
         if t.error is not None:
             raise ConfigError(params.workload, t.name, f"the workload failed: {t.error}")
     return tenants
+
+
+def run_one(sim: Simulation, params: WorkloadParams, result: type[R]) -> R:
+    """Run workload ``params`` as the one tenant of the first node (:func:`run_tenants`) and
+    return what it measured, a ``result``."""
+    (tenant,) = run_tenants(sim, params)
+    measured = tenant.result
+    assert isinstance(measured, result)
+    return measured
 
 
 def bus_id(machine: Machine, device: str) -> tuple[int, int, int]:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation, single_node
+from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_one, simulation, single_node
 from pinlab.sim.workloads.gdrcopy import GdrcopyParams, GdrcopyResult
 
 __all__ = ["GdrcopyTool"]
@@ -81,9 +81,7 @@ class GdrcopyTool:
             readback=args.readback,
             cumemcpy=args.cumemcpy,
         )
-        (tenant,) = run_tenants(sim, params)
-        r = tenant.result
-        assert isinstance(r, GdrcopyResult)
+        r = run_one(sim, params, GdrcopyResult)
         machine = sim.node().machine
         out = []
         for i, d in enumerate(spec.devices):

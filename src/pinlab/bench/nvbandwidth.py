@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation, single_node
+from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_one, simulation, single_node
 from pinlab.sim.workloads.nvbandwidth import (
     TESTCASES,
     Matrix,
@@ -135,9 +135,7 @@ class NvbandwidthTool:
                 loop_count=args.loopCount,
                 use_mean=args.useMean,
             )
-            (tenant,) = run_tenants(sim, params)
-            result = tenant.result
-            assert isinstance(result, NvbandwidthResult)
+            result = run_one(sim, params, NvbandwidthResult)
             body.append(f"Running {tc.name}.")
             host = not tc.kind.startswith(("d2d", "all_to_one", "one_to_all", "local"))
             for m in result.matrices:

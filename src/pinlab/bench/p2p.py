@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_tenants, simulation, single_node
+from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_one, simulation, single_node
 from pinlab.sim.workloads.p2p import P2pParams, P2pResult
 
 __all__ = ["P2pTool"]
@@ -79,9 +79,7 @@ class P2pTool:
         single_node(parser, setup, "the sample runs on one node")
         sim = simulation(setup)
         params = P2pParams(elements=args.numElems, p2p_read=args.p2p_read, sm_copy=args.sm_copy)
-        (tenant,) = run_tenants(sim, params)
-        result = tenant.result
-        assert isinstance(result, P2pResult)
+        result = run_one(sim, params, P2pResult)
         machine = sim.node().machine
         spec = node_spec(sim)
         n = len(result.device_names)

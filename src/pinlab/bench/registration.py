@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, node_spec, run_tenants, simulation, single_node
+from pinlab.bench._gpu import ToolParser, node_spec, run_one, simulation, single_node
 from pinlab.sim.workloads.reg_mr import RegMrParams, RegMrResult
 from pinlab.units import GiB
 
@@ -94,9 +94,8 @@ class RegistrationTool:
                 size=size,
                 registered=amount,
             )
-            (tenant,) = run_tenants(sim, params)
-            r = tenant.result
-            assert isinstance(r, RegMrResult) and r.t_reg is not None
+            r = run_one(sim, params, RegMrResult)
+            assert r.t_reg is not None
             gib = round(amount / GiB, 2)
             ms = round(r.t_reg * 1e3, 3)
             rows.append((size, gib, ms))

@@ -157,6 +157,27 @@ class DeviceBuffer(ABC):
         return None
 
 
+class BarBuffer(DeviceBuffer):
+    """A buffer of MMIO BAR ranges: at a fixed bus address, so it never moves; its backing
+    changes only when the exporter revokes it, so the epoch is the revoke count."""
+
+    __slots__ = ()
+
+    revocations: int
+
+    @property
+    def location(self) -> str | None:
+        return "bar"
+
+    @property
+    def pinned(self) -> bool:
+        return True
+
+    @property
+    def epoch(self) -> int:
+        return self.revocations
+
+
 class Driver:
     """A driver model: what the registries know it by."""
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pinlab.drivers.base import DeviceBuffer
+from pinlab.drivers.base import BarBuffer
 from pinlab.kernel.dma_buf import (
     PAGE_SIZE,
     DmaBuf,
@@ -80,7 +80,7 @@ class RdmaUserMmapEntry:
         return self.npages * PAGE_SIZE
 
 
-class UverbsDmabuf(DeviceBuffer):
+class UverbsDmabuf(BarBuffer):
     """The exporter's private object for one dma-buf: the mmap entry, its physical range,
     the P2PDMA provider, ``revoked``, the outstanding importer mappings and the revoke count
     (the model's backing epoch)."""
@@ -107,18 +107,6 @@ class UverbsDmabuf(DeviceBuffer):
         self.revoked = False
         self.mappings = 0
         self.revocations = 0
-
-    @property
-    def location(self) -> str | None:
-        return "bar"
-
-    @property
-    def pinned(self) -> bool:
-        return True
-
-    @property
-    def epoch(self) -> int:
-        return self.revocations
 
     def __repr__(self) -> str:
         return f"<uverbs dmabuf {self.name} {self.size:#x}{' revoked' if self.revoked else ''}>"

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from pinlab.drivers.base import (
+    BarBuffer,
     BufferSource,
     DeviceBuffer,
     ExporterDriver,
@@ -104,7 +105,7 @@ class VfioRegionDmaRange:
     length: int
 
 
-class VfioPciDmaBuf(DeviceBuffer):
+class VfioPciDmaBuf(BarBuffer):
     """``struct vfio_pci_dma_buf``: one exported set of BAR ranges.
 
     ``vdev`` is None once the device closed (the buffer is orphaned); ``mappings`` is the
@@ -148,18 +149,6 @@ class VfioPciDmaBuf(DeviceBuffer):
         self.revoked_for_good = False
         self.revocations = 0
         self.mappings = 0
-
-    @property
-    def location(self) -> str | None:
-        return "bar"
-
-    @property
-    def pinned(self) -> bool:
-        return True  # MMIO at a fixed bus address never moves
-
-    @property
-    def epoch(self) -> int:
-        return self.revocations
 
     def __repr__(self) -> str:
         state = "revoked" if self.revoked else "usable"

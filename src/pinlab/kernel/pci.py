@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Self, TypeVar, cast, overload
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.pci_ids import (
@@ -45,6 +45,8 @@ from pinlab.kernel.pci_ids import (
 
 if TYPE_CHECKING:
     from pinlab.kernel.p2pdma import PciP2pdma
+
+T = TypeVar("T")
 
 __all__ = [
     "PciAcs",
@@ -432,6 +434,32 @@ class PciHostBridge(Device):
         return f"<PciHostBridge {self.name}{label} {ids}>"
 
 
+class _PlatformFact(Generic[T]):
+    """A platform fact of :class:`PciTopology` that P2PDMA consults: setting it bumps the
+    topology's :attr:`~PciTopology.generation` (the cached map types depend on it, K-84).
+    The value lives in the topology's slot named after the fact with a leading underscore."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self._slot = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = "_" + name
+
+    @overload
+    def __get__(self, topo: None, owner: type | None = None) -> Self: ...
+    @overload
+    def __get__(self, topo: PciTopology, owner: type | None = None) -> T: ...
+    def __get__(self, topo: PciTopology | None, owner: type | None = None) -> Self | T:
+        if topo is None:
+            return self
+        return cast(T, getattr(topo, self._slot))
+
+    def __set__(self, topo: PciTopology, value: T) -> None:
+        setattr(topo, self._slot, value)
+        topo._changed()
+
+
 class PciTopology:
     """A machine's PCI hierarchy plus the platform facts P2PDMA consults.
 
@@ -477,25 +505,12 @@ class PciTopology:
 
     # -- platform facts -----------------------------------------------------------------------
 
-    @property
-    def cpu_vendor(self) -> str:
+    cpu_vendor: _PlatformFact[str] = _PlatformFact(
         """CPUID vendor string of the boot CPU (``"AuthenticAMD"``, ``"GenuineIntel"``, …)."""
-        return self._cpu_vendor
-
-    @cpu_vendor.setter
-    def cpu_vendor(self, value: str) -> None:
-        self._cpu_vendor = value
-        self._changed()
-
-    @property
-    def cpu_family(self) -> int:
+    )
+    cpu_family: _PlatformFact[int] = _PlatformFact(
         """CPU family (``c->x86``), e.g. 0x15 for pre-Zen AMD, 0x17/0x19 for Zen."""
-        return self._cpu_family
-
-    @cpu_family.setter
-    def cpu_family(self, value: int) -> None:
-        self._cpu_family = value
-        self._changed()
+    )
 
     @property
     def whitelist(self) -> tuple[P2pdmaWhitelistEntry, ...]:
@@ -507,15 +522,7 @@ class PciTopology:
         self._whitelist = tuple(value)
         self._changed()
 
-    @property
-    def p2pdma_enabled(self) -> bool:
-        """``IS_ENABLED(CONFIG_PCI_P2PDMA)``."""
-        return self._p2pdma_enabled
-
-    @p2pdma_enabled.setter
-    def p2pdma_enabled(self, value: bool) -> None:
-        self._p2pdma_enabled = value
-        self._changed()
+    p2pdma_enabled: _PlatformFact[bool] = _PlatformFact("""``IS_ENABLED(CONFIG_PCI_P2PDMA)``.""")
 
     @property
     def generation(self) -> int:

@@ -86,7 +86,3 @@ def install(
     policy = DevicePinCap(max_per_device, per_device)
     policy.install(kernel)
     return policy
-
-
-def uninstall(policy: DevicePinCap) -> None:
-    policy.uninstall()

@@ -277,8 +277,3 @@ def install(
     policy = DmemPinMax(tree, dmem)
     policy.install(kernel)
     return policy
-
-
-def uninstall(policy: DmemPinMax) -> None:
-    """Stop hooking new pins (pins already charged are still uncharged through their tokens)."""
-    policy.uninstall()

@@ -151,8 +151,3 @@ def install(kernel: Kernel, tree: CgroupTree, *, dmem: DmemCgroupController | No
     policy = DmemPinning(tree, dmem)
     policy.install(kernel)
     return policy
-
-
-def uninstall(policy: DmemPinning) -> None:
-    """Stop hooking new pins (pins already charged are still returned through their tokens)."""
-    policy.uninstall()

@@ -92,7 +92,3 @@ def install(kernel: Kernel, *, device_memory_only: bool = False) -> MemlockDmabu
     policy = MemlockDmabufPins(device_memory_only=device_memory_only)
     policy.install(kernel)
     return policy
-
-
-def uninstall(policy: MemlockDmabufPins) -> None:
-    policy.uninstall()

@@ -94,7 +94,3 @@ def install(
     policy = PinVramPercent(percent, drivers)
     policy.install(kernel)
     return policy
-
-
-def uninstall(policy: PinVramPercent) -> None:
-    policy.uninstall()

@@ -117,7 +117,3 @@ def install(kernel: Kernel, devices: Iterable[TtmDevice]) -> RevocablePins:
     policy = RevocablePins()
     policy.install(kernel, devices)
     return policy
-
-
-def uninstall(policy: RevocablePins) -> None:
-    policy.uninstall()
