@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, point_errors
 from pinlab.cli.run import progress_bar, seed_arg
 
 
@@ -44,24 +44,19 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
             progress.update(task, completed=done)
 
         try:
-            outcome = advise(
-                plan,
-                out,
-                budget=args.budget,
-                seed=args.seed,
-                jobs=args.jobs,
-                dask=args.dask,
-                progress=tick,
-            )
-        except ConfigError as e:
-            raise UserError(str(e)) from None
+            with point_errors(out):
+                outcome = advise(
+                    plan,
+                    out,
+                    budget=args.budget,
+                    seed=args.seed,
+                    jobs=args.jobs,
+                    dask=args.dask,
+                    progress=tick,
+                )
         except PointError as e:
-            if e.user:
-                raise UserError(str(e)) from None
             stderr.print(f"pinlab: advise: a point failed: {e}", markup=False, highlight=False)
             return 1
-        except OSError as e:
-            raise UserError(f"--out {out}: cannot write: {e.strerror or e}") from None
     if not args.quiet:
         console.print(outcome.summary(), markup=False, highlight=False, soft_wrap=True)
         if outcome.verification is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import UserError, add_json_flag, print_json
 from pinlab.cli.run import seed_arg
 
 
@@ -118,9 +118,7 @@ def add_parsers(sub: Any) -> None:
     bench.add_argument(
         "--nodes", type=_nodes_arg, default=None, help="nodes the tool spans (perftest: 2)"
     )
-    bench.add_argument(
-        "--json", action="store_true", help="the table (without TOOL: the tools) as JSON"
-    )
+    add_json_flag(bench, "the table (without TOOL: the tools) as JSON")
     bench.add_argument(
         "tool",
         nargs="?",

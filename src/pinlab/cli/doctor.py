@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, add_json_flag, wide
 
 
 def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
@@ -44,8 +44,7 @@ def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(diagnosis_json(diagnosis), indent=2))
     else:
-        if not console.is_terminal:
-            console = Console(width=max(console.width, 120))
+        console = wide(console, 120)
         render_diagnosis(diagnosis, console)
     return diagnosis.exit_code
 
@@ -75,5 +74,5 @@ def add_parsers(sub: Any) -> None:
     doctor.add_argument(
         "--odp", action="store_true", help="the application registers with IBV_ACCESS_ON_DEMAND"
     )
-    doctor.add_argument("--json", action="store_true", help="machine-readable diagnosis")
+    add_json_flag(doctor, "machine-readable diagnosis")
     doctor.set_defaults(func=_cmd_doctor)

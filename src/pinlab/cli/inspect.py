@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, add_json_flag, wide
 
 
 def _write(what: str, path: str, write: Any) -> None:
@@ -94,8 +94,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(summary_json(report, plan, out, check), indent=2))
         return 0
-    if not console.is_terminal:  # piped or captured: full lines instead of 80 columns
-        console = Console(width=max(console.width, 120))
+    console = wide(console, 120)
     render_summary(report, plan, out, check, console)
     return 0
 
@@ -136,5 +135,5 @@ def add_parsers(sub: Any) -> None:
         help="build from pasted output instead of reading a host (lspci-tv, lspci-vvv, "
         "nvidia-smi-topo, ulimit-l, uname-r, lsmod, config, kallsyms, cpuinfo); repeatable",
     )
-    inspect.add_argument("--json", action="store_true", help="machine-readable summary")
+    add_json_flag(inspect, "machine-readable summary")
     inspect.set_defaults(func=_cmd_inspect)

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import UserError, add_json_flag, print_json, wide
 
 
 def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
@@ -25,8 +25,7 @@ def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
         return print_json(
             {"file": str(args.file), **document, "enabled": list(config.proposals.enabled())}
         )
-    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
-        console = Console(width=max(console.width, 140))
+    console = wide(console, 140)
     if config.description:
         console.print(f"[bold]{args.file}[/bold]: {config.description}", highlight=False)
     notes = {
@@ -82,9 +81,7 @@ def add_parsers(sub: Any) -> None:
         "the proposals on.",
     )
     show.add_argument("file", help="a policy file (TOML), e.g. examples/policy/desktop.toml")
-    show.add_argument(
-        "--json", action="store_true", help="machine-readable output (the file's document)"
-    )
+    add_json_flag(show, "machine-readable output (the file's document)")
     show.set_defaults(func=_cmd_policy_show)
     check = policy_sub.add_parser(
         "check",

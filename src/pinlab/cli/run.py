@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pinlab.scenarios.runner import ScenarioConfig
 
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, add_json_flag, point_errors, wide
 
 DEFAULT_OUT = "pinlab-out"
 
@@ -243,7 +243,6 @@ def _robustness(
 ) -> list[Any]:
     """``--robust``: run every plan's cases as one sweep under ``out/robust``; the
     :class:`~pinlab.sweep.robust.Robustness` of each claim."""
-    from pinlab.errors import ConfigError
     from pinlab.sweep import PointError
     from pinlab.sweep.robust import assess, count_runs, run_plans
 
@@ -255,15 +254,10 @@ def _robustness(
             progress.update(task, completed=done, total=total)
 
         try:
-            done = run_plans(plans, out, jobs=args.jobs, dask=args.dask, progress=tick)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
+            with point_errors(out, "the reruns"):
+                done = run_plans(plans, out, jobs=args.jobs, dask=args.dask, progress=tick)
         except PointError as e:
-            if e.user:
-                raise UserError(str(e)) from None
             raise UserError(f"--robust: a rerun failed: {e}") from None
-        except OSError as e:
-            raise UserError(f"--out {out}: cannot write the reruns: {e.strerror or e}") from None
     return [assess(p, done) for p in plans]
 
 
@@ -355,13 +349,19 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     plans: list[Any] = []
     quiet = args.quiet or args.json
     out = Path(args.out)
-    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
-        console = Console(width=max(console.width, 160))
+    console = wide(console)
     stderr = Console(stderr=True)
     runs_per_variant = 2 if args.compare_profile else 1
     failed: list[Verdict] = []
     suite: list[tuple[list[RunResult], Verdict]] = []
     written = 0
+    save = partial(
+        _save,
+        out=out,
+        report=not args.no_report,
+        trace_filter=args.trace_filter,
+        trace_max_events=args.trace_max_events,
+    )
     progress = progress_bar(stderr, quiet)
     reporter = _Reporter(console, progress, quiet)
     total = sum(len(variants) for _, variants in plan) * runs_per_variant
@@ -392,15 +392,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                         ref=args.scenario or cfg.name,
                     )
                 )
-            written += _save(
-                results,
-                out,
-                compare=False,
-                verdict=verdict,
-                report=not args.no_report,
-                trace_filter=args.trace_filter,
-                trace_max_events=args.trace_max_events,
-            )
+            written += save(results, compare=False, verdict=verdict)
             suite.append((results, verdict))
             if verdict.judged and not verdict.held:
                 failed.append(verdict)
@@ -413,15 +405,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                     cfg, variants, args.compare_profile, args.seed, tick
                 )
                 tick.end(len(variants))
-                written += _save(
-                    other,
-                    out,
-                    compare=True,
-                    verdict=verdict_b,
-                    report=not args.no_report,
-                    trace_filter=args.trace_filter,
-                    trace_max_events=args.trace_max_events,
-                )
+                written += save(other, compare=True, verdict=verdict_b)
                 by_variant = {r.variant: r for r in other}
                 tables: list[RenderableType] = [
                     claim_line(verdict_b, prefix=f"under profile {args.compare_profile}: "),
@@ -630,7 +614,5 @@ def add_parsers(sub: Any) -> None:
     robust.add_argument(
         "--dask", metavar="local|ADDRESS", help="run the reruns on Dask distributed"
     )
-    robust.add_argument(
-        "--json", action="store_true", help="print the robustness as JSON (no tables)"
-    )
+    add_json_flag(robust, "print the robustness as JSON (no tables)")
     run.set_defaults(func=_cmd_run)

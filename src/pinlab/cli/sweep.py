@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import UserError, add_json_flag, point_errors, print_json, wide
 from pinlab.cli.run import progress_bar
 
 if TYPE_CHECKING:
@@ -43,8 +43,7 @@ def _list_points(sweep: Sweep, console: Console) -> None:
         for row in rows:
             write("\t".join(row) + "\n")
         return
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 160))
+    console = wide(console)
     table = Table(title=title, title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
@@ -102,23 +101,18 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             progress.update(task, completed=done, total=total)
 
         try:
-            outcome = run_sweep(
-                sweep,
-                out,
-                jobs=args.jobs,
-                dask=args.dask,
-                max_points=args.max_points,
-                progress=tick,
-            )
-        except ConfigError as e:
-            raise UserError(str(e)) from None
+            with point_errors(out, "the sweep"):
+                outcome = run_sweep(
+                    sweep,
+                    out,
+                    jobs=args.jobs,
+                    dask=args.dask,
+                    max_points=args.max_points,
+                    progress=tick,
+                )
         except PointError as e:
-            if e.user:
-                raise UserError(str(e)) from None
             stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
             return 1
-        except OSError as e:
-            raise UserError(f"--out {out}: cannot write the sweep: {e.strerror or e}") from None
     analysis = outcome.analysis
     if analysis is not None and outcome.rows:
         from pinlab.report.sweep import write_sweep_report
@@ -194,6 +188,6 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="list the points and exit (only the first point is validated)",
     )
-    sweep.add_argument("--json", action="store_true", help="with --dry-run: the points as JSON")
+    add_json_flag(sweep, "with --dry-run: the points as JSON")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     sweep.set_defaults(func=_cmd_sweep)

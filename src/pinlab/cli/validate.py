@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import UserError, add_json_flag, print_json, wide
 
 
 def _list_tables(args: argparse.Namespace, console: Console) -> int:
@@ -55,8 +55,7 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
     from pinlab.errors import ConfigError
     from pinlab.validate import validate_command
 
-    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
-        console = Console(width=max(console.width, 120))
+    console = wide(console, 120)
     try:
         if args.list:
             return _list_tables(args, console)
@@ -99,5 +98,5 @@ def add_parsers(sub: Any) -> None:
     validate.add_argument(
         "--list", action="store_true", help="list the tables (id, tool, points) without running"
     )
-    validate.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_flag(validate)
     validate.set_defaults(func=_cmd_validate)
