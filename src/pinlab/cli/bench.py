@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, print_json
+from pinlab.cli.common import UserError, add_json_flag, add_set_flag, print_json
 from pinlab.cli.run import seed_arg
 
 
@@ -108,12 +108,7 @@ def add_parsers(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="a preset parameter (repeatable), e.g. --param nic=cx7 --param gpu=h200",
     )
-    bench.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a cost-model override (repeatable), e.g. --set nic.cx6.qp_msg_cost=0us",
-    )
+    add_set_flag(bench, "a cost-model override (repeatable), e.g. --set nic.cx6.qp_msg_cost=0us")
     bench.add_argument("--seed", type=seed_arg, default=0, help="seed of every random draw")
     bench.add_argument(
         "--nodes", type=_nodes_arg, default=None, help="nodes the tool spans (perftest: 2)"

@@ -20,6 +20,8 @@ __all__ = [
     "UserError",
     "add_json_flag",
     "add_listing",
+    "add_set_flag",
+    "add_workers",
     "point_errors",
     "print_json",
     "print_table",
@@ -69,6 +71,21 @@ def add_json_flag(parser: Any, help: str = "machine-readable output") -> None:
     """The ``--json`` flag of ``parser`` (a parser or an argument group): the command's output
     as :func:`print_json` prints it; ``help`` says what that output holds."""
     parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_set_flag(parser: Any, help: str) -> None:
+    """The repeatable ``--set KEY=VALUE`` of ``parser``: one override a line (a scenario field,
+    a cost-model parameter: ``help`` says which)."""
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help=help)
+
+
+def add_workers(
+    parser: Any, *, jobs: str = "local worker processes (default: CPU count)", dask: str
+) -> None:
+    """``--jobs N`` and ``--dask local|ADDRESS`` of ``parser``: where a command's points run,
+    a local process pool or a Dask cluster (pinlab.sweep); ``jobs`` and ``dask`` their help."""
+    parser.add_argument("--jobs", type=int, metavar="N", help=jobs)
+    parser.add_argument("--dask", metavar="local|ADDRESS", help=dask)
 
 
 def add_listing(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,14 @@ if TYPE_CHECKING:
     from pinlab.scenarios.runner import ScenarioConfig
 
 
-from pinlab.cli.common import UserError, add_json_flag, point_errors, wide
+from pinlab.cli.common import (
+    UserError,
+    add_json_flag,
+    add_set_flag,
+    add_workers,
+    point_errors,
+    wide,
+)
 
 DEFAULT_OUT = "pinlab-out"
 
@@ -246,18 +254,14 @@ def _robustness(
     from pinlab.sweep import PointError
     from pinlab.sweep.robust import assess, count_runs, run_plans
 
-    progress = progress_bar(stderr, args.quiet)
-    with progress:
-        task = progress.add_task("robustness", total=count_runs(plans))
-
-        def tick(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        try:
-            with point_errors(out, "the reruns"):
-                done = run_plans(plans, out, jobs=args.jobs, dask=args.dask, progress=tick)
-        except PointError as e:
-            raise UserError(f"--robust: a rerun failed: {e}") from None
+    try:
+        with (
+            progress_ticks(stderr, args.quiet, "robustness", count_runs(plans)) as tick,
+            point_errors(out, "the reruns"),
+        ):
+            done = run_plans(plans, out, jobs=args.jobs, dask=args.dask, progress=tick)
+    except PointError as e:
+        raise UserError(f"--robust: a rerun failed: {e}") from None
     return [assess(p, done) for p in plans]
 
 
@@ -288,6 +292,23 @@ def progress_bar(stderr: Console, quiet: bool) -> Progress:
         redirect_stderr=False,
         disable=quiet or not stderr.is_terminal,
     )
+
+
+@contextmanager
+def progress_ticks(
+    stderr: Console, quiet: bool, label: str, total: int
+) -> Iterator[Callable[..., None]]:
+    """A :func:`progress_bar` of the one task ``label`` over ``total`` steps, shown while the
+    block runs; yields ``tick(done, total=None)``, the progress callback that moves it (and
+    sets a total known only once running, as a resumed sweep's)."""
+    progress = progress_bar(stderr, quiet)
+    with progress:
+        task = progress.add_task(label, total=total)
+
+        def tick(done: int, total: int | None = None) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield tick
 
 
 def _save(
@@ -534,12 +555,7 @@ def add_parsers(sub: Any) -> None:
         metavar="P",
         help=f"kernel profile overriding the scenario's ({', '.join(PRESETS)})",
     )
-    run.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="override a scenario field, e.g. --set scenario.duration=30s (repeatable)",
-    )
+    add_set_flag(run, "override a scenario field, e.g. --set scenario.duration=30s (repeatable)")
     run.add_argument("--seed", type=seed_arg, metavar="N", help="the run seed")
     run.add_argument(
         "--platform",
@@ -608,11 +624,10 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="Latin-hypercube points per scenario (default 4; 0: range ends only)",
     )
-    robust.add_argument(
-        "--jobs", type=int, metavar="N", help="local worker processes for the reruns"
-    )
-    robust.add_argument(
-        "--dask", metavar="local|ADDRESS", help="run the reruns on Dask distributed"
+    add_workers(
+        robust,
+        jobs="local worker processes for the reruns",
+        dask="run the reruns on Dask distributed",
     )
     add_json_flag(robust, "print the robustness as JSON (no tables)")
     run.set_defaults(func=_cmd_run)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from pinlab.cli.common import UserError, add_json_flag, point_errors, print_json, wide
-from pinlab.cli.run import progress_bar
+from pinlab.cli.common import UserError, add_json_flag, add_workers, point_errors, print_json, wide
+from pinlab.cli.run import progress_ticks
 
 if TYPE_CHECKING:
     from pinlab.sweep import Sweep
@@ -93,26 +93,22 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 0
     out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
     stderr = Console(stderr=True)
-    progress = progress_bar(stderr, args.quiet)
-    with progress:
-        task = progress.add_task(f"sweep {sweep.name}", total=len(sweep.points))
-
-        def tick(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        try:
-            with point_errors(out, "the sweep"):
-                outcome = run_sweep(
-                    sweep,
-                    out,
-                    jobs=args.jobs,
-                    dask=args.dask,
-                    max_points=args.max_points,
-                    progress=tick,
-                )
-        except PointError as e:
-            stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
-            return 1
+    try:
+        with (
+            progress_ticks(stderr, args.quiet, f"sweep {sweep.name}", len(sweep.points)) as tick,
+            point_errors(out, "the sweep"),
+        ):
+            outcome = run_sweep(
+                sweep,
+                out,
+                jobs=args.jobs,
+                dask=args.dask,
+                max_points=args.max_points,
+                progress=tick,
+            )
+    except PointError as e:
+        stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
+        return 1
     analysis = outcome.analysis
     if analysis is not None and outcome.rows:
         from pinlab.report.sweep import write_sweep_report
@@ -172,13 +168,9 @@ def add_parsers(sub: Any) -> None:
     sweep.add_argument(
         "--out", metavar="DIR", help="results directory (default pinlab-sweeps/<name>)"
     )
-    sweep.add_argument(
-        "--jobs", type=int, metavar="N", help="local worker processes (default: CPU count)"
-    )
-    sweep.add_argument(
-        "--dask",
-        metavar="local|ADDRESS",
-        help="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
+    add_workers(
+        sweep,
+        dask="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
     )
     sweep.add_argument(
         "--max-points", type=int, metavar="N", help="run at most N unfinished points, then stop"
