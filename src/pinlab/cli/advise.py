@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_set_flag, add_workers, point_errors
+from pinlab.cli.common import UserError, add_set_flag, add_workers, as_user_error, point_errors
 from pinlab.cli.run import progress_ticks, seed_arg
 
 
@@ -19,12 +19,11 @@ def _positive(option: str, value: int | None) -> None:
 
 def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
     from pinlab.advise import advise, prepare
-    from pinlab.errors import ConfigError
     from pinlab.sweep import PointError
 
     _positive("--budget", args.budget)
     _positive("--jobs", args.jobs)
-    try:
+    with as_user_error():
         plan = prepare(
             args.scenario,
             args.protect or [],
@@ -32,8 +31,6 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
             variant=args.variant,
             sets=args.set or [],
         )
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     out = Path(args.out)
     stderr = Console(stderr=True)
     try:

@@ -22,6 +22,7 @@ __all__ = [
     "add_listing",
     "add_set_flag",
     "add_workers",
+    "as_user_error",
     "point_errors",
     "print_json",
     "print_table",
@@ -36,6 +37,20 @@ class UserError(Exception):
 
 Command = Callable[[argparse.Namespace, Console], int]
 """A subcommand: parsed arguments and the console in, exit status out."""
+
+
+@contextmanager
+def as_user_error(*kinds: type[Exception]) -> Iterator[None]:
+    """Within: an exception of ``kinds`` (by default ``ConfigError``: bad input found while
+    reading it, its message already the one line naming file, field, expected and found) is
+    the user's mistake, a :class:`UserError` with that message."""
+    from pinlab.errors import ConfigError
+
+    caught = kinds or (ConfigError,)
+    try:
+        yield
+    except caught as e:
+        raise UserError(str(e)) from None
 
 
 @contextmanager

@@ -29,7 +29,15 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from pinlab.cli.common import Command, UserError, add_listing, print_json, print_table, wide
+from pinlab.cli.common import (
+    Command,
+    UserError,
+    add_listing,
+    as_user_error,
+    print_json,
+    print_table,
+    wide,
+)
 
 __all__ = ["add_parsers"]
 
@@ -352,16 +360,13 @@ def _cmd_params(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_metrics(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
     from pinlab.scenarios.catalog import domain_text, merged
     from pinlab.scenarios.claimfns import CLAIM_FUNCTIONS
 
-    try:
+    with as_user_error():
         cfg = runner.load_scenario(args.scenario)
         catalogs = {v: cfg.catalog(v) for v in cfg.variants}
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     variants = list(catalogs)
     entries = merged(catalogs)
     domains: dict[str, Any] = {}

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, wide
+from pinlab.cli.common import UserError, add_json_flag, as_user_error, wide
 
 
 def _write(what: str, path: str, write: Any) -> None:
@@ -44,7 +44,6 @@ def _pastes(items: list[str]) -> dict[str, str]:
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     import json
 
-    from pinlab.errors import ConfigError
     from pinlab.inspect import (
         check_platform,
         inspect_host,
@@ -60,10 +59,8 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
 
     out = Path(args.out)
     if args.paste:
-        try:
+        with as_user_error():
             snap = snapshot_from_pastes(_pastes(args.paste))
-        except ConfigError as e:
-            raise UserError(str(e)) from None
         plan = snap.plan()
         report = None
         source = snap.source

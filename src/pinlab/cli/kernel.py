@@ -8,7 +8,15 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, add_listing, print_json, print_table, wide
+from pinlab.cli.common import (
+    UserError,
+    add_json_flag,
+    add_listing,
+    as_user_error,
+    print_json,
+    print_table,
+    wide,
+)
 from pinlab.kernel.profile import DEFAULT_PROFILE, NEXT_SOURCES, PRESETS, KernelProfile
 
 
@@ -145,19 +153,15 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
         render_matrix,
     )
 
-    try:
+    with as_user_error(ValueError):
         profile = matrix_profile(args.profile, bool(args.move_notify))
-    except ValueError as e:
-        raise UserError(str(e)) from None
     alt = None
     proposals = tuple(args.proposal or ())
-    try:
+    with as_user_error(ValueError):
         if args.move_notify is None:  # neither flag: both settings where the option exists
             matrix, alt = build_matrix_pair(args.profile, proposals)
         else:
             matrix = build_matrix(profile, proposals)
-    except ValueError as e:
-        raise UserError(str(e)) from None
     if args.json:
         data = matrix.to_json()
         if alt is not None:

@@ -7,19 +7,16 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, print_json, wide
+from pinlab.cli.common import add_json_flag, as_user_error, print_json, wide
 
 
 def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.errors import ConfigError
     from pinlab.policy.config import load_policy, preview_policy
     from pinlab.policy.render import render_policy
 
-    try:
+    with as_user_error():
         config = load_policy(args.file)
         applied = preview_policy(config, args.file)
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     if args.json:
         document = config.model_dump(mode="json", by_alias=True)
         return print_json(
@@ -48,14 +45,11 @@ def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.errors import ConfigError
     from pinlab.policy.config import load_policy, preview_policy
 
-    try:
+    with as_user_error():
         config = load_policy(args.file)
         preview_policy(config, args.file)
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     on = ", ".join(config.proposals.enabled()) or "none"
     print(
         f"{args.file}: ok -- {len(config.cgroup_paths())} cgroups, {len(config.users)} users, "

@@ -31,6 +31,7 @@ from pinlab.cli.common import (
     add_json_flag,
     add_set_flag,
     add_workers,
+    as_user_error,
     point_errors,
     wide,
 )
@@ -102,10 +103,8 @@ def _load_configs(
     if maps and platform is not None:
         from pinlab.inspect.fit import parse_maps, resolve_maps
 
-        try:
+        with as_user_error():
             extra["rename"] = resolve_maps(parse_maps(maps), platform)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
     configs = []
     for name in names:
         try:
@@ -224,10 +223,9 @@ def _run_scenario(
 ) -> tuple[list[RunResult], Verdict]:
     """``runner.run_scenario``, its configuration errors as one-line user errors. With
     ``reads`` (``--robust``), each variant's cost-parameter reads are recorded into it."""
-    from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
-    try:
+    with as_user_error():
         if reads is not None:
             from pinlab.sweep.robust import run_nominal
 
@@ -239,8 +237,6 @@ def _run_scenario(
         return runner.run_scenario(
             cfg, variants=variants, profile=profile, seed=seed, progress=tick
         )
-    except ConfigError as e:
-        raise UserError(str(e)) from None
 
 
 def _robustness(

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from pinlab.cli.common import UserError, add_json_flag, add_workers, point_errors, print_json, wide
+from pinlab.cli.common import (
+    UserError,
+    add_json_flag,
+    add_workers,
+    as_user_error,
+    point_errors,
+    print_json,
+    wide,
+)
 from pinlab.cli.run import progress_ticks
 
 if TYPE_CHECKING:
@@ -73,13 +81,10 @@ def points_json(sweep: Sweep) -> dict[str, Any]:
 
 def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """``pinlab sweep SWEEP.toml``: expand, run the unfinished points, write the table."""
-    from pinlab.errors import ConfigError
     from pinlab.sweep import PointError, load_sweep, run_sweep
 
-    try:
+    with as_user_error():
         sweep = load_sweep(args.file, validate_points=not args.dry_run)
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
     if args.max_points is not None and args.max_points < 0:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, print_json, wide
+from pinlab.cli.common import add_json_flag, as_user_error, print_json, wide
 
 
 def _list_tables(args: argparse.Namespace, console: Console) -> int:
@@ -52,11 +52,10 @@ def _list_tables(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
     """:func:`pinlab.validate.validate_command`, its bad input as the one-line user error."""
-    from pinlab.errors import ConfigError
     from pinlab.validate import validate_command
 
     console = wide(console, 120)
-    try:
+    with as_user_error():
         if args.list:
             return _list_tables(args, console)
         return validate_command(
@@ -67,8 +66,6 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
             out=args.out,
             as_json=args.json,
         )
-    except ConfigError as e:
-        raise UserError(str(e)) from None
 
 
 def add_parsers(sub: Any) -> None:
