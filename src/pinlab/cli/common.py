@@ -1,6 +1,8 @@
-"""What every ``pinlab`` subcommand shares: the one-line user error, the command type, the
-``--json`` flag and its printing, the console widened for a pipe, the declaration of a listing
-command, the table it prints and the walk of the subcommand tree."""
+"""What every ``pinlab`` subcommand shares: the one-line user error and the shaping of bad
+input (and of failed points) into it, the command type, the options several commands declare
+alike (``--json``, ``--set``, ``--jobs``/``--dask``), the printing of ``--json``, the console
+widened for a pipe, the declaration of a listing command, the table it prints and the walk of
+the subcommand tree."""
 
 from __future__ import annotations
 
