@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
-from pinlab.cli.run import progress_bar, seed_arg
+from pinlab.cli.common import UserError, add_set_flag, add_workers, as_user_error, point_errors
+from pinlab.cli.run import progress_ticks, seed_arg
 
 
 def _positive(option: str, value: int | None) -> None:
@@ -19,12 +19,11 @@ def _positive(option: str, value: int | None) -> None:
 
 def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
     from pinlab.advise import advise, prepare
-    from pinlab.errors import ConfigError
     from pinlab.sweep import PointError
 
     _positive("--budget", args.budget)
     _positive("--jobs", args.jobs)
-    try:
+    with as_user_error():
         plan = prepare(
             args.scenario,
             args.protect or [],
@@ -32,18 +31,13 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
             variant=args.variant,
             sets=args.set or [],
         )
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     out = Path(args.out)
     stderr = Console(stderr=True)
-    progress = progress_bar(stderr, args.quiet)
-    with progress:
-        task = progress.add_task(f"advise {plan.cfg.name}", total=args.budget)
-
-        def tick(done: int) -> None:
-            progress.update(task, completed=done)
-
-        try:
+    try:
+        with (
+            progress_ticks(stderr, args.quiet, f"advise {plan.cfg.name}", args.budget) as tick,
+            point_errors(out),
+        ):
             outcome = advise(
                 plan,
                 out,
@@ -53,15 +47,9 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
                 dask=args.dask,
                 progress=tick,
             )
-        except ConfigError as e:
-            raise UserError(str(e)) from None
-        except PointError as e:
-            if e.user:
-                raise UserError(str(e)) from None
-            stderr.print(f"pinlab: advise: a point failed: {e}", markup=False, highlight=False)
-            return 1
-        except OSError as e:
-            raise UserError(f"--out {out}: cannot write: {e.strerror or e}") from None
+    except PointError as e:
+        stderr.print(f"pinlab: advise: a point failed: {e}", markup=False, highlight=False)
+        return 1
     if not args.quiet:
         console.print(outcome.summary(), markup=False, highlight=False, soft_wrap=True)
         if outcome.verification is not None:
@@ -119,16 +107,8 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="the optimiser's seed (default 1): same seed, same files",
     )
-    p.add_argument(
-        "--jobs", type=int, metavar="N", help="local worker processes (default: CPU count)"
-    )
-    p.add_argument("--dask", metavar="local|ADDRESS", help="run the points on Dask distributed")
-    p.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="override a scenario field for every point, e.g. --set scenario.duration=20s",
-    )
+    add_workers(p, dask="run the points on Dask distributed")
+    add_set_flag(p, "override a scenario field for every point, e.g. --set scenario.duration=20s")
     p.add_argument("--out", required=True, metavar="DIR", help="where to write the advice")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     p.set_defaults(func=_cmd_advise)

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import UserError, add_json_flag, add_set_flag, as_user_error, print_json
 from pinlab.cli.run import seed_arg
 
 
@@ -46,7 +46,6 @@ def _list_tools(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
     from pinlab.bench import run_bench
-    from pinlab.errors import ConfigError
 
     if args.tool is None:
         return _list_tools(args, console)
@@ -57,7 +56,7 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
         if not sep or not key:
             raise UserError(f"--param {item}: expected key=value, found no '='")
         params[key.strip()] = _param_value(value.strip())
-    try:
+    with as_user_error():
         table = run_bench(
             args.tool,
             list(args.args),
@@ -67,8 +66,6 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
             sets=tuple(args.set or ()),
             seed=args.seed,
         )
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     if args.json:
         data = dataclasses.asdict(table)
         data["meta"] = dict(table.meta)
@@ -108,19 +105,12 @@ def add_parsers(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="a preset parameter (repeatable), e.g. --param nic=cx7 --param gpu=h200",
     )
-    bench.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a cost-model override (repeatable), e.g. --set nic.cx6.qp_msg_cost=0us",
-    )
+    add_set_flag(bench, "a cost-model override (repeatable), e.g. --set nic.cx6.qp_msg_cost=0us")
     bench.add_argument("--seed", type=seed_arg, default=0, help="seed of every random draw")
     bench.add_argument(
         "--nodes", type=_nodes_arg, default=None, help="nodes the tool spans (perftest: 2)"
     )
-    bench.add_argument(
-        "--json", action="store_true", help="the table (without TOOL: the tools) as JSON"
-    )
+    add_json_flag(bench, "the table (without TOOL: the tools) as JSON")
     bench.add_argument(
         "tool",
         nargs="?",

@@ -1,17 +1,36 @@
-"""What every ``pinlab`` subcommand shares: the one-line user error, the command type, the
-printing of ``--json`` and the walk of the subcommand tree."""
+"""What every ``pinlab`` subcommand shares: the one-line user error and the shaping of bad
+input (and of failed points) into it, the command type, the options several commands declare
+alike (``--json``, ``--set``, ``--jobs``/``--dask``), the printing of ``--json``, the console
+widened for a pipe, the declaration of a listing command, the table it prints and the walk of
+the subcommand tree."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.table import Table
 
-__all__ = ["Command", "UserError", "print_json", "subcommands"]
+__all__ = [
+    "Command",
+    "UserError",
+    "add_json_flag",
+    "add_listing",
+    "add_set_flag",
+    "add_workers",
+    "as_user_error",
+    "point_errors",
+    "print_json",
+    "print_table",
+    "subcommands",
+    "wide",
+]
 
 
 class UserError(Exception):
@@ -22,11 +41,113 @@ Command = Callable[[argparse.Namespace, Console], int]
 """A subcommand: parsed arguments and the console in, exit status out."""
 
 
+@contextmanager
+def as_user_error(*kinds: type[Exception]) -> Iterator[None]:
+    """Within: an exception of ``kinds`` (by default ``ConfigError``: bad input found while
+    reading it, its message already the one line naming file, field, expected and found) is
+    the user's mistake, a :class:`UserError` with that message."""
+    from pinlab.errors import ConfigError
+
+    caught = kinds or (ConfigError,)
+    try:
+        yield
+    except caught as e:
+        raise UserError(str(e)) from None
+
+
+@contextmanager
+def point_errors(out: Path, writing: str = "") -> Iterator[None]:
+    """Around running points (a sweep's, an advice's, ``--robust`` reruns): a configuration
+    error -- of the whole, or of one point (``PointError.user``) -- and an unwritable ``out``
+    (``--out OUT: cannot write WRITING: ...``) are the user's, a :class:`UserError`; a point
+    that failed otherwise goes on as its ``PointError``, for the command to report."""
+    from pinlab.errors import ConfigError
+    from pinlab.sweep import PointError
+
+    try:
+        yield
+    except ConfigError as e:
+        raise UserError(str(e)) from None
+    except PointError as e:
+        if e.user:
+            raise UserError(str(e)) from None
+        raise
+    except OSError as e:
+        what = f" {writing}" if writing else ""
+        raise UserError(f"--out {out}: cannot write{what}: {e.strerror or e}") from None
+
+
 def print_json(data: Any) -> int:
     """Print ``data`` as the ``--json`` of a command (indented, one document, a newline at the
     end; values JSON cannot hold as their text) and return exit status 0."""
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     return 0
+
+
+def add_json_flag(parser: Any, help: str = "machine-readable output") -> None:
+    """The ``--json`` flag of ``parser`` (a parser or an argument group): the command's output
+    as :func:`print_json` prints it; ``help`` says what that output holds."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_set_flag(parser: Any, help: str) -> None:
+    """The repeatable ``--set KEY=VALUE`` of ``parser``: one override a line (a scenario field,
+    a cost-model parameter: ``help`` says which)."""
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help=help)
+
+
+def add_workers(
+    parser: Any, *, jobs: str = "local worker processes (default: CPU count)", dask: str
+) -> None:
+    """``--jobs N`` and ``--dask local|ADDRESS`` of ``parser``: where a command's points run,
+    a local process pool or a Dask cluster (pinlab.sweep); ``jobs`` and ``dask`` their help."""
+    parser.add_argument("--jobs", type=int, metavar="N", help=jobs)
+    parser.add_argument("--dask", metavar="local|ADDRESS", help=dask)
+
+
+def add_listing(
+    sub: Any,
+    name: str,
+    func: Command,
+    *,
+    help: str,
+    description: str,
+    json_help: str = "machine-readable output",
+) -> argparse.ArgumentParser:
+    """Declare the subcommand ``name`` of ``sub`` that lists something: run by ``func``, with
+    a ``--json`` flag; the caller adds its positional arguments to the parser returned."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    add_json_flag(parser, json_help)
+    parser.set_defaults(func=func)
+    return parser
+
+
+def wide(console: Console, width: int = 160) -> Console:
+    """``console``, or when it is piped or captured one at least ``width`` columns wide: full
+    rows instead of rows wrapped at 80 columns."""
+    return console if console.is_terminal else Console(width=max(console.width, width))
+
+
+def print_table(
+    console: Console,
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[RenderableType]],
+    *,
+    no_wrap: int = 1,
+    right: Collection[str] = (),
+) -> None:
+    """Print a listing: a table titled ``title`` (on the left) with ``columns``, the first
+    ``no_wrap`` of them (the names a reader looks up) never wrapped and those in ``right``
+    (counts) right-justified, one line per row of ``rows``."""
+    table = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        table.add_column(
+            column, no_wrap=i < no_wrap, justify="right" if column in right else "left"
+        )
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 def subcommands(

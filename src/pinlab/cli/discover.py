@@ -23,20 +23,86 @@ import inspect
 import sys
 import types
 import typing
+from collections.abc import Callable, Collection
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import (
+    Command,
+    UserError,
+    add_listing,
+    as_user_error,
+    print_json,
+    print_table,
+    wide,
+)
 
 __all__ = ["add_parsers"]
 
 
-def _wide(console: Console) -> Console:
-    """Piped or captured: full rows instead of 80 columns."""
-    return console if console.is_terminal else Console(width=max(console.width, 160))
+PLUGIN_REGISTRIES: dict[str, tuple[str, str]] = {
+    "pinlab.exporters": ("pinlab.drivers", "EXPORTERS"),
+    "pinlab.importers": ("pinlab.drivers", "IMPORTERS"),
+    "pinlab.workloads": ("pinlab.sim.workloads", "WORKLOADS"),
+    "pinlab.presets": ("pinlab.platform", "PRESETS"),
+    "pinlab.claim_functions": ("pinlab.scenarios.claimfns", "CLAIM_FUNCTIONS"),
+}
+"""The registry (module, name) each entry-point group of :data:`pinlab.plugins.GROUPS` fills."""
+
+
+def _registry(group: str) -> Collection[str]:
+    """The registry the entry-point ``group`` fills (its names), loading its plugins."""
+    import importlib
+
+    module, attr = PLUGIN_REGISTRIES[group]
+    names: Collection[str] = getattr(importlib.import_module(module), attr)
+    return names
+
+
+def _registry_command(
+    group: str,
+    info: Callable[[str], dict[str, Any]],
+    render: Callable[[dict[str, Any], Console], None],
+    *,
+    command: str,
+    what: str,
+    title: str,
+    summary: str,
+) -> Command:
+    """``pinlab COMMAND [NAME] [--json]`` over the registry the plugin ``group`` fills
+    (workloads, platform presets): without NAME each entry's ``info`` as JSON, or a table
+    titled ``title`` of its name, number of parameters and summary (the column headed
+    ``summary``); with NAME, one in the registry, its info as JSON or drawn by ``render``. The
+    registry is read when the command runs: reading it loads its plugins."""
+
+    def run(args: argparse.Namespace, console: Console) -> int:
+        names = _registry(group)
+        console = wide(console)
+        if args.name is None:
+            infos = [info(n) for n in names]
+            if args.json:
+                return print_json(infos)
+            print_table(
+                console,
+                title,
+                ("name", "parameters", summary),
+                ((i["name"], str(len(i["params"])), escape(i["summary"])) for i in infos),
+                right=("parameters",),
+            )
+            return 0
+        if args.name not in names:
+            raise UserError(
+                f"{command}: expected a {what} ({', '.join(names)}), found {args.name!r}"
+            )
+        entry = info(args.name)
+        if args.json:
+            return print_json(entry)
+        render(entry, console)
+        return 0
+
+    return run
 
 
 # -- scenarios ----------------------------------------------------------------------------------
@@ -55,15 +121,13 @@ def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
         rows.append((name, camp, claim))
     if args.json:
         return print_json([{"name": n, "camp": c, "claim": s} for n, c, s in rows])
-    table = Table(title="built-in scenarios (pinlab run NAME)", title_justify="left")
-    table.add_column("name", no_wrap=True)
     with_camp = any(camp for _, camp, _ in rows)
-    if with_camp:
-        table.add_column("camp")
-    table.add_column("claim")
-    for name, camp, claim in rows:
-        table.add_row(name, *((camp,) if with_camp else ()), claim)
-    _wide(console).print(table)
+    print_table(
+        wide(console),
+        "built-in scenarios (pinlab run NAME)",
+        ("name", "camp", "claim") if with_camp else ("name", "claim"),
+        ((name, camp, claim) if with_camp else (name, claim) for name, camp, claim in rows),
+    )
     return 0
 
 
@@ -175,58 +239,43 @@ def workload_info(name: str) -> dict[str, Any]:
     }
 
 
-def _cmd_workloads(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.sim.workloads import WORKLOADS
-
-    console = _wide(console)
-    if args.name is None:
-        if args.json:
-            return print_json([workload_info(n) for n in WORKLOADS])
-        table = Table(title="workloads (pinlab workloads NAME)", title_justify="left")
-        table.add_column("name", no_wrap=True)
-        table.add_column("parameters", justify="right")
-        table.add_column("what it does")
-        for name, wd in WORKLOADS.items():
-            table.add_row(name, str(len(wd.params.model_fields) - 1), wd.summary)
-        console.print(table)
-        return 0
-    if args.name not in WORKLOADS:
-        raise UserError(
-            f"workloads: expected a workload ({', '.join(WORKLOADS)}), found {args.name!r}"
-        )
-    info = workload_info(args.name)
-    if args.json:
-        return print_json(info)
-    table = Table(
-        title=escape(f"{args.name}: {info['summary']} (params = {{ ... }} of a [[tenants]] entry)"),
-        title_justify="left",
+def _render_workload(info: dict[str, Any], console: Console) -> None:
+    name = info["name"]
+    print_table(
+        console,
+        escape(f"{name}: {info['summary']} (params = {{ ... }} of a [[tenants]] entry)"),
+        ("parameter", "type", "unit", "default", "names a", "description"),
+        (
+            (
+                p["name"],
+                p["type"],
+                p["unit"],
+                str(p["default"]),
+                p["refers_to"] or "",
+                p["description"]
+                + (f" ({', '.join(p['constraints'])})" if p["constraints"] else ""),
+            )
+            for p in info["params"]
+        ),
     )
-    for column in ("parameter", "type", "unit", "default", "names a", "description"):
-        table.add_column(column, no_wrap=column == "parameter")
-    for p in info["params"]:
-        description = p["description"] + (
-            f" ({', '.join(p['constraints'])})" if p["constraints"] else ""
-        )
-        table.add_row(
-            p["name"],
-            p["type"],
-            p["unit"],
-            str(p["default"]),
-            p["refers_to"] or "",
-            description,
-        )
-    console.print(table)
-    metrics = Table(
-        title=f"what {args.name} reports besides every tenant's metrics "
+    print_table(
+        console,
+        f"what {name} reports besides every tenant's metrics "
         "(tenant.<name>.<metric>; pinlab metrics SCENARIO lists them all)",
-        title_justify="left",
+        ("metric", "unit", "description"),
+        ((m["name"], m["unit"], m["description"]) for m in info["metrics"]),
     )
-    for column in ("metric", "unit", "description"):
-        metrics.add_column(column, no_wrap=column == "metric")
-    for m in info["metrics"]:
-        metrics.add_row(m["name"], m["unit"], m["description"])
-    console.print(metrics)
-    return 0
+
+
+_cmd_workloads = _registry_command(
+    "pinlab.workloads",
+    workload_info,
+    _render_workload,
+    command="workloads",
+    what="workload",
+    title="workloads (pinlab workloads NAME)",
+    summary="what it does",
+)
 
 
 # -- params ---------------------------------------------------------------------------------------
@@ -284,20 +333,26 @@ def _cmd_params(args: argparse.Namespace, console: Console) -> int:
                 for p in params
             ]
         )
-    table = Table(
-        title=escape(
+    print_table(
+        wide(console),
+        escape(
             f"cost parameters{'' if pattern == '*' else f' matching {pattern}'} "
             f"({len(params)}; override with [cost] or --set cost.KEY=VALUE)"
         ),
-        title_justify="left",
+        ("key", "value", "range", "confidence", "source", "description"),
+        (
+            (
+                p.key,
+                p.text,
+                _range_text(p),
+                p.confidence + (f" [{p.marker}]" if p.marker else ""),
+                f"{p.section} {p.source}".strip(),
+                p.description,
+            )
+            for p in params
+        ),
+        no_wrap=2,
     )
-    for column in ("key", "value", "range", "confidence", "source", "description"):
-        table.add_column(column, no_wrap=column in ("key", "value"))
-    for p in params:
-        source = f"{p.section} {p.source}".strip()
-        marker = f" [{p.marker}]" if p.marker else ""
-        table.add_row(p.key, p.text, _range_text(p), p.confidence + marker, source, p.description)
-    _wide(console).print(table)
     return 0
 
 
@@ -305,16 +360,13 @@ def _cmd_params(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_metrics(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
     from pinlab.scenarios.catalog import domain_text, merged
     from pinlab.scenarios.claimfns import CLAIM_FUNCTIONS
 
-    try:
+    with as_user_error():
         cfg = runner.load_scenario(args.scenario)
         catalogs = {v: cfg.catalog(v) for v in cfg.variants}
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     variants = list(catalogs)
     entries = merged(catalogs)
     domains: dict[str, Any] = {}
@@ -336,21 +388,22 @@ def _cmd_metrics(args: argparse.Namespace, console: Console) -> int:
                 "functions": functions,
             }
         )
-    console = _wide(console)
-    table = Table(
-        title=escape(
-            f"{cfg.name}: the metrics a [claim] can use (variants: {', '.join(variants)})"
+    console = wide(console)
+    print_table(
+        console,
+        escape(f"{cfg.name}: the metrics a [claim] can use (variants: {', '.join(variants)})"),
+        ("metric", "unit", "reported", "variants", "description"),
+        (
+            (
+                escape(entry.name),
+                entry.unit,
+                entry.reported,
+                "all" if len(vs) == len(variants) else ", ".join(vs),
+                escape(entry.description),
+            )
+            for entry, vs in entries
         ),
-        title_justify="left",
     )
-    for column in ("metric", "unit", "reported", "variants", "description"):
-        table.add_column(column, no_wrap=column == "metric")
-    for entry, vs in entries:
-        shown = "all" if len(vs) == len(variants) else ", ".join(vs)
-        table.add_row(
-            escape(entry.name), entry.unit, entry.reported, shown, escape(entry.description)
-        )
-    console.print(table)
     for key, text in domain_text(domains).items():
         console.print(f"<{key}>: {text}", markup=False, highlight=False)
     console.print(
@@ -411,55 +464,38 @@ def preset_info(name: str) -> dict[str, Any]:
     }
 
 
-def _cmd_platforms(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.platform import PRESETS
-
-    console = _wide(console)
-    if args.name is None:
-        if args.json:
-            return print_json([preset_info(n) for n in PRESETS])
-        table = Table(title="platform presets (pinlab platforms NAME)", title_justify="left")
-        table.add_column("name", no_wrap=True)
-        table.add_column("parameters", justify="right")
-        table.add_column("what it models")
-        for name in PRESETS:
-            info = preset_info(name)
-            table.add_row(name, str(len(info["params"])), escape(info["summary"]))
-        console.print(table)
-        return 0
-    if args.name not in PRESETS:
-        raise UserError(f"platforms: expected a preset ({', '.join(PRESETS)}), found {args.name!r}")
-    info = preset_info(args.name)
-    if args.json:
-        return print_json(info)
-    console.print(f"{args.name}: {info['description']}", markup=False, highlight=False)
-    table = Table(
-        title=f"parameters (params = {{ ... }} of a platform file with preset = {args.name!r})",
-        title_justify="left",
+def _render_preset(info: dict[str, Any], console: Console) -> None:
+    name = info["name"]
+    console.print(f"{name}: {info['description']}", markup=False, highlight=False)
+    print_table(
+        console,
+        f"parameters (params = {{ ... }} of a platform file with preset = {name!r})",
+        ("parameter", "type", "default"),
+        (
+            (
+                p["name"],
+                escape(p["type"]),
+                escape("(required)" if p["required"] else str(_default_text(p["default"]))),
+            )
+            for p in info["params"]
+        ),
     )
-    for column in ("parameter", "type", "default"):
-        table.add_column(column, no_wrap=column == "parameter")
-    for p in info["params"]:
-        default = "(required)" if p["required"] else str(_default_text(p["default"]))
-        table.add_row(p["name"], escape(p["type"]), escape(default))
-    console.print(table)
-    return 0
 
 
-PLUGIN_REGISTRIES: dict[str, tuple[str, str]] = {
-    "pinlab.exporters": ("pinlab.drivers", "EXPORTERS"),
-    "pinlab.importers": ("pinlab.drivers", "IMPORTERS"),
-    "pinlab.workloads": ("pinlab.sim.workloads", "WORKLOADS"),
-    "pinlab.presets": ("pinlab.platform", "PRESETS"),
-    "pinlab.claim_functions": ("pinlab.scenarios.claimfns", "CLAIM_FUNCTIONS"),
-}
-"""The registry (module, name) each entry-point group of :data:`pinlab.plugins.GROUPS` fills."""
+_cmd_platforms = _registry_command(
+    "pinlab.presets",
+    preset_info,
+    _render_preset,
+    command="platforms",
+    what="preset",
+    title="platform presets (pinlab platforms NAME)",
+    summary="what it models",
+)
 
 
 def plugins_info() -> list[dict[str, Any]]:
     """Per plugin group: its registry, the built-in names and the installed entry points.
     Reading each registry loads its plugins, so a broken one is a ``PluginError`` here."""
-    import importlib
     from importlib.metadata import entry_points
 
     from pinlab.plugins import GROUPS
@@ -467,7 +503,7 @@ def plugins_info() -> list[dict[str, Any]]:
     groups = []
     for group in GROUPS:
         module, attr = PLUGIN_REGISTRIES[group]
-        names = list(getattr(importlib.import_module(module), attr))
+        names = list(_registry(group))
         eps = sorted(entry_points(group=group), key=lambda e: (e.name, e.value))
         plugged = {ep.name for ep in eps}
         groups.append(
@@ -493,54 +529,63 @@ def _cmd_plugins(args: argparse.Namespace, console: Console) -> int:
     groups = plugins_info()
     if args.json:
         return print_json(groups)
-    console = _wide(console)
-    table = Table(title="plugin groups (entry points, pinlab.plugins)", title_justify="left")
-    for column in ("group", "registry", "built-in", "installed plugins"):
-        table.add_column(column, no_wrap=column != "installed plugins")
-    for g in groups:
-        plugins = "; ".join(
+
+    def installed(group: dict[str, Any]) -> str:
+        return "; ".join(
             f"{p['name']} = {p['value']}"
             + (f" ({p['distribution']} {p['version']})" if p["distribution"] else "")
-            for p in g["plugins"]
+            for p in group["plugins"]
         )
-        table.add_row(g["group"], g["registry"], str(len(g["builtin"])), escape(plugins or "none"))
-    console.print(table)
+
+    print_table(
+        wide(console),
+        "plugin groups (entry points, pinlab.plugins)",
+        ("group", "registry", "built-in", "installed plugins"),
+        (
+            (g["group"], g["registry"], str(len(g["builtin"])), escape(installed(g) or "none"))
+            for g in groups
+        ),
+        no_wrap=3,
+    )
     return 0
 
 
 def add_parsers(sub: Any) -> None:
-    scenarios = sub.add_parser(
+    scenarios = add_listing(
+        sub,
         "scenarios",
+        _cmd_scenarios,
         help="list the built-in scenarios and their claims; `scenarios show NAME` prints one",
         description="The built-in scenarios: name, camp and claim. `pinlab scenarios show NAME` "
         "prints a built-in scenario's TOML, to copy as the start of your own.",
     )
-    scenarios.add_argument("--json", action="store_true", help="machine-readable output")
-    scenarios.set_defaults(func=_cmd_scenarios)
     actions = scenarios.add_subparsers(dest="scenarios_command", metavar="ACTION")
-    show = actions.add_parser(
+    show = add_listing(
+        actions,
         "show",
+        _cmd_scenario_show,
         help="print a built-in scenario's TOML",
         description="Print a built-in scenario's TOML file as it ships, to copy and edit into "
         "your own (docs/scenarios.md); with --json, the text and its parsed document.",
+        json_help="the file's text and its document",
     )
     show.add_argument("name", metavar="NAME", help="a built-in scenario")
-    show.add_argument("--json", action="store_true", help="the file's text and its document")
-    show.set_defaults(func=_cmd_scenario_show)
 
-    workloads = sub.add_parser(
+    workloads = add_listing(
+        sub,
         "workloads",
+        _cmd_workloads,
         help="list the workloads; with NAME, its parameters and metrics",
         description="The workloads a [[tenants]] entry can run. With NAME: each parameter's "
         "type, unit, default, what it names on the platform and meaning, and the metrics the "
         "workload reports.",
     )
     workloads.add_argument("name", nargs="?", metavar="NAME", help="a workload")
-    workloads.add_argument("--json", action="store_true", help="machine-readable output")
-    workloads.set_defaults(func=_cmd_workloads)
 
-    params = sub.add_parser(
+    params = add_listing(
+        sub,
         "params",
+        _cmd_params,
         help="list the cost-model parameters: value, unit, range, confidence, source",
         description="Every cost-model parameter (docs/cost-model), or those whose key matches "
         "PATTERN (fnmatch: 'odp.*', '*latency*'): its value in its unit, sweep range or "
@@ -548,38 +593,36 @@ def add_parsers(sub: Any) -> None:
         "--set cost.KEY=VALUE.",
     )
     params.add_argument("pattern", nargs="?", metavar="PATTERN", help="fnmatch over the keys")
-    params.add_argument("--json", action="store_true", help="machine-readable output")
-    params.set_defaults(func=_cmd_params)
 
-    metrics = sub.add_parser(
+    metrics = add_listing(
+        sub,
         "metrics",
+        _cmd_metrics,
         help="list the metric names a scenario's claim can use",
         description="The metrics SCENARIO (a built-in name or a scenario file) can report, "
         "per variant, with units, when each is reported and what it measures: the names a "
         "[[claim.expect]] can compare (docs/scenarios.md), and the claim functions.",
     )
     metrics.add_argument("scenario", metavar="SCENARIO", help="a built-in name or a .toml file")
-    metrics.add_argument("--json", action="store_true", help="machine-readable output")
-    metrics.set_defaults(func=_cmd_metrics)
 
-    platforms = sub.add_parser(
+    platforms = add_listing(
+        sub,
         "platforms",
+        _cmd_platforms,
         help="list the platform presets; with NAME, its parameters and defaults",
         description="The platform presets a platform file names (preset = NAME, params = "
         "{ ... }) and pinlab bench --platform NAME takes, the installed plugins' included. "
         "With NAME: each keyword parameter's type and default, written as a file writes it.",
     )
     platforms.add_argument("name", nargs="?", metavar="NAME", help="a platform preset")
-    platforms.add_argument("--json", action="store_true", help="machine-readable output")
-    platforms.set_defaults(func=_cmd_platforms)
 
-    plugins = sub.add_parser(
+    add_listing(
+        sub,
         "plugins",
+        _cmd_plugins,
         help="list the plugin groups, their registries and the installed plugins",
         description="The entry-point groups pinlab reads (pinlab.exporters, pinlab.importers, "
         "pinlab.workloads, pinlab.presets, pinlab.claim_functions): for each, the registry "
         "it fills, how many built-in names it holds and the installed packages' entry "
         "points. A plugin that cannot be loaded is reported in one line (exit 2).",
     )
-    plugins.add_argument("--json", action="store_true", help="machine-readable output")
-    plugins.set_defaults(func=_cmd_plugins)

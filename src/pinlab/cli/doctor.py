@@ -8,13 +8,12 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, add_json_flag, as_user_error, wide
 
 
 def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     import json
 
-    from pinlab.errors import ConfigError
     from pinlab.inspect import inspect_host
     from pinlab.inspect.doctor import DEFAULT_SIZE, diagnose
     from pinlab.inspect.doctor_report import diagnosis_json, render_diagnosis
@@ -28,24 +27,19 @@ def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     if size <= 0:
         raise UserError(f"--size {args.size}: expected a size above 0, found 0")
     if args.snapshot is not None:
-        try:
+        with as_user_error():
             snap = load_snapshot(args.snapshot)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
     else:
         root = Path(args.root)
         if not root.is_dir():
             raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
         snap = snapshot_from_report(inspect_host(root))
-    try:
+    with as_user_error(ValueError):
         diagnosis = diagnose(snap, device=args.device, nic=args.nic, size=size, odp=args.odp)
-    except ValueError as e:
-        raise UserError(str(e)) from None
     if args.json:
         print(json.dumps(diagnosis_json(diagnosis), indent=2))
     else:
-        if not console.is_terminal:
-            console = Console(width=max(console.width, 120))
+        console = wide(console, 120)
         render_diagnosis(diagnosis, console)
     return diagnosis.exit_code
 
@@ -75,5 +69,5 @@ def add_parsers(sub: Any) -> None:
     doctor.add_argument(
         "--odp", action="store_true", help="the application registers with IBV_ACCESS_ON_DEMAND"
     )
-    doctor.add_argument("--json", action="store_true", help="machine-readable diagnosis")
+    add_json_flag(doctor, "machine-readable diagnosis")
     doctor.set_defaults(func=_cmd_doctor)

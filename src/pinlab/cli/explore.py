@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, add_json_flag, wide
 
 
 def _names(value: str | None, known: list[str], flag: str) -> list[str]:
@@ -50,8 +50,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.file.write(to_json(report))
     else:
-        if not console.is_terminal:
-            console = Console(width=max(console.width, 160))
+        console = wide(console)
         print_text(report, console)
     if args.out is not None:
         paths = write_out(report, Path(args.out))
@@ -142,6 +141,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--seed", type=_seed, default=0, metavar="N", help="0: canonical order; else shuffled"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_flag(p)
     p.add_argument("--out", metavar="DIR", help="write index.html, findings.json, reproducers")
     p.set_defaults(func=_cmd_explore)

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import UserError, add_json_flag, as_user_error, wide
 
 
 def _write(what: str, path: str, write: Any) -> None:
@@ -44,7 +44,6 @@ def _pastes(items: list[str]) -> dict[str, str]:
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     import json
 
-    from pinlab.errors import ConfigError
     from pinlab.inspect import (
         check_platform,
         inspect_host,
@@ -60,10 +59,8 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
 
     out = Path(args.out)
     if args.paste:
-        try:
+        with as_user_error():
             snap = snapshot_from_pastes(_pastes(args.paste))
-        except ConfigError as e:
-            raise UserError(str(e)) from None
         plan = snap.plan()
         report = None
         source = snap.source
@@ -94,8 +91,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(summary_json(report, plan, out, check), indent=2))
         return 0
-    if not console.is_terminal:  # piped or captured: full lines instead of 80 columns
-        console = Console(width=max(console.width, 120))
+    console = wide(console, 120)
     render_summary(report, plan, out, check, console)
     return 0
 
@@ -136,5 +132,5 @@ def add_parsers(sub: Any) -> None:
         help="build from pasted output instead of reading a host (lspci-tv, lspci-vvv, "
         "nvidia-smi-topo, ulimit-l, uname-r, lsmod, config, kallsyms, cpuinfo); repeatable",
     )
-    inspect.add_argument("--json", action="store_true", help="machine-readable summary")
+    add_json_flag(inspect, "machine-readable summary")
     inspect.set_defaults(func=_cmd_inspect)

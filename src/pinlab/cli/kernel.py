@@ -7,9 +7,16 @@ import dataclasses
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import (
+    UserError,
+    add_json_flag,
+    add_listing,
+    as_user_error,
+    print_json,
+    print_table,
+    wide,
+)
 from pinlab.kernel.profile import DEFAULT_PROFILE, NEXT_SOURCES, PRESETS, KernelProfile
 
 
@@ -48,22 +55,21 @@ def profiles_json() -> dict[str, Any]:
 def _cmd_profiles(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         return print_json(profiles_json())
-    if not console.is_terminal:  # piped or captured: full switch names instead of wrapping
-        console = Console(width=max(console.width, 160))
-    table = Table(title="kernel profiles (default " + DEFAULT_PROFILE + ")", title_justify="left")
-    table.add_column("switch")
-    for name, preset in PRESETS.items():
-        table.add_column(name if preset.released else f"{name} (not a release)")
-    fields = [f.name for f in dataclasses.fields(next(iter(PRESETS.values())))]
-    for field in fields:
-        if field in ("name",):
-            continue
-        values = []
-        for profile in PRESETS.values():
-            value = getattr(profile, field)
-            values.append(getattr(value, "value", value))
-        table.add_row(field, *(str(v) for v in values))
-    console.print(table)
+    console = wide(console)
+    switches = [_switches(profile) for profile in PRESETS.values()]
+    print_table(
+        console,
+        "kernel profiles (default " + DEFAULT_PROFILE + ")",
+        (
+            "switch",
+            *(
+                name if preset.released else f"{name} (not a release)"
+                for name, preset in PRESETS.items()
+            ),
+        ),
+        ((field, *(str(s[field]) for s in switches)) for field in switches[0]),
+        no_wrap=0,
+    )
     for profile in PRESETS.values():
         if profile.released:
             continue
@@ -118,20 +124,24 @@ def _cmd_bufinfo(args: argparse.Namespace, console: Console) -> int:
                 ],
             }
         )
-    table = Table(title=f"{args.file}: {len(dump.objects)} dma-buf objects", title_justify="left")
-    for col in ("ino", "exporter", "name", "size", "count", "fences", "attached devices"):
-        table.add_column(col)
-    for rec in dump.objects:
-        table.add_row(
-            str(rec.ino),
-            rec.exp_name,
-            rec.name or "<none>",
-            str(rec.size),
-            str(rec.count),
-            str(len(rec.fences)),
-            ", ".join(rec.attached_devices) or "-",
-        )
-    console.print(table)
+    print_table(
+        console,
+        f"{args.file}: {len(dump.objects)} dma-buf objects",
+        ("ino", "exporter", "name", "size", "count", "fences", "attached devices"),
+        (
+            (
+                str(rec.ino),
+                rec.exp_name,
+                rec.name or "<none>",
+                str(rec.size),
+                str(rec.count),
+                str(len(rec.fences)),
+                ", ".join(rec.attached_devices) or "-",
+            )
+            for rec in dump.objects
+        ),
+        no_wrap=0,
+    )
     return 0
 
 
@@ -143,26 +153,21 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
         render_matrix,
     )
 
-    try:
+    with as_user_error(ValueError):
         profile = matrix_profile(args.profile, bool(args.move_notify))
-    except ValueError as e:
-        raise UserError(str(e)) from None
     alt = None
     proposals = tuple(args.proposal or ())
-    try:
+    with as_user_error(ValueError):
         if args.move_notify is None:  # neither flag: both settings where the option exists
             matrix, alt = build_matrix_pair(args.profile, proposals)
         else:
             matrix = build_matrix(profile, proposals)
-    except ValueError as e:
-        raise UserError(str(e)) from None
     if args.json:
         data = matrix.to_json()
         if alt is not None:
             data["with_move_notify"] = alt.to_json()
         return print_json(data)
-    if not console.is_terminal:  # piped or captured: full rows instead of 80-column wrapping
-        console = Console(width=max(console.width, 160))
+    console = wide(console)
     render_matrix(matrix, console, alt)
     return 0
 
@@ -183,26 +188,26 @@ def add_parsers(sub: Any) -> None:
     )
     demo.set_defaults(func=_cmd_demo)
 
-    profiles = sub.add_parser(
+    add_listing(
+        sub,
         "profiles",
+        _cmd_profiles,
         help="list kernel profiles and their switches",
         description="The kernel profiles (--profile of run, demo, matrix) and every switch "
         "where their behaviour differs; for a profile that is not a release, where each "
         "switch comes from.",
     )
-    profiles.add_argument("--json", action="store_true", help="machine-readable output")
-    profiles.set_defaults(func=_cmd_profiles)
 
-    bufinfo = sub.add_parser(
+    bufinfo = add_listing(
+        sub,
         "bufinfo",
+        _cmd_bufinfo,
         help="parse a debugfs dma_buf/bufinfo dump",
         description="Parse a /sys/kernel/debug/dma_buf/bufinfo dump (a real one, or one pinlab "
         "wrote) and list its dma-buf objects: inode, exporter, name, size, count, fences and "
         "attached devices.",
     )
     bufinfo.add_argument("file", help="path to a bufinfo dump")
-    bufinfo.add_argument("--json", action="store_true", help="machine-readable output")
-    bufinfo.set_defaults(func=_cmd_bufinfo)
 
     matrix = sub.add_parser(
         "matrix",
@@ -241,5 +246,5 @@ def add_parsers(sub: Any) -> None:
         "memlock-dmabuf-pins, device-pin-cap, revocable-pins, dmem-pin-max, "
         "pin-vram-percent, dmem-pinning, dmem-peak",
     )
-    matrix.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_flag(matrix)
     matrix.set_defaults(func=_cmd_matrix)

@@ -7,26 +7,22 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import add_json_flag, as_user_error, print_json, wide
 
 
 def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.errors import ConfigError
     from pinlab.policy.config import load_policy, preview_policy
     from pinlab.policy.render import render_policy
 
-    try:
+    with as_user_error():
         config = load_policy(args.file)
         applied = preview_policy(config, args.file)
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     if args.json:
         document = config.model_dump(mode="json", by_alias=True)
         return print_json(
             {"file": str(args.file), **document, "enabled": list(config.proposals.enabled())}
         )
-    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
-        console = Console(width=max(console.width, 140))
+    console = wide(console, 140)
     if config.description:
         console.print(f"[bold]{args.file}[/bold]: {config.description}", highlight=False)
     notes = {
@@ -49,14 +45,11 @@ def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
-    from pinlab.errors import ConfigError
     from pinlab.policy.config import load_policy, preview_policy
 
-    try:
+    with as_user_error():
         config = load_policy(args.file)
         preview_policy(config, args.file)
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     on = ", ".join(config.proposals.enabled()) or "none"
     print(
         f"{args.file}: ok -- {len(config.cgroup_paths())} cgroups, {len(config.users)} users, "
@@ -82,9 +75,7 @@ def add_parsers(sub: Any) -> None:
         "the proposals on.",
     )
     show.add_argument("file", help="a policy file (TOML), e.g. examples/policy/desktop.toml")
-    show.add_argument(
-        "--json", action="store_true", help="machine-readable output (the file's document)"
-    )
+    add_json_flag(show, "machine-readable output (the file's document)")
     show.set_defaults(func=_cmd_policy_show)
     check = policy_sub.add_parser(
         "check",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,15 @@ if TYPE_CHECKING:
     from pinlab.scenarios.runner import ScenarioConfig
 
 
-from pinlab.cli.common import UserError
+from pinlab.cli.common import (
+    UserError,
+    add_json_flag,
+    add_set_flag,
+    add_workers,
+    as_user_error,
+    point_errors,
+    wide,
+)
 
 DEFAULT_OUT = "pinlab-out"
 
@@ -94,10 +103,8 @@ def _load_configs(
     if maps and platform is not None:
         from pinlab.inspect.fit import parse_maps, resolve_maps
 
-        try:
+        with as_user_error():
             extra["rename"] = resolve_maps(parse_maps(maps), platform)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
     configs = []
     for name in names:
         try:
@@ -216,10 +223,9 @@ def _run_scenario(
 ) -> tuple[list[RunResult], Verdict]:
     """``runner.run_scenario``, its configuration errors as one-line user errors. With
     ``reads`` (``--robust``), each variant's cost-parameter reads are recorded into it."""
-    from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
-    try:
+    with as_user_error():
         if reads is not None:
             from pinlab.sweep.robust import run_nominal
 
@@ -231,8 +237,6 @@ def _run_scenario(
         return runner.run_scenario(
             cfg, variants=variants, profile=profile, seed=seed, progress=tick
         )
-    except ConfigError as e:
-        raise UserError(str(e)) from None
 
 
 def _robustness(
@@ -243,27 +247,17 @@ def _robustness(
 ) -> list[Any]:
     """``--robust``: run every plan's cases as one sweep under ``out/robust``; the
     :class:`~pinlab.sweep.robust.Robustness` of each claim."""
-    from pinlab.errors import ConfigError
     from pinlab.sweep import PointError
     from pinlab.sweep.robust import assess, count_runs, run_plans
 
-    progress = progress_bar(stderr, args.quiet)
-    with progress:
-        task = progress.add_task("robustness", total=count_runs(plans))
-
-        def tick(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        try:
+    try:
+        with (
+            progress_ticks(stderr, args.quiet, "robustness", count_runs(plans)) as tick,
+            point_errors(out, "the reruns"),
+        ):
             done = run_plans(plans, out, jobs=args.jobs, dask=args.dask, progress=tick)
-        except ConfigError as e:
-            raise UserError(str(e)) from None
-        except PointError as e:
-            if e.user:
-                raise UserError(str(e)) from None
-            raise UserError(f"--robust: a rerun failed: {e}") from None
-        except OSError as e:
-            raise UserError(f"--out {out}: cannot write the reruns: {e.strerror or e}") from None
+    except PointError as e:
+        raise UserError(f"--robust: a rerun failed: {e}") from None
     return [assess(p, done) for p in plans]
 
 
@@ -294,6 +288,23 @@ def progress_bar(stderr: Console, quiet: bool) -> Progress:
         redirect_stderr=False,
         disable=quiet or not stderr.is_terminal,
     )
+
+
+@contextmanager
+def progress_ticks(
+    stderr: Console, quiet: bool, label: str, total: int
+) -> Iterator[Callable[..., None]]:
+    """A :func:`progress_bar` of the one task ``label`` over ``total`` steps, shown while the
+    block runs; yields ``tick(done, total=None)``, the progress callback that moves it (and
+    sets a total known only once running, as a resumed sweep's)."""
+    progress = progress_bar(stderr, quiet)
+    with progress:
+        task = progress.add_task(label, total=total)
+
+        def tick(done: int, total: int | None = None) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield tick
 
 
 def _save(
@@ -355,13 +366,19 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     plans: list[Any] = []
     quiet = args.quiet or args.json
     out = Path(args.out)
-    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
-        console = Console(width=max(console.width, 160))
+    console = wide(console)
     stderr = Console(stderr=True)
     runs_per_variant = 2 if args.compare_profile else 1
     failed: list[Verdict] = []
     suite: list[tuple[list[RunResult], Verdict]] = []
     written = 0
+    save = partial(
+        _save,
+        out=out,
+        report=not args.no_report,
+        trace_filter=args.trace_filter,
+        trace_max_events=args.trace_max_events,
+    )
     progress = progress_bar(stderr, quiet)
     reporter = _Reporter(console, progress, quiet)
     total = sum(len(variants) for _, variants in plan) * runs_per_variant
@@ -392,15 +409,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                         ref=args.scenario or cfg.name,
                     )
                 )
-            written += _save(
-                results,
-                out,
-                compare=False,
-                verdict=verdict,
-                report=not args.no_report,
-                trace_filter=args.trace_filter,
-                trace_max_events=args.trace_max_events,
-            )
+            written += save(results, compare=False, verdict=verdict)
             suite.append((results, verdict))
             if verdict.judged and not verdict.held:
                 failed.append(verdict)
@@ -413,15 +422,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                     cfg, variants, args.compare_profile, args.seed, tick
                 )
                 tick.end(len(variants))
-                written += _save(
-                    other,
-                    out,
-                    compare=True,
-                    verdict=verdict_b,
-                    report=not args.no_report,
-                    trace_filter=args.trace_filter,
-                    trace_max_events=args.trace_max_events,
-                )
+                written += save(other, compare=True, verdict=verdict_b)
                 by_variant = {r.variant: r for r in other}
                 tables: list[RenderableType] = [
                     claim_line(verdict_b, prefix=f"under profile {args.compare_profile}: "),
@@ -550,12 +551,7 @@ def add_parsers(sub: Any) -> None:
         metavar="P",
         help=f"kernel profile overriding the scenario's ({', '.join(PRESETS)})",
     )
-    run.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="override a scenario field, e.g. --set scenario.duration=30s (repeatable)",
-    )
+    add_set_flag(run, "override a scenario field, e.g. --set scenario.duration=30s (repeatable)")
     run.add_argument("--seed", type=seed_arg, metavar="N", help="the run seed")
     run.add_argument(
         "--platform",
@@ -624,13 +620,10 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="Latin-hypercube points per scenario (default 4; 0: range ends only)",
     )
-    robust.add_argument(
-        "--jobs", type=int, metavar="N", help="local worker processes for the reruns"
+    add_workers(
+        robust,
+        jobs="local worker processes for the reruns",
+        dask="run the reruns on Dask distributed",
     )
-    robust.add_argument(
-        "--dask", metavar="local|ADDRESS", help="run the reruns on Dask distributed"
-    )
-    robust.add_argument(
-        "--json", action="store_true", help="print the robustness as JSON (no tables)"
-    )
+    add_json_flag(robust, "print the robustness as JSON (no tables)")
     run.set_defaults(func=_cmd_run)

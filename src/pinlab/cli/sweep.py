@@ -10,8 +10,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from pinlab.cli.common import UserError, print_json
-from pinlab.cli.run import progress_bar
+from pinlab.cli.common import (
+    UserError,
+    add_json_flag,
+    add_workers,
+    as_user_error,
+    point_errors,
+    print_json,
+    wide,
+)
+from pinlab.cli.run import progress_ticks
 
 if TYPE_CHECKING:
     from pinlab.sweep import Sweep
@@ -43,8 +51,7 @@ def _list_points(sweep: Sweep, console: Console) -> None:
         for row in rows:
             write("\t".join(row) + "\n")
         return
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 160))
+    console = wide(console)
     table = Table(title=title, title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
@@ -74,13 +81,10 @@ def points_json(sweep: Sweep) -> dict[str, Any]:
 
 def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     """``pinlab sweep SWEEP.toml``: expand, run the unfinished points, write the table."""
-    from pinlab.errors import ConfigError
     from pinlab.sweep import PointError, load_sweep, run_sweep
 
-    try:
+    with as_user_error():
         sweep = load_sweep(args.file, validate_points=not args.dry_run)
-    except ConfigError as e:
-        raise UserError(str(e)) from None
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
     if args.max_points is not None and args.max_points < 0:
@@ -94,14 +98,11 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 0
     out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
     stderr = Console(stderr=True)
-    progress = progress_bar(stderr, args.quiet)
-    with progress:
-        task = progress.add_task(f"sweep {sweep.name}", total=len(sweep.points))
-
-        def tick(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        try:
+    try:
+        with (
+            progress_ticks(stderr, args.quiet, f"sweep {sweep.name}", len(sweep.points)) as tick,
+            point_errors(out, "the sweep"),
+        ):
             outcome = run_sweep(
                 sweep,
                 out,
@@ -110,15 +111,9 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                 max_points=args.max_points,
                 progress=tick,
             )
-        except ConfigError as e:
-            raise UserError(str(e)) from None
-        except PointError as e:
-            if e.user:
-                raise UserError(str(e)) from None
-            stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
-            return 1
-        except OSError as e:
-            raise UserError(f"--out {out}: cannot write the sweep: {e.strerror or e}") from None
+    except PointError as e:
+        stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
+        return 1
     analysis = outcome.analysis
     if analysis is not None and outcome.rows:
         from pinlab.report.sweep import write_sweep_report
@@ -178,13 +173,9 @@ def add_parsers(sub: Any) -> None:
     sweep.add_argument(
         "--out", metavar="DIR", help="results directory (default pinlab-sweeps/<name>)"
     )
-    sweep.add_argument(
-        "--jobs", type=int, metavar="N", help="local worker processes (default: CPU count)"
-    )
-    sweep.add_argument(
-        "--dask",
-        metavar="local|ADDRESS",
-        help="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
+    add_workers(
+        sweep,
+        dask="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
     )
     sweep.add_argument(
         "--max-points", type=int, metavar="N", help="run at most N unfinished points, then stop"
@@ -194,6 +185,6 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="list the points and exit (only the first point is validated)",
     )
-    sweep.add_argument("--json", action="store_true", help="with --dry-run: the points as JSON")
+    add_json_flag(sweep, "with --dry-run: the points as JSON")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     sweep.set_defaults(func=_cmd_sweep)

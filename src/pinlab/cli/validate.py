@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, print_json
+from pinlab.cli.common import add_json_flag, as_user_error, print_json, wide
 
 
 def _list_tables(args: argparse.Namespace, console: Console) -> int:
@@ -52,12 +52,10 @@ def _list_tables(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
     """:func:`pinlab.validate.validate_command`, its bad input as the one-line user error."""
-    from pinlab.errors import ConfigError
     from pinlab.validate import validate_command
 
-    if not console.is_terminal:  # piped or captured: full rows instead of 80 columns
-        console = Console(width=max(console.width, 120))
-    try:
+    console = wide(console, 120)
+    with as_user_error():
         if args.list:
             return _list_tables(args, console)
         return validate_command(
@@ -68,8 +66,6 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
             out=args.out,
             as_json=args.json,
         )
-    except ConfigError as e:
-        raise UserError(str(e)) from None
 
 
 def add_parsers(sub: Any) -> None:
@@ -99,5 +95,5 @@ def add_parsers(sub: Any) -> None:
     validate.add_argument(
         "--list", action="store_true", help="list the tables (id, tool, points) without running"
     )
-    validate.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_flag(validate)
     validate.set_defaults(func=_cmd_validate)
