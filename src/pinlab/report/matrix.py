@@ -58,7 +58,6 @@ from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.drivers.importer import Importer
 from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
-from pinlab.drivers.vfio_pci import VfioPciDevice
 from pinlab.errors import ConfigError
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
@@ -318,9 +317,13 @@ def shared_buffer(m: MatrixMachine, proc: Process, name: str) -> tuple[int, Devi
     job has finished when it returns."""
     driver = m.exporter
     if driver.buffer_source is BufferSource.VFIO_BAR:
-        assert isinstance(driver, VfioPciDevice)
-        fd = proc.vfio_dma_buf(GPU, driver.memory_bar, 0, BUFFER_SIZE)
-        return fd, driver.buffer_of(proc.dmabuf(fd))
+        vfio = driver.vfio_device()
+        if vfio is None:
+            raise ValueError(
+                f"{driver.driver_name} exports BAR ranges but registered no vfio_device"
+            )
+        fd = proc.vfio_dma_buf(GPU, vfio.memory_bar, 0, BUFFER_SIZE)
+        return fd, vfio.buffer_of(proc.dmabuf(fd))
     handle = proc.gem_create(GPU, BUFFER_SIZE, driver.shareable_domain, name=name)
     fd = proc.prime_handle_to_fd(handle)
     m.settle(proc)
