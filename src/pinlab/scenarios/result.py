@@ -12,7 +12,7 @@ same numbers as pyarrow tables (``.to_pandas()`` where pandas is installed).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -194,14 +194,7 @@ class Outcome:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "where": self.where,
-            "held": self.held,
-            "text": self.text,
-            "context": self.context,
-            "missing": list(self.missing),
-            "rows": [dict(r) for r in self.rows],
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)
