@@ -24,10 +24,12 @@ from pinlab.units import UnitError, parse_time
 
 __all__ = ["Metric", "Outcome", "RunResult", "Verdict"]
 
+_RUN_COLUMNS = [("scenario", pa.string()), ("variant", pa.string())]
+"""The columns that name the run a row of either table belongs to."""
+
 METRICS_SCHEMA = pa.schema(
     [
-        ("scenario", pa.string()),
-        ("variant", pa.string()),
+        *_RUN_COLUMNS,
         ("metric", pa.string()),
         ("value", pa.float64()),
         ("unit", pa.string()),
@@ -38,8 +40,7 @@ METRICS_SCHEMA = pa.schema(
 
 SERIES_SCHEMA = pa.schema(
     [
-        ("scenario", pa.string()),
-        ("variant", pa.string()),
+        *_RUN_COLUMNS,
         ("series", pa.string()),
         ("time_s", pa.float64()),
         ("value", pa.float64()),
