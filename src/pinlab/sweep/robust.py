@@ -23,7 +23,7 @@ that FAILED: which would make it hold).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -400,17 +400,8 @@ def _result(nominal: RunResult, rec: Mapping[str, Any]) -> RunResult:
         for n, unit in units.items()
         if row.get(n) is not None
     }
-    return RunResult(
-        scenario=nominal.scenario,
-        variant=nominal.variant,
-        profile=nominal.profile,
-        seed=nominal.seed,
-        duration=nominal.duration,
-        config=nominal.config,
-        metrics=metrics,
-        recorder=nominal.recorder,
-        stale_incidents=int(row.get("global.stale_dma_incidents", 0) or 0),
-    )
+    stale = int(row.get("global.stale_dma_incidents", 0) or 0)
+    return replace(nominal, metrics=metrics, stale_incidents=stale)
 
 
 def assess(plan_: Plan, done: Mapping[str, Mapping[str, Any]]) -> Robustness:
