@@ -35,7 +35,7 @@ from pinlab.scenarios.result import Metric, RunResult, Verdict
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, run_variant
 from pinlab.scenarios.schema import flatten_cost, parse_set
 from pinlab.sweep.execute import PointError, Progress, run_point, run_sweep
-from pinlab.sweep.spec import Point, Sweep, point_id
+from pinlab.sweep.spec import Point, Sweep
 
 __all__ = [
     "DEFAULT_SAMPLES",
@@ -243,10 +243,8 @@ def _points(plans: Sequence[Plan]) -> list[Point]:
         for c, case in enumerate(plan_.cases):
             factors = {cost_path(k): v for k, v in case.changes}
             for variant in case.variants:
-                pid = point_id(ref, variant, plan_.run_seed, plan_.profile, factors, plan_.sets)
                 point = Point(
                     index=len(points),
-                    id=pid,
                     variant=variant,
                     seed=plan_.run_seed,
                     factors=factors,
