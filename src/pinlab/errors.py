@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 __all__ = [
     "ConfigError",
     "config_error",
+    "exactly_one",
     "one_line",
     "show_value",
     "toml_inline",
@@ -49,6 +50,14 @@ class ConfigError(ValueError):
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def exactly_one(names: str, first: object, second: object) -> None:
+    """Raise ``ValueError`` (a model validator's error) unless exactly one of two optional
+    fields, ``names`` (as the message words them: ``"'preset' and 'file'"``), is given."""
+    if (first is None) == (second is None):
+        found = "both" if first is not None else "neither"
+        raise ValueError(f"expected exactly one of {names}, found {found}")
 
 
 def one_line(text: str) -> str:

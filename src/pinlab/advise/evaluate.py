@@ -28,7 +28,7 @@ from pinlab.scenarios.result import Metric, RunResult, Verdict
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
 from pinlab.sim.metrics import Recorder
 from pinlab.sweep.execute import run_point, run_sweep
-from pinlab.sweep.spec import Point, Sweep, point_id
+from pinlab.sweep.spec import Point, Sweep
 
 __all__ = ["Evaluation", "Evaluator", "Protections", "bind_protections", "run_candidate"]
 
@@ -225,10 +225,8 @@ class Evaluator:
         self._judged = _Judged(cfg.name, protections.claim)
 
     def _point(self, variant: str, factors: dict[str, Any]) -> Point:
-        pid = point_id(self.scenario, variant, None, None, factors, self.fixed)
         return Point(
             index=len(self._points),
-            id=pid,
             variant=variant,
             seed=None,
             factors=factors,

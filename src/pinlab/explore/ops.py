@@ -50,6 +50,21 @@ from pinlab.kernel.profile import get_profile
 BUFFERS = (0, 1)
 PROCS = (0, 1)
 
+# The script lines that use and detach import ``a{p}_{i}`` of process ``p``, by how the
+# importer is reached (:attr:`~pinlab.explore.target.ImporterKind.via`).
+_USE = {
+    "mr": "p{p}.nic_dma(a{p}_{i})",
+    "iommufd": "p{p}.iommufd_dma(a{p}_{i})",
+    "prime": "p{p}.gpu_access(a{p}_{i})",
+    "scanout": 'system.display("{device}").scan_frame(a{p}_{i})',
+}
+_DETACH = {
+    "mr": "p{p}.ibv_dereg_mr(a{p}_{i})",
+    "iommufd": "p{p}.iommufd_unmap(a{p}_{i})",
+    "prime": "p{p}.gem_close(a{p}_{i})",
+    "scanout": "p{p}.clear_scanout(a{p}_{i})",
+}
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Op:
@@ -203,24 +218,10 @@ class Alphabet:
         return f'p{p}.set_scanout("{kind.device}", f{p}_{i})'
 
     def _use(self, p: int, i: int) -> str:
-        via = self.kind.via
-        if via == "mr":
-            return f"p{p}.nic_dma(a{p}_{i})"
-        if via == "iommufd":
-            return f"p{p}.iommufd_dma(a{p}_{i})"
-        if via == "prime":
-            return f"p{p}.gpu_access(a{p}_{i})"
-        return f'system.display("{self.kind.device}").scan_frame(a{p}_{i})'
+        return _USE[self.kind.via].format(p=p, i=i, device=self.kind.device)
 
     def _detach(self, p: int, i: int) -> str:
-        via = self.kind.via
-        if via == "mr":
-            return f"p{p}.ibv_dereg_mr(a{p}_{i})"
-        if via == "iommufd":
-            return f"p{p}.iommufd_unmap(a{p}_{i})"
-        if via == "prime":
-            return f"p{p}.gem_close(a{p}_{i})"
-        return f"p{p}.clear_scanout(a{p}_{i})"
+        return _DETACH[self.kind.via].format(p=p, i=i, device=self.kind.device)
 
     # -- when each is enabled ------------------------------------------------------------------
     @cached_property

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pinlab.errors import ConfigError
 from pinlab.inspect.cpu import _parse_cpuinfo
@@ -38,7 +38,6 @@ from pinlab.inspect.snapshot import (
     CpuFacts,
     KernelFacts,
     LimitFacts,
-    PciFacts,
     Snapshot,
 )
 from pinlab.inspect.topo import parse_topo_matrix, topo_functions
@@ -390,7 +389,7 @@ def _tree_and_verbose(
             fn = e.function
             domain, bus = fn.address.split(":")[:2]
             parent = secondary.get((domain, int(bus, 16)))
-            by_addr[fn.address] = replace(fn, parent=parent)
+            by_addr[fn.address] = fn.model_copy(update={"parent": parent})
             if e.vendor_guessed:
                 notes.append(f"{fn.address}: vendor taken from its name (paste lspci -nn for IDs)")
     if tree:
@@ -402,28 +401,28 @@ def _tree_and_verbose(
                 vendor, device = _ids(t.name) or (_vendor(t.name), 0)
                 on_root = t.parent is None
                 fn = PciFunction(
-                    t.address,
-                    t.root_bus,
-                    t.parent,
-                    vendor,
-                    device,
-                    _class_of_name(t.name, vendor, t.bridge, on_root),
+                    address=t.address,
+                    root_bus=t.root_bus,
+                    parent=t.parent,
+                    vendor=vendor,
+                    device=device,
+                    class_code=_class_of_name(t.name, vendor, t.bridge, on_root),
                 )
                 if not t.bridge:
                     notes.append(f"{t.address}: class guessed from its name {t.name!r}")
-            by_addr[t.address] = replace(fn, parent=t.parent, root_bus=t.root_bus)
+            by_addr[t.address] = fn.model_copy(update={"parent": t.parent, "root_bus": t.root_bus})
     if not tree and by_addr:
         # without -tv the root bus is the top of each parent chain
         for addr, fn in list(by_addr.items()):
             top = fn
             while top.parent in by_addr:
                 top = by_addr[top.parent]
-            by_addr[addr] = replace(fn, root_bus=top.address.rsplit(":", 1)[0])
+            by_addr[addr] = fn.model_copy(update={"root_bus": top.address.rsplit(":", 1)[0]})
     types = _structural_types(by_addr)
     fns = [
         fn
         if fn.port_type_source == "config"
-        else replace(fn, port_type=types[a], port_type_source="tree")
+        else fn.model_copy(update={"port_type": types[a], "port_type_source": "tree"})
         for a, fn in by_addr.items()
     ]
     return sorted(fns, key=lambda f: f.address), notes
@@ -493,6 +492,6 @@ def snapshot_from_pastes(pastes: Mapping[str, str], *, source: str = "pasted out
         ),
         limits=limits,
         cpu=cpu,
-        pci=[PciFacts.of(fn) for fn in fns],
+        pci=list(fns),
         notes=notes,
     )

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from pinlab.inspect.source import (
     MISSING,
     OK,
     ROOT,
+    HexId,
     Record,
+    Size,
     SourceRecord,
     listdir,
     opt_int,
@@ -53,8 +57,7 @@ _PCI_EXT_CAP_ID_ACS = 0x000D
 _PCI_ACS_REDIR = 0x0004 | 0x0008 | 0x0020  # RR | CR | EC (pci_bridge_has_acs_redir)
 
 
-@dataclass(frozen=True, slots=True)
-class PciFunction(Record):
+class PciFunction(BaseModel, Record):
     """One PCI function of ``/sys/bus/pci/devices``.
 
     ``address`` is ``DDDD:BB:SS.F``; ``root_bus`` the ``DDDD:BB`` of its host bridge (from the
@@ -66,30 +69,35 @@ class PciFunction(Record):
     ``link_speed`` is ``max_link_speed`` in GT/s, ``link_width`` ``max_link_width``.
     ``iommu_group`` is the number of the ``iommu_group`` link (None: no IOMMU, or not shown);
     ``drm_cards`` the DRM minors (``card1``) the function's driver registered.
+
+    The same model is a ``[[pci]]`` entry of a host snapshot (:mod:`pinlab.inspect.snapshot`):
+    IDs written in hex, sizes with a unit, validated with one-line errors.
     """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     address: str
     root_bus: str
-    parent: str | None
-    vendor: int
-    device: int
-    class_code: int
+    parent: str | None = None
+    vendor: HexId
+    device: HexId
+    class_code: HexId
     numa_node: int = -1
     driver: str | None = None
-    bars: tuple[int, ...] = ()
+    bars: tuple[Size, ...] = ()
     link_speed: float | None = None
     link_width: int | None = None
     virtfn: bool = False
     port_type: str | None = None
     port_type_source: str = ""
-    acs_ctrl: int | None = None
-    vram_total: int | None = None
+    acs_ctrl: HexId | None = None
+    iommu_group: int | None = None
+    vram_total: Size | None = None
     ib_devices: tuple[str, ...] = ()
     ib_rate_gbps: float | None = None
     net_devices: tuple[str, ...] = ()
     net_speed_mbps: int | None = None
     drm_connectors: tuple[str, ...] = ()
-    iommu_group: int | None = None
     drm_cards: tuple[str, ...] = ()
 
     @property
@@ -349,7 +357,7 @@ def read_pci(root: Path = ROOT) -> PciInfo:
     functions = []
     for addr, fn in found.items():
         if fn.port_type_source != "config":
-            fn = replace(fn, port_type=types[addr], port_type_source="tree")
+            fn = fn.model_copy(update={"port_type": types[addr], "port_type_source": "tree"})
         functions.append(fn)
     functions.sort(key=lambda f: _addr_key(f.address))
     return PciInfo(OK, str(devices), tuple(functions), tuple(problems))

@@ -32,9 +32,9 @@ from pinlab.inspect.host import HostReport
 from pinlab.inspect.pci import PciFunction, PciInfo
 from pinlab.inspect.platform import PlatformPlan, plan_platform
 from pinlab.inspect.proc import CAP_IPC_LOCK, CAP_SYS_RESOURCE, MemInfo, SystemInfo
-from pinlab.inspect.source import MISSING, OK
+from pinlab.inspect.source import MISSING, OK, Size
 from pinlab.tomlfile import parse_toml, read_toml
-from pinlab.units import compact_size, parse_limit, parse_size
+from pinlab.units import compact_size, parse_limit
 
 __all__ = [
     "SNAPSHOT_VERSION",
@@ -42,7 +42,6 @@ __all__ = [
     "DmemFacts",
     "KernelFacts",
     "LimitFacts",
-    "PciFacts",
     "Snapshot",
     "dump_snapshot",
     "load_snapshot",
@@ -58,16 +57,6 @@ _CapName = Literal["CAP_IPC_LOCK", "CAP_SYS_RESOURCE"]
 _CAPS: dict[_CapName, int] = {"CAP_IPC_LOCK": CAP_IPC_LOCK, "CAP_SYS_RESOURCE": CAP_SYS_RESOURCE}
 
 
-def _hex(value: object) -> object:
-    if isinstance(value, str):
-        text = value.strip().lower()
-        try:
-            return int(text, 16)
-        except ValueError:
-            raise ValueError(f'expected a hexadecimal ID like "0x15b3", found {value!r}') from None
-    return value
-
-
 def _limit(word: str) -> Any:
     def parse(value: object) -> int | None:
         if value is None or (isinstance(value, str) and value.strip().lower() == word):
@@ -77,8 +66,6 @@ def _limit(word: str) -> Any:
     return parse
 
 
-HexId = Annotated[int, BeforeValidator(_hex), PlainSerializer(lambda v: f"0x{v:04x}")]
-Size = Annotated[int, BeforeValidator(lambda v: parse_size(v)), PlainSerializer(compact_size)]
 Rlim = Annotated[
     int | None,
     BeforeValidator(_limit("unlimited")),
@@ -186,44 +173,6 @@ class CpuFacts(_Facts):
     node_socket: dict[str, int] = Field(default_factory=dict)
 
 
-class PciFacts(_Facts):
-    """One PCI function (:class:`~pinlab.inspect.pci.PciFunction`)."""
-
-    address: str
-    root_bus: str
-    parent: str | None = None
-    vendor: HexId
-    device: HexId
-    class_code: HexId
-    numa_node: int = -1
-    driver: str | None = None
-    bars: list[Size] = Field(default_factory=list)
-    link_speed: float | None = None
-    link_width: int | None = None
-    virtfn: bool = False
-    port_type: str | None = None
-    port_type_source: str = ""
-    acs_ctrl: HexId | None = None
-    iommu_group: int | None = None
-    vram_total: Size | None = None
-    ib_devices: list[str] = Field(default_factory=list)
-    ib_rate_gbps: float | None = None
-    net_devices: list[str] = Field(default_factory=list)
-    net_speed_mbps: int | None = None
-    drm_connectors: list[str] = Field(default_factory=list)
-    drm_cards: list[str] = Field(default_factory=list)
-
-    def function(self) -> PciFunction:
-        data = {name: getattr(self, name) for name in type(self).model_fields}
-        for key in ("bars", "ib_devices", "net_devices", "drm_connectors", "drm_cards"):
-            data[key] = tuple(data[key])
-        return PciFunction(**data)
-
-    @classmethod
-    def of(cls, fn: PciFunction) -> PciFacts:
-        return cls(**{name: getattr(fn, name) for name in cls.model_fields})
-
-
 class Snapshot(_Facts):
     """A host's facts (module docstring)."""
 
@@ -234,7 +183,7 @@ class Snapshot(_Facts):
     kernel: KernelFacts = Field(default_factory=KernelFacts)
     limits: LimitFacts = Field(default_factory=LimitFacts)
     cpu: CpuFacts | None = None
-    pci: list[PciFacts] = Field(default_factory=list)
+    pci: list[PciFunction] = Field(default_factory=list)
     nic_odp: dict[str, bool] = Field(
         default_factory=dict, description="RDMA device → ODP capable (ibv_devinfo odp_caps)"
     )
@@ -245,7 +194,7 @@ class Snapshot(_Facts):
     def pci_info(self) -> PciInfo:
         if not self.pci:
             return PciInfo(MISSING, self.source, detail="no PCI function in the snapshot")
-        return PciInfo(OK, self.source, tuple(p.function() for p in self.pci))
+        return PciInfo(OK, self.source, tuple(self.pci))
 
     def cpu_info(self) -> CpuInfo:
         if self.cpu is None:
@@ -336,7 +285,7 @@ def snapshot_from_report(report: HostReport) -> Snapshot:
             sockets=c.sockets,
             node_socket={str(k): v for k, v in c.node_socket.items()},
         )
-    pci = [PciFacts.of(fn) for fn in report.pci.functions] if report.pci.status == OK else []
+    pci = list(report.pci.functions) if report.pci.status == OK else []
     notes = [f"{name}: {rec.status}" for name, rec in report.sources().items() if rec.status != OK]
     host = report.system.hostname
     return Snapshot(

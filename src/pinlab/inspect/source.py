@@ -21,14 +21,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BeforeValidator, PlainSerializer
+
+from pinlab.units import compact_size, parse_size
 
 __all__ = [
     "MISSING",
     "NOT_APPLICABLE",
     "OK",
     "ROOT",
+    "HexId",
     "Record",
+    "Size",
     "SourceRecord",
     "listdir",
     "opt_int",
@@ -142,14 +148,32 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _hex(value: object) -> object:
+    if isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            return int(text, 16)
+        except ValueError:
+            raise ValueError(f'expected a hexadecimal ID like "0x15b3", found {value!r}') from None
+    return value
+
+
+HexId = Annotated[int, BeforeValidator(_hex), PlainSerializer(lambda v: f"0x{v:04x}")]
+"""A PCI ID or register in a snapshot: written ``"0x15b3"``, read from that or a number."""
+Size = Annotated[int, BeforeValidator(lambda v: parse_size(v)), PlainSerializer(compact_size)]
+"""Bytes in a snapshot: written compactly (``"32GiB"``), read from any size or a number."""
+
+
 class Record:
-    """Mixin of the frozen records: ``to_json`` over the dataclass fields."""
+    """Mixin of the frozen records: ``to_json`` over the fields (of a dataclass or a model)."""
 
     __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         """The record as plain JSON types."""
-        names = getattr(self, "__dataclass_fields__", {})
+        names = getattr(self, "__dataclass_fields__", None) or getattr(
+            type(self), "model_fields", {}
+        )
         return {name: _jsonable(getattr(self, name)) for name in names}
 
 

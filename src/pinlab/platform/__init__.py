@@ -21,25 +21,11 @@
   ``pinlab matrix``), all built from :mod:`~pinlab.platform.preset_parts`.
 """
 
+from pinlab.platform import presets
 from pinlab.platform.builder import build
 from pinlab.platform.cluster import Cluster, ClusterSpec, FabricSpec, build_cluster
 from pinlab.platform.cost import CostModel, P2pPathClass, ParamInfo, parameters
-from pinlab.platform.presets import (
-    PRESETS,
-    AnySpec,
-    apu_laptop,
-    cluster,
-    cx_pair,
-    dl1,
-    dump_platform,
-    load_platform,
-    matrix,
-    p4d,
-    platform_from_dict,
-    resolve_platform,
-    workstation,
-    workstation_amd,
-)
+from pinlab.platform.presets import *  # noqa: F403 -- the presets and platform files
 from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
@@ -56,8 +42,6 @@ from pinlab.platform.spec import (
 from pinlab.platform.topology import LinkUse, Machine, PlatformLink
 
 __all__ = [
-    "PRESETS",
-    "AnySpec",
     "Cluster",
     "ClusterSpec",
     "CostModel",
@@ -78,19 +62,8 @@ __all__ = [
     "PlatformSpec",
     "SwitchSpec",
     "WhitelistEntrySpec",
-    "apu_laptop",
     "build",
     "build_cluster",
-    "cluster",
-    "cx_pair",
-    "dl1",
-    "dump_platform",
-    "load_platform",
-    "matrix",
-    "p4d",
     "parameters",
-    "platform_from_dict",
-    "resolve_platform",
-    "workstation",
-    "workstation_amd",
 ]
+__all__ += presets.__all__

@@ -24,7 +24,7 @@ import fnmatch
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from pinlab.kernel.errno import Errno
 from pinlab.platform.cluster import ClusterSpec
@@ -61,13 +61,7 @@ class MetricName:
         return self.name.partition(".")[0]
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "unit": self.unit,
-            "description": self.description,
-            "reported": self.reported,
-            "absent": self.absent,
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)

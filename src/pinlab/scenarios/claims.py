@@ -21,7 +21,7 @@ reached its data phase at the end of the run is shown as ``setup``, ``not starte
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -53,19 +53,34 @@ _STATE_TEXT = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class _UnitText:
+    """How a claim shows a number of one unit, and how it reads one written in it."""
+
+    show: Callable[[float], str]
+    parse: Callable[[object], float]
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:.3g}%"
+
+
+_UNIT_TEXT: dict[str, _UnitText] = {
+    "B": _UnitText(fmt_size, parse_size),
+    "B/s": _UnitText(fmt_rate, parse_rate),
+    "s": _UnitText(fmt_time, parse_time),
+    "ratio": _UnitText(_percent, parse_factor),
+}
+"""The units with a written form; any other unit is a plain number (a count)."""
+
+
 def show_value(value: float, unit: str) -> str:
     """A claim's number for people: sizes, rates and times scaled (``0`` for nothing),
     ratios in percent, counts as integers."""
     if value == 0:
         return "0"
-    if unit == "B":
-        return fmt_size(value)
-    if unit == "B/s":
-        return fmt_rate(value)
-    if unit == "s":
-        return fmt_time(value)
-    if unit == "ratio":
-        return f"{value * 100:.3g}%"
+    if unit in _UNIT_TEXT:
+        return _UNIT_TEXT[unit].show(value)
     if float(value).is_integer():
         return str(int(value))
     return f"{value:.4g}"
@@ -75,14 +90,8 @@ def _parse_value(raw: object, unit: str) -> float:
     """``raw`` (a TOML number or a string with a unit) in ``unit``; 0 in any unit."""
     if raw == 0 or raw == "0":
         return 0.0
-    if unit == "B":
-        return float(parse_size(raw))
-    if unit == "B/s":
-        return parse_rate(raw)
-    if unit == "s":
-        return parse_time(raw)
-    if unit == "ratio":
-        return parse_factor(raw)
+    if unit in _UNIT_TEXT:
+        return float(_UNIT_TEXT[unit].parse(raw))
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         return float(raw)
     try:

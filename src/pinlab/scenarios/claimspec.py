@@ -64,6 +64,7 @@ from pydantic import (
     model_validator,
 )
 
+from pinlab.errors import exactly_one
 from pinlab.units import Factor, Fraction
 
 __all__ = [
@@ -124,11 +125,7 @@ class Comparison(_Model):
 
     @model_validator(mode="after")
     def _one_right_side(self) -> Comparison:
-        if (self.value is None) == (self.than is None):
-            raise ValueError(
-                "expected exactly one of value or than, found "
-                + ("both" if self.value is not None else "neither")
-            )
+        exactly_one("value or than", self.value, self.than)
         if isinstance(self.value, bool):
             raise ValueError(f"expected a number or a value with a unit, found {self.value}")
         return self

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pinlab.errors import ConfigError, config_error
+from pinlab.errors import ConfigError, config_error, exactly_one
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.presets import AnySpec, load_platform, platform_from_dict
 from pinlab.platform.spec import PlatformSpec
@@ -35,11 +35,7 @@ class PlatformConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> PlatformConfig:
-        if (self.preset is None) == (self.file is None):
-            raise ValueError(
-                "expected exactly one of 'preset' and 'file', found "
-                + ("both" if self.preset is not None else "neither")
-            )
+        exactly_one("'preset' and 'file'", self.preset, self.file)
         if self.file is not None and self.params:
             raise ValueError("expected no 'params' with 'file', found some")
         return self

@@ -12,7 +12,7 @@ same numbers as pyarrow tables (``.to_pandas()`` where pandas is installed).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -24,10 +24,12 @@ from pinlab.units import UnitError, parse_time
 
 __all__ = ["Metric", "Outcome", "RunResult", "Verdict"]
 
+_RUN_COLUMNS = [("scenario", pa.string()), ("variant", pa.string())]
+"""The columns that name the run a row of either table belongs to."""
+
 METRICS_SCHEMA = pa.schema(
     [
-        ("scenario", pa.string()),
-        ("variant", pa.string()),
+        *_RUN_COLUMNS,
         ("metric", pa.string()),
         ("value", pa.float64()),
         ("unit", pa.string()),
@@ -38,8 +40,7 @@ METRICS_SCHEMA = pa.schema(
 
 SERIES_SCHEMA = pa.schema(
     [
-        ("scenario", pa.string()),
-        ("variant", pa.string()),
+        *_RUN_COLUMNS,
         ("series", pa.string()),
         ("time_s", pa.float64()),
         ("value", pa.float64()),
@@ -194,14 +195,7 @@ class Outcome:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "where": self.where,
-            "held": self.held,
-            "text": self.text,
-            "context": self.context,
-            "missing": list(self.missing),
-            "rows": [dict(r) for r in self.rows],
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ that FAILED: which would make it hold).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from pinlab.scenarios.result import Metric, RunResult, Verdict
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, run_variant
 from pinlab.scenarios.schema import flatten_cost, parse_set
 from pinlab.sweep.execute import PointError, Progress, run_point, run_sweep
-from pinlab.sweep.spec import Point, Sweep, point_id
+from pinlab.sweep.spec import Point, Sweep
 
 __all__ = [
     "DEFAULT_SAMPLES",
@@ -243,10 +243,8 @@ def _points(plans: Sequence[Plan]) -> list[Point]:
         for c, case in enumerate(plan_.cases):
             factors = {cost_path(k): v for k, v in case.changes}
             for variant in case.variants:
-                pid = point_id(ref, variant, plan_.run_seed, plan_.profile, factors, plan_.sets)
                 point = Point(
                     index=len(points),
-                    id=pid,
                     variant=variant,
                     seed=plan_.run_seed,
                     factors=factors,
@@ -400,17 +398,8 @@ def _result(nominal: RunResult, rec: Mapping[str, Any]) -> RunResult:
         for n, unit in units.items()
         if row.get(n) is not None
     }
-    return RunResult(
-        scenario=nominal.scenario,
-        variant=nominal.variant,
-        profile=nominal.profile,
-        seed=nominal.seed,
-        duration=nominal.duration,
-        config=nominal.config,
-        metrics=metrics,
-        recorder=nominal.recorder,
-        stale_incidents=int(row.get("global.stale_dma_incidents", 0) or 0),
-    )
+    stale = int(row.get("global.stale_dma_incidents", 0) or 0)
+    return replace(nominal, metrics=metrics, stale_incidents=stale)
 
 
 def assess(plan_: Plan, done: Mapping[str, Mapping[str, Any]]) -> Robustness:

@@ -98,10 +98,11 @@ class SweepFile(BaseModel):
 @dataclass(frozen=True, slots=True)
 class Point:
     """One run of a sweep: factor values (path -> value), a variant and a seed (``None``:
-    the scenario's own). ``spec()`` is what :func:`pinlab.sweep.execute.run_point` takes."""
+    the scenario's own). ``spec()`` is what :func:`pinlab.sweep.execute.run_point` takes.
+    ``id`` is derived from what the point runs (:func:`point_id`)."""
 
     index: int
-    id: str
+    id: str = field(init=False)
     variant: str
     seed: int | None
     factors: dict[str, Any]
@@ -110,6 +111,12 @@ class Point:
     profile: str | None
     fixed: dict[str, Any] = field(default_factory=dict)
     metrics: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        pid = point_id(
+            self.scenario, self.variant, self.seed, self.profile, self.factors, self.fixed
+        )
+        object.__setattr__(self, "id", pid)
 
     def sets(self) -> list[str]:
         """The ``--set`` expressions of this point: the fixed overrides, then the factors."""
@@ -307,11 +314,9 @@ def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
     for combo in combos:
         for variant in variants:
             for seed in seeds:
-                pid = point_id(sec.scenario, variant, seed, sec.profile, combo, fixed)
                 points.append(
                     Point(
                         index=len(points),
-                        id=pid,
                         variant=variant,
                         seed=seed,
                         factors=dict(combo),
