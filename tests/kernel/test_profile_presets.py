@@ -9,12 +9,24 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pinlab.kernel.profile import DEFAULT_PROFILE, PRESETS, KernelProfile, get_profile
+import pytest
+
+from pinlab.kernel.profile import (
+    DEFAULT_PROFILE,
+    PRESETS,
+    PRESETS_FILE,
+    KernelProfile,
+    get_profile,
+    load_presets,
+)
 
 SNAPSHOT = Path(__file__).parent / "data" / "profile_presets.json"
+PRESETS_TEXT = resources.files("pinlab.kernel").joinpath(PRESETS_FILE).read_text(encoding="utf-8")
 
 
 def encode(value: object) -> Any:
@@ -39,3 +51,34 @@ def test_default_preset_is_6_16_and_get_profile_returns_the_preset_itself() -> N
     assert DEFAULT_PROFILE == "6.16"
     assert get_profile() is PRESETS["6.16"]
     assert all(get_profile(name) is p for name, p in PRESETS.items())
+
+
+def test_the_preset_table_is_read_with_templates_and_typed_fields() -> None:
+    """§1.3 table semantics: a preset overrides its template; enums by name, version a pair."""
+    text = PRESETS_TEXT.replace('[preset."6.12"]\nextends = "caching"\nversion = [6, 12]', "")
+    loaded = load_presets(text + '\n[preset.x]\nextends = "pin-at-map"\nversion = [9, 9]\n')
+    assert "6.12" not in loaded
+    assert loaded["x"] == dataclasses.replace(PRESETS["6.16"], name="x", version=(9, 9))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("extends = 'revoke'\nversion = [9, 9]\nbogus = true", "unknown field 'bogus'"),
+        (
+            "extends = 'revoke'\nversion = [9, 9]\nfamily = 'caching'",
+            "family expects one of CACHING",
+        ),
+        ("extends = 'revoke'\nversion = [9]", "version expects [major, minor], found [9]"),
+        ("extends = 'revoke'\nversion = [9, 9]\ndmem = 1", "dmem expects bool, found 1"),
+        ("extends = 'nope'\nversion = [9, 9]", "extends unknown template 'nope'"),
+    ],
+)
+def test_a_bad_preset_table_names_the_table_and_field(body: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f'{PRESETS_FILE} [preset."x"]: {message}')):
+        load_presets(f"{PRESETS_TEXT}\n[preset.x]\n{body}\n")
+
+
+def test_a_preset_without_a_template_lists_the_fields_it_leaves_unset() -> None:
+    with pytest.raises(ValueError, match=r'\[preset\."x"\]: version, status, family, .* not set'):
+        load_presets("[preset.x]\ndmem = true\n")
