@@ -71,24 +71,37 @@ IOVA_BASE = 1 << 32
 """Where pinlab's IOVA allocator starts (any address above the low 4 GiB would do)."""
 
 
-@dataclass(eq=False, slots=True)
 class IoptPagesDmabuf:
     """``struct iopt_pages`` of type ``IOPT_ADDRESS_DMABUF``: ``[start, start + length)`` of
     one dma-buf, its attachment, the physical range (``phys.len == 0`` once revoked), the
     (area, domain) pairs it filled (the revoke ``tracker``) and whether 7.1 pinned it."""
 
-    dmabuf: DmaBuf
-    start: int
-    length: int
-    writable: bool
-    attach: DmaBufAttachment | None = field(default=None, init=False)
-    phys: DmaBufPhysVec | None = field(default=None, init=False)
-    revoked: bool = field(default=False, init=False)
-    pinned: bool = field(default=False, init=False)
-    tracker: list[tuple[IoptArea, str]] = field(default_factory=list, init=False)
-    # areas using these pages (the kref iopt_release_pages drops)
-    users: int = field(default=0, init=False)
-    epoch: int = field(default=0, init=False)
+    __slots__ = (
+        "attach",
+        "dmabuf",
+        "epoch",
+        "length",
+        "phys",
+        "pinned",
+        "revoked",
+        "start",
+        "tracker",
+        "users",
+        "writable",
+    )
+
+    def __init__(self, dmabuf: DmaBuf, start: int, length: int, writable: bool) -> None:
+        self.dmabuf = dmabuf
+        self.start = start
+        self.length = length
+        self.writable = writable
+        self.attach: DmaBufAttachment | None = None
+        self.phys: DmaBufPhysVec | None = None
+        self.revoked = False
+        self.pinned = False
+        self.tracker: list[tuple[IoptArea, str]] = []
+        self.users = 0  # areas using these pages (the kref iopt_release_pages drops)
+        self.epoch = 0
 
     def __repr__(self) -> str:
         state = "revoked" if self.revoked else "live"
