@@ -364,7 +364,7 @@ def expected_fences(buf: DmaBuf, fmt: FenceFormat) -> list[tuple[object, ...]]:
         excl = [("Exclusive", f) for f, u in entries if u <= DmaResvUsage.WRITE]
         shared = [("Shared", f) for f, u in entries if u is DmaResvUsage.READ]
         return [
-            (lbl, f.driver_name, f.timeline_name, None, f.signaled, None)
+            (lbl, f.timeline.driver_name, f.timeline.timeline_name, None, f.signaled, None)
             for lbl, f in excl + shared
         ]
     labels = {DmaResvUsage.KERNEL: "kernel", DmaResvUsage.WRITE: "write", DmaResvUsage.READ: "read"}
@@ -372,8 +372,8 @@ def expected_fences(buf: DmaBuf, fmt: FenceFormat) -> list[tuple[object, ...]]:
         return [
             (
                 labels[u],
-                "" if f.signaled else f.driver_name,
-                "" if f.signaled else f.timeline_name,
+                "" if f.signaled else f.timeline.driver_name,
+                "" if f.signaled else f.timeline.timeline_name,
                 f.seqno,
                 f.signaled,
                 f.context,
@@ -381,7 +381,8 @@ def expected_fences(buf: DmaBuf, fmt: FenceFormat) -> list[tuple[object, ...]]:
             for f, u in entries
         ]
     return [
-        (labels[u], f.driver_name, f.timeline_name, f.seqno, f.signaled, None) for f, u in entries
+        (labels[u], f.timeline.driver_name, f.timeline.timeline_name, f.seqno, f.signaled, None)
+        for f, u in entries
     ]
 
 

@@ -75,8 +75,8 @@ def test_p16_charge_goes_to_the_current_tasks_cgroup_and_every_ancestor() -> Non
     assert dmem.find_pool("/c", region) is None
     dmem.try_charge(region, MiB, Task(1, "loose"))  # not attached anywhere
     dmem.try_charge(region, MiB, None)  # kernel context
-    assert pool(dmem, "/", region).current == 5 * MiB
-    assert pool(dmem, "/a", region).current == 3 * MiB
+    assert pool(dmem, "/", region).cnt.usage == 5 * MiB
+    assert pool(dmem, "/a", region).cnt.usage == 3 * MiB
 
 
 def test_p17_limit_refuses_at_the_lowest_ancestor_with_eagain_and_changes_nothing() -> None:
@@ -92,8 +92,8 @@ def test_p17_limit_refuses_at_the_lowest_ancestor_with_eagain_and_changes_nothin
     err = ei.value
     assert err.errno is Errno.EAGAIN and err.value == -11
     assert err.limit_pool is pool(dmem, "/a", region)
-    assert [pool(dmem, p, region).current for p in ("/a/b", "/a", "/")] == [6 * MiB] * 3
-    assert [pool(dmem, p, region).failcnt for p in ("/a/b", "/a", "/")] == [0, 1, 0]
+    assert [pool(dmem, p, region).cnt.usage for p in ("/a/b", "/a", "/")] == [6 * MiB] * 3
+    assert [pool(dmem, p, region).cnt.failcnt for p in ("/a/b", "/a", "/")] == [0, 1, 0]
     assert dmem.limit_hits == 1
     tree.write("/a/b", "dmem.max", f"{REGION} 8M")  # now the lower level refuses first
     with pytest.raises(DmemChargeError) as ei:
@@ -120,7 +120,7 @@ def test_p23_uncharge_lowers_the_pool_and_every_ancestor() -> None:
     p = dmem.try_charge(region, 5 * MiB, task)
     q = dmem.try_charge(region, 2 * MiB, task_in(tree, "/a"))
     dmem.uncharge(p, 4 * MiB)
-    assert [pool(dmem, x, region).current for x in ("/a/b", "/a", "/")] == [
+    assert [pool(dmem, x, region).cnt.usage for x in ("/a/b", "/a", "/")] == [
         MiB,
         3 * MiB,
         3 * MiB,
@@ -128,7 +128,7 @@ def test_p23_uncharge_lowers_the_pool_and_every_ancestor() -> None:
     dmem.uncharge(p, MiB)
     dmem.uncharge(q, 2 * MiB)
     dmem.uncharge(None, 123)  # no pool: nothing to do
-    assert all(x.current == 0 for x in dmem.pools()) and not dmem.warnings
+    assert all(x.cnt.usage == 0 for x in dmem.pools()) and not dmem.warnings
 
 
 def test_uncharge_underflow_warns_on_the_kernel() -> None:
@@ -138,7 +138,7 @@ def test_uncharge_underflow_warns_on_the_kernel() -> None:
     dmem.install(kernel)
     p = dmem.try_charge(region, 100, task_in(tree, "/a"))
     dmem.uncharge(p, 150)
-    assert pool(dmem, "/a", region).current == 0
+    assert pool(dmem, "/a", region).cnt.usage == 0
     assert kernel.warnings.count("page_counter_cancel") == 2  # the pool and the root
     assert any("underflow" in line for line in kernel.dmesg)
 
@@ -160,7 +160,7 @@ def test_p19_values_are_bytes_without_rounding_and_take_suffixes() -> None:
     ]:
         tree.write("/a", "dmem.max", f"{REGION} {text}")
         assert tree.read("/a", "dmem.max") == f"{REGION} {expected}\n"
-        assert pool(dmem, "/a", region).max == expected
+        assert pool(dmem, "/a", region).cnt.max == expected
 
 
 def test_memparse_follows_simple_strtoull_base_rules() -> None:
@@ -190,7 +190,7 @@ def test_p20_max_below_current_reports_success_and_changes_nothing() -> None:
     tree.write("/a", "dmem.max", f"{REGION} 4M")  # no exception
     assert tree.read("/a", "dmem.max") == f"{REGION} {6 * MiB}\n"
     assert dmem.max_writes_ignored == 1
-    assert pool(dmem, "/a", region).current == 5 * MiB  # P-35: nothing reclaimed
+    assert pool(dmem, "/a", region).cnt.usage == 5 * MiB  # P-35: nothing reclaimed
 
 
 def test_p21_unknown_region_is_einval_and_defaults_read_back() -> None:
@@ -206,7 +206,7 @@ def test_p21_unknown_region_is_einval_and_defaults_read_back() -> None:
     tree.write("/a", "dmem.max", f"{REGION} 1G")
     tree.write("/a", "dmem.max", f"{REGION} max")
     assert tree.read("/a", "dmem.max") == f"{REGION} max\n"
-    assert pool(dmem, "/a", region).max == PAGE_COUNTER_MAX
+    assert pool(dmem, "/a", region).cnt.max == PAGE_COUNTER_MAX
     for path in ("/a", "/b"):  # /a has a pool (created by the write), /b has none
         assert tree.read(path, "dmem.min") == f"{REGION} 0\n"
         assert tree.read(path, "dmem.low") == f"{REGION} 0\n"
@@ -259,7 +259,7 @@ def test_p36_multi_line_write_applies_lines_in_order_until_a_bad_one() -> None:
     assert ei.value.errno is Errno.EINVAL and "bogus" in ei.value.reason
     assert tree.read("/a", "dmem.max") == f"{REGION} {MiB}\n{OTHER} {2 * MiB}\n"
     tree.write("/a", "dmem.max", f"{REGION}\t7M\n{REGION} 8M\n")  # tab separates too
-    assert pool(dmem, "/a", region).max == 8 * MiB
+    assert pool(dmem, "/a", region).cnt.max == 8 * MiB
 
 
 # -- regions (P-29 … P-31) ---------------------------------------------------------------------
@@ -274,7 +274,7 @@ def test_p30_region_of_size_zero_is_no_region() -> None:
     assert dmem.try_charge(empty, MiB, task_in(tree, "/a")) is None  # nothing charged
     assert "0000:05" not in tree.read("/", "dmem.capacity")
     assert "0000:06" not in tree.read("/", "dmem.capacity")
-    assert all(p.current == 0 for p in dmem.pools())
+    assert all(p.cnt.usage == 0 for p in dmem.pools())
 
 
 def test_unregistered_region_is_enodev_and_leaves_the_files() -> None:
@@ -343,9 +343,9 @@ def test_p32_offline_cgroup_returns_to_defaults_and_stays_dying_while_charged() 
     tree.rmdir("/a/b")
     assert not tree.exists("/a/b")
     assert isinstance(charged, DmemPool)
-    assert (charged.min, charged.low, charged.max) == (0, 0, PAGE_COUNTER_MAX)
+    assert (charged.cnt.min, charged.cnt.low, charged.cnt.max) == (0, 0, PAGE_COUNTER_MAX)
     assert (parent.cnt.children_min_usage, parent.cnt.children_low_usage) == (0, 0)
-    assert parent.current == 4 * MiB  # the dying cgroup's charge still counts
+    assert parent.cnt.usage == 4 * MiB  # the dying cgroup's charge still counts
     assert [s.cgroup for s in dmem.stats() if s.dying] == ["/a/b"]
     assert [c.path for c in tree.walk_css(tree.root)] == ["/", "/a", "/a/b"]
     tree.rmdir("/a")  # only a dying child left: allowed
@@ -408,7 +408,7 @@ def test_p25_direct_child_of_the_limit_pool_gets_its_settings_uncapped() -> None
     tree.write("/L/u", "dmem.low", f"{REGION} 2G")
     assert verdicts(dmem, p["/L"], p["/L/u"]) == "N/N"
     assert (p["/L/u"].cnt.emin, p["/L/u"].cnt.elow) == (GiB, 2 * GiB)
-    assert p["/L"].min == 0
+    assert p["/L"].cnt.min == 0
 
 
 def test_p26_protection_is_recursive_without_any_mount_option() -> None:
@@ -417,7 +417,7 @@ def test_p26_protection_is_recursive_without_any_mount_option() -> None:
     tree, dmem, _, p = charged_tree()
     tree.write("/L/t", "dmem.min", f"{REGION} 20M")  # /L/t: own 10M + /L/t/g 10M
     g = p["/L/t/g"]
-    assert g.min == 0
+    assert g.cnt.min == 0
     assert verdicts(dmem, p["/L"], g) == "N/N"
     # π(g) = 0, Σ = 0: e(g) = (20M − 0)·(10M − 0)/(20M − 0) = 10M = used(g)
     assert g.cnt.emin == 10 * MiB
@@ -520,7 +520,7 @@ def test_p28_limit_reaches_userspace_as_enomem() -> None:
     with pytest.raises(KernelError) as ei:
         g.alloc(t, 17 * MiB)  # can never fit under 16M
     assert ei.value.errno is Errno.ENOMEM
-    assert pool(g.dmem, "/a", g.region).failcnt >= 2
+    assert pool(g.dmem, "/a", g.region).cnt.failcnt >= 2
     # the walk evicted /a's own BO (the limit pool is always evictable) -- in vain
     assert g.in_vram(first) == [False] and g.usage("/a") == 0
 
@@ -728,7 +728,7 @@ def test_invariants_under_random_charges_uncharges_and_limit_writes(
             except DmemChargeError as e:
                 assert isinstance(e.limit_pool, DmemPool)
                 assert tree.lookup(where).is_descendant_of(e.limit_pool.cgroup)
-                assert e.limit_pool.current + n * MiB > e.limit_pool.max
+                assert e.limit_pool.cnt.usage + n * MiB > e.limit_pool.cnt.max
             else:
                 assert isinstance(p, DmemPool) and p.cgroup.path == where
                 live.append((where, p, n * MiB))
@@ -742,22 +742,22 @@ def test_invariants_under_random_charges_uncharges_and_limit_writes(
             tree.write(where, f"dmem.{op}", f"{region.name} {n}M")
         pools = list(walk_pools(dmem))
         for p in pools:
-            assert p.current <= p.max
+            assert p.cnt.usage <= p.cnt.max
             below = [s for w, _, s in live if tree.lookup(w).is_descendant_of(p.cgroup)]
-            assert p.current == sum(below)
+            assert p.cnt.usage == sum(below)
             kids = [q for q in pools if q.parent is p]
-            assert p.cnt.children_min_usage == sum(min(q.current, q.min) for q in kids)
-            assert p.cnt.children_low_usage == sum(min(q.current, q.low) for q in kids)
+            assert p.cnt.children_min_usage == sum(min(q.cnt.usage, q.cnt.min) for q in kids)
+            assert p.cnt.children_low_usage == sum(min(q.cnt.usage, q.cnt.low) for q in kids)
         limit = pool(dmem, "/a", region) if dmem.find_pool("/a", region) else None
         for p in pools:
             ok, _ = dmem.evict_valuable(limit, p, True)
             if limit is not None and p is not limit and not p.is_descendant_of(limit):
                 assert not ok
             if ok and p is not limit and limit is not None:
-                assert p.current > p.cnt.emin
+                assert p.cnt.usage > p.cnt.emin
     for _, p, size in live:
         dmem.uncharge(p, size)
-    assert all(p.current == 0 for p in dmem.pools())
+    assert all(p.cnt.usage == 0 for p in dmem.pools())
     assert all(c.refs == 0 for c in tree.walk_css(tree.root))
     assert not dmem.warnings
 
@@ -823,7 +823,7 @@ class BoSteps:
         vram = [bo for bo in bos if bo.tbo.mem_type is TtmMemType.VRAM]
         assert g.usage("/") == sum(bo.size for bo in vram)
         for p in g.dmem.pools():
-            assert p.current <= p.max
+            assert p.cnt.usage <= p.cnt.max
         for bo in bos:
             if id(bo) in pinned:
                 res = bo.tbo.resource
@@ -850,6 +850,6 @@ class BoSteps:
         g = self.g
         for bo in self.bos:
             g.dev.free_buffer(bo)
-        assert all(p.current == 0 for p in g.dmem.pools())
+        assert all(p.cnt.usage == 0 for p in g.dmem.pools())
         assert all(c.refs == 0 for c in g.tree.walk_css(g.tree.root))
         assert not g.dmem.warnings and not g.kernel.warnings.records()

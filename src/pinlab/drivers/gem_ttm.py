@@ -429,14 +429,7 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
             return get_dma_buf(dmabuf)
         dmabuf = dma_buf_export(
             self.kernel,
-            DmaBufExportInfo(
-                ops=self.ops,
-                size=bo.size,
-                priv=bo,
-                exp_name=self.exp_name,
-                resv=bo.tbo.resv,
-                owner=self.module,
-            ),
+            DmaBufExportInfo.define(self.module, self.ops, bo.size, bo, resv=bo.tbo.resv),
         )
         self.publish_location(dmabuf)
         bo.tbo.dma_buf = dmabuf

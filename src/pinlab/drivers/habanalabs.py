@@ -198,9 +198,7 @@ class HabanalabsDevice(ExporterDriver):
             raise err(Errno.EINVAL, "export_dmabuf_from_handle", f"{buf!r} is not allocated")
         dmabuf = dma_buf_export(
             self.kernel,
-            DmaBufExportInfo(
-                ops=self.ops, size=buf.size, priv=buf, exp_name=self.exp_name, owner=self.module
-            ),
+            DmaBufExportInfo.define(self.module, self.ops, buf.size, buf),
         )
         self.publish_location(dmabuf)
         buf.exporting_cnt += 1

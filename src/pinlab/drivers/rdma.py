@@ -56,14 +56,14 @@ class MemoryRegion:
     invalidations: int = 0
     deregistered: bool = False
     revoked: bool = False  # a revocable pinned import lost its mapping (7.1)
+    length: int = field(init=False)  # mr->length: fixed at registration, as the umem's
+
+    def __post_init__(self) -> None:
+        self.length = self.umem.length
 
     @property
     def rkey(self) -> int:
         return self.lkey
-
-    @property
-    def length(self) -> int:
-        return self.umem.length
 
     @property
     def dmabuf(self) -> DmaBuf:

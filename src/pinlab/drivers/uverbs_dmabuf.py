@@ -158,14 +158,7 @@ class UverbsDmabufExporter:
         priv = UverbsDmabuf(f"{self.name}:{entry.kind}{pgoff:#x}", entry, provider)
         dmabuf = dma_buf_export(
             self.kernel,
-            DmaBufExportInfo(
-                ops=self.ops,
-                size=priv.size,
-                priv=priv,
-                exp_name=self.exp_name,
-                flags=O_RDWR,
-                owner=self.module,
-            ),
+            DmaBufExportInfo.define(self.module, self.ops, priv.size, priv, flags=O_RDWR),
         )
         priv.dmabuf = dmabuf
         entry.dmabufs.append(priv)

@@ -316,14 +316,7 @@ class VfioPciDevice(ExporterDriver):
         priv = VfioPciDmaBuf(self, region_index, tuple(phys), provider, length)
         dmabuf = dma_buf_export(
             self.kernel,
-            DmaBufExportInfo(
-                ops=self.ops,
-                size=length,
-                priv=priv,
-                exp_name=self.exp_name,
-                flags=open_flags,
-                owner=self.module,
-            ),
+            DmaBufExportInfo.define(self.module, self.ops, length, priv, flags=open_flags),
         )
         priv.dmabuf = dmabuf
         self.publish_location(dmabuf)

@@ -179,6 +179,22 @@ class DmaBufExportInfo:
     resv: DmaResv | None = None
     owner: Module | None = None
 
+    @classmethod
+    def define(
+        cls,
+        module: Module,
+        ops: DmaBufOps,
+        size: int,
+        priv: object,
+        *,
+        flags: int = O_RDWR,
+        resv: DmaResv | None = None,
+    ) -> DmaBufExportInfo:
+        """What a driver's ``DEFINE_DMA_BUF_EXPORT_INFO(exp_info)`` plus its own fields give:
+        ``exp_name`` is the module's name (``KBUILD_MODNAME``), ``owner`` the module
+        (``THIS_MODULE``)."""
+        return cls(ops, size, priv, module.name, flags, resv, module)
+
 
 @functools.cache
 def _dma_buf_fmode(f_flags: int) -> int:

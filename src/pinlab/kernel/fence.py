@@ -19,18 +19,21 @@ class DmaFence:
     """A fence on timeline ``context`` with sequence number ``seqno``.
 
     Models ``dma_fence_init``/``dma_fence_signal``/``dma_fence_add_callback``; the driver and
-    timeline names are what ``dma_fence_describe`` prints in bufinfo (§4.2).
+    timeline names on its ``timeline`` are what ``dma_fence_describe`` prints in bufinfo (§4.2).
     """
 
-    __slots__ = ("_callbacks", "_timeline", "error", "seqno", "signaled", "timestamp")
+    __slots__ = ("_callbacks", "context", "error", "seqno", "signaled", "timeline", "timestamp")
 
     def __init__(self, context: int, seqno: int, driver_name: str, timeline_name: str) -> None:
         self._begin(FenceTimeline(context, driver_name, timeline_name), seqno)
 
     def _begin(self, timeline: FenceTimeline, seqno: int) -> None:
-        # the context and both names live on the timeline, shared by all of its fences
-        # (FenceTimeline.next_fence); a fence made on its own gets a timeline of its own
-        self._timeline = timeline
+        # the names live on the timeline, shared by all of its fences as the kernel shares
+        # them through fence->ops (FenceTimeline.next_fence); a fence made on its own gets a
+        # timeline of its own. The context is the fence's own field, as fence->context is:
+        # dma_resv_add_fence compares it on every add.
+        self.timeline = timeline
+        self.context = timeline.context
         self.seqno = seqno
         self.signaled = False
         self.error = 0
@@ -38,18 +41,6 @@ class DmaFence:
         # created on the first add_callback: most fences never get one, and a signalled
         # fence that is kept (in its resv, K-65) should not keep an empty list either
         self._callbacks: list[FenceCallback] | None = None
-
-    @property
-    def context(self) -> int:
-        return self._timeline.context
-
-    @property
-    def driver_name(self) -> str:
-        return self._timeline.driver_name
-
-    @property
-    def timeline_name(self) -> str:
-        return self._timeline.timeline_name
 
     def signal(self, timestamp: float | None = None, error: int = 0) -> bool:
         """``dma_fence_signal``: signal once and run the callbacks in registration order.
@@ -92,17 +83,19 @@ class DmaFence:
         """
         state = "signalled" if self.signaled else "unsignalled"
         u64 = (1 << 64) - 1
+        names = self.timeline
         if fmt is FenceFormat.CONTEXT_FIRST:
-            timeline = "" if self.signaled else self.timeline_name
-            driver = "" if self.signaled else self.driver_name
+            timeline = "" if self.signaled else names.timeline_name
+            driver = "" if self.signaled else names.driver_name
             return f"{self.context & u64}:{self.seqno & u64} {timeline} {driver} {state}"
         if fmt is FenceFormat.EXCLUSIVE_SHARED:
-            return f"{self.driver_name} {self.timeline_name} {state}"
-        return f"{self.driver_name} {self.timeline_name} seq {self.seqno & u64} {state}"
+            return f"{names.driver_name} {names.timeline_name} {state}"
+        return f"{names.driver_name} {names.timeline_name} seq {self.seqno & u64} {state}"
 
     def __repr__(self) -> str:
         state = "signalled" if self.signaled else "unsignalled"
-        where = f"{self.driver_name}:{self.timeline_name} {self.context}#{self.seqno}"
+        names = self.timeline
+        where = f"{names.driver_name}:{names.timeline_name} {self.context}#{self.seqno}"
         return f"<DmaFence {where} {state}>"
 
 

@@ -10,14 +10,18 @@ switches that are independent of the preset (§1.5:
 :meth:`KernelProfile.with_`.
 
 Everything here is data: the code in ``pinlab.kernel`` and ``pinlab.drivers`` reads these
-fields instead of comparing version numbers, so every behavioural fork is named once.
+fields instead of comparing version numbers, so every behavioural fork is named once. The
+preset table itself is ``profiles.toml`` next to this module, read into :data:`PRESETS`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import tomllib
+import typing
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 
@@ -175,111 +179,68 @@ CONFIG_SWITCHES = (
 )
 """Switches a user may change on top of a preset (``kernel-semantics.md`` §1.5)."""
 
-_CACHING: dict[str, Any] = dict(
-    status=ProfileStatus.RELEASED,
-    family=CoreFamily.CACHING,
-    cache_sgt_at_attach=True,
-    cache_sgt_mapping_flag=True,
-    unlocked_variants=True,
-    common_locking=True,
-    attachment_has_sgt=True,
-    fence_model=FenceModel.USAGES,
-    bufinfo_fence_format=FenceFormat.CLASSIC,
-    move_notify=False,
-    move_notify_is_option=True,
-    invalidate_mappings=False,
-    attach_revocable=False,
-    umem_pinned_warn_callback=True,
-    umem_revocable_pinned_ops=False,
-    amdgpu_vram_pin=VramPinRule.NEVER,
-    amdgpu_p2p_requires_runtime_pm=False,
-    xe_available=True,
-    xe_vram_pin=VramPinRule.NEVER,
-    ttm_desired_fallback=True,
-    ttm_propagate_enospc_available=False,
-    dmem=False,
-    vfio_dmabuf=VfioDmabuf.ABSENT,
-    iommufd_dmabuf=False,
-    iommufd_dmabuf_pin=False,
-    rdma_dmabuf_export=False,
-    dmem_pool_refcount=False,
-    dmem_peak=False,
-    dmem_protected_alloc=False,
-    vfio_dmabuf_revoke_ioctl=False,
+PRESETS_FILE = "profiles.toml"
+"""The preset table, next to this module: data, read once at import by :func:`load_presets`."""
+
+
+def _field_value(where: str, key: str, hint: Any, value: object) -> object:
+    """``value`` of field ``key`` as ``KernelProfile`` types it: enums by member name,
+    ``version`` a pair of ints, switches ``bool``."""
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        if isinstance(value, str) and value in hint.__members__:
+            return hint[value]
+        expected = f"one of {', '.join(hint.__members__)}"
+    elif hint == tuple[int, int]:
+        if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+            return (value[0], value[1])
+        expected = "[major, minor]"
+    elif isinstance(hint, type) and type(value) is hint:
+        return value
+    else:
+        expected = getattr(hint, "__name__", str(hint))
+    raise ValueError(f"{PRESETS_FILE} {where}: {key} expects {expected}, found {value!r}")
+
+
+def load_presets(text: str) -> dict[str, KernelProfile]:
+    """Read the preset table (the text of :data:`PRESETS_FILE`) into profiles, in file order.
+
+    A table's ``extends`` names the ``[template.*]`` it builds on; what it sets replaces the
+    template's value. Raises ``ValueError`` naming the table and field for an unknown field, a
+    value of the wrong type, an unknown template or a field left unset.
+    """
+    data = tomllib.loads(text)
+    templates: dict[str, dict[str, Any]] = data.get("template", {})
+    hints = typing.get_type_hints(KernelProfile)
+
+    def resolved(where: str, table: dict[str, Any], seen: tuple[str, ...] = ()) -> dict[str, Any]:
+        own = {k: v for k, v in table.items() if k != "extends"}
+        base = table.get("extends")
+        if base is None:
+            return own
+        if base not in templates or base in seen:
+            raise ValueError(f"{PRESETS_FILE} {where}: extends unknown template {base!r}")
+        return {**resolved(f"[template.{base}]", templates[base], (*seen, base)), **own}
+
+    presets: dict[str, KernelProfile] = {}
+    for name, table in data.get("preset", {}).items():
+        where = f'[preset."{name}"]'
+        fields: dict[str, Any] = {"name": name}
+        for key, value in resolved(where, table).items():
+            if key not in hints or key == "name":
+                raise ValueError(f"{PRESETS_FILE} {where}: unknown field {key!r}")
+            fields[key] = _field_value(where, key, hints[key], value)
+        missing = [f.name for f in dataclasses.fields(KernelProfile) if f.name not in fields]
+        required = [m for m in missing if m not in CONFIG_SWITCHES]
+        if required:
+            raise ValueError(f"{PRESETS_FILE} {where}: {', '.join(required)} not set")
+        presets[name] = KernelProfile(**fields)
+    return presets
+
+
+PRESETS: dict[str, KernelProfile] = load_presets(
+    resources.files("pinlab.kernel").joinpath(PRESETS_FILE).read_text(encoding="utf-8")
 )
-
-_PIN_AT_MAP: dict[str, Any] = {
-    **_CACHING,
-    "family": CoreFamily.PIN_AT_MAP,
-    "cache_sgt_at_attach": False,
-    "cache_sgt_mapping_flag": False,
-    "attachment_has_sgt": False,
-    "amdgpu_vram_pin": VramPinRule.IF_P2P_AND_MN,
-    "dmem": True,
-}
-
-_REVOKE: dict[str, Any] = {
-    **_PIN_AT_MAP,
-    "family": CoreFamily.REVOKE,
-    "bufinfo_fence_format": FenceFormat.CONTEXT_FIRST,
-    "move_notify": True,
-    "move_notify_is_option": False,
-    "invalidate_mappings": True,
-    "attach_revocable": True,
-    "umem_pinned_warn_callback": False,
-    "umem_revocable_pinned_ops": True,
-    "amdgpu_vram_pin": VramPinRule.IF_P2P,
-    "amdgpu_p2p_requires_runtime_pm": True,
-    "xe_vram_pin": VramPinRule.IF_P2P,
-    "ttm_propagate_enospc_available": True,
-    "vfio_dmabuf": VfioDmabuf.REVOCABLE_ONLY,
-    "iommufd_dmabuf": True,
-    "iommufd_dmabuf_pin": True,
-    "rdma_dmabuf_export": True,
-    "dmem_pool_refcount": True,
-}
-
-PRESETS: dict[str, KernelProfile] = {
-    "5.16": KernelProfile(
-        name="5.16",
-        version=(5, 16),
-        **{
-            **_CACHING,
-            "common_locking": False,
-            "unlocked_variants": False,
-            "fence_model": FenceModel.EXCLUSIVE_SHARED,
-            "bufinfo_fence_format": FenceFormat.EXCLUSIVE_SHARED,
-            "xe_available": False,
-            "ttm_desired_fallback": False,
-        },
-    ),
-    "6.12": KernelProfile(name="6.12", version=(6, 12), **_CACHING),
-    "6.14": KernelProfile(name="6.14", version=(6, 14), **{**_CACHING, "dmem": True}),
-    "6.16": KernelProfile(name="6.16", version=(6, 16), **_PIN_AT_MAP),
-    "6.19": KernelProfile(
-        name="6.19",
-        version=(6, 19),
-        **{
-            **_PIN_AT_MAP,
-            "xe_vram_pin": VramPinRule.IF_P2P_AND_MN,
-            "vfio_dmabuf": VfioDmabuf.PIN_REFUSED,
-            "iommufd_dmabuf": True,
-            "dmem_pool_refcount": True,
-        },
-    ),
-    "7.1": KernelProfile(name="7.1", version=(7, 1), **_REVOKE),
-    "next": KernelProfile(
-        name="next",
-        version=(7, 3),
-        **{
-            **_REVOKE,
-            "status": ProfileStatus.QUEUED,
-            "dmem_peak": True,
-            "dmem_protected_alloc": True,
-            "vfio_dmabuf_revoke_ioctl": True,
-        },
-    ),
-}
+"""The presets of ``kernel-semantics.md`` §1.3 by name, as :data:`PRESETS_FILE` lists them."""
 
 DEFAULT_PROFILE = "6.16"
 

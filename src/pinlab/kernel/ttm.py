@@ -102,9 +102,24 @@ _serials = itertools.count(1)
 
 
 class TtmResource:
-    """``struct ttm_resource``: where a BO's bytes are, charged to a dmem pool if any."""
+    """``struct ttm_resource``: where a BO's bytes are, charged to a dmem pool if any.
 
-    __slots__ = ("allocation", "bo", "manager", "pool", "serial")
+    ``start``, ``size``, ``mem_type`` and ``contiguous`` are fixed when the resource is made, as
+    ``ttm_resource_init`` fills ``res->start``, ``res->size``, ``res->mem_type`` and the
+    ``TTM_PL_FLAG_CONTIGUOUS`` bit of ``res->placement``: an allocation never changes its ranges.
+    """
+
+    __slots__ = (
+        "allocation",
+        "bo",
+        "contiguous",
+        "manager",
+        "mem_type",
+        "pool",
+        "serial",
+        "size",
+        "start",
+    )
 
     def __init__(
         self,
@@ -118,22 +133,10 @@ class TtmResource:
         self.allocation = allocation
         self.pool = pool
         self.serial = next(_serials)
-
-    @property
-    def size(self) -> int:
-        return self.allocation.size
-
-    @property
-    def contiguous(self) -> bool:
-        return self.allocation.contiguous
-
-    @property
-    def mem_type(self) -> TtmMemType:
-        return self.manager.mem_type
-
-    @property
-    def start(self) -> int:
-        return self.allocation.start
+        self.start = allocation.start
+        self.size = allocation.size
+        self.mem_type = manager.mem_type
+        self.contiguous = allocation.contiguous
 
     def __repr__(self) -> str:
         return f"<ttm_resource {self.manager.name}@{self.start:#x}+{self.size:#x}>"
@@ -158,6 +161,7 @@ class TtmResourceManager:
         "on_pin_change",
         "pinned",
         "region",
+        "size",
         "use_type",
     )
 
@@ -175,6 +179,7 @@ class TtmResourceManager:
         self.mem_type = mem_type
         self.name = name or f"{bdev.name}:{mem_type}"
         self.allocator = RangeAllocator(size, granule=granule, name=self.name)
+        self.size = size  # man->size
         # insertion order is LRU order (move to the tail = pop and re-insert): a plain dict
         # costs less per BO than an OrderedDict's linked list
         self.lru: dict[int, TtmBufferObject] = {}
@@ -187,10 +192,6 @@ class TtmResourceManager:
         # an observer of pin changes that move no memory (not a kernel hook: the simulator's
         # sampler learns of them instead of polling; allocations notify through the allocator)
         self.on_pin_change: Callable[[], None] | None = None
-
-    @property
-    def size(self) -> int:
-        return self.allocator.size
 
     @property
     def used(self) -> int:

@@ -18,6 +18,7 @@ would add it live in ``pinlab.policy``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.dma_buf import (
@@ -51,6 +52,7 @@ IB_ACCESS_REMOTE_ATOMIC = 1 << 3
 IB_ACCESS_ON_DEMAND = 1 << 6
 
 
+@dataclass(eq=False, slots=True)
 class IbUmemDmabuf:
     """``struct ib_umem_dmabuf``: one registered dma-buf range of one RDMA device.
 
@@ -59,39 +61,21 @@ class IbUmemDmabuf:
     as ``first_sg_offset``/``last_sg_trim`` rather than by rewriting the table.
     """
 
-    __slots__ = (
-        "access",
-        "attach",
-        "dmabuf",
-        "first_sg_offset",
-        "ibdev",
-        "last_sg_trim",
-        "length",
-        "offset",
-        "pinned",
-        "pinned_revoke",
-        "pinned_revoke_priv",
-        "private",
-        "revoked",
-        "sgt",
-    )
-
-    def __init__(self, ibdev: Device, dmabuf: DmaBuf, offset: int, length: int, access: int):
-        self.ibdev = ibdev
-        self.dmabuf = dmabuf
-        self.offset = offset
-        self.length = length
-        self.access = access
-        self.attach: DmaBufAttachment | None = None
-        self.sgt: SgTable | None = None
-        self.pinned = False
-        self.revoked = False
-        # (7.1) the driver's revoke callback, set by ib_umem_dmabuf_set_revoke_locked (K-115)
-        self.pinned_revoke: Callable[[object], None] | None = None
-        self.pinned_revoke_priv: object = None
-        self.private: object | None = None
-        self.first_sg_offset = 0
-        self.last_sg_trim = 0
+    ibdev: Device
+    dmabuf: DmaBuf
+    offset: int
+    length: int
+    access: int
+    attach: DmaBufAttachment | None = field(default=None, init=False)
+    sgt: SgTable | None = field(default=None, init=False)
+    pinned: bool = field(default=False, init=False)
+    revoked: bool = field(default=False, init=False)
+    # (7.1) the driver's revoke callback, set by ib_umem_dmabuf_set_revoke_locked (K-115)
+    pinned_revoke: Callable[[object], None] | None = field(default=None, init=False)
+    pinned_revoke_priv: object = field(default=None, init=False)
+    private: object | None = field(default=None, init=False)
+    first_sg_offset: int = field(default=0, init=False)
+    last_sg_trim: int = field(default=0, init=False)
 
     @property
     def writable(self) -> bool:

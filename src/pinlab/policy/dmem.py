@@ -86,22 +86,10 @@ class RegionPool:
             warnings=warnings,
         )
 
-    @property
-    def current(self) -> int:
-        return self.cnt.usage
-
-    @property
-    def max(self) -> int:
-        return self.cnt.max
-
-    @property
-    def failcnt(self) -> int:
-        return self.cnt.failcnt
-
     def __repr__(self) -> str:
         return (
             f"<{self.kind} {self.cgroup.path} {self.region.name} "
-            f"current={self.current} max={format_limit(self.max)}>"
+            f"current={self.cnt.usage} max={format_limit(self.cnt.max)}>"
         )
 
 
@@ -187,14 +175,6 @@ class DmemPool(RegionPool):
         self.evict_allowed = 0
         self.evict_denied = 0
         self.evict_low_skipped = 0
-
-    @property
-    def min(self) -> int:
-        return self.cnt.min
-
-    @property
-    def low(self) -> int:
-        return self.cnt.low
 
     def top_most(self) -> DmemPool:
         """The region's pool of the root cgroup, reached through the parents."""
@@ -382,8 +362,8 @@ class DmemCgroupController(CgroupSubsys):
             self.limit_hits += 1
             raise DmemChargeError(
                 limit,
-                f"{limit.cgroup.path} dmem.max {region.name} {format_limit(limit.max)}: "
-                f"usage {limit.current} + {size} would exceed it",
+                f"{limit.cgroup.path} dmem.max {region.name} {format_limit(limit.cnt.max)}: "
+                f"usage {limit.cnt.usage} + {size} would exceed it",
             )
         cgrp.css_get()
         return pool
@@ -517,22 +497,22 @@ class DmemCgroupController(CgroupSubsys):
     def cftypes(self) -> Sequence[CgroupFile]:
         return (
             CgroupFile("dmem.capacity", self._capacity_show, None, CfType.ONLY_ON_ROOT),
-            CgroupFile("dmem.current", self._show(lambda p: p.current if p else 0)),
+            CgroupFile("dmem.current", self._show(lambda p: p.cnt.usage if p else 0)),
             CgroupFile(
                 "dmem.min",
-                self._show(lambda p: p.min if p else 0),
+                self._show(lambda p: p.cnt.min if p else 0),
                 self._writer("dmem.min", self._set_min),
                 CfType.NOT_ON_ROOT,
             ),
             CgroupFile(
                 "dmem.low",
-                self._show(lambda p: p.low if p else 0),
+                self._show(lambda p: p.cnt.low if p else 0),
                 self._writer("dmem.low", self._set_low),
                 CfType.NOT_ON_ROOT,
             ),
             CgroupFile(
                 "dmem.max",
-                self._show(lambda p: p.max if p else PAGE_COUNTER_MAX),
+                self._show(lambda p: p.cnt.max if p else PAGE_COUNTER_MAX),
                 self._writer("dmem.max", self._set_max),
                 CfType.NOT_ON_ROOT,
             ),

@@ -201,7 +201,8 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
                     DENIAL_ERRNO,
                     "dma_buf_pin",
                     f"{POLICY_NAME}: {limit.cgroup.path} dmem.pin.max {region.name} "
-                    f"{format_limit(limit.max)}, {limit.current} pinned + {size} would exceed it",
+                    f"{format_limit(limit.cnt.max)}, {limit.cnt.usage} pinned + {size} "
+                    "would exceed it",
                 )
             )
         cgrp.css_get()
@@ -230,8 +231,8 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
         self._pools.release(cgrp)
 
     def cftypes(self) -> Sequence[CgroupFile]:
-        current = self._pools.show(self.regions, lambda p: p.current if p else 0)
-        cap = self._pools.show(self.regions, lambda p: p.max if p else PAGE_COUNTER_MAX)
+        current = self._pools.show(self.regions, lambda p: p.cnt.usage if p else 0)
+        cap = self._pools.show(self.regions, lambda p: p.cnt.max if p else PAGE_COUNTER_MAX)
         return (
             CgroupFile("dmem.pin.current", current),
             CgroupFile("dmem.pin.max", cap, self._max_write, CfType.NOT_ON_ROOT),

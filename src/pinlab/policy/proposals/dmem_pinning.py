@@ -77,7 +77,7 @@ class DmemPinning(PinHookPolicy, CgroupSubsys):
         level: DmemPool | None = pool
         while level is not None:
             new = self.pinned.get(level, 0) + size
-            if level.parent is not None and new > level.min:
+            if level.parent is not None and new > level.cnt.min:
                 for undo in done:
                     self.pinned[undo] -= size
                 self.failcnt[level] = self.failcnt.get(level, 0) + 1
@@ -115,7 +115,7 @@ class DmemPinning(PinHookPolicy, CgroupSubsys):
                     "dma_buf_pin",
                     f"{NAME}: {refused.cgroup.path} {pool.region.name}: "
                     f"{self.pinned.get(refused, 0)} pinned + {dmabuf.size} > dmem.min "
-                    f"{refused.min}",
+                    f"{refused.cnt.min}",
                 )
             )
         return self._held.add(PinnedCharge(dmabuf, pool, dmabuf.size))
