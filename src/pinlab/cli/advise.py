@@ -8,8 +8,15 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_set_flag, add_workers, as_user_error, point_errors
-from pinlab.cli.run import progress_ticks, seed_arg
+from pinlab.cli.common import (
+    UserError,
+    add_set_flag,
+    add_workers,
+    as_user_error,
+    point_errors,
+    seed_arg,
+)
+from pinlab.cli.run import progress_ticks
 
 
 def _positive(option: str, value: int | None) -> None:

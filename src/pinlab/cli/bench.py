@@ -11,8 +11,15 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, add_set_flag, as_user_error, print_json
-from pinlab.cli.run import seed_arg
+from pinlab.cli.common import (
+    ArgType,
+    UserError,
+    add_json_flag,
+    add_set_flag,
+    as_user_error,
+    print_json,
+    seed_arg,
+)
 
 
 def _param_value(text: str) -> object:
@@ -75,14 +82,9 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _nodes_arg(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of nodes, found {text!r}") from None
-    if not 1 <= n <= 16384:
-        raise argparse.ArgumentTypeError(f"expected 1 to 16384 nodes, found {n}")
-    return n
+_nodes_arg = ArgType(
+    int, "a number of nodes", lambda n: 1 <= n <= 16384, "1 to 16384 nodes", show_value=True
+)
 
 
 def add_parsers(sub: Any) -> None:

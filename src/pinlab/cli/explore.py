@@ -4,13 +4,13 @@ invariants (:mod:`pinlab.explore`)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import math
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, wide
+from pinlab.cli.common import ArgType, UserError, add_json_flag, wide
 
 
 def _names(value: str | None, known: list[str], flag: str) -> list[str]:
@@ -59,33 +59,9 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     return 1 if any(f.blocking for f in report.findings) else 0
 
 
-def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum``, else "expected ``what``"."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {what}, found {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_seed = _int_at_least(0, "an integer seed >= 0")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, found {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, found {text!r}")
-    return value
+_positive_int = ArgType(int, "a positive integer", lambda n: n >= 1)
+_seed = ArgType(int, "an integer seed >= 0", lambda n: n >= 0)
+_seconds = ArgType(float, "seconds", lambda s: 0 < s < math.inf, "a positive number of seconds")
 
 
 def add_parsers(sub: Any) -> None:

@@ -27,12 +27,14 @@ if TYPE_CHECKING:
 
 
 from pinlab.cli.common import (
+    ArgType,
     UserError,
     add_json_flag,
     add_set_flag,
     add_workers,
     as_user_error,
     point_errors,
+    seed_arg,
     wide,
 )
 
@@ -491,18 +493,6 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     return 1 if failed else 0
 
 
-def seed_arg(text: str) -> int:
-    try:
-        seed = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, found {text!r}") from None
-    from pinlab.scenarios.schema import SEED_MAX
-
-    if not 0 <= seed <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2^63-1, found {text!r}")
-    return seed
-
-
 def _trace_filter_arg(text: str) -> frozenset[str]:
     from pinlab.report.trace import parse_categories
 
@@ -512,14 +502,7 @@ def _trace_filter_arg(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _trace_max_arg(text: str) -> int:
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, found {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 event, found {text!r}")
-    return n
+_trace_max_arg = ArgType(partial(int, base=0), "an integer", lambda n: n >= 1, "at least 1 event")
 
 
 def add_parsers(sub: Any) -> None:
