@@ -14,6 +14,7 @@ from rich.console import Console
 from pinlab.cli.common import (
     ArgType,
     UserError,
+    add_command,
     add_json_flag,
     add_set_flag,
     as_user_error,
@@ -52,6 +53,10 @@ def _list_tools(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    """run a microbenchmark users run (perftest ...) on a modelled machine
+
+    Run TOOL with the real tool's arguments on a modelled machine and print what the tool prints
+    (e.g. pinlab bench perftest ib_write_bw -a --report_gbits). Without TOOL: list the tools."""
     from pinlab.bench import run_bench
 
     if args.tool is None:
@@ -88,13 +93,7 @@ _nodes_arg = ArgType(
 
 
 def add_parsers(sub: Any) -> None:
-    bench = sub.add_parser(
-        "bench",
-        help="run a microbenchmark users run (perftest ...) on a modelled machine",
-        description="Run TOOL with the real tool's arguments on a modelled machine and print "
-        "what the tool prints (e.g. pinlab bench perftest ib_write_bw -a --report_gbits). "
-        "Without TOOL: list the tools.",
-    )
+    bench = add_command(sub, "bench", _cmd_bench)
     bench.add_argument(
         "--platform",
         default="cx-pair",
@@ -121,4 +120,3 @@ def add_parsers(sub: Any) -> None:
     bench.add_argument(
         "args", nargs=argparse.REMAINDER, help="the tool's own arguments (test name first)"
     )
-    bench.set_defaults(func=_cmd_bench)

@@ -2,12 +2,13 @@
 input (and of failed points) into it, the command type, the typed option values
 (:class:`ArgType`, ``--seed``), the options several commands declare alike (``--json``,
 ``--set``, ``--jobs``/``--dask``), the printing of ``--json``, the console widened for a pipe,
-the declaration of a listing command, the table it prints and the walk of the subcommand
-tree."""
+the declaration of a command (its help: its function's docstring) and of a listing command,
+the table it prints and the walk of the subcommand tree."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -24,6 +25,7 @@ __all__ = [
     "ArgType",
     "Command",
     "UserError",
+    "add_command",
     "add_json_flag",
     "add_listing",
     "add_set_flag",
@@ -158,20 +160,26 @@ def add_workers(
     parser.add_argument("--dask", metavar="local|ADDRESS", help=dask)
 
 
-def add_listing(
-    sub: Any,
-    name: str,
-    func: Command,
-    *,
-    help: str,
-    description: str,
-    json_help: str = "machine-readable output",
-) -> argparse.ArgumentParser:
-    """Declare the subcommand ``name`` of ``sub`` that lists something: run by ``func``, with
-    a ``--json`` flag; the caller adds its positional arguments to the parser returned."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    add_json_flag(parser, json_help)
+def add_command(sub: Any, name: str, func: Command) -> argparse.ArgumentParser:
+    """Declare the subcommand ``name`` of ``sub`` (a subparsers action), run by ``func``. The
+    docstring of ``func`` is the command's help: its first paragraph the line its parent's
+    ``--help`` lists it with, the rest the description its own ``--help`` prints (white space
+    folded, as argparse prints them)."""
+    summary, _, description = inspect.cleandoc(func.__doc__ or "").partition("\n\n")
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=" ".join(summary.split()), description=" ".join(description.split())
+    )
     parser.set_defaults(func=func)
+    return parser
+
+
+def add_listing(
+    sub: Any, name: str, func: Command, *, json_help: str = "machine-readable output"
+) -> argparse.ArgumentParser:
+    """Declare the subcommand ``name`` of ``sub`` that lists something (:func:`add_command`),
+    with a ``--json`` flag; the caller adds its positional arguments to the parser returned."""
+    parser = add_command(sub, name, func)
+    add_json_flag(parser, json_help)
     return parser
 
 

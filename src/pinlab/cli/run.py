@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 from pinlab.cli.common import (
     ArgType,
     UserError,
+    add_command,
     add_json_flag,
     add_set_flag,
     add_workers,
@@ -344,6 +345,12 @@ def _save(
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """run a scenario (default: the whole debate suite) and print its verdict
+
+    Run one scenario -- a built-in NAME or a scenario FILE -- or, with no argument, every built-in
+    scenario; write each run to DIR/<scenario>/<variant>/ (config.toml, summary.json, series.csv,
+    trace.json) and print one verdict table per scenario. Exit status: 0 when every claim held, 1
+    when a claim failed, 2 for a user error."""
     from pinlab.report.verdict import claim_line, compare_table, randomness_line, verdict_table
     from pinlab.scenarios import runner
 
@@ -506,17 +513,7 @@ _trace_max_arg = ArgType(partial(int, base=0), "an integer", lambda n: n >= 1, "
 
 
 def add_parsers(sub: Any) -> None:
-    run = sub.add_parser(
-        "run",
-        help="run a scenario (default: the whole debate suite) and print its verdict",
-        description=(
-            "Run one scenario -- a built-in NAME or a scenario FILE -- or, with no argument, "
-            "every built-in scenario; write each run to DIR/<scenario>/<variant>/ "
-            "(config.toml, summary.json, series.csv, trace.json) and print one verdict table per "
-            "scenario. Exit status: 0 when every claim held, 1 when a claim failed, "
-            "2 for a user error."
-        ),
-    )
+    run = add_command(sub, "run", _cmd_run)
     run.add_argument(
         "scenario",
         nargs="?",
@@ -609,4 +606,3 @@ def add_parsers(sub: Any) -> None:
         dask="run the reruns on Dask distributed",
     )
     add_json_flag(robust, "print the robustness as JSON (no tables)")
-    run.set_defaults(func=_cmd_run)
