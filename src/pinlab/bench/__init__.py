@@ -14,14 +14,15 @@ expected and what was found); the same arguments, platform and seed give the sam
 for byte; nothing is read from the wall clock.
 
 :func:`run_bench` is the one entry point (the CLI, ``pinlab validate`` and the public API use
-it). Tools register themselves in :data:`TOOLS` with :func:`register_tool`.
+it). Each tool module registers its tool -- name, summary and the function that runs it -- in
+:data:`TOOLS` with :func:`register_tool`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pinlab.errors import ConfigError
 
@@ -92,26 +93,29 @@ class BenchSetup:
     seed: int = 0
 
 
-class BenchTool(Protocol):
-    """One tool: ``run`` parses ``argv`` (the real tool's arguments, test name first where the
-    tool has several) and runs it on ``setup``; ``ConfigError`` for bad arguments, before any
-    work."""
+@dataclass(frozen=True, slots=True)
+class BenchTool:
+    """One tool: its ``name``, the ``summary`` ``pinlab bench`` lists, and ``run``, which parses
+    ``argv`` (the real tool's arguments, test name first where the tool has several) and runs
+    it on ``setup``; ``ConfigError`` for bad arguments, before any work."""
 
     name: str
     summary: str
-
-    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable: ...
+    run: Callable[[Sequence[str], BenchSetup], BenchTable]
 
 
 TOOLS: dict[str, BenchTool] = {}
 """The registered tools by name (``perftest``, ``nvbandwidth`` ...)."""
 
 
-def register_tool(tool: BenchTool) -> BenchTool:
-    """Make ``tool`` available to :func:`run_bench` and ``pinlab bench`` under ``tool.name``."""
-    if tool.name in TOOLS:
-        raise ValueError(f"bench tool {tool.name!r} is already registered")
-    TOOLS[tool.name] = tool
+def register_tool(
+    name: str, summary: str, run: Callable[[Sequence[str], BenchSetup], BenchTable]
+) -> BenchTool:
+    """Make the tool ``name`` (``summary``, run by ``run``: :class:`BenchTool`) available to
+    :func:`run_bench` and ``pinlab bench``; the tool."""
+    if name in TOOLS:
+        raise ValueError(f"bench tool {name!r} is already registered")
+    tool = TOOLS[name] = BenchTool(name, summary, run)
     return tool
 
 

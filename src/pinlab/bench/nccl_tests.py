@@ -27,7 +27,7 @@ from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
 from pinlab.bench._gpu import ToolParser, bus_id, run_tenants, simulation
 from pinlab.sim.workloads.nccl import DTYPE_SIZE, PATH_LEVELS, NcclParams, NcclResult
 
-__all__ = ["NcclTestsTool", "float_str", "parse_size"]
+__all__ = ["TOOL", "float_str", "parse_size"]
 
 _VERSION = "2.19.6"
 _NCCL_VERSION = 22703
@@ -101,205 +101,203 @@ _PLACED = ("time", "algbw", "busbw", "#wrong")
 ``in-place busbw`` ... after the group header above them."""
 
 
-class NcclTestsTool:
-    """The ``nccl-tests`` bench tool (module docstring)."""
-
-    name = "nccl-tests"
-    summary = "NVIDIA nccl-tests all_reduce_perf: NCCL all-reduce time, algbw and busbw by size"
-
-    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
-        argv = list(argv)
-        if not argv or argv[0].startswith("-"):
-            ToolParser("nccl-tests").fail("test", "a test binary (all_reduce_perf)", argv[:1])
-        binary, rest = argv[0], argv[1:]
-        if binary not in _BINARIES:
-            ToolParser("nccl-tests").fail("test", ", ".join(_BINARIES), binary)
-        parser = _parser(binary)
-        args = parser.parse_args(rest)
-        lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
-        if lo < 0:
-            parser.fail("-b/--minbytes", "a size such as 8, 32K, 1M or 2G", args.minbytes)
-        if hi < lo:
-            parser.fail("-e/--maxbytes", f"a size >= minbytes ({lo})", args.maxbytes)
-        if args.stepfactor < 2:
-            parser.fail(
-                "-f/--stepfactor",
-                "a factor >= 2 (stepbytes sweeps are not modelled)",
-                args.stepfactor,
-            )
-        if args.datatype not in DTYPE_SIZE:
-            parser.fail("-d/--datatype", ", ".join(DTYPE_SIZE), args.datatype)
-        if args.op not in _OPS:
-            parser.fail("-o/--op", ", ".join(_OPS), args.op)
-        for flag, value in (
-            ("-n/--iters", args.iters),
-            ("-g/--ngpus", args.ngpus),
-            ("-t/--nthreads", args.nthreads),
-        ):
-            if value < 1:
-                parser.fail(flag, "a positive number", value)
-        if args.warmup_iters < 0:
-            parser.fail("-w/--warmup_iters", "a number >= 0", args.warmup_iters)
-        n_nodes = setup.nodes if setup.nodes is not None else (args.nodes or 1)
-        if n_nodes < 1:
-            parser.fail("--nodes", "a positive number of nodes", n_nodes)
-        sim = simulation(setup, nodes=n_nodes)
-        node_gpus = len(sim.node().machine.spec.devices)
-        if args.ngpus * args.nthreads > node_gpus:
-            parser.fail("-g/--ngpus", f"at most {node_gpus} GPUs per node (× -t)", args.ngpus)
-        gdr_read = {"0": "off", "1": "on", None: "auto"}[args.net_gdr_read]
-        params = NcclParams(
-            collective=_BINARIES[binary],  # type: ignore[arg-type]
-            minbytes=lo,
-            maxbytes=hi,
-            stepfactor=args.stepfactor,
-            iters=args.iters * args.agg_iters,
-            warmup=args.warmup_iters,
-            gpus_per_thread=args.ngpus,
-            datatype=args.datatype,
-            algo=args.algo,
-            proto=args.proto,
-            p2p_level=args.p2p_level,
-            net_gdr_level=args.net_gdr_level,
-            net_gdr_read=gdr_read,  # type: ignore[arg-type]
-            model=args.model,
-            check=args.check != 0,
-            world=n_nodes,
+def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
+    argv = list(argv)
+    if not argv or argv[0].startswith("-"):
+        ToolParser("nccl-tests").fail("test", "a test binary (all_reduce_perf)", argv[:1])
+    binary, rest = argv[0], argv[1:]
+    if binary not in _BINARIES:
+        ToolParser("nccl-tests").fail("test", ", ".join(_BINARIES), binary)
+    parser = _parser(binary)
+    args = parser.parse_args(rest)
+    lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
+    if lo < 0:
+        parser.fail("-b/--minbytes", "a size such as 8, 32K, 1M or 2G", args.minbytes)
+    if hi < lo:
+        parser.fail("-e/--maxbytes", f"a size >= minbytes ({lo})", args.maxbytes)
+    if args.stepfactor < 2:
+        parser.fail(
+            "-f/--stepfactor",
+            "a factor >= 2 (stepbytes sweeps are not modelled)",
+            args.stepfactor,
         )
-        tenants = run_tenants(sim, params, per_node=True)
-        result = tenants[0].result
-        assert isinstance(result, NcclResult)
-        return self._table(sim, binary, args, lo, hi, result, n_nodes, setup.seed)
+    if args.datatype not in DTYPE_SIZE:
+        parser.fail("-d/--datatype", ", ".join(DTYPE_SIZE), args.datatype)
+    if args.op not in _OPS:
+        parser.fail("-o/--op", ", ".join(_OPS), args.op)
+    for flag, value in (
+        ("-n/--iters", args.iters),
+        ("-g/--ngpus", args.ngpus),
+        ("-t/--nthreads", args.nthreads),
+    ):
+        if value < 1:
+            parser.fail(flag, "a positive number", value)
+    if args.warmup_iters < 0:
+        parser.fail("-w/--warmup_iters", "a number >= 0", args.warmup_iters)
+    n_nodes = setup.nodes if setup.nodes is not None else (args.nodes or 1)
+    if n_nodes < 1:
+        parser.fail("--nodes", "a positive number of nodes", n_nodes)
+    sim = simulation(setup, nodes=n_nodes)
+    node_gpus = len(sim.node().machine.spec.devices)
+    if args.ngpus * args.nthreads > node_gpus:
+        parser.fail("-g/--ngpus", f"at most {node_gpus} GPUs per node (× -t)", args.ngpus)
+    gdr_read = {"0": "off", "1": "on", None: "auto"}[args.net_gdr_read]
+    params = NcclParams(
+        collective=_BINARIES[binary],  # type: ignore[arg-type]
+        minbytes=lo,
+        maxbytes=hi,
+        stepfactor=args.stepfactor,
+        iters=args.iters * args.agg_iters,
+        warmup=args.warmup_iters,
+        gpus_per_thread=args.ngpus,
+        datatype=args.datatype,
+        algo=args.algo,
+        proto=args.proto,
+        p2p_level=args.p2p_level,
+        net_gdr_level=args.net_gdr_level,
+        net_gdr_read=gdr_read,  # type: ignore[arg-type]
+        model=args.model,
+        check=args.check != 0,
+        world=n_nodes,
+    )
+    tenants = run_tenants(sim, params, per_node=True)
+    result = tenants[0].result
+    assert isinstance(result, NcclResult)
+    return _table(sim, binary, args, lo, hi, result, n_nodes, setup.seed)
 
-    def _table(
-        self,
-        sim: Any,
-        binary: str,
-        args: Any,
-        lo: int,
-        hi: int,
-        r: NcclResult,
-        n_nodes: int,
-        seed: int,
-    ) -> BenchTable:
-        out = [
-            f"# nccl-tests version {_VERSION} nccl-headers={_NCCL_VERSION} "
-            f"nccl-library={_NCCL_VERSION}",
-            f"# Collective test starting: {binary}",
-            f"# nThread {args.nthreads} nGpus {args.ngpus} minBytes {lo} maxBytes {hi} "
-            f"step: {args.stepfactor}(factor) warmup iters: {args.warmup_iters} iters: "
-            f"{args.iters} agg iters: {args.agg_iters} validation: {args.check} graph: "
-            f"{args.cudagraph} unalign: 0",
-            "#",
-            "# Using devices",
-        ]
-        rank = 0
-        for node, state in sim.nodes.items():
-            machine = state.machine
-            for i, d in enumerate(machine.spec.devices):
-                domain, bus, slot = bus_id(machine, d.name)
-                out.append(
-                    f"#  Rank {rank:2d} Group  0 Pid {1000 + rank:6d} on {node:>10s} device "
-                    f"{i:2d} [{domain:04x}:{bus:02x}:{slot:02x}] {d.model or d.name}"
-                )
-                rank += 1
-        out += [
-            "#",
-            "# "
-            + " " * 10
-            + "  "
-            + " " * 12
-            + "  "
-            + " " * 8
-            + "  "
-            + " " * 6
-            + "  "
-            + " " * 6
-            + "           out-of-place                       in-place          ",
-            "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  "
-            "{:>6s}  {:>6s}  {:>6s} ".format(
-                "size",
-                "count",
-                "type",
-                "redop",
-                "root",
-                "time",
-                "algbw",
-                "busbw",
-                "#wrong",
-                "time",
-                "algbw",
-                "busbw",
-                "#wrong",
-            ),
-            "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  "
-            "{:>6s}  {:>6s}  {:>6s} ".format(
-                "(B)",
-                "(elements)",
-                "",
-                "",
-                "",
-                "(us)",
-                "(GB/s)",
-                "(GB/s)",
-                "",
-                "(us)",
-                "(GB/s)",
-                "(GB/s)",
-                "",
-            ),
-        ]
-        rows: list[tuple[Cell, ...]] = []
-        redop = "none" if binary == "all_gather_perf" else args.op
-        wrong = "     0" if args.check else "   N/A"
-        cells: list[float] = []
-        for row in r.rows:
-            t, t_ip = row.time * 1e6, row.time_ip * 1e6
-            a, b, a_ip, b_ip = (x / 1e9 for x in (row.algbw, row.busbw, row.algbw_ip, row.busbw_ip))
-            line = (
-                f"{row.size:12d}  {row.count:12d}  {args.datatype:>8s}  {redop:>6s}  {-1:6d}"
-                f"  {float_str(t, 7)}  {float_str(a, 6)}  {float_str(b, 6)}  {wrong}"
-                f"  {float_str(t_ip, 7)}  {float_str(a_ip, 6)}  {float_str(b_ip, 6)}  {wrong}"
+
+def _table(
+    sim: Any,
+    binary: str,
+    args: Any,
+    lo: int,
+    hi: int,
+    r: NcclResult,
+    n_nodes: int,
+    seed: int,
+) -> BenchTable:
+    out = [
+        f"# nccl-tests version {_VERSION} nccl-headers={_NCCL_VERSION} "
+        f"nccl-library={_NCCL_VERSION}",
+        f"# Collective test starting: {binary}",
+        f"# nThread {args.nthreads} nGpus {args.ngpus} minBytes {lo} maxBytes {hi} "
+        f"step: {args.stepfactor}(factor) warmup iters: {args.warmup_iters} iters: "
+        f"{args.iters} agg iters: {args.agg_iters} validation: {args.check} graph: "
+        f"{args.cudagraph} unalign: 0",
+        "#",
+        "# Using devices",
+    ]
+    rank = 0
+    for node, state in sim.nodes.items():
+        machine = state.machine
+        for i, d in enumerate(machine.spec.devices):
+            domain, bus, slot = bus_id(machine, d.name)
+            out.append(
+                f"#  Rank {rank:2d} Group  0 Pid {1000 + rank:6d} on {node:>10s} device "
+                f"{i:2d} [{domain:04x}:{bus:02x}:{slot:02x}] {d.model or d.name}"
             )
-            out.append(line)
-            cells += [b, b_ip]
-            rows.append(
-                (
-                    row.size,
-                    row.count,
-                    args.datatype,
-                    redop,
-                    -1,
-                    round(t, 2),
-                    round(a, 2),
-                    round(b, 2),
-                    0,
-                    round(t_ip, 2),
-                    round(a_ip, 2),
-                    round(b_ip, 2),
-                    0,
-                )
-            )
-        avg = sum(cells) / len(cells) if cells else 0.0
-        out += [
-            "# Out of bounds values : 0 OK",
-            f"# Avg bus bandwidth    : {avg:g} ",
-            "#",
-            f"# Collective test concluded: {binary}",
+            rank += 1
+    out += [
+        "#",
+        "# "
+        + " " * 10
+        + "  "
+        + " " * 12
+        + "  "
+        + " " * 8
+        + "  "
+        + " " * 6
+        + "  "
+        + " " * 6
+        + "           out-of-place                       in-place          ",
+        "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  "
+        "{:>6s}  {:>6s}  {:>6s} ".format(
+            "size",
+            "count",
+            "type",
+            "redop",
+            "root",
+            "time",
+            "algbw",
+            "busbw",
+            "#wrong",
+            "time",
+            "algbw",
+            "busbw",
+            "#wrong",
+        ),
+        "# {:>10s}  {:>12s}  {:>8s}  {:>6s}  {:>6s}  {:>7s}  {:>6s}  {:>6s}  {:>6s}  {:>7s}  "
+        "{:>6s}  {:>6s}  {:>6s} ".format(
+            "(B)",
+            "(elements)",
             "",
-        ]
-        placed = [f"{where} {c}" for where in ("out-of-place", "in-place") for c in _PLACED]
-        columns = ("size", "count", "type", "redop", "root", *placed)
-        meta = {
-            "platform": sim.node().machine.spec.name,
-            "nodes": n_nodes,
-            "seed": seed,
-            "pinlab": __version__,
-            "units": {"time": "us", "algbw": "GB/s", "busbw": "GB/s"},
-            "algorithms": sorted({f"{row.algo}/{row.proto}" for row in r.rows}),
-            "transports": r.transports,
-        }
-        return BenchTable(self.name, binary, columns, tuple(rows), "\n".join(out), meta)
+            "",
+            "",
+            "(us)",
+            "(GB/s)",
+            "(GB/s)",
+            "",
+            "(us)",
+            "(GB/s)",
+            "(GB/s)",
+            "",
+        ),
+    ]
+    rows: list[tuple[Cell, ...]] = []
+    redop = "none" if binary == "all_gather_perf" else args.op
+    wrong = "     0" if args.check else "   N/A"
+    cells: list[float] = []
+    for row in r.rows:
+        t, t_ip = row.time * 1e6, row.time_ip * 1e6
+        a, b, a_ip, b_ip = (x / 1e9 for x in (row.algbw, row.busbw, row.algbw_ip, row.busbw_ip))
+        line = (
+            f"{row.size:12d}  {row.count:12d}  {args.datatype:>8s}  {redop:>6s}  {-1:6d}"
+            f"  {float_str(t, 7)}  {float_str(a, 6)}  {float_str(b, 6)}  {wrong}"
+            f"  {float_str(t_ip, 7)}  {float_str(a_ip, 6)}  {float_str(b_ip, 6)}  {wrong}"
+        )
+        out.append(line)
+        cells += [b, b_ip]
+        rows.append(
+            (
+                row.size,
+                row.count,
+                args.datatype,
+                redop,
+                -1,
+                round(t, 2),
+                round(a, 2),
+                round(b, 2),
+                0,
+                round(t_ip, 2),
+                round(a_ip, 2),
+                round(b_ip, 2),
+                0,
+            )
+        )
+    avg = sum(cells) / len(cells) if cells else 0.0
+    out += [
+        "# Out of bounds values : 0 OK",
+        f"# Avg bus bandwidth    : {avg:g} ",
+        "#",
+        f"# Collective test concluded: {binary}",
+        "",
+    ]
+    placed = [f"{where} {c}" for where in ("out-of-place", "in-place") for c in _PLACED]
+    columns = ("size", "count", "type", "redop", "root", *placed)
+    meta = {
+        "platform": sim.node().machine.spec.name,
+        "nodes": n_nodes,
+        "seed": seed,
+        "pinlab": __version__,
+        "units": {"time": "us", "algbw": "GB/s", "busbw": "GB/s"},
+        "algorithms": sorted({f"{row.algo}/{row.proto}" for row in r.rows}),
+        "transports": r.transports,
+    }
+    return BenchTable(TOOL.name, binary, columns, tuple(rows), "\n".join(out), meta)
 
 
-register_tool(NcclTestsTool())
+TOOL = register_tool(
+    "nccl-tests",
+    "NVIDIA nccl-tests all_reduce_perf: NCCL all-reduce time, algbw and busbw by size",
+    _run,
+)

@@ -28,7 +28,7 @@ from pinlab.sim.workloads.nvbandwidth import (
 )
 from pinlab.units import MiB
 
-__all__ = ["NvbandwidthTool", "format_matrix"]
+__all__ = ["TOOL", "format_matrix"]
 
 _NOTE = (
     "NOTE: The reported results may not reflect the full capabilities of the platform.\n"
@@ -74,96 +74,94 @@ def format_matrix(m: Matrix, *, perf: bool = False, verbose: bool = False) -> st
     return "\n".join(lines)
 
 
-class NvbandwidthTool:
-    """The ``nvbandwidth`` bench tool (module docstring)."""
+def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
+    """Run the test cases of ``argv`` (a leading ``nvbandwidth`` is the binary's name).
 
-    name = "nvbandwidth"
-    summary = "NVIDIA nvbandwidth: host/device and device/device copy bandwidth matrices"
-
-    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
-        """Run the test cases of ``argv`` (a leading ``nvbandwidth`` is the binary's name).
-
-        Rows are the matrices' rows in GB/s (``N/A`` where nothing was measured), columns
-        ``gpu0`` … ``gpuN-1``; the first column is the row's label, ``cpu0`` for the host row
-        of the CPU↔GPU matrices and ``gpuN`` otherwise, so ``cell("cpu0", "gpu3")`` reads one
-        cell. When several matrices are printed (bidirectional device-to-device cases, several
-        ``-t``), each row starts with the matrix's title (column ``matrix``) before its label."""
-        parser = _parser()
-        argv = list(argv)
-        if argv[:1] == ["nvbandwidth"]:
-            argv = argv[1:]  # the binary's name, as a command line starts
-        args = parser.parse_args(argv)
-        names = [*args.positional, *args.testcase]
-        if args.list:
-            text = "Index, Name:\n\tDescription\n=======================\n" + "".join(
-                f"{tc.index}, {tc.name}:\n{tc.titles[0]}\n\n" for tc in TESTCASES
-            )
-            return BenchTable(
-                self.name,
-                "list",
-                ("index", "name"),
-                tuple((tc.index, tc.name) for tc in TESTCASES),
-                text,
-            )
-        if not names:
-            parser.fail("-t/--testcase", "a test case name or index (see -l)", "nothing")
-        cases = []
-        for n in names:
-            try:
-                cases.append(testcase(n))
-            except KeyError:
-                parser.fail("-t/--testcase", "a test case name or index of nvbandwidth -l", n)
-        if args.bufferSize <= 0:
-            parser.fail("-b/--bufferSize", "a positive size in MiB", args.bufferSize)
-        if args.testSamples <= 0:
-            parser.fail("-i/--testSamples", "a positive number of samples", args.testSamples)
-        if args.loopCount <= 0:
-            parser.fail("--loopCount", "a positive number of copies", args.loopCount)
-        single_node(parser, setup, "nvbandwidth runs on one node; multinode_* is not modelled")
-        header = ["nvbandwidth Version: v0.8", f"Built from Git version: pinlab {__version__}", ""]
-        out_rows: list[tuple[Cell, ...]] = []
-        body: list[str] = []
-        matrices_shape = 0
-        first_sim = None
-        for tc in cases:
-            sim = simulation(setup)
-            first_sim = first_sim or sim
-            params = NvbandwidthParams(
-                testcase=tc.name,  # type: ignore[arg-type]
-                buffer=args.bufferSize * MiB,
-                samples=args.testSamples,
-                loop_count=args.loopCount,
-                use_mean=args.useMean,
-            )
-            result = run_one(sim, params, NvbandwidthResult)
-            body.append(f"Running {tc.name}.")
-            host = not tc.kind.startswith(("d2d", "all_to_one", "one_to_all", "local"))
-            for m in result.matrices:
-                body.append(format_matrix(m, perf=args.perfFormatter, verbose=args.verbose))
-                matrices_shape = max(matrices_shape, m.cols)
-                for r in range(m.rows):
-                    row: list[Cell] = [m.title, f"cpu{r}" if host else f"gpu{r}"]
-                    row += [
-                        round(m.cells[(r, c)] / 1e9, 2) if (r, c) in m.cells else "N/A"
-                        for c in range(m.cols)
-                    ]
-                    out_rows.append(tuple(row))
-        assert first_sim is not None
-        spec = node_spec(first_sim)
-        machine = first_sim.node().machine
-        devices = [
-            f"Device {i}: {d.model or d.name} "
-            f"({bus_id(machine, d.name)[0]:08x}:{bus_id(machine, d.name)[1]:02x}:"
-            f"{bus_id(machine, d.name)[2]:02x})"
-            for i, d in enumerate(spec.devices)
-        ]
-        text = "\n".join([*header, spec.name, *devices, "", *body, _NOTE, ""])
-        columns: tuple[str, ...] = ("matrix", "row", *(f"gpu{c}" for c in range(matrices_shape)))
-        if len({row[0] for row in out_rows}) == 1:  # one matrix: the row label comes first
-            columns, out_rows = columns[1:], [row[1:] for row in out_rows]
-        test = cases[0].name if len(cases) == 1 else ",".join(tc.name for tc in cases)
-        meta = {"platform": spec.name, "seed": setup.seed, "pinlab": __version__, "unit": "GB/s"}
-        return BenchTable(self.name, test, columns, tuple(out_rows), text, meta)
+    Rows are the matrices' rows in GB/s (``N/A`` where nothing was measured), columns
+    ``gpu0`` … ``gpuN-1``; the first column is the row's label, ``cpu0`` for the host row
+    of the CPU↔GPU matrices and ``gpuN`` otherwise, so ``cell("cpu0", "gpu3")`` reads one
+    cell. When several matrices are printed (bidirectional device-to-device cases, several
+    ``-t``), each row starts with the matrix's title (column ``matrix``) before its label."""
+    parser = _parser()
+    argv = list(argv)
+    if argv[:1] == ["nvbandwidth"]:
+        argv = argv[1:]  # the binary's name, as a command line starts
+    args = parser.parse_args(argv)
+    names = [*args.positional, *args.testcase]
+    if args.list:
+        text = "Index, Name:\n\tDescription\n=======================\n" + "".join(
+            f"{tc.index}, {tc.name}:\n{tc.titles[0]}\n\n" for tc in TESTCASES
+        )
+        return BenchTable(
+            TOOL.name,
+            "list",
+            ("index", "name"),
+            tuple((tc.index, tc.name) for tc in TESTCASES),
+            text,
+        )
+    if not names:
+        parser.fail("-t/--testcase", "a test case name or index (see -l)", "nothing")
+    cases = []
+    for n in names:
+        try:
+            cases.append(testcase(n))
+        except KeyError:
+            parser.fail("-t/--testcase", "a test case name or index of nvbandwidth -l", n)
+    if args.bufferSize <= 0:
+        parser.fail("-b/--bufferSize", "a positive size in MiB", args.bufferSize)
+    if args.testSamples <= 0:
+        parser.fail("-i/--testSamples", "a positive number of samples", args.testSamples)
+    if args.loopCount <= 0:
+        parser.fail("--loopCount", "a positive number of copies", args.loopCount)
+    single_node(parser, setup, "nvbandwidth runs on one node; multinode_* is not modelled")
+    header = ["nvbandwidth Version: v0.8", f"Built from Git version: pinlab {__version__}", ""]
+    out_rows: list[tuple[Cell, ...]] = []
+    body: list[str] = []
+    matrices_shape = 0
+    first_sim = None
+    for tc in cases:
+        sim = simulation(setup)
+        first_sim = first_sim or sim
+        params = NvbandwidthParams(
+            testcase=tc.name,  # type: ignore[arg-type]
+            buffer=args.bufferSize * MiB,
+            samples=args.testSamples,
+            loop_count=args.loopCount,
+            use_mean=args.useMean,
+        )
+        result = run_one(sim, params, NvbandwidthResult)
+        body.append(f"Running {tc.name}.")
+        host = not tc.kind.startswith(("d2d", "all_to_one", "one_to_all", "local"))
+        for m in result.matrices:
+            body.append(format_matrix(m, perf=args.perfFormatter, verbose=args.verbose))
+            matrices_shape = max(matrices_shape, m.cols)
+            for r in range(m.rows):
+                row: list[Cell] = [m.title, f"cpu{r}" if host else f"gpu{r}"]
+                row += [
+                    round(m.cells[(r, c)] / 1e9, 2) if (r, c) in m.cells else "N/A"
+                    for c in range(m.cols)
+                ]
+                out_rows.append(tuple(row))
+    assert first_sim is not None
+    spec = node_spec(first_sim)
+    machine = first_sim.node().machine
+    devices = [
+        f"Device {i}: {d.model or d.name} "
+        f"({bus_id(machine, d.name)[0]:08x}:{bus_id(machine, d.name)[1]:02x}:"
+        f"{bus_id(machine, d.name)[2]:02x})"
+        for i, d in enumerate(spec.devices)
+    ]
+    text = "\n".join([*header, spec.name, *devices, "", *body, _NOTE, ""])
+    columns: tuple[str, ...] = ("matrix", "row", *(f"gpu{c}" for c in range(matrices_shape)))
+    if len({row[0] for row in out_rows}) == 1:  # one matrix: the row label comes first
+        columns, out_rows = columns[1:], [row[1:] for row in out_rows]
+    test = cases[0].name if len(cases) == 1 else ",".join(tc.name for tc in cases)
+    meta = {"platform": spec.name, "seed": setup.seed, "pinlab": __version__, "unit": "GB/s"}
+    return BenchTable(TOOL.name, test, columns, tuple(out_rows), text, meta)
 
 
-register_tool(NvbandwidthTool())
+TOOL = register_tool(
+    "nvbandwidth",
+    "NVIDIA nvbandwidth: host/device and device/device copy bandwidth matrices",
+    _run,
+)

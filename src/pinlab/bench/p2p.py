@@ -19,7 +19,7 @@ from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
 from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_one, simulation, single_node
 from pinlab.sim.workloads.p2p import P2pParams, P2pResult
 
-__all__ = ["P2pTool"]
+__all__ = ["TOOL"]
 
 _TITLE = "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]"
 _FALLBACK = (
@@ -62,78 +62,72 @@ def _matrix(corner: str, n: int, cells: Mapping[tuple[int, int], float], scale: 
     return lines
 
 
-class P2pTool:
-    """The ``p2p`` bench tool (module docstring)."""
-
-    name = "p2p"
-    summary = "cuda-samples p2pBandwidthLatencyTest: GPU-to-GPU bandwidth and latency matrices"
-
-    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
-        parser = _parser()
-        argv = list(argv)
-        if argv[:1] == ["p2pBandwidthLatencyTest"]:
-            argv = argv[1:]  # the binary's name, as a command line starts
-        args = parser.parse_args(_split(argv))
-        if args.numElems <= 0:
-            parser.fail("--numElems", "a positive number of ints", args.numElems)
-        single_node(parser, setup, "the sample runs on one node")
-        sim = simulation(setup)
-        params = P2pParams(elements=args.numElems, p2p_read=args.p2p_read, sm_copy=args.sm_copy)
-        result = run_one(sim, params, P2pResult)
-        machine = sim.node().machine
-        spec = node_spec(sim)
-        n = len(result.device_names)
-        lines = [_TITLE]
-        for i, d in enumerate(spec.devices):
-            domain, bus, slot = bus_id(machine, d.name)
-            lines.append(
-                f"Device: {i}, {result.device_names[i]}, pciBusID: {bus:x}, "
-                f"pciDeviceID: {slot:x}, pciDomainID:{domain:x}"
-            )
-        for i in range(n):
-            for j in range(n):
-                if i != j:
-                    can = "CAN" if result.access[(i, j)] else "CANNOT"
-                    lines.append(f"Device={i} {can} Access Peer Device={j}")
-        lines.append(_FALLBACK)
-        lines.append("P2P Connectivity Matrix")
-        lines.append("     D\\D" + "".join(f"{j:6d}" for j in range(n)))
-        for i in range(n):
-            row = "".join(f"{(1 if i == j or result.access[(i, j)] else 0):6d}" for j in range(n))
-            lines.append(f"{i:6d}\t" + row)
-        rows: list[tuple[Cell, ...]] = []
-        mats = result.matrices
-        for key, title in _BANDWIDTH:
-            if key not in mats:
-                continue
-            lines.append(title)
-            lines += _matrix("   D\\D", n, mats[key], 1e-9)
-            rows += _rows(title, n, mats[key], 1e-9)
-        for key, title in _LATENCY:
-            if f"{key}_gpu" not in mats:
-                continue
-            lines.append(title)
-            lines += _matrix("   GPU", n, mats[f"{key}_gpu"], 1e6)
-            lines.append("")
-            lines += _matrix("   CPU", n, mats[f"{key}_cpu"], 1e6)
-            rows += _rows(f"{title} GPU", n, mats[f"{key}_gpu"], 1e6)
-            rows += _rows(f"{title} CPU", n, mats[f"{key}_cpu"], 1e6)
-        lines.append(_END)
-        columns = ("matrix", "row", *(f"gpu{j}" for j in range(n)))
-        meta = {
-            "platform": spec.name,
-            "seed": setup.seed,
-            "pinlab": __version__,
-            "units": {"bandwidth": "GB/s", "latency": "us"},
-        }
-        return BenchTable(
-            self.name,
-            "p2pBandwidthLatencyTest",
-            columns,
-            tuple(rows),
-            "\n".join(lines) + "\n",
-            meta,
+def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
+    parser = _parser()
+    argv = list(argv)
+    if argv[:1] == ["p2pBandwidthLatencyTest"]:
+        argv = argv[1:]  # the binary's name, as a command line starts
+    args = parser.parse_args(_split(argv))
+    if args.numElems <= 0:
+        parser.fail("--numElems", "a positive number of ints", args.numElems)
+    single_node(parser, setup, "the sample runs on one node")
+    sim = simulation(setup)
+    params = P2pParams(elements=args.numElems, p2p_read=args.p2p_read, sm_copy=args.sm_copy)
+    result = run_one(sim, params, P2pResult)
+    machine = sim.node().machine
+    spec = node_spec(sim)
+    n = len(result.device_names)
+    lines = [_TITLE]
+    for i, d in enumerate(spec.devices):
+        domain, bus, slot = bus_id(machine, d.name)
+        lines.append(
+            f"Device: {i}, {result.device_names[i]}, pciBusID: {bus:x}, "
+            f"pciDeviceID: {slot:x}, pciDomainID:{domain:x}"
         )
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                can = "CAN" if result.access[(i, j)] else "CANNOT"
+                lines.append(f"Device={i} {can} Access Peer Device={j}")
+    lines.append(_FALLBACK)
+    lines.append("P2P Connectivity Matrix")
+    lines.append("     D\\D" + "".join(f"{j:6d}" for j in range(n)))
+    for i in range(n):
+        row = "".join(f"{(1 if i == j or result.access[(i, j)] else 0):6d}" for j in range(n))
+        lines.append(f"{i:6d}\t" + row)
+    rows: list[tuple[Cell, ...]] = []
+    mats = result.matrices
+    for key, title in _BANDWIDTH:
+        if key not in mats:
+            continue
+        lines.append(title)
+        lines += _matrix("   D\\D", n, mats[key], 1e-9)
+        rows += _rows(title, n, mats[key], 1e-9)
+    for key, title in _LATENCY:
+        if f"{key}_gpu" not in mats:
+            continue
+        lines.append(title)
+        lines += _matrix("   GPU", n, mats[f"{key}_gpu"], 1e6)
+        lines.append("")
+        lines += _matrix("   CPU", n, mats[f"{key}_cpu"], 1e6)
+        rows += _rows(f"{title} GPU", n, mats[f"{key}_gpu"], 1e6)
+        rows += _rows(f"{title} CPU", n, mats[f"{key}_cpu"], 1e6)
+    lines.append(_END)
+    columns = ("matrix", "row", *(f"gpu{j}" for j in range(n)))
+    meta = {
+        "platform": spec.name,
+        "seed": setup.seed,
+        "pinlab": __version__,
+        "units": {"bandwidth": "GB/s", "latency": "us"},
+    }
+    return BenchTable(
+        TOOL.name,
+        "p2pBandwidthLatencyTest",
+        columns,
+        tuple(rows),
+        "\n".join(lines) + "\n",
+        meta,
+    )
 
 
 def _split(argv: Sequence[str]) -> list[str]:
@@ -157,4 +151,8 @@ def _rows(
     ]
 
 
-register_tool(P2pTool())
+TOOL = register_tool(
+    "p2p",
+    "cuda-samples p2pBandwidthLatencyTest: GPU-to-GPU bandwidth and latency matrices",
+    _run,
+)

@@ -42,17 +42,15 @@ from pinlab.sim.workloads.perftest import (
 )
 from pinlab.units import parse_size
 
-__all__ = ["TESTS", "PerftestTool", "parse_args"]
+__all__ = ["TESTS", "TOOL", "parse_args"]
 
 TESTS: dict[str, tuple[str, str]] = {
-    "ib_send_lat": ("send", "lat"),
-    "ib_send_bw": ("send", "bw"),
-    "ib_write_lat": ("write", "lat"),
-    "ib_write_bw": ("write", "bw"),
-    "ib_read_lat": ("read", "lat"),
-    "ib_read_bw": ("read", "bw"),
+    f"ib_{verb}_{kind}": (verb, kind)
+    for verb in ("send", "write", "read")
+    for kind in ("lat", "bw")
 }
-"""The six tools: name → (verb, kind)."""
+"""The six tools, ``ib_<verb>_<kind>``: name → (verb, kind), in perftest's order (``ib_send_lat``
+first)."""
 
 RESULT_LINE = "-" * 87
 _VERB = {"send": "Send", "write": "RDMA_Write", "read": "RDMA_Read"}
@@ -396,99 +394,89 @@ def _overrides(sets: Sequence[str]) -> dict[str, object]:
 # -- running -------------------------------------------------------------------------------------
 
 
-class PerftestTool:
-    """``pinlab bench perftest`` (:class:`pinlab.bench.BenchTool`)."""
-
-    name = "perftest"
-    summary = "linux-rdma perftest: ib_{send,write,read}_{lat,bw} between two hosts"
-
-    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
-        opts = parse_args(argv)
-        pair = _pair(setup.platform, setup.platform_params, setup.nodes)
-        node = pair.node
-        nic = _nic(opts, node)
-        device = _memory_device(opts, node)
-        nic_spec = next(n for n in node.nics if n.name == nic)
-        efa = nic_spec.model_name == "efa"
-        if opts.kind == "lat" and opts.verb == "write" and device is not None:
-            drv = next(d.driver for d in node.devices if d.name == device)
-            if drv == "nvidia-compute":
-                raise _bad(
-                    "--use_dmabuf",
-                    "expected host memory for ib_write_lat (Perftest "
-                    "doesn't support device memory latency test with write (without "
-                    "immediate) verb), found CUDA memory",
-                )
-        overrides = _overrides(setup.sets)
-        try:
-            sim = Simulation(pair, cost_overrides=overrides, seed=setup.seed, sample_interval=1e9)
-        except ConfigError:
-            raise
-        inline = opts.inline
-        if inline is None:
-            if opts.kind == "bw" or opts.verb == "read" or device is not None:
-                inline = 0  # BW tests never inline; device memory forces 0 (ctx_set_max_inline)
-            else:
-                inline = _INLINE_EFA if efa else _INLINE[opts.verb]
-        if opts.verb == "read":
-            inline = 0
-        try:
-            params = PerftestParams(
-                test=opts.verb,  # type: ignore[arg-type]
-                kind=opts.kind,  # type: ignore[arg-type]
-                sizes=list(opts.sizes),
-                iterations=opts.iters,
-                tx_depth=opts.tx_depth,
-                rx_depth=opts.rx_depth,
-                qps=opts.qps,
-                cq_mod=opts.cq_mod,
-                mtu=opts.mtu,
-                inline_size=inline,
-                out_reads=opts.out_reads,
-                device=device,
-                nic=nic,
+def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
+    opts = parse_args(argv)
+    pair = _pair(setup.platform, setup.platform_params, setup.nodes)
+    node = pair.node
+    nic = _nic(opts, node)
+    device = _memory_device(opts, node)
+    nic_spec = next(n for n in node.nics if n.name == nic)
+    efa = nic_spec.model_name == "efa"
+    if opts.kind == "lat" and opts.verb == "write" and device is not None:
+        drv = next(d.driver for d in node.devices if d.name == device)
+        if drv == "nvidia-compute":
+            raise _bad(
+                "--use_dmabuf",
+                "expected host memory for ib_write_lat (Perftest "
+                "doesn't support device memory latency test with write (without "
+                "immediate) verb), found CUDA memory",
             )
-        except ValidationError as e:
-            raise config_error(e, _SOURCE) from None
-        root = {"uid": 0, "cap_ipc_lock": True}
-        names = pair.node_names()
-        server = spawn(
-            sim,
-            "server",
-            params.model_copy(update={"role": "server"}),
-            node=names[1],
-            process_args=root,
+    overrides = _overrides(setup.sets)
+    try:
+        sim = Simulation(pair, cost_overrides=overrides, seed=setup.seed, sample_interval=1e9)
+    except ConfigError:
+        raise
+    inline = opts.inline
+    if inline is None:
+        if opts.kind == "bw" or opts.verb == "read" or device is not None:
+            inline = 0  # BW tests never inline; device memory forces 0 (ctx_set_max_inline)
+        else:
+            inline = _INLINE_EFA if efa else _INLINE[opts.verb]
+    if opts.verb == "read":
+        inline = 0
+    try:
+        params = PerftestParams(
+            test=opts.verb,  # type: ignore[arg-type]
+            kind=opts.kind,  # type: ignore[arg-type]
+            sizes=list(opts.sizes),
+            iterations=opts.iters,
+            tx_depth=opts.tx_depth,
+            rx_depth=opts.rx_depth,
+            qps=opts.qps,
+            cq_mod=opts.cq_mod,
+            mtu=opts.mtu,
+            inline_size=inline,
+            out_reads=opts.out_reads,
+            device=device,
+            nic=nic,
         )
-        client = spawn(sim, "client", params, node=names[0], process_args=root)
-        sim.run(1e7)
-        for tenant in (server, client):
-            err = tenant.error
-            if err is not None:
-                what = "registration" if isinstance(err, KernelError) else "run"
-                raise ConfigError(
-                    _SOURCE, tenant.name, f"expected the {what} to succeed, found: {err}"
-                )
-        result = client.result
-        assert isinstance(result, PerftestResult)
-        if not result.rows:
-            raise ConfigError(
-                _SOURCE, "client", "expected results, found none (the run did not end)"
-            )
-        text, columns, rows = _render(opts, result, nic_spec.name, efa, inline, setup.seed)
-        meta = {
-            "platform": pair.name,
-            "node": node.name,
-            "nic": nic,
-            "nic_model": nic_spec.model_name,
-            "link_layer": result.link_layer,
-            "mtu": result.mtu,
-            "memory": result.device,
-            "p2p": bool(result.p2p),
-            "seed": setup.seed,
-            "pinlab": __version__,
-            "sets": dict(overrides),
-        }
-        return BenchTable("perftest", opts.test, columns, rows, text, meta)
+    except ValidationError as e:
+        raise config_error(e, _SOURCE) from None
+    root = {"uid": 0, "cap_ipc_lock": True}
+    names = pair.node_names()
+    server = spawn(
+        sim,
+        "server",
+        params.model_copy(update={"role": "server"}),
+        node=names[1],
+        process_args=root,
+    )
+    client = spawn(sim, "client", params, node=names[0], process_args=root)
+    sim.run(1e7)
+    for tenant in (server, client):
+        err = tenant.error
+        if err is not None:
+            what = "registration" if isinstance(err, KernelError) else "run"
+            raise ConfigError(_SOURCE, tenant.name, f"expected the {what} to succeed, found: {err}")
+    result = client.result
+    assert isinstance(result, PerftestResult)
+    if not result.rows:
+        raise ConfigError(_SOURCE, "client", "expected results, found none (the run did not end)")
+    text, columns, rows = _render(opts, result, nic_spec.name, efa, inline, setup.seed)
+    meta = {
+        "platform": pair.name,
+        "node": node.name,
+        "nic": nic,
+        "nic_model": nic_spec.model_name,
+        "link_layer": result.link_layer,
+        "mtu": result.mtu,
+        "memory": result.device,
+        "p2p": bool(result.p2p),
+        "seed": setup.seed,
+        "pinlab": __version__,
+        "sets": dict(overrides),
+    }
+    return BenchTable("perftest", opts.test, columns, rows, text, meta)
 
 
 # -- output --------------------------------------------------------------------------------------
@@ -606,4 +594,6 @@ def _render(
     return "\n".join(lines) + "\n", columns, tuple(rows)
 
 
-register_tool(PerftestTool())
+TOOL = register_tool(
+    "perftest", "linux-rdma perftest: ib_{send,write,read}_{lat,bw} between two hosts", _run
+)

@@ -23,7 +23,7 @@ from pinlab.bench._gpu import ToolParser, node_spec, run_one, simulation, single
 from pinlab.sim.workloads.reg_mr import RegMrParams, RegMrResult
 from pinlab.units import GiB
 
-__all__ = ["RegistrationTool", "parse_amount"]
+__all__ = ["TOOL", "parse_amount"]
 
 _UNITS = {
     "": 1,
@@ -56,54 +56,52 @@ def _parser() -> ToolParser:
     return p
 
 
-class RegistrationTool:
-    """The ``registration`` bench tool (module docstring)."""
-
-    name = "registration"
-    summary = "reg_mr: one memory registration's time after device memory registered before"
-
-    def run(self, argv: Sequence[str], setup: BenchSetup) -> BenchTable:
-        argv = list(argv)
-        if not argv or argv[0] != "reg_mr":
-            ToolParser("registration").fail("test", "reg_mr", argv[:1])
-        parser = _parser()
-        args = parser.parse_args(argv[1:])
-        size = parse_amount(args.size)
-        if size is None or size <= 0:
-            parser.fail("--size", "a positive size such as 2MiB or 2.79MB", args.size)
-        before: list[int] = []
-        for item in args.registered.split(","):
-            amount = parse_amount(item)
-            if amount is None:
-                parser.fail("--registered", "sizes such as 0GiB,9.17GiB", args.registered)
-            before.append(amount)
-        single_node(parser, setup, "a registration runs on one node")
-        rows: list[tuple[Cell, ...]] = []
-        out = [f" {'#bytes':<12} {'registered[GiB]':<16} {'t_reg[ms]':<10}"]
-        spec_name = ""
-        for amount in before:
-            sim = simulation(setup)
-            spec = node_spec(sim)
-            spec_name = spec.name
-            if not 0 <= args.device < len(spec.devices):
-                parser.fail("--device", f"a GPU id below {len(spec.devices)}", args.device)
-            params = RegMrParams(
-                device=spec.devices[args.device].name,
-                nic=args.nic,
-                mem=args.mem,
-                size=size,
-                registered=amount,
-            )
-            r = run_one(sim, params, RegMrResult)
-            assert r.t_reg is not None
-            gib = round(amount / GiB, 2)
-            ms = round(r.t_reg * 1e3, 3)
-            rows.append((size, gib, ms))
-            out.append(f" {size:<12d} {gib:<16.2f} {ms:<10.3f}")
-        out.append("")
-        meta = {"platform": spec_name, "seed": setup.seed, "pinlab": __version__}
-        columns = ("#bytes", "registered[GiB]", "t_reg[ms]")
-        return BenchTable(self.name, "reg_mr", columns, tuple(rows), "\n".join(out), meta)
+def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
+    argv = list(argv)
+    if not argv or argv[0] != "reg_mr":
+        ToolParser("registration").fail("test", "reg_mr", argv[:1])
+    parser = _parser()
+    args = parser.parse_args(argv[1:])
+    size = parse_amount(args.size)
+    if size is None or size <= 0:
+        parser.fail("--size", "a positive size such as 2MiB or 2.79MB", args.size)
+    before: list[int] = []
+    for item in args.registered.split(","):
+        amount = parse_amount(item)
+        if amount is None:
+            parser.fail("--registered", "sizes such as 0GiB,9.17GiB", args.registered)
+        before.append(amount)
+    single_node(parser, setup, "a registration runs on one node")
+    rows: list[tuple[Cell, ...]] = []
+    out = [f" {'#bytes':<12} {'registered[GiB]':<16} {'t_reg[ms]':<10}"]
+    spec_name = ""
+    for amount in before:
+        sim = simulation(setup)
+        spec = node_spec(sim)
+        spec_name = spec.name
+        if not 0 <= args.device < len(spec.devices):
+            parser.fail("--device", f"a GPU id below {len(spec.devices)}", args.device)
+        params = RegMrParams(
+            device=spec.devices[args.device].name,
+            nic=args.nic,
+            mem=args.mem,
+            size=size,
+            registered=amount,
+        )
+        r = run_one(sim, params, RegMrResult)
+        assert r.t_reg is not None
+        gib = round(amount / GiB, 2)
+        ms = round(r.t_reg * 1e3, 3)
+        rows.append((size, gib, ms))
+        out.append(f" {size:<12d} {gib:<16.2f} {ms:<10.3f}")
+    out.append("")
+    meta = {"platform": spec_name, "seed": setup.seed, "pinlab": __version__}
+    columns = ("#bytes", "registered[GiB]", "t_reg[ms]")
+    return BenchTable(TOOL.name, "reg_mr", columns, tuple(rows), "\n".join(out), meta)
 
 
-register_tool(RegistrationTool())
+TOOL = register_tool(
+    "registration",
+    "reg_mr: one memory registration's time after device memory registered before",
+    _run,
+)

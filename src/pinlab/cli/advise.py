@@ -8,8 +8,16 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_set_flag, add_workers, as_user_error, point_errors
-from pinlab.cli.run import progress_ticks, seed_arg
+from pinlab.cli.common import (
+    UserError,
+    add_command,
+    add_set_flag,
+    add_workers,
+    as_user_error,
+    point_errors,
+    seed_arg,
+)
+from pinlab.cli.run import progress_ticks
 
 
 def _positive(option: str, value: int | None) -> None:
@@ -18,6 +26,14 @@ def _positive(option: str, value: int | None) -> None:
 
 
 def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
+    """search the policy space for limits that meet --protect expressions
+
+    Search RLIMIT_MEMLOCK per user, dmem.max/min/low per cgroup and the pin proposals with their
+    caps for a policy under which every --protect expression holds on SCENARIO's variant (maximising
+    --maximise); write DIR/policy.toml (run it with pinlab run SCENARIO --policy DIR/policy.toml),
+    the evidence (points.csv, pareto.svg, advise.html) and a verification run of the policy. Exit
+    status: 0 when the re-run policy meets every --protect, 1 when no point does (the closest is
+    written), 2 for a user error (nothing written). See docs/advise.md."""
     from pinlab.advise import advise, prepare
     from pinlab.sweep import PointError
 
@@ -68,19 +84,7 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser(
-        "advise",
-        help="search the policy space for limits that meet --protect expressions",
-        description=(
-            "Search RLIMIT_MEMLOCK per user, dmem.max/min/low per cgroup and the pin proposals "
-            "with their caps for a policy under which every --protect expression holds on "
-            "SCENARIO's variant (maximising --maximise); write DIR/policy.toml (run it with "
-            "pinlab run SCENARIO --policy DIR/policy.toml), the evidence (points.csv, "
-            "pareto.svg, advise.html) and a verification run of the policy. Exit status: 0 "
-            "when the re-run policy meets every --protect, 1 when no point does (the closest "
-            "is written), 2 for a user error (nothing written). See docs/advise.md."
-        ),
-    )
+    p = add_command(sub, "advise", _cmd_advise)
     p.add_argument("scenario", metavar="NAME|FILE", help="a built-in scenario or a scenario file")
     p.add_argument(
         "--protect",
@@ -111,4 +115,3 @@ def add_parsers(sub: Any) -> None:
     add_set_flag(p, "override a scenario field for every point, e.g. --set scenario.duration=20s")
     p.add_argument("--out", required=True, metavar="DIR", help="where to write the advice")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
-    p.set_defaults(func=_cmd_advise)

@@ -11,8 +11,16 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, add_set_flag, as_user_error, print_json
-from pinlab.cli.run import seed_arg
+from pinlab.cli.common import (
+    ArgType,
+    UserError,
+    add_command,
+    add_json_flag,
+    add_set_flag,
+    as_user_error,
+    print_json,
+    seed_arg,
+)
 
 
 def _param_value(text: str) -> object:
@@ -45,6 +53,10 @@ def _list_tools(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    """run a microbenchmark users run (perftest ...) on a modelled machine
+
+    Run TOOL with the real tool's arguments on a modelled machine and print what the tool prints
+    (e.g. pinlab bench perftest ib_write_bw -a --report_gbits). Without TOOL: list the tools."""
     from pinlab.bench import run_bench
 
     if args.tool is None:
@@ -75,24 +87,13 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _nodes_arg(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of nodes, found {text!r}") from None
-    if not 1 <= n <= 16384:
-        raise argparse.ArgumentTypeError(f"expected 1 to 16384 nodes, found {n}")
-    return n
+_nodes_arg = ArgType(
+    int, "a number of nodes", lambda n: 1 <= n <= 16384, "1 to 16384 nodes", show_value=True
+)
 
 
 def add_parsers(sub: Any) -> None:
-    bench = sub.add_parser(
-        "bench",
-        help="run a microbenchmark users run (perftest ...) on a modelled machine",
-        description="Run TOOL with the real tool's arguments on a modelled machine and print "
-        "what the tool prints (e.g. pinlab bench perftest ib_write_bw -a --report_gbits). "
-        "Without TOOL: list the tools.",
-    )
+    bench = add_command(sub, "bench", _cmd_bench)
     bench.add_argument(
         "--platform",
         default="cx-pair",
@@ -119,4 +120,3 @@ def add_parsers(sub: Any) -> None:
     bench.add_argument(
         "args", nargs=argparse.REMAINDER, help="the tool's own arguments (test name first)"
     )
-    bench.set_defaults(func=_cmd_bench)

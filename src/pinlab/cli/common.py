@@ -1,25 +1,31 @@
 """What every ``pinlab`` subcommand shares: the one-line user error and the shaping of bad
-input (and of failed points) into it, the command type, the options several commands declare
-alike (``--json``, ``--set``, ``--jobs``/``--dask``), the printing of ``--json``, the console
-widened for a pipe, the declaration of a listing command, the table it prints and the walk of
-the subcommand tree."""
+input (and of failed points) into it, the command type, the typed option values
+(:class:`ArgType`, ``--seed``), the options several commands declare alike (``--json``,
+``--set``, ``--jobs``/``--dask``), the printing of ``--json``, the console widened for a pipe,
+the declaration of a command (its help: its function's docstring) and of a listing command,
+the table it prints and the walk of the subcommand tree."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rich.console import Console, RenderableType
 from rich.table import Table
 
 __all__ = [
+    "ArgType",
     "Command",
     "UserError",
+    "add_command",
     "add_json_flag",
     "add_listing",
     "add_set_flag",
@@ -28,6 +34,7 @@ __all__ = [
     "point_errors",
     "print_json",
     "print_table",
+    "seed_arg",
     "subcommands",
     "wide",
 ]
@@ -39,6 +46,54 @@ class UserError(Exception):
 
 Command = Callable[[argparse.Namespace, Console], int]
 """A subcommand: parsed arguments and the console in, exit status out."""
+
+T = TypeVar("T")
+
+
+def _anything(value: object) -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class ArgType(Generic[T]):
+    """An argparse ``type=``: an option's text read by ``read`` (``int``, ``float``) and
+    accepted when ``accept(value)``; otherwise argparse's one-line error ``expected WHAT,
+    found 'TEXT'`` -- ``expected`` for text ``read`` cannot read, ``within`` (by default
+    ``expected``) for a value outside; ``show_value``: the value read, not the text, after
+    ``found``."""
+
+    read: Callable[[str], T]
+    expected: str
+    accept: Callable[[T], bool] = _anything
+    within: str = ""
+    show_value: bool = False
+
+    def __call__(self, text: str) -> T:
+        try:
+            value = self.read(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {self.expected}, found {text!r}") from None
+        if not self.accept(value):
+            found = value if self.show_value else repr(text)
+            raise argparse.ArgumentTypeError(
+                f"expected {self.within or self.expected}, found {found}"
+            )
+        return value
+
+
+def _seed_in_range(seed: int) -> bool:
+    from pinlab.scenarios.schema import SEED_MAX  # imported only once a seed is given
+
+    return 0 <= seed <= SEED_MAX
+
+
+seed_arg = ArgType(
+    partial(int, base=0),
+    "an integer seed",
+    _seed_in_range,
+    "a seed from 0 to 2^63-1",
+)
+"""``--seed N`` of a run (decimal, ``0x..``): what ``[scenario] seed`` takes."""
 
 
 @contextmanager
@@ -105,20 +160,26 @@ def add_workers(
     parser.add_argument("--dask", metavar="local|ADDRESS", help=dask)
 
 
-def add_listing(
-    sub: Any,
-    name: str,
-    func: Command,
-    *,
-    help: str,
-    description: str,
-    json_help: str = "machine-readable output",
-) -> argparse.ArgumentParser:
-    """Declare the subcommand ``name`` of ``sub`` that lists something: run by ``func``, with
-    a ``--json`` flag; the caller adds its positional arguments to the parser returned."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    add_json_flag(parser, json_help)
+def add_command(sub: Any, name: str, func: Command) -> argparse.ArgumentParser:
+    """Declare the subcommand ``name`` of ``sub`` (a subparsers action), run by ``func``. The
+    docstring of ``func`` is the command's help: its first paragraph the line its parent's
+    ``--help`` lists it with, the rest the description its own ``--help`` prints (white space
+    folded, as argparse prints them)."""
+    summary, _, description = inspect.cleandoc(func.__doc__ or "").partition("\n\n")
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=" ".join(summary.split()), description=" ".join(description.split())
+    )
     parser.set_defaults(func=func)
+    return parser
+
+
+def add_listing(
+    sub: Any, name: str, func: Command, *, json_help: str = "machine-readable output"
+) -> argparse.ArgumentParser:
+    """Declare the subcommand ``name`` of ``sub`` that lists something (:func:`add_command`),
+    with a ``--json`` flag; the caller adds its positional arguments to the parser returned."""
+    parser = add_command(sub, name, func)
+    add_json_flag(parser, json_help)
     return parser
 
 

@@ -70,12 +70,14 @@ def _registry_command(
     what: str,
     title: str,
     summary: str,
+    doc: str,
 ) -> Command:
     """``pinlab COMMAND [NAME] [--json]`` over the registry the plugin ``group`` fills
     (workloads, platform presets): without NAME each entry's ``info`` as JSON, or a table
     titled ``title`` of its name, number of parameters and summary (the column headed
     ``summary``); with NAME, one in the registry, its info as JSON or drawn by ``render``. The
-    registry is read when the command runs: reading it loads its plugins."""
+    registry is read when the command runs: reading it loads its plugins. ``doc`` is the
+    command's help (:func:`~pinlab.cli.common.add_command`)."""
 
     def run(args: argparse.Namespace, console: Console) -> int:
         names = _registry(group)
@@ -102,6 +104,7 @@ def _registry_command(
         render(entry, console)
         return 0
 
+    run.__doc__ = doc
     return run
 
 
@@ -109,6 +112,10 @@ def _registry_command(
 
 
 def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
+    """list the built-in scenarios and their claims; `scenarios show NAME` prints one
+
+    The built-in scenarios: name, camp and claim. `pinlab scenarios show NAME` prints a built-in
+    scenario's TOML, to copy as the start of your own."""
     from pinlab.errors import ConfigError
     from pinlab.scenarios import runner
 
@@ -132,6 +139,10 @@ def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_scenario_show(args: argparse.Namespace, console: Console) -> int:
+    """print a built-in scenario's TOML
+
+    Print a built-in scenario's TOML file as it ships, to copy and edit into your own
+    (docs/scenarios.md); with --json, the text and its parsed document."""
     from pinlab.scenarios import runner
     from pinlab.tomlfile import read_toml
 
@@ -275,6 +286,10 @@ _cmd_workloads = _registry_command(
     what="workload",
     title="workloads (pinlab workloads NAME)",
     summary="what it does",
+    doc="""list the workloads; with NAME, its parameters and metrics
+
+    The workloads a [[tenants]] entry can run. With NAME: each parameter's type, unit, default, what
+    it names on the platform and meaning, and the metrics the workload reports.""",
 )
 
 
@@ -303,6 +318,11 @@ writes it in another (``unit``: ``us`` -> a value in s); ``text`` is the value i
 
 
 def _cmd_params(args: argparse.Namespace, console: Console) -> int:
+    """list the cost-model parameters: value, unit, range, confidence, source
+
+    Every cost-model parameter (docs/cost-model), or those whose key matches PATTERN (fnmatch:
+    'odp.*', '*latency*'): its value in its unit, sweep range or choices, confidence and source.
+    Override one with [cost] in a scenario or --set cost.KEY=VALUE."""
     from pinlab.platform.cost import parameters
 
     pattern = args.pattern or "*"
@@ -360,6 +380,11 @@ def _cmd_params(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_metrics(args: argparse.Namespace, console: Console) -> int:
+    """list the metric names a scenario's claim can use
+
+    The metrics SCENARIO (a built-in name or a scenario file) can report, per variant, with units,
+    when each is reported and what it measures: the names a [[claim.expect]] can compare
+    (docs/scenarios.md), and the claim functions."""
     from pinlab.scenarios import runner
     from pinlab.scenarios.catalog import domain_text, merged
     from pinlab.scenarios.claimfns import CLAIM_FUNCTIONS
@@ -490,6 +515,11 @@ _cmd_platforms = _registry_command(
     what="preset",
     title="platform presets (pinlab platforms NAME)",
     summary="what it models",
+    doc="""list the platform presets; with NAME, its parameters and defaults
+
+    The platform presets a platform file names (preset = NAME, params = { ... }) and pinlab bench
+    --platform NAME takes, the installed plugins' included. With NAME: each keyword parameter's type
+    and default, written as a file writes it.""",
 )
 
 
@@ -526,6 +556,12 @@ def plugins_info() -> list[dict[str, Any]]:
 
 
 def _cmd_plugins(args: argparse.Namespace, console: Console) -> int:
+    """list the plugin groups, their registries and the installed plugins
+
+    The entry-point groups pinlab reads (pinlab.exporters, pinlab.importers, pinlab.workloads,
+    pinlab.presets, pinlab.claim_functions): for each, the registry it fills, how many built-in
+    names it holds and the installed packages' entry points. A plugin that cannot be loaded is
+    reported in one line (exit 2)."""
     groups = plugins_info()
     if args.json:
         return print_json(groups)
@@ -551,78 +587,23 @@ def _cmd_plugins(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    scenarios = add_listing(
-        sub,
-        "scenarios",
-        _cmd_scenarios,
-        help="list the built-in scenarios and their claims; `scenarios show NAME` prints one",
-        description="The built-in scenarios: name, camp and claim. `pinlab scenarios show NAME` "
-        "prints a built-in scenario's TOML, to copy as the start of your own.",
-    )
+    scenarios = add_listing(sub, "scenarios", _cmd_scenarios)
     actions = scenarios.add_subparsers(dest="scenarios_command", metavar="ACTION")
     show = add_listing(
-        actions,
-        "show",
-        _cmd_scenario_show,
-        help="print a built-in scenario's TOML",
-        description="Print a built-in scenario's TOML file as it ships, to copy and edit into "
-        "your own (docs/scenarios.md); with --json, the text and its parsed document.",
-        json_help="the file's text and its document",
+        actions, "show", _cmd_scenario_show, json_help="the file's text and its document"
     )
     show.add_argument("name", metavar="NAME", help="a built-in scenario")
 
-    workloads = add_listing(
-        sub,
-        "workloads",
-        _cmd_workloads,
-        help="list the workloads; with NAME, its parameters and metrics",
-        description="The workloads a [[tenants]] entry can run. With NAME: each parameter's "
-        "type, unit, default, what it names on the platform and meaning, and the metrics the "
-        "workload reports.",
-    )
+    workloads = add_listing(sub, "workloads", _cmd_workloads)
     workloads.add_argument("name", nargs="?", metavar="NAME", help="a workload")
 
-    params = add_listing(
-        sub,
-        "params",
-        _cmd_params,
-        help="list the cost-model parameters: value, unit, range, confidence, source",
-        description="Every cost-model parameter (docs/cost-model), or those whose key matches "
-        "PATTERN (fnmatch: 'odp.*', '*latency*'): its value in its unit, sweep range or "
-        "choices, confidence and source. Override one with [cost] in a scenario or "
-        "--set cost.KEY=VALUE.",
-    )
+    params = add_listing(sub, "params", _cmd_params)
     params.add_argument("pattern", nargs="?", metavar="PATTERN", help="fnmatch over the keys")
 
-    metrics = add_listing(
-        sub,
-        "metrics",
-        _cmd_metrics,
-        help="list the metric names a scenario's claim can use",
-        description="The metrics SCENARIO (a built-in name or a scenario file) can report, "
-        "per variant, with units, when each is reported and what it measures: the names a "
-        "[[claim.expect]] can compare (docs/scenarios.md), and the claim functions.",
-    )
+    metrics = add_listing(sub, "metrics", _cmd_metrics)
     metrics.add_argument("scenario", metavar="SCENARIO", help="a built-in name or a .toml file")
 
-    platforms = add_listing(
-        sub,
-        "platforms",
-        _cmd_platforms,
-        help="list the platform presets; with NAME, its parameters and defaults",
-        description="The platform presets a platform file names (preset = NAME, params = "
-        "{ ... }) and pinlab bench --platform NAME takes, the installed plugins' included. "
-        "With NAME: each keyword parameter's type and default, written as a file writes it.",
-    )
+    platforms = add_listing(sub, "platforms", _cmd_platforms)
     platforms.add_argument("name", nargs="?", metavar="NAME", help="a platform preset")
 
-    add_listing(
-        sub,
-        "plugins",
-        _cmd_plugins,
-        help="list the plugin groups, their registries and the installed plugins",
-        description="The entry-point groups pinlab reads (pinlab.exporters, pinlab.importers, "
-        "pinlab.workloads, pinlab.presets, pinlab.claim_functions): for each, the registry "
-        "it fills, how many built-in names it holds and the installed packages' entry "
-        "points. A plugin that cannot be loaded is reported in one line (exit 2).",
-    )
+    add_listing(sub, "plugins", _cmd_plugins)

@@ -8,10 +8,16 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, as_user_error, wide
+from pinlab.cli.common import UserError, add_command, add_json_flag, as_user_error, wide
 
 
 def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    """diagnose dma-buf MRs on a host snapshot (or this host): errno, path, limits, fixes
+
+    Diagnose registering a dma-buf MR (ibv_reg_dmabuf_mr) from each accelerator through each RDMA
+    NIC of a host snapshot (pinlab inspect --snapshot) or of this host: the errno it would get and
+    at which step, the P2P path, the limits that apply and what would fix it. Exit status: 0 when
+    healthy, 1 with findings, 2 for bad input."""
     import json
 
     from pinlab.inspect import inspect_host
@@ -45,15 +51,7 @@ def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    doctor = sub.add_parser(
-        "doctor",
-        help="diagnose dma-buf MRs on a host snapshot (or this host): errno, path, limits, fixes",
-        description="Diagnose registering a dma-buf MR (ibv_reg_dmabuf_mr) from each "
-        "accelerator through each RDMA NIC of a host snapshot (pinlab inspect --snapshot) or "
-        "of this host: the errno it would get and at which step, the P2P path, the limits "
-        "that apply and what would fix it. Exit status: 0 when healthy, 1 with findings, 2 "
-        "for bad input.",
-    )
+    doctor = add_command(sub, "doctor", _cmd_doctor)
     doctor.add_argument(
         "snapshot",
         nargs="?",
@@ -70,4 +68,3 @@ def add_parsers(sub: Any) -> None:
         "--odp", action="store_true", help="the application registers with IBV_ACCESS_ON_DEMAND"
     )
     add_json_flag(doctor, "machine-readable diagnosis")
-    doctor.set_defaults(func=_cmd_doctor)

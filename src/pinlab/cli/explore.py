@@ -4,13 +4,13 @@ invariants (:mod:`pinlab.explore`)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import math
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, wide
+from pinlab.cli.common import ArgType, UserError, add_command, add_json_flag, wide
 
 
 def _names(value: str | None, known: list[str], flag: str) -> list[str]:
@@ -28,6 +28,15 @@ def _names(value: str | None, known: list[str], flag: str) -> list[str]:
 
 
 def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    """search sequences of calls and device events for leaks, WARNs, stale DMA
+
+    A bounded breadth-first search over sequences of userspace calls (pinlab.uapi) and device events
+    (eviction under allocation pressure, revoke, process kill, NIC reset, hot-unplug) on every
+    exporter x importer x kernel profile x policy selected, with partial-order reduction and state
+    hashing. Each sequence is checked after every step and after every process exited: no leak,
+    balanced pins, no WARN, no stale or unfenced DMA, no quota exceeded, no count below zero.
+    Findings are shrunk, deduplicated, traced and classified (docs/findings.md). Exit status: 1 when
+    a finding is a model defect or not yet reviewed, 0 otherwise, 2 for bad input."""
     from pinlab.explore import POLICIES, explore, exporter_kinds, importer_kinds, targets
     from pinlab.explore.render import print_text, to_json, write_out
     from pinlab.kernel.profile import PRESETS
@@ -59,50 +68,13 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     return 1 if any(f.blocking for f in report.findings) else 0
 
 
-def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum``, else "expected ``what``"."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {what}, found {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_seed = _int_at_least(0, "an integer seed >= 0")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, found {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, found {text!r}")
-    return value
+_positive_int = ArgType(int, "a positive integer", lambda n: n >= 1)
+_seed = ArgType(int, "an integer seed >= 0", lambda n: n >= 0)
+_seconds = ArgType(float, "seconds", lambda s: 0 < s < math.inf, "a positive number of seconds")
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser(
-        "explore",
-        help="search sequences of calls and device events for leaks, WARNs, stale DMA",
-        description=(
-            "A bounded breadth-first search over sequences of userspace calls (pinlab.uapi) and "
-            "device events (eviction under allocation pressure, revoke, process kill, NIC reset, "
-            "hot-unplug) on every exporter x importer x kernel profile x policy selected, with "
-            "partial-order reduction and state hashing. Each sequence is checked after every "
-            "step and after every process exited: no leak, balanced pins, no WARN, no stale "
-            "or unfenced DMA, no quota exceeded, no count below zero. Findings are shrunk, "
-            "deduplicated, traced and classified (docs/findings.md). Exit status: 1 when a "
-            "finding is a model defect or not yet reviewed, 0 otherwise, 2 for bad input."
-        ),
-    )
+    p = add_command(sub, "explore", _cmd_explore)
     p.add_argument(
         "--exporters",
         metavar="LIST",
@@ -143,4 +115,3 @@ def add_parsers(sub: Any) -> None:
     )
     add_json_flag(p)
     p.add_argument("--out", metavar="DIR", help="write index.html, findings.json, reproducers")
-    p.set_defaults(func=_cmd_explore)

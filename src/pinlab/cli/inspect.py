@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_json_flag, as_user_error, wide
+from pinlab.cli.common import UserError, add_command, add_json_flag, as_user_error, wide
 
 
 def _write(what: str, path: str, write: Any) -> None:
@@ -42,6 +42,13 @@ def _pastes(items: list[str]) -> dict[str, str]:
 
 
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
+    """read this host (RLIMIT_MEMLOCK, CAP_IPC_LOCK, cgroups, dmem, bufinfo, PCI, kernel config,
+    modules) and write a platform file, a snapshot and a policy file
+
+    Read this host (or the tree below --root, or pasted command output) -- RLIMIT_MEMLOCK,
+    CAP_IPC_LOCK, the cgroup v2 mount and dmem files, debugfs bufinfo, the PCI tree, kernel config
+    and modules -- print what was found and write a platform file for pinlab run --platform; a
+    missing or unreadable source is reported, never fatal."""
     import json
 
     from pinlab.inspect import (
@@ -97,16 +104,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    inspect = sub.add_parser(
-        "inspect",
-        help="read this host (RLIMIT_MEMLOCK, CAP_IPC_LOCK, cgroups, dmem, bufinfo, PCI, kernel "
-        "config, modules) and write a platform file, a snapshot and a policy file",
-        description="Read this host (or the tree below --root, or pasted command output) -- "
-        "RLIMIT_MEMLOCK, CAP_IPC_LOCK, the cgroup v2 mount and dmem files, debugfs bufinfo, "
-        "the PCI tree, kernel config and modules -- print what was found and write a "
-        "platform file for pinlab run --platform; a missing or unreadable source is "
-        "reported, never fatal.",
-    )
+    inspect = add_command(sub, "inspect", _cmd_inspect)
     inspect.add_argument(
         "--root", default="/", metavar="DIR", help="read the host below DIR (default /)"
     )
@@ -133,4 +131,3 @@ def add_parsers(sub: Any) -> None:
         "nvidia-smi-topo, ulimit-l, uname-r, lsmod, config, kallsyms, cpuinfo); repeatable",
     )
     add_json_flag(inspect, "machine-readable summary")
-    inspect.set_defaults(func=_cmd_inspect)

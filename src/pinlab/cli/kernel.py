@@ -10,6 +10,7 @@ from rich.console import Console
 
 from pinlab.cli.common import (
     UserError,
+    add_command,
     add_json_flag,
     add_listing,
     as_user_error,
@@ -21,6 +22,11 @@ from pinlab.kernel.profile import DEFAULT_PROFILE, NEXT_SOURCES, PRESETS, Kernel
 
 
 def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
+    """walk through export, attach, pin, eviction and bufinfo
+
+    A narrated walkthrough on one modelled machine: an amdgpu buffer exported, imported dynamically
+    and pinned by an RDMA NIC, evicted with move_notify, the refused move of a pinned buffer,
+    debugfs bufinfo, and a clean teardown."""
     from pinlab.demo import walkthrough
 
     return walkthrough(args.profile, not args.no_move_notify, Console(soft_wrap=True))
@@ -53,6 +59,10 @@ def profiles_json() -> dict[str, Any]:
 
 
 def _cmd_profiles(args: argparse.Namespace, console: Console) -> int:
+    """list kernel profiles and their switches
+
+    The kernel profiles (--profile of run, demo, matrix) and every switch where their behaviour
+    differs; for a profile that is not a release, where each switch comes from."""
     if args.json:
         return print_json(profiles_json())
     console = wide(console)
@@ -85,6 +95,10 @@ def _cmd_profiles(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_bufinfo(args: argparse.Namespace, console: Console) -> int:
+    """parse a debugfs dma_buf/bufinfo dump
+
+    Parse a /sys/kernel/debug/dma_buf/bufinfo dump (a real one, or one pinlab wrote) and list its
+    dma-buf objects: inode, exporter, name, size, count, fences and attached devices."""
     from pinlab.kernel.bufinfo import BufinfoParseError, parse_bufinfo_file
 
     try:
@@ -146,6 +160,12 @@ def _cmd_bufinfo(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
+    """every exporter x importer: where the memory ends up, P2P, K- items
+
+    Every exporter x importer pair imported, pinned and mapped through the uapi under a kernel
+    profile: where the memory ends up (in place, migrated, refused with which errno at which step),
+    whether the path is P2P, and the K- items that decide it. Without
+    --move-notify/--no-move-notify: both settings where they differ."""
     from pinlab.report.matrix import (
         build_matrix,
         build_matrix_pair,
@@ -173,50 +193,20 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    demo = sub.add_parser(
-        "demo",
-        help="walk through export, attach, pin, eviction and bufinfo",
-        description="A narrated walkthrough on one modelled machine: an amdgpu buffer exported, "
-        "imported dynamically and pinned by an RDMA NIC, evicted with move_notify, the refused "
-        "move of a pinned buffer, debugfs bufinfo, and a clean teardown.",
-    )
+    demo = add_command(sub, "demo", _cmd_demo)
     demo.add_argument("--profile", default=DEFAULT_PROFILE, choices=list(PRESETS))
     demo.add_argument(
         "--no-move-notify",
         action="store_true",
         help="leave CONFIG_DMABUF_MOVE_NOTIFY at its default (n)",
     )
-    demo.set_defaults(func=_cmd_demo)
 
-    add_listing(
-        sub,
-        "profiles",
-        _cmd_profiles,
-        help="list kernel profiles and their switches",
-        description="The kernel profiles (--profile of run, demo, matrix) and every switch "
-        "where their behaviour differs; for a profile that is not a release, where each "
-        "switch comes from.",
-    )
+    add_listing(sub, "profiles", _cmd_profiles)
 
-    bufinfo = add_listing(
-        sub,
-        "bufinfo",
-        _cmd_bufinfo,
-        help="parse a debugfs dma_buf/bufinfo dump",
-        description="Parse a /sys/kernel/debug/dma_buf/bufinfo dump (a real one, or one pinlab "
-        "wrote) and list its dma-buf objects: inode, exporter, name, size, count, fences and "
-        "attached devices.",
-    )
+    bufinfo = add_listing(sub, "bufinfo", _cmd_bufinfo)
     bufinfo.add_argument("file", help="path to a bufinfo dump")
 
-    matrix = sub.add_parser(
-        "matrix",
-        help="every exporter x importer: where the memory ends up, P2P, K- items",
-        description="Every exporter x importer pair imported, pinned and mapped through the "
-        "uapi under a kernel profile: where the memory ends up (in place, migrated, refused "
-        "with which errno at which step), whether the path is P2P, and the K- items that "
-        "decide it. Without --move-notify/--no-move-notify: both settings where they differ.",
-    )
+    matrix = add_command(sub, "matrix", _cmd_matrix)
     matrix.add_argument(
         "--profile",
         default=DEFAULT_PROFILE,
@@ -247,4 +237,3 @@ def add_parsers(sub: Any) -> None:
         "pin-vram-percent, dmem-pinning, dmem-peak",
     )
     add_json_flag(matrix)
-    matrix.set_defaults(func=_cmd_matrix)

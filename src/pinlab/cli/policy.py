@@ -7,10 +7,14 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import add_json_flag, as_user_error, print_json, wide
+from pinlab.cli.common import add_command, add_json_flag, as_user_error, print_json, wide
 
 
 def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
+    """the cgroup tree with its dmem limits, the users and the proposals on
+
+    Render a policy file: its cgroup tree (systemd-cgls style) with each cgroup's
+    dmem.min/low/max/pin.max, the users with their limits and capabilities, and the proposals on."""
     from pinlab.policy.config import load_policy, preview_policy
     from pinlab.policy.render import render_policy
 
@@ -45,6 +49,10 @@ def _cmd_policy_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
+    """validate a policy file
+
+    Validate a policy file as `pinlab run --policy` would apply it and print one line: ok with its
+    counts, or the first problem (exit 2)."""
     from pinlab.policy.config import load_policy, preview_policy
 
     with as_user_error():
@@ -59,35 +67,19 @@ def _cmd_policy_check(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    policy = sub.add_parser(
-        "policy",
-        help="administrator policy files (cgroups, rlimits)",
-        description="An administrator's policy file: the cgroup tree with its dmem limits, the "
-        "users' RLIMIT_MEMLOCK and capabilities, and the pin proposals switched on "
-        "(examples/policy/). `policy show FILE` renders it, `policy check FILE` validates it.",
-    )
-    policy_sub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
-    show = policy_sub.add_parser(
-        "show",
-        help="the cgroup tree with its dmem limits, the users and the proposals on",
-        description="Render a policy file: its cgroup tree (systemd-cgls style) with each "
-        "cgroup's dmem.min/low/max/pin.max, the users with their limits and capabilities, and "
-        "the proposals on.",
-    )
-    show.add_argument("file", help="a policy file (TOML), e.g. examples/policy/desktop.toml")
-    add_json_flag(show, "machine-readable output (the file's document)")
-    show.set_defaults(func=_cmd_policy_show)
-    check = policy_sub.add_parser(
-        "check",
-        help="validate a policy file",
-        description="Validate a policy file as `pinlab run --policy` would apply it and print "
-        "one line: ok with its counts, or the first problem (exit 2).",
-    )
-    check.add_argument("file", help="a policy file (TOML)")
-    check.set_defaults(func=_cmd_policy_check)
-
     def _policy_help(args: argparse.Namespace, console: Console) -> int:
+        """administrator policy files (cgroups, rlimits)
+
+        An administrator's policy file: the cgroup tree with its dmem limits, the users'
+        RLIMIT_MEMLOCK and capabilities, and the pin proposals switched on (examples/policy/).
+        `policy show FILE` renders it, `policy check FILE` validates it."""
         policy.print_help()
         return 0
 
-    policy.set_defaults(func=_policy_help)
+    policy = add_command(sub, "policy", _policy_help)
+    policy_sub = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    show = add_command(policy_sub, "show", _cmd_policy_show)
+    show.add_argument("file", help="a policy file (TOML), e.g. examples/policy/desktop.toml")
+    add_json_flag(show, "machine-readable output (the file's document)")
+    check = add_command(policy_sub, "check", _cmd_policy_check)
+    check.add_argument("file", help="a policy file (TOML)")

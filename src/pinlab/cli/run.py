@@ -27,12 +27,15 @@ if TYPE_CHECKING:
 
 
 from pinlab.cli.common import (
+    ArgType,
     UserError,
+    add_command,
     add_json_flag,
     add_set_flag,
     add_workers,
     as_user_error,
     point_errors,
+    seed_arg,
     wide,
 )
 
@@ -342,6 +345,12 @@ def _save(
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """run a scenario (default: the whole debate suite) and print its verdict
+
+    Run one scenario -- a built-in NAME or a scenario FILE -- or, with no argument, every built-in
+    scenario; write each run to DIR/<scenario>/<variant>/ (config.toml, summary.json, series.csv,
+    trace.json) and print one verdict table per scenario. Exit status: 0 when every claim held, 1
+    when a claim failed, 2 for a user error."""
     from pinlab.report.verdict import claim_line, compare_table, randomness_line, verdict_table
     from pinlab.scenarios import runner
 
@@ -491,18 +500,6 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     return 1 if failed else 0
 
 
-def seed_arg(text: str) -> int:
-    try:
-        seed = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, found {text!r}") from None
-    from pinlab.scenarios.schema import SEED_MAX
-
-    if not 0 <= seed <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2^63-1, found {text!r}")
-    return seed
-
-
 def _trace_filter_arg(text: str) -> frozenset[str]:
     from pinlab.report.trace import parse_categories
 
@@ -512,28 +509,11 @@ def _trace_filter_arg(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _trace_max_arg(text: str) -> int:
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, found {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 event, found {text!r}")
-    return n
+_trace_max_arg = ArgType(partial(int, base=0), "an integer", lambda n: n >= 1, "at least 1 event")
 
 
 def add_parsers(sub: Any) -> None:
-    run = sub.add_parser(
-        "run",
-        help="run a scenario (default: the whole debate suite) and print its verdict",
-        description=(
-            "Run one scenario -- a built-in NAME or a scenario FILE -- or, with no argument, "
-            "every built-in scenario; write each run to DIR/<scenario>/<variant>/ "
-            "(config.toml, summary.json, series.csv, trace.json) and print one verdict table per "
-            "scenario. Exit status: 0 when every claim held, 1 when a claim failed, "
-            "2 for a user error."
-        ),
-    )
+    run = add_command(sub, "run", _cmd_run)
     run.add_argument(
         "scenario",
         nargs="?",
@@ -626,4 +606,3 @@ def add_parsers(sub: Any) -> None:
         dask="run the reruns on Dask distributed",
     )
     add_json_flag(robust, "print the robustness as JSON (no tables)")
-    run.set_defaults(func=_cmd_run)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from pinlab.cli.common import (
     UserError,
+    add_command,
     add_json_flag,
     add_workers,
     as_user_error,
@@ -80,7 +81,14 @@ def points_json(sweep: Sweep) -> dict[str, Any]:
 
 
 def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    """``pinlab sweep SWEEP.toml``: expand, run the unfinished points, write the table."""
+    """run a parameter sweep (factors x variants x seeds) into one table
+
+    Run every point of a sweep file on a local process pool (or a Dask cluster) and write
+    DIR/results.parquet and DIR/results.csv, one row per point with the configuration as typed
+    columns, DIR/summary.csv (mean, spread, n by factor) and DIR/results.html (plots of each metric
+    vs each factor). A point whose run is deterministic is not replicated over seeds. Finished
+    points are kept in DIR/points/: run again after an interruption and only the missing points run.
+    """
     from pinlab.sweep import PointError, load_sweep, run_sweep
 
     with as_user_error():
@@ -155,18 +163,7 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    sweep = sub.add_parser(
-        "sweep",
-        help="run a parameter sweep (factors x variants x seeds) into one table",
-        description=(
-            "Run every point of a sweep file on a local process pool (or a Dask cluster) and "
-            "write DIR/results.parquet and DIR/results.csv, one row per point with the "
-            "configuration as typed columns, DIR/summary.csv (mean, spread, n by factor) and "
-            "DIR/results.html (plots of each metric vs each factor). A point whose run is "
-            "deterministic is not replicated over seeds. Finished points are kept in "
-            "DIR/points/: run again after an interruption and only the missing points run."
-        ),
-    )
+    sweep = add_command(sub, "sweep", _cmd_sweep)
     sweep.add_argument(
         "file", metavar="SWEEP.toml", help="a sweep file, e.g. examples/sweeps/pin-cap.toml"
     )
@@ -187,4 +184,3 @@ def add_parsers(sub: Any) -> None:
     )
     add_json_flag(sweep, "with --dry-run: the points as JSON")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
-    sweep.set_defaults(func=_cmd_sweep)

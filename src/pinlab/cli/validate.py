@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import add_json_flag, as_user_error, print_json, wide
+from pinlab.cli.common import add_command, add_json_flag, as_user_error, print_json, wide
 
 
 def _list_tables(args: argparse.Namespace, console: Console) -> int:
@@ -51,7 +51,12 @@ def _list_tables(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    """:func:`pinlab.validate.validate_command`, its bad input as the one-line user error."""
+    """compare pinlab bench with published measurement tables (validation/)
+
+    Run every validation table (or the TABLEs named) with pinlab bench, print each point's measured
+    and simulated value and error, each table's geometric-mean error against its tolerance and the
+    overall error, and write DIR/report.html. Exit status: 0 when every table is within its
+    tolerance, 1 when one is not, 2 for bad input."""
     from pinlab.validate import validate_command
 
     console = wide(console, 120)
@@ -69,17 +74,7 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    validate = sub.add_parser(
-        "validate",
-        help="compare pinlab bench with published measurement tables (validation/)",
-        description=(
-            "Run every validation table (or the TABLEs named) with pinlab bench, print each "
-            "point's measured and simulated value and error, each table's geometric-mean "
-            "error against its tolerance and the overall error, and write DIR/report.html. "
-            "Exit status: 0 when every table is within its tolerance, 1 when one is not, "
-            "2 for bad input."
-        ),
-    )
+    validate = add_command(sub, "validate", _cmd_validate)
     validate.add_argument(
         "tables", nargs="*", metavar="TABLE", help="a table id or a table file (default: all)"
     )
@@ -96,4 +91,3 @@ def add_parsers(sub: Any) -> None:
         "--list", action="store_true", help="list the tables (id, tool, points) without running"
     )
     add_json_flag(validate)
-    validate.set_defaults(func=_cmd_validate)
