@@ -220,6 +220,7 @@ class FlowNetwork:
         "_finish",
         "_free",
         "_generation",
+        "_next",
         "_owner",
         "_touched",
         "completed",
@@ -243,6 +244,7 @@ class FlowNetwork:
         self._finish = np.full(_SLOTS, _INF)  # projected completion time, by transfer slot
         self._owner: list[Transfer | None] = [None] * _SLOTS  # the active transfer of each slot
         self._free = list(range(_SLOTS - 1, -1, -1))  # free slots, lowest last (popped first)
+        self._next = _INF  # the array's minimum, as of the last change (it changes only then)
         self._generation = 0
         self._epoch = 0
 
@@ -409,15 +411,18 @@ class FlowNetwork:
 
     def _take_due(self, now: float) -> list[Transfer]:
         """The transfers finishing within ``_EPS`` of ``now``, in start order."""
+        limit = now + _EPS
+        if self._next > limit:  # the usual case on a start: spare the array pass
+            return []
         owner = self._owner
-        slots = np.flatnonzero(self._finish <= now + _EPS).tolist()
+        slots = (self._finish <= limit).nonzero()[0].tolist()
         due = cast("list[Transfer]", [owner[i] for i in slots])  # a finite entry's slot is owned
         due.sort(key=lambda t: t.serial)
         return due
 
     def _arm(self, now: float) -> None:
         """One timeout for the earliest projected completion, if any transfer is active."""
-        first = float(self._finish.min())
+        first = self._next = float(self._finish.min())
         if first == _INF:
             return
         generation = self._generation
@@ -467,18 +472,14 @@ class FlowNetwork:
                 break
             self.widened += 1
         self.resolved += len(members)
-        slots: list[int] = []
-        finishes: list[float] = []
+        finish = self._finish
         for t in members:
             rate = t._new_rate
             if rate != t.rate:
                 t._left -= t.rate * (now - t._at)
                 t._at = now
                 t.rate = rate
-                slots.append(t._slot)
-                finishes.append(now + t._left / rate)
-        if slots:
-            self._finish[slots] = finishes
+                finish[t._slot] = now + t._left / rate
         for link in links:
             link._load = link.capacity - link._residual  # what the kept and solved rates use
             link._hi = link._hi_new
