@@ -59,11 +59,11 @@ solved in closed form, without the heap.
 **Time.** A transfer records its remaining bytes when its rate is set, and its projected finish time
 in one numpy array indexed by the transfer's slot (free slots hold infinity): only a transfer whose
 rate changed writes its entry, and the next completion is the array's minimum. That costs one C
-pass over the active transfers per change instead of a heap push (and a stale entry to drop
-later) per changed rate -- a tenth of the transfers change on each completion in a large shared
-network. After every change one SimPy timeout is armed for the next completion;
-a timeout superseded by a later change is recognised by a generation number and ignored. Transfers
-due within ``_EPS`` seconds of a change complete in it, in start order.
+pass over the slots (at most twice the most transfers ever active at once) per change instead of
+a heap push, and a stale entry to drop later, per changed rate: in a large shared network a tenth
+of the transfers change on each completion. After every change one SimPy timeout is armed for
+the next completion; a timeout superseded by a later change is recognised by a generation number
+and ignored. Transfers due within ``_EPS`` seconds of a change complete in it, in start order.
 
 **Accounting** is exact per link: ``bytes_carried`` integrates the link's load (its transfers'
 rates times uses) over time, and a transfer's last bytes are settled on its links when it
