@@ -508,3 +508,28 @@ def test_the_widening_of_fact_3_is_exercised_and_exact() -> None:
         assert len(done) == net.completed == 30
         widened += net.widened
     assert widened > 0
+
+
+def test_more_transfers_than_the_first_finish_slots_complete_in_size_order() -> None:
+    """cost-model §1 item 1: n transfers of sizes s_1 < ... < s_n on one link of capacity C end
+    at t_k = t_(k-1) + (s_k - s_(k-1)) (n - k + 1) / C -- with more of them active than the
+    network's finish-time array first holds (it grows), and a second wave in the freed slots."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("l", 10.0)
+    for wave in range(2):
+        sizes = [float(10 + 3 * k) for k in range(150)]
+        start = env.now
+        events = net.transfer_many(
+            [(nbytes, ["l"], None, f"w{wave}.{k}") for k, nbytes in enumerate(sizes)]
+        )
+        env.run()
+        expected = 0.0
+        previous = 0.0
+        for k, (nbytes, event) in enumerate(zip(sizes, events, strict=True)):
+            expected += (nbytes - previous) * (len(sizes) - k) / 10.0
+            previous = nbytes
+            assert event.value == pytest.approx(expected, rel=1e-12)
+        assert env.now == pytest.approx(start + expected, rel=1e-12)
+        assert not net.active
+    assert net.completed == 300

@@ -56,11 +56,14 @@ check failed. Above ``lam`` the filling is the same as on the original links wit
 transfers consume taken off, and fact 1 applies to that filling. A sub-problem of one transfer is
 solved in closed form, without the heap.
 
-**Time.** A transfer records its remaining bytes when its rate is set; a heap of projected finish
-times gives the next completion, and only a transfer whose rate changed gets a new entry (its old
-ones are skipped by version). After every change one SimPy timeout is armed for the next completion;
-a timeout superseded by a later change is recognised by a generation number and ignored. Transfers
-due within ``_EPS`` seconds of a change complete in it, in start order.
+**Time.** A transfer records its remaining bytes when its rate is set, and its projected finish time
+in one numpy array indexed by the transfer's slot (free slots hold infinity): only a transfer whose
+rate changed writes its entry, and the next completion is the array's minimum. That costs one C
+pass over the slots (at most twice the most transfers ever active at once) per change instead of
+a heap push, and a stale entry to drop later, per changed rate: in a large shared network a tenth
+of the transfers change on each completion. After every change one SimPy timeout is armed for
+the next completion; a timeout superseded by a later change is recognised by a generation number
+and ignored. Transfers due within ``_EPS`` seconds of a change complete in it, in start order.
 
 **Accounting** is exact per link: ``bytes_carried`` integrates the link's load (its transfers'
 rates times uses) over time, and a transfer's last bytes are settled on its links when it
@@ -76,13 +79,16 @@ import heapq
 import itertools
 from collections.abc import Sequence, ValuesView
 from dataclasses import dataclass, field
+from typing import cast
 
+import numpy as np
 import simpy
 
 _EPS = 1e-9  # seconds; completions closer than this to "now" are due now
 _MARGIN = 1e-9  # relative; a kept rate must lie this far below the threshold (rounding)
 _INF = float("inf")
 _SATURATED = 1.0 - 1e-9  # a link loaded to this fraction of its capacity counts as saturated
+_SLOTS = 64  # initial size of the finish-time array; it doubles when full
 
 
 @dataclass(eq=False, slots=True)
@@ -139,13 +145,12 @@ class Transfer:
     __slots__ = (
         "_at",
         "_env",
-        "_finish",
         "_left",
         "_mark",
         "_new_rate",
         "_path",
+        "_slot",
         "_uses",
-        "_version",
         "cap",
         "done",
         "label",
@@ -183,8 +188,7 @@ class Transfer:
         self._env = env
         self._left = nbytes  # remaining bytes at time ``_at``
         self._at = env.now
-        self._finish = _INF  # projected completion time at the current rate
-        self._version = 0  # bumped on every rate change: older heap entries are stale
+        self._slot = -1  # its entry in the network's finish-time array while active
         self._mark = 0
         self._new_rate = 0.0
 
@@ -212,9 +216,12 @@ class FlowNetwork:
     __slots__ = (
         "_active",
         "_busy",
-        "_due",
         "_epoch",
+        "_finish",
+        "_free",
         "_generation",
+        "_next",
+        "_owner",
         "_touched",
         "completed",
         "env",
@@ -234,7 +241,10 @@ class FlowNetwork:
         self._active: dict[simpy.Event, Transfer] = {}  # by completion event, in start order
         self._busy: dict[Link, None] = {}  # links with an active transfer, an ordered set
         self._touched: dict[Link, None] = {}  # busy at some time since the last take_touched
-        self._due: list[tuple[float, int, int, Transfer]] = []  # (finish, serial, version, t)
+        self._finish = np.full(_SLOTS, _INF)  # projected completion time, by transfer slot
+        self._owner: list[Transfer | None] = [None] * _SLOTS  # the active transfer of each slot
+        self._free = list(range(_SLOTS - 1, -1, -1))  # free slots, lowest last (popped first)
+        self._next = _INF  # the array's minimum, as of the last change (it changes only then)
         self._generation = 0
         self._epoch = 0
 
@@ -357,9 +367,10 @@ class FlowNetwork:
             t.rate = 0.0
             t._left = 0.0
             t._at = now
-            t._version += 1
+            self._release(t)
             del self._active[t.done]
         for t in started:
+            self._claim(t)
             for link, uses in t._uses:
                 if not link._transfers:
                     self._busy[link] = None
@@ -381,30 +392,41 @@ class FlowNetwork:
             t.done.succeed(now - t.started)
         self._arm(now)
 
+    def _claim(self, t: Transfer) -> None:
+        """Give ``t`` a finish-time slot (infinite until its rate is solved)."""
+        if not self._free:  # full: double the array
+            size = len(self._owner)
+            self._finish = np.concatenate([self._finish, np.full(size, _INF)])
+            self._owner.extend([None] * size)
+            self._free = list(range(2 * size - 1, size - 1, -1))
+        t._slot = self._free.pop()
+        self._owner[t._slot] = t
+
+    def _release(self, t: Transfer) -> None:
+        """Free the slot of ``t``, which has ended."""
+        self._finish[t._slot] = _INF
+        self._owner[t._slot] = None
+        self._free.append(t._slot)
+        t._slot = -1
+
     def _take_due(self, now: float) -> list[Transfer]:
-        """Pop the transfers finishing within ``_EPS`` of ``now``, in start order."""
-        due: list[Transfer] = []
-        heap = self._due
+        """The transfers finishing within ``_EPS`` of ``now``, in start order."""
         limit = now + _EPS
-        while heap and heap[0][0] <= limit:
-            _, _, version, t = heapq.heappop(heap)
-            if version == t._version and t.rate > 0:
-                due.append(t)
+        if self._next > limit:  # the usual case on a start: spare the array pass
+            return []
+        owner = self._owner
+        slots = (self._finish <= limit).nonzero()[0].tolist()
+        due = cast("list[Transfer]", [owner[i] for i in slots])  # a finite entry's slot is owned
         due.sort(key=lambda t: t.serial)
         return due
 
     def _arm(self, now: float) -> None:
-        """One timeout for the earliest projected completion (dropping stale heap entries)."""
-        heap = self._due
-        while heap and (heap[0][3]._version != heap[0][2] or heap[0][3].rate <= 0):
-            heapq.heappop(heap)
-        if not heap:
+        """One timeout for the earliest projected completion, if any transfer is active."""
+        first = self._next = float(self._finish.min())
+        if first == _INF:
             return
-        if len(heap) > 2 * len(self._active) + 64:  # mostly stale entries: rebuild
-            heap[:] = [(t._finish, t.serial, t._version, t) for t in self._active.values()]
-            heapq.heapify(heap)
         generation = self._generation
-        timer = self.env.timeout(max(heap[0][0] - now, 0.0))
+        timer = self.env.timeout(max(first - now, 0.0))
         timer.callbacks.append(lambda _ev: self._on_timer(generation))
 
     def _on_timer(self, generation: int) -> None:
@@ -450,16 +472,14 @@ class FlowNetwork:
                 break
             self.widened += 1
         self.resolved += len(members)
-        due = self._due
+        finish = self._finish
         for t in members:
             rate = t._new_rate
             if rate != t.rate:
                 t._left -= t.rate * (now - t._at)
                 t._at = now
                 t.rate = rate
-                t._version += 1
-                t._finish = now + t._left / rate
-                heapq.heappush(due, (t._finish, t.serial, t._version, t))
+                finish[t._slot] = now + t._left / rate
         for link in links:
             link._load = link.capacity - link._residual  # what the kept and solved rates use
             link._hi = link._hi_new
