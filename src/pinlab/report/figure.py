@@ -472,9 +472,21 @@ def fmt_duration(width: float) -> str:
 
 def figure_svg(fig: Figure) -> str:
     """``fig`` as SVG text, deterministic (fixed id salt, no date or version metadata)."""
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
     buf = io.StringIO()  # text: matplotlib writes it as is (bytes go through a codec writer)
+    canvas: Any = FigureCanvasSVG(fig)  # its stub leaves print_svg untyped
+    dpi = fig.dpi
     with style():
-        fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
+        # the SVG canvas itself, not savefig: print_figure inspects the print method's
+        # signature on every call (a twentieth of a figure's cost) to filter options the SVG
+        # writer does not take, and pinlab passes none of them
+        canvas._is_saving = True
+        try:
+            canvas.print_svg(buf, metadata=_SVG_METADATA)
+        finally:
+            canvas._is_saving = False
+            fig.dpi = dpi  # print_svg draws at 72 dpi and leaves it so
     return buf.getvalue()
 
 
