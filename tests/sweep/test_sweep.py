@@ -289,6 +289,32 @@ def test_a_tiny_sweep_starts_no_worker(
     assert outcome.ran == 8 and outcome.complete
 
 
+def test_workers_start_while_the_first_point_runs(
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 4: once the first point has run long enough to show the work left is
+    worth a worker, the worker starts (and imports pinlab) while that point still runs, not
+    after it: its start is off the sweep's critical path."""
+    events: list[str] = []
+    start, run_one = execute._Pool.start, execute._run_one
+
+    def starting(pool: Any) -> None:
+        events.append("worker start")
+        start(pool)
+
+    def running(*args: Any) -> dict[str, Any]:
+        result = run_one(*args)
+        events.append("point done")
+        return result
+
+    monkeypatch.setattr(execute._Pool, "start", starting)
+    monkeypatch.setattr(execute, "_run_one", running)
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # worth it from the start
+    outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
+    assert outcome.ran == 8 and outcome.complete
+    assert events.index("worker start") < events.index("point done")
+
+
 def test_chunks_carry_about_a_second_of_points_and_shrink_to_the_end() -> None:
     sizes = execute.chunk_sizes(1000, 0.01, 2)
     assert sum(sizes) == 1000 and sizes[0] == round(execute.TASK_SECONDS / 0.01)

@@ -68,7 +68,7 @@ class Uapi(RuleBasedStateMachine):
         self.tree = CgroupTree()
         self.dmem = install_dmem(self.kernel, self.tree) if prof.dmem else None
         if self.dmem is not None:
-            for bdev in self.m.machine.ttm_devices():
+            for bdev in self.m.ttm_devices():
                 self.dmem.register_device(bdev)
         self.memlock = memlock_dmabuf_pins.install(self.kernel)
         self.tree.mkdir("/limited")

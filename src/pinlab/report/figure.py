@@ -164,6 +164,7 @@ def _measured_once() -> Iterator[None]:
     scale) depends only on the text, its font properties and math mode, so while pinlab
     draws it is answered from :data:`_MEASURED`; the SVG bytes are the same (a test holds
     them to the unkept measurement) and the method is restored on leaving."""
+    from matplotlib.backends.backend_svg import RendererSVG
     from matplotlib.textpath import TextToPath
 
     measure = TextToPath.get_text_width_height_descent
@@ -178,10 +179,47 @@ def _measured_once() -> Iterator[None]:
         return extents
 
     TextToPath.get_text_width_height_descent = kept  # type: ignore[method-assign]
+    RendererSVG._get_font_height_metrics = _font_height_metrics  # type: ignore[attr-defined]
     try:
         yield
     finally:
         TextToPath.get_text_width_height_descent = measure  # type: ignore[method-assign]
+        del RendererSVG._get_font_height_metrics  # type: ignore[attr-defined]
+
+
+_SVG_DPI = 72.0
+"""The figure's dpi while matplotlib draws it as SVG (``print_svg`` sets it)."""
+_HEIGHTS: dict[Any, tuple[float, float, float] | tuple[None, None, None]] = {}
+"""A font's (ascent, descent, line gap) at :data:`_SVG_DPI`, by font properties."""
+
+
+def _font_height_metrics(
+    renderer: Any, prop: Any
+) -> tuple[float, float, float] | tuple[None, None, None]:
+    """The SVG renderer's answer to ``Text._get_layout``'s question for the font's vertical
+    extent, kept per font: without it every text's layout looks the font up and reads its
+    OS/2 (else hhea) and head tables anew -- a tenth of a figure's cost. The values are the
+    ones ``_get_layout`` computes from those tables itself; (None, None, None) when the font
+    has neither table lets it measure instead, as it would."""
+    key = prop.copy()  # a copy: FontProperties hash by their mutable state
+    kept = _HEIGHTS.get(key)
+    if kept is None:
+        from matplotlib.font_manager import fontManager, get_font
+
+        kept = (None, None, None)
+        font: Any = get_font(fontManager._find_fonts_by_props(prop))  # tables by name
+        for name, gap, ascent, descent in (
+            ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
+            ("hhea", "lineGap", "ascent", "descent"),
+        ):
+            table = font.get_sfnt_table(name)
+            if table is not None:
+                per_em = font.get_sfnt_table("head")["unitsPerEm"]
+                scale = 1 / per_em * prop.get_size_in_points() * _SVG_DPI / 72
+                kept = (table[ascent] * scale, -table[descent] * scale, table[gap] * scale)
+                break
+        _HEIGHTS[key] = kept
+    return kept
 
 
 def new_figure(
@@ -434,9 +472,21 @@ def fmt_duration(width: float) -> str:
 
 def figure_svg(fig: Figure) -> str:
     """``fig`` as SVG text, deterministic (fixed id salt, no date or version metadata)."""
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
     buf = io.StringIO()  # text: matplotlib writes it as is (bytes go through a codec writer)
+    canvas: Any = FigureCanvasSVG(fig)  # its stub leaves print_svg untyped
+    dpi = fig.dpi
     with style():
-        fig.savefig(buf, format="svg", metadata=_SVG_METADATA)
+        # the SVG canvas itself, not savefig: print_figure inspects the print method's
+        # signature on every call (a twentieth of a figure's cost) to filter options the SVG
+        # writer does not take, and pinlab passes none of them
+        canvas._is_saving = True
+        try:
+            canvas.print_svg(buf, metadata=_SVG_METADATA)
+        finally:
+            canvas._is_saving = False
+            fig.dpi = dpi  # print_svg draws at 72 dpi and leaves it so
     return buf.getvalue()
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_LINKS",
     "REPORT_FILE",
     "TRACE_FILE",
+    "Plot",
     "anchor_slug",
     "inline_svg",
     "render_page",
@@ -201,12 +202,23 @@ def inline_svg(svg: str, prefix: str, label: str = "") -> Markup:
 # -- view models ---------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Plot:
+@dataclass(frozen=True, slots=True)
+class Plot:
+    """A figure on a page (the ``plot`` macro): its element id, caption, inline SVG and the
+    files it links to."""
+
     id: str
     caption: str
     svg: Markup
-    files: list[str] = field(default_factory=list)
+    files: tuple[str, ...] = ()
+
+    @classmethod
+    def inline(
+        cls, id: str, caption: str, svg: str, prefix: str, files: Iterable[str] = ()
+    ) -> Plot:
+        """The plot of matplotlib ``svg``, inlined with ids under ``prefix`` (:func:`inline_svg`)
+        and labelled with its caption."""
+        return cls(id, caption, inline_svg(svg, prefix, caption), tuple(files))
 
 
 @dataclass(slots=True)
@@ -411,7 +423,7 @@ def _run_plots(
     figures: Mapping[str, Any] | None,
     files: Iterable[str],
     id_prefix: str = "",
-) -> list[_Plot]:
+) -> list[Plot]:
     if figures is None:
         figures = plots.run_figure_svgs(result)
     present = set(files)
@@ -425,7 +437,7 @@ def _run_plots(
             for ext in ("png", "svg")
             if f"{PLOT_PREFIX}{stem}.{ext}" in present
         ]
-        out.append(_Plot(f"plot-{stem}", caption, inline_svg(svg, pid, caption), linked))
+        out.append(Plot.inline(f"plot-{stem}", caption, svg, pid, linked))
     return out
 
 
@@ -527,7 +539,7 @@ class _Scenario:
     camp_label: str
     verdict: Verdict
     table: _Table
-    plots: list[_Plot]
+    plots: list[Plot]
     runs: list[_RunRow]
 
 
@@ -566,7 +578,7 @@ def render_suite_html(
             title = f"{chart_title} ({pattern})"
             figs[chart_title] = plots.variant_bars_svg(results, pattern, title=title)
         scenario_plots = [
-            _Plot(f"s{k}-bars{i}", name, inline_svg(svg, f"s{k}b{i}-", name))
+            Plot.inline(f"s{k}-bars{i}", name, svg, f"s{k}b{i}-")
             for i, (name, svg) in enumerate(figs.items())
         ]
         seen: set[str] = set()

@@ -44,7 +44,7 @@ cell a policy refused names it (``proposal <id>``) after the checklist items.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from rich.console import Console
@@ -60,7 +60,6 @@ from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.errors import ConfigError
 from pinlab.kernel.errno import KernelError
-from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import (
     DEFAULT_PROFILE,
     CoreFamily,
@@ -79,7 +78,6 @@ from pinlab.policy.config import apply_policy, parse_policy
 from pinlab.policy.dmem import install as install_dmem
 from pinlab.policy.proposals import PROPOSALS
 from pinlab.uapi.process import Process
-from pinlab.uapi.system import System
 from pinlab.units import MiB
 
 # device names on the matrix machine (pinlab.platform.presets.matrix)
@@ -106,24 +104,19 @@ _OUTCOME = {
 # -- the machine -----------------------------------------------------------------------------
 
 
-@dataclass
-class MatrixMachine:
-    """One matrix machine (:attr:`machine`) and the roles the matrix gives its devices."""
+@dataclass(slots=True, eq=False)
+class MatrixMachine(Machine):
+    """A matrix machine: the built platform, with the roles the matrix gives its devices."""
 
-    machine: Machine
-
-    @property
-    def system(self) -> System:
-        return self.machine.system
-
-    @property
-    def kernel(self) -> Kernel:
-        return self.machine.kernel
+    @classmethod
+    def of(cls, machine: Machine) -> MatrixMachine:
+        """``machine`` (just built from the matrix preset) with the matrix's roles."""
+        return cls(**{f.name: getattr(machine, f.name) for f in fields(Machine)})
 
     @property
     def exporter(self) -> ExporterDriver:
         """The exporter under test (``gpu0``)."""
-        return self.machine.exporters[GPU]
+        return self.exporters[GPU]
 
     @property
     def importer_gpu(self) -> AmdgpuDevice:
@@ -133,7 +126,7 @@ class MatrixMachine:
     def settle(self, *procs: Process) -> int:
         """Let time pass: every queued copy finishes (its fence signals) and the processes'
         collected waits are dropped. Returns the number of copies run."""
-        n = sum(bdev.run_copies() for bdev in self.machine.ttm_devices())
+        n = sum(bdev.run_copies() for bdev in self.ttm_devices())
         for proc in procs:
             proc.take_waits()
         self.kernel.take_waits()
@@ -158,7 +151,7 @@ def build_machine(
         raise ValueError(f"unknown exporter {exporter!r} (expected one of {', '.join(EXPORTERS)})")
     prof = get_profile(profile) if isinstance(profile, str) else profile
     spec = presets.matrix(exporter=exporter, broken_mlx5=broken_mlx5, memory=DEVICE_MEMORY)
-    return MatrixMachine(build(spec, prof, clock=clock))
+    return MatrixMachine.of(build(spec, prof, clock=clock))
 
 
 def matrix_profile(name: str = DEFAULT_PROFILE, move_notify: bool = False) -> KernelProfile:
@@ -351,12 +344,12 @@ def install_proposals(m: MatrixMachine, proposals: Sequence[str]) -> Cgroup | No
     tree = CgroupTree()
     dmem = install_dmem(kernel, tree) if kernel.profile.dmem else None
     if dmem is not None:
-        for bdev in m.machine.ttm_devices():
+        for bdev in m.ttm_devices():
             dmem.register_device(bdev)
     source = "pinlab matrix --proposal"
     config = parse_policy("".join(f"[proposals.{p}]\n" for p in dict.fromkeys(proposals)), source)
     try:
-        apply_policy(config, kernel, tree, dmem, ttm_devices=m.machine.ttm_devices(), source=source)
+        apply_policy(config, kernel, tree, dmem, ttm_devices=m.ttm_devices(), source=source)
     except ConfigError as e:
         raise ValueError(str(e)) from None
     return tree.mkdir(MATRIX_CGROUP)

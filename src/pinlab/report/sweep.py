@@ -11,14 +11,11 @@ left out; ``summary.csv`` holds all).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from markupsafe import Markup
-
 from pinlab.report import plots
-from pinlab.report.html import inline_svg, render_page, write_report
+from pinlab.report.html import Plot, render_page, write_report
 
 __all__ = [
     "MAX_PLOTS",
@@ -31,14 +28,6 @@ __all__ = [
 RESULTS_HTML = "results.html"
 MAX_PLOTS = 24
 """The most metric-vs-factor plots one page holds."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Figure:
-    id: str
-    caption: str
-    svg: Markup
-    files: tuple[str, ...] = ()
 
 
 def _numeric(values: Sequence[Any]) -> bool:
@@ -123,7 +112,7 @@ def render_sweep_html(
     for i, (factor, metric) in enumerate(pairs[:MAX_PLOTS]):
         svg = sweep_figure_svg(records, factor, metric, units.get(factor, ""))
         caption = f"{metric} vs {factor}: mean ± spread over replications, per variant"
-        figures.append(_Figure(f"plot{i}", caption, inline_svg(svg, f"p{i}-", caption)))
+        figures.append(Plot.inline(f"plot{i}", caption, svg, f"p{i}-"))
     return render_page(
         "sweep.html.j2",
         title=f"pinlab sweep: {name}",

@@ -259,24 +259,17 @@ def _throughput(result: RunResult, canvas: Canvas) -> Figure:
             window = (min(e[0] for _, e, _ in lines), max(e[-1] for _, e, _ in lines))
             tscale = time_axis(ax, window[1], window[0])
             vscale, vunit = value_scale("B/s", max(float(np.max(r)) for _, _, r in lines))
-            for i, (label, edges, rate) in enumerate(lines):
-                colour = PALETTE[i % len(PALETTE)]
-                ax.stairs(
-                    rate / vscale,
-                    edges / tscale,
-                    label=label,
-                    color=colour,
-                    linewidth=1.4,
-                    baseline=None,
-                )
-                ax.hlines(
-                    float(np.mean(rate)) / vscale,
-                    edges[0] / tscale,
-                    edges[-1] / tscale,
-                    colors=colour,
-                    linestyles=":",
-                    linewidth=1.0,
-                )
+            colours = [PALETTE[i % len(PALETTE)] for i in range(len(lines))]
+            for colour, (label, edges, rate) in zip(colours, lines, strict=True):
+                _stairs(ax, rate / vscale, edges / tscale, label=label, colour=colour)
+            ax.hlines(  # every tenant's mean: one collection, not one per tenant
+                [float(np.mean(rate)) / vscale for _, _, rate in lines],
+                [edges[0] / tscale for _, edges, _ in lines],
+                [edges[-1] / tscale for _, edges, _ in lines],
+                colors=colours,
+                linestyles=":",
+                linewidth=1.0,
+            )
             ax.set_ylabel(f"throughput ({vunit})")
             if len(lines) == 1:
                 edges = lines[0][1]
@@ -289,6 +282,27 @@ def _throughput(result: RunResult, canvas: Canvas) -> Figure:
         _faults(ax, result, tscale, window)
         draw_legend(fig, ax)
     return fig
+
+
+def _stairs(ax: Axes, values: np.ndarray, edges: np.ndarray, *, label: str, colour: str) -> None:
+    """``ax.stairs(values, edges, baseline=None)``, the line of a binned rate, with its data
+    limits taken from its vertices at once: ``Axes.add_patch`` walks a patch's path segment by
+    segment in Python to find them (for curves), a third of a throughput figure's drawing,
+    and a step line's limits are its vertices."""
+    from matplotlib.patches import StepPatch
+
+    patch = StepPatch(
+        values,
+        edges,
+        baseline=None,  # type: ignore[arg-type]  # a line, no baseline: as Axes.stairs takes it
+        fill=False,
+        edgecolor=colour,
+        linewidth=1.4,
+        label=label,
+    )
+    ax.add_artist(patch)  # an Axes' patches are the Patch artists among its children
+    ax.update_datalim(patch.get_path().vertices)
+    ax.autoscale_view()
 
 
 def _mean_rates(ax: Axes, result: RunResult) -> None:

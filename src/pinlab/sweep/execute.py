@@ -22,9 +22,11 @@ of an id the sweep no longer has (the sweep file was edited) is left alone and l
 Local execution (``jobs`` processes) is this process and ``jobs - 1`` spawned workers taking
 tasks from one queue: a worker imports pinlab once, when it starts, and serves every task it
 takes; this process runs the first point (timing it), then takes tasks like a worker while
-recording every result, so nobody waits for a worker to start and the last tasks go to
-whoever is free. A sweep whose work left after its first point is less than starting a
-worker would take (:data:`WORKER_START_SECONDS`) runs in this process alone. A task is a
+recording every result, so nobody waits for a worker and the last tasks go to whoever is
+free. The workers start while the first point runs, once it has run long enough to show that
+the work left is worth starting them (more than twice :data:`WORKER_START_SECONDS`), so they
+import pinlab while this process works; a sweep whose work left after its first point is less
+than that runs in this process alone. A task is a
 *chunk* of consecutive points (which mostly share one configuration, loaded and validated
 once per process for the whole sweep: :func:`run_point`'s ``configs``), sized by
 :func:`chunk_sizes` to about :data:`TASK_SECONDS` of work and never more than a share of what
@@ -39,6 +41,7 @@ import json
 import math
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -256,36 +259,93 @@ def chunk_sizes(total: int, point_seconds: float, processes: int) -> list[int]:
 def _local(points: list[Point], run: RunPoint, jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
     """``jobs`` processes -- this one and ``jobs - 1`` workers -- taking chunks from one
     queue (module docstring). Results come in the order their chunks finish."""
-    import multiprocessing
+    configs: Configs = {}
+    rest = points[1:]
+    pool = _Pool(jobs - 1)
+    # the workers start while the first point runs, as soon as its running time shows that
+    # the work left is worth starting them: they import pinlab while this process works
+    early = threading.Timer(2 * WORKER_START_SECONDS / max(1, len(rest)), pool.start)
+    early.daemon = True
+    try:
+        early.start()
+        start = time.perf_counter()
+        first = _run_one(run, points[0].spec(), configs)
+        seconds = time.perf_counter() - start  # the chunk sizes and the check below need it
+        early.cancel()
+        early.join()  # a start under way finishes first
+        yield points[0], first
+        if not pool.started and seconds * len(rest) <= 2 * WORKER_START_SECONDS:
+            for point in rest:  # less work left than starting a worker costs
+                yield point, _run_one(run, point.spec(), configs)
+            return
+        yield from _pooled(pool, rest, run, seconds, jobs, configs)
+    finally:
+        early.cancel()
+        pool.stop()
+
+
+class _Pool:
+    """The spawned workers of :func:`_local` and their two queues, made when started."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.workers: list[Any] = []
+        self.tasks: Any = None
+        self.results: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        return bool(self.workers)
+
+    def start(self) -> None:
+        import multiprocessing
+
+        with self._lock:
+            if self.workers:
+                return
+            # spawn: safe beside the progress bar's thread
+            ctx = multiprocessing.get_context("spawn")
+            self.tasks, self.results = ctx.Queue(), ctx.Queue()
+            workers = [
+                ctx.Process(target=_worker, args=(os.getpid(), self.tasks, self.results))
+                for _ in range(self.size)
+            ]
+            for worker in workers:
+                worker.daemon = True
+                worker.start()
+            self.workers = workers
+
+    def stop(self) -> None:
+        with self._lock:
+            for worker in self.workers:
+                if worker.is_alive():
+                    worker.terminate()
+            for worker in self.workers:
+                worker.join(timeout=5)
+            for q in (self.tasks, self.results):
+                if q is not None:
+                    q.cancel_join_thread()
+                    q.close()
+
+
+def _pooled(
+    pool: _Pool, rest: list[Point], run: RunPoint, seconds: float, jobs: int, configs: Configs
+) -> Iterator[tuple[Point, dict[str, Any]]]:
+    """The points after the first on ``pool`` and this process (:func:`_local`)."""
     import queue
 
-    configs: Configs = {}
-    start = time.perf_counter()
-    yield points[0], _run_one(run, points[0].spec(), configs)
-    seconds = time.perf_counter() - start  # the chunk sizes and the check below need it
-    rest = points[1:]
-    if seconds * len(rest) <= 2 * WORKER_START_SECONDS:
-        for point in rest:  # less work left than starting a worker costs
-            yield point, _run_one(run, point.spec(), configs)
-        return
     chunks: list[list[Point]] = []
     taken = 0
     for n in chunk_sizes(len(rest), seconds, jobs):
         chunks.append(rest[taken : taken + n])
         taken += n
-    # spawn: safe beside the progress bar's thread
-    ctx = multiprocessing.get_context("spawn")
-    tasks, results = ctx.Queue(), ctx.Queue()
+    pool.start()
+    tasks, results, workers = pool.tasks, pool.results, pool.workers
     for key, chunk in enumerate(chunks):
         tasks.put((key, run, [p.spec() for p in chunk]))
-    workers = [
-        ctx.Process(target=_worker, args=(os.getpid(), tasks, results), daemon=True)
-        for _ in range(jobs - 1)
-    ]
     for _ in workers:
         tasks.put(None)  # one end mark per worker, behind every chunk
-    for worker in workers:
-        worker.start()
     left = len(chunks)
     pulling = True  # this process takes chunks too, until it meets an end mark
 
@@ -295,52 +355,42 @@ def _local(points: list[Point], run: RunPoint, jobs: int) -> Iterator[tuple[Poin
         if error is not None:
             raise error
 
-    try:
-        while left:
-            try:  # what the workers finished so far
-                while True:
-                    key, outcome = results.get_nowait()
-                    left -= 1
-                    yield from answered(key, outcome)
-            except queue.Empty:
-                pass
-            if not left:
-                break
-            if pulling:
-                try:
-                    item: Chunk | None = tasks.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-                if item is None:  # every chunk is taken: the mark is a worker's
-                    tasks.put(None)
-                    pulling = False
-                    continue
-                key, _, specs = item
-                for point, spec in zip(chunks[key], specs, strict=True):
-                    yield point, _run_one(run, spec, configs)
+    while left:
+        try:  # what the workers finished so far
+            while True:
+                key, outcome = results.get_nowait()
                 left -= 1
-                continue
+                yield from answered(key, outcome)
+        except queue.Empty:
+            pass
+        if not left:
+            break
+        if pulling:
             try:
-                key, outcome = results.get(timeout=0.5)
+                item: Chunk | None = tasks.get(timeout=0.05)
             except queue.Empty:
-                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
-                if dead or not any(w.is_alive() for w in workers):
-                    raise PointError(
-                        f"a sweep worker exited (exit code {dead[0] if dead else 0}) with "
-                        f"{left} task(s) unfinished"
-                    ) from None
                 continue
+            if item is None:  # every chunk is taken: the mark is a worker's
+                tasks.put(None)
+                pulling = False
+                continue
+            key, _, specs = item
+            for point, spec in zip(chunks[key], specs, strict=True):
+                yield point, _run_one(run, spec, configs)
             left -= 1
-            yield from answered(key, outcome)
-    finally:
-        for worker in workers:
-            if worker.is_alive():
-                worker.terminate()
-        for worker in workers:
-            worker.join(timeout=5)
-        for q in (tasks, results):
-            q.cancel_join_thread()
-            q.close()
+            continue
+        try:
+            key, outcome = results.get(timeout=0.5)
+        except queue.Empty:
+            dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if dead or not any(w.is_alive() for w in workers):
+                raise PointError(
+                    f"a sweep worker exited (exit code {dead[0] if dead else 0}) with "
+                    f"{left} task(s) unfinished"
+                ) from None
+            continue
+        left -= 1
+        yield from answered(key, outcome)
 
 
 def _dask_connect(address: str) -> tuple[Any, Any]:

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from markupsafe import Markup
-
-from pinlab.report.html import inline_svg, render_page, write_report
+from pinlab.report.html import Plot, render_page, write_report
 from pinlab.report.plots import figure_svg
 from pinlab.validate.output import fmt_error, fmt_number, fmt_pct, fmt_x, summary_line
 from pinlab.validate.plots import parity_figure, table_figure
@@ -25,14 +22,6 @@ from pinlab.validate.runner import Summary, TableResult, ValidationResult
 __all__ = ["REPORT_FILE", "command_line", "render_validation_html", "write_validation_report"]
 
 REPORT_FILE = "report.html"
-
-
-@dataclass(frozen=True, slots=True)
-class _Plot:
-    id: str
-    caption: str
-    svg: Markup
-    files: tuple[str, ...] = ()
 
 
 def command_line(result: TableResult) -> str:
@@ -85,11 +74,7 @@ def _table_view(r: TableResult, index: int) -> dict[str, Any]:
         "column": f"{cmp.placement} {cmp.y}" if cmp.placement else cmp.y,
         "unit": cmp.unit,
         "multi": bool(spec.series),
-        "plot": _Plot(
-            f"plot-{t.id}",
-            caption,
-            inline_svg(figure_svg(table_figure(r)), f"v{index}-", caption),
-        ),
+        "plot": Plot.inline(f"plot-{t.id}", caption, figure_svg(table_figure(r)), f"v{index}-"),
         "points": [
             {
                 "series": t.series_label(p.series),
@@ -114,10 +99,8 @@ def render_validation_html(result: ValidationResult) -> str:
     parity = None
     if result.results:
         caption = "simulated against measured, every point of every table (log-log)"
-        parity = _Plot(
-            "plot-parity",
-            caption,
-            inline_svg(figure_svg(parity_figure(result.results)), "vp-", caption),
+        parity = Plot.inline(
+            "plot-parity", caption, figure_svg(parity_figure(result.results)), "vp-"
         )
     return render_page(
         "validate.html.j2",
