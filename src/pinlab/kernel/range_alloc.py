@@ -60,7 +60,7 @@ allocation, a non-positive size, a bad alignment -- is a bug in the caller and r
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from pinlab.kernel.errno import Errno, err
 
@@ -97,16 +97,19 @@ class Allocation:
     """An allocation: one or more disjoint address ranges of one allocator.
 
     Created only by :meth:`RangeAllocator.alloc`. Immutable apart from the :attr:`live` bit:
-    the ranges never change, and freeing returns them to the allocator but leaves this object as
-    a record of where the memory was. Equality is identity -- two allocations that cover the
-    same range at different times are different allocations.
+    ``start`` (the address of the first, lowest segment: the BO's offset when contiguous),
+    ``size`` (total bytes: the request rounded up to the granule; alignment waste not included)
+    and ``allocator`` (where it came from) are ``Final`` attributes, read-only to the type
+    checker; the ranges never change, and freeing returns them to the allocator but leaves this
+    object as a record of where the memory was. Equality is identity -- two allocations that
+    cover the same range at different times are different allocations.
 
     The allocation itself carries its live bit (rather than the allocator keeping a set of live
     allocations): with 1e5 live buffers a large hash set is one more cache miss per operation,
     and the owner reference plus the bit are all that double-free detection needs.
     """
 
-    __slots__ = ("_live", "_owner", "_segments", "_size", "_start")
+    __slots__ = ("_live", "_segments", "allocator", "size", "start")
 
     def __init__(
         self,
@@ -115,9 +118,9 @@ class Allocation:
         size: int,
         segments: tuple[Segment, ...] | None = None,
     ) -> None:
-        self._owner = owner
-        self._start = start
-        self._size = size
+        self.allocator: Final[RangeAllocator] = owner
+        self.start: Final[int] = start
+        self.size: Final[int] = size
         if segments is not None and len(segments) == 1:
             segments = None
         self._segments = segments  # None: the single range (start, size)
@@ -127,24 +130,14 @@ class Allocation:
     def segments(self) -> tuple[Segment, ...]:
         """The ``(start, length)`` ranges, sorted by address, pairwise disjoint."""
         if self._segments is None:
-            return ((self._start, self._size),)
+            return ((self.start, self.size),)
         return self._segments
-
-    @property
-    def size(self) -> int:
-        """Total bytes (the request rounded up to the granule); alignment waste not included."""
-        return self._size
-
-    @property
-    def start(self) -> int:
-        """Start address of the first (lowest) segment: the BO's offset when contiguous."""
-        return self._start
 
     @property
     def end(self) -> int:
         """One past the last byte of the last (highest) segment."""
         if self._segments is None:
-            return self._start + self._size
+            return self.start + self.size
         start, length = self._segments[-1]
         return start + length
 
@@ -158,15 +151,10 @@ class Allocation:
         """True until the allocation is freed."""
         return self._live
 
-    @property
-    def allocator(self) -> RangeAllocator:
-        """The allocator this allocation came from."""
-        return self._owner
-
     def __repr__(self) -> str:
         segs = ", ".join(f"{start:#x}+{length:#x}" for start, length in self.segments)
         state = "" if self._live else " freed"
-        return f"<Allocation {self._size:#x} bytes [{segs}]{state}>"
+        return f"<Allocation {self.size:#x} bytes [{segs}]{state}>"
 
 
 class RangeAllocator:
@@ -174,7 +162,9 @@ class RangeAllocator:
 
     ``size`` and ``granule`` are bytes; ``granule`` is the minimum allocation unit (a power of
     two, ``PAGE_SIZE`` by default) and every request is rounded up to it. ``name`` is only used
-    in messages (for example ``"vram0"``). See the module docstring for the kernel model.
+    in messages (for example ``"vram0"``); the three are ``Final`` attributes, read-only to the
+    type checker, and the statistics are read-only properties. See the module docstring for the
+    kernel model.
     """
 
     ALIGN_SCAN_LIMIT = 32
@@ -188,15 +178,15 @@ class RangeAllocator:
         "_blocks",
         "_by_size",
         "_by_start",
-        "_granule",
         "_gshift",
         "_live",
         "_mask",
-        "_name",
         "_shift",
-        "_size",
         "_used",
+        "granule",
+        "name",
         "on_change",
+        "size",
     )
 
     def __init__(self, size: int, *, granule: int = PAGE_SIZE, name: str = "") -> None:
@@ -208,9 +198,9 @@ class RangeAllocator:
             raise ValueError(f"size must be a positive int, got {size!r}")
         if size % granule:
             raise ValueError(f"size {size} is not a multiple of the granule {granule}")
-        self._size = size
-        self._granule = granule
-        self._name = name
+        self.size: Final[int] = size  # total managed bytes
+        self.granule: Final[int] = granule  # the minimum allocation unit in bytes
+        self.name: Final[str] = name
         self._used = 0
         self._live = 0
         # The indexes count in granules: bytes = units << gshift.
@@ -229,21 +219,6 @@ class RangeAllocator:
     # ------------------------------------------------------------------ statistics (O(1))
 
     @property
-    def name(self) -> str:
-        """The allocator's name (for messages)."""
-        return self._name
-
-    @property
-    def granule(self) -> int:
-        """The minimum allocation unit in bytes."""
-        return self._granule
-
-    @property
-    def size(self) -> int:
-        """Total managed bytes."""
-        return self._size
-
-    @property
     def used(self) -> int:
         """Bytes held by live allocations."""
         return self._used
@@ -255,7 +230,7 @@ class RangeAllocator:
         (Named ``free_bytes`` because :meth:`free` is the operation that releases an
         allocation.)
         """
-        return self._size - self._used
+        return self.size - self._used
 
     @property
     def largest_free(self) -> int:
@@ -282,7 +257,7 @@ class RangeAllocator:
         Approaches 1.0 when the free space is shattered into many small blocks, which is when
         contiguous requests fail although ``free_bytes`` looks ample.
         """
-        free = self._size - self._used
+        free = self.size - self._used
         if free == 0:
             return 0.0
         return 1.0 - self.largest_free / free
@@ -293,9 +268,9 @@ class RangeAllocator:
         return [(start << g, length << g) for start, length in self._by_start.items()]
 
     def __repr__(self) -> str:
-        label = f" {self._name}" if self._name else ""
+        label = f" {self.name}" if self.name else ""
         return (
-            f"<RangeAllocator{label} size={self._size:#x} used={self._used:#x} "
+            f"<RangeAllocator{label} size={self.size:#x} used={self._used:#x} "
             f"free_blocks={self.free_blocks} live={self.live}>"
         )
 
@@ -304,19 +279,19 @@ class RangeAllocator:
     def _round(self, size: int) -> int:
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"allocation size must be a positive int, got {size!r}")
-        mask = self._granule - 1
+        mask = self.granule - 1
         if not size & mask:
             return size  # the caller's int: a million equal sizes stay one object
         return (size + mask) & ~mask
 
     def _check_align(self, align: int | None, contiguous: bool) -> int:
         if align is None:
-            return self._granule
+            return self.granule
         if isinstance(align, bool) or not isinstance(align, int) or not _is_pow2(align):
             raise ValueError(f"align must be a power of two, got {align!r}")
-        if align % self._granule:
-            raise ValueError(f"align {align} is not a multiple of the granule {self._granule}")
-        if not contiguous and align > self._granule:
+        if align % self.granule:
+            raise ValueError(f"align {align} is not a multiple of the granule {self.granule}")
+        if not contiguous and align > self.granule:
             raise ValueError(
                 "align applies to contiguous allocations only "
                 "(non-contiguous segments are granule-aligned, like drm_buddy blocks)"
@@ -400,7 +375,7 @@ class RangeAllocator:
         """
         n = self._round(size)
         align_ = self._check_align(align, contiguous)
-        if n > self._size - self._used:
+        if n > self.size - self._used:
             return False
         if not contiguous:
             return True
@@ -428,7 +403,7 @@ class RangeAllocator:
         """
         n = self._round(size)
         align_ = self._check_align(align, contiguous)
-        free = self._size - self._used
+        free = self.size - self._used
 
         if n <= free:
             g = self._gshift
@@ -462,11 +437,11 @@ class RangeAllocator:
 
         function = "drm_mm_insert_node_in_range" if contiguous else "drm_buddy_alloc_blocks"
         what = "contiguous " if contiguous else ""
-        aligned = f" aligned to {align_:#x}" if align_ > self._granule else ""
+        aligned = f" aligned to {align_:#x}" if align_ > self.granule else ""
         raise err(
             Errno.ENOSPC,
             function,
-            f"{self._name or 'range allocator'}: no room for {what}{n:#x} bytes{aligned} "
+            f"{self.name or 'range allocator'}: no room for {what}{n:#x} bytes{aligned} "
             f"(free {free:#x} in {self.free_blocks} blocks, largest {self.largest_free:#x})",
         )
 
@@ -509,16 +484,16 @@ class RangeAllocator:
         """
         if not isinstance(allocation, Allocation):
             raise ValueError(f"not an Allocation: {allocation!r}")
-        if allocation._owner is not self:
+        if allocation.allocator is not self:
             raise ValueError(f"{allocation!r} belongs to another allocator, not {self!r}")
         if not allocation._live:
             raise ValueError(f"double free of {allocation!r} in {self!r}")
         allocation._live = False
         self._live -= 1
-        self._used -= allocation._size
+        self._used -= allocation.size
         g = self._gshift
         if allocation._segments is None:
-            self._release(allocation._start >> g, allocation._size >> g)
+            self._release(allocation.start >> g, allocation.size >> g)
         else:
             for start, length in allocation._segments:
                 self._release(start >> g, length >> g)
@@ -571,7 +546,7 @@ class RangeAllocator:
         def fail(message: str) -> None:
             raise AssertionError(f"{self!r}: {message}")
 
-        g = self._granule
+        g = self.granule
         blocks = self.free_ranges()
         units = sorted((key & self._mask, key >> self._shift) for key in self._by_size)
         indexed = [(start << self._gshift, length << self._gshift) for start, length in units]
@@ -584,17 +559,17 @@ class RangeAllocator:
         for start, length in blocks:
             if length <= 0 or start % g or length % g:
                 fail(f"bad free block {start:#x}+{length:#x}")
-            if start < 0 or start + length > self._size:
-                fail(f"free block {start:#x}+{length:#x} outside [0, {self._size:#x})")
+            if start < 0 or start + length > self.size:
+                fail(f"free block {start:#x}+{length:#x} outside [0, {self.size:#x})")
             if start < prev_end:
                 fail(f"free block {start:#x}+{length:#x} overlaps its predecessor")
             if start == prev_end:
                 fail(f"free block {start:#x}+{length:#x} not coalesced with its predecessor")
             prev_end = start + length
             total_free += length
-        if total_free != self._size - self._used:
-            fail(f"free blocks total {total_free:#x}, expected {self._size - self._used:#x}")
-        if not 0 <= self._used <= self._size or self._used % g:
-            fail(f"used {self._used:#x} outside [0, {self._size:#x}] or not granule-aligned")
+        if total_free != self.size - self._used:
+            fail(f"free blocks total {total_free:#x}, expected {self.size - self._used:#x}")
+        if not 0 <= self._used <= self.size or self._used % g:
+            fail(f"used {self._used:#x} outside [0, {self.size:#x}] or not granule-aligned")
         if self._live < 0 or (self._live == 0) != (self._used == 0):
             fail(f"{self._live} live allocations holding {self._used:#x} bytes")

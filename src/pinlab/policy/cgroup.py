@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import Task
+from pinlab.policy.hierarchy import self_and_ancestors
 
 
 class CfType(enum.Flag):
@@ -141,12 +142,8 @@ class Cgroup:
         """``cgroup.events`` populated: this cgroup or a live descendant has a task."""
         return bool(self.tasks) or any(c.populated for c in self._children.values())
 
-    def ancestors(self) -> Iterator[Cgroup]:
-        """This cgroup and its ancestors, bottom-up."""
-        c: Cgroup | None = self
-        while c is not None:
-            yield c
-            c = c.parent
+    ancestors = self_and_ancestors
+    """This cgroup and its ancestors, bottom-up."""
 
     def is_descendant_of(self, other: Cgroup) -> bool:
         """``cgroup_is_descendant``: ``other`` is this cgroup or one of its ancestors."""

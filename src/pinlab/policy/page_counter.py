@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pinlab.kernel.errno import Errno, KernelError
+from pinlab.policy.hierarchy import self_and_ancestors
 
 PAGE_SIZE = 4096
 PAGE_COUNTER_MAX = (2**63 - 1) // PAGE_SIZE
@@ -108,12 +109,8 @@ class PageCounter:
         """``page_counter_read``: the current (hierarchical) usage."""
         return self.usage
 
-    def ancestors(self) -> Iterator[PageCounter]:
-        """This counter and every ancestor, bottom-up (the charge walk)."""
-        c: PageCounter | None = self
-        while c is not None:
-            yield c
-            c = c.parent
+    ancestors = self_and_ancestors
+    """This counter and every ancestor, bottom-up (the charge walk)."""
 
     # -- protected usage -------------------------------------------------------------------------
     def _propagate_protected_usage(self, usage: int) -> None:

@@ -82,72 +82,73 @@ def _signed_time(value: object) -> float:
 
 _UNIT_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "number"}]}
 
-Size = Annotated[
-    int,
-    BeforeValidator(unit_validator(parse_size)),
-    PlainSerializer(exact_size, return_type=str),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": ["32GiB", "512KiB", "4096"]}),
-]
+
+def _unit_field(
+    parse: Callable[[object], Any],
+    examples: list[object],
+    *,
+    exact: Callable[[Any], str] | None = None,
+    strict_numbers: bool = False,
+) -> tuple[object, ...]:
+    """The ``Annotated`` metadata of a unit field: validate with ``parse`` (see
+    :func:`unit_validator`), serialise with ``exact`` (none: the value as it is) and show a
+    string-or-number JSON schema with ``examples``. The tuple is unpacked into the
+    ``Annotated`` form itself, so pydantic sees plain metadata -- in models, under
+    ``validate_call`` and beneath further constraints such as ``Field(gt=0)``."""
+    validator = BeforeValidator(unit_validator(parse, strict_numbers=strict_numbers))
+    schema = WithJsonSchema({**_UNIT_SCHEMA, "examples": examples})
+    if exact is None:
+        return (validator, schema)
+    return (validator, PlainSerializer(exact, return_type=str), schema)
+
+
+Size = Annotated[int, *_unit_field(parse_size, ["32GiB", "512KiB", "4096"], exact=exact_size)]
 """Bytes (exact ``int``); written ``"32GiB"``, ``"1.5GB"`` or a number of bytes."""
 
 Rate = Annotated[
     float,
-    BeforeValidator(unit_validator(parse_rate, strict_numbers=True)),
-    PlainSerializer(exact_rate, return_type=str),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": ["25GB/s", "12.5GiB/s", "100Gbps"]}),
+    *_unit_field(
+        parse_rate, ["25GB/s", "12.5GiB/s", "100Gbps"], exact=exact_rate, strict_numbers=True
+    ),
 ]
 """Bytes per second (``float`` > 0); written ``"25GB/s"`` or ``"100Gbps"``."""
 
 LineRate = Annotated[
     float,
-    BeforeValidator(unit_validator(parse_line_rate, strict_numbers=True)),
-    PlainSerializer(exact_line_rate, return_type=str),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": ["100Gbps", "400Gbps"]}),
+    *_unit_field(
+        parse_line_rate, ["100Gbps", "400Gbps"], exact=exact_line_rate, strict_numbers=True
+    ),
 ]
 """A NIC line rate in bytes per second, serialised in bits per second (``"100Gbps"``)."""
 
 Duration = Annotated[
     float,
-    BeforeValidator(unit_validator(parse_time, strict_numbers=True)),
-    PlainSerializer(exact_time, return_type=str),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": ["1.75us", "6ms", "2s"]}),
+    *_unit_field(parse_time, ["1.75us", "6ms", "2s"], exact=exact_time, strict_numbers=True),
 ]
 """Seconds (``float`` >= 0); written ``"1.75us"``, ``"1.75µs"``, ``"6 ms"``."""
 
 SignedDuration = Annotated[
     float,
-    BeforeValidator(unit_validator(_signed_time, strict_numbers=True)),
-    PlainSerializer(exact_time, return_type=str),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": ["-0.5us", "0.5us"]}),
+    *_unit_field(_signed_time, ["-0.5us", "0.5us"], exact=exact_time, strict_numbers=True),
 ]
 """Seconds, may be negative (a signed delta of a time)."""
 
 TimePerByte = Annotated[
     float,
-    BeforeValidator(unit_validator(parse_time_per_byte, strict_numbers=True)),
-    PlainSerializer(exact_time_per_byte, return_type=str),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": ["0.06ns/B", "98ms/GB"]}),
+    *_unit_field(
+        parse_time_per_byte,
+        ["0.06ns/B", "98ms/GB"],
+        exact=exact_time_per_byte,
+        strict_numbers=True,
+    ),
 ]
 """Seconds per byte; written ``"0.06ns/B"`` or ``"260ms/GiB"``."""
 
-Fraction = Annotated[
-    float,
-    BeforeValidator(unit_validator(parse_fraction)),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": [0.8, "80%"]}),
-]
+Fraction = Annotated[float, *_unit_field(parse_fraction, [0.8, "80%"])]
 """A number in [0, 1]; written ``0.8`` or ``"80%"``."""
 
-Factor = Annotated[
-    float,
-    BeforeValidator(unit_validator(parse_factor)),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": [7, "7x"]}),
-]
+Factor = Annotated[float, *_unit_field(parse_factor, [7, "7x"])]
 """A non-negative multiplier; written ``7`` or ``"7x"``."""
 
-PciId = Annotated[
-    int,
-    BeforeValidator(unit_validator(_parse_pci_id)),
-    PlainSerializer(_exact_pci_id, return_type=str),
-    WithJsonSchema({**_UNIT_SCHEMA, "examples": ["0x8086", "0x2030"]}),
-]
+PciId = Annotated[int, *_unit_field(_parse_pci_id, ["0x8086", "0x2030"], exact=_exact_pci_id)]
 """A 16-bit PCI vendor or device ID; written ``0x8086`` (TOML hex) or ``"0x8086"``."""
