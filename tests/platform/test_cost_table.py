@@ -14,13 +14,15 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from pinlab import units
-from pinlab.platform.cost import CostModel, parameters
+from pinlab.platform.cost import TABLE_FILE, CostModel, _check_table, _row_field, parameters
 
 SNAPSHOT = Path(__file__).parent / "data" / "cost_rows.json"
+ROW = {"unit": "us", "section": "§1", "desc": "d", "source": "s"}
 
 _UNIT_TYPES: dict[int, str] = {}
 for _name in dir(units):
@@ -84,3 +86,39 @@ def test_every_cost_row_is_the_recorded_one() -> None:
     assert [r["key"] for r in found] == [r["key"] for r in recorded]
     for got, want in zip(found, recorded, strict=True):
         assert got == want, got["key"]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({**ROW, "bogus": 1}, "[x.y]: unknown entry 'bogus'"),
+        ({"unit": "B", "section": "§1"}, "[x.y]: desc, source not set"),
+    ],
+)
+def test_a_bad_row_names_the_row_and_entry(row: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"{TABLE_FILE} {message}")):
+        _row_field("x.y", row)
+
+
+def test_a_row_no_class_reads_is_refused() -> None:
+    read = {p.key for p in parameters()}
+    _check_table({"pcie": {"gen3": {"raw": ROW}}}, read)
+    with pytest.raises(ValueError, match=re.escape(f"{TABLE_FILE} [pcie.gen3.bogus]: expected")):
+        _check_table({"pcie": {"gen3": {"raw": ROW, "bogus": ROW}}}, read)
+    with pytest.raises(ValueError, match=re.escape(f"{TABLE_FILE} [x.y]: read by a class")):
+        _check_table({}, read | {"x.y"})
+
+
+def test_a_row_reads_as_a_field_with_its_metadata() -> None:
+    field = _row_field(
+        "x.y", {**ROW, "default": "2us", "sweep": ["1us", "3us"], "marker": "derived"}
+    )
+    assert field.default == "2us"
+    assert field.json_schema_extra == {
+        "unit": "us",
+        "section": "§1",
+        "source": "s",
+        "sweep": ["1us", "3us"],
+        "marker": "derived",
+        "confidence": "medium",
+    }
