@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,9 @@ from pinlab.cli.common import (
     add_set_flag,
     add_workers,
     as_user_error,
-    point_errors,
     seed_arg,
 )
-from pinlab.cli.run import progress_ticks
+from pinlab.cli.run import run_points
 
 
 def _positive(option: str, value: int | None) -> None:
@@ -49,20 +49,9 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
         )
     out = Path(args.out)
     stderr = Console(stderr=True)
+    search = partial(advise, plan, out, budget=args.budget, seed=args.seed)
     try:
-        with (
-            progress_ticks(stderr, args.quiet, f"advise {plan.cfg.name}", args.budget) as tick,
-            point_errors(out),
-        ):
-            outcome = advise(
-                plan,
-                out,
-                budget=args.budget,
-                seed=args.seed,
-                jobs=args.jobs,
-                dask=args.dask,
-                progress=tick,
-            )
+        outcome = run_points(args, stderr, f"advise {plan.cfg.name}", args.budget, out, search)
     except PointError as e:
         stderr.print(f"pinlab: advise: a point failed: {e}", markup=False, highlight=False)
         return 1

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console, RenderableType
 from rich.progress import (
@@ -40,6 +40,8 @@ from pinlab.cli.common import (
 )
 
 DEFAULT_OUT = "pinlab-out"
+
+T = TypeVar("T")
 
 
 def _check_profile(option: str, profile: str | None) -> None:
@@ -253,12 +255,9 @@ def _robustness(
     from pinlab.sweep import PointError
     from pinlab.sweep.robust import assess, count_runs, run_plans
 
+    reruns = partial(run_plans, plans, out)
     try:
-        with (
-            progress_ticks(stderr, args.quiet, "robustness", count_runs(plans)) as tick,
-            point_errors(out, "the reruns"),
-        ):
-            done = run_plans(plans, out, jobs=args.jobs, dask=args.dask, progress=tick)
+        done = run_points(args, stderr, "robustness", count_runs(plans), out, reruns, "the reruns")
     except PointError as e:
         raise UserError(f"--robust: a rerun failed: {e}") from None
     return [assess(p, done) for p in plans]
@@ -308,6 +307,24 @@ def progress_ticks(
             progress.update(task, completed=done, total=total)
 
         yield tick
+
+
+def run_points(
+    args: argparse.Namespace,
+    stderr: Console,
+    label: str,
+    total: int,
+    out: Path,
+    run: Callable[..., T],
+    writing: str = "",
+) -> T:
+    """Run a command's points (a sweep's, an advice's, ``--robust`` reruns):
+    ``run(jobs=, dask=, progress=)`` with the command's ``--jobs`` and ``--dask``, under the
+    :func:`progress_ticks` of ``label`` over ``total`` points (off with ``--quiet``), its
+    errors shaped by :func:`point_errors`; a point that failed otherwise goes on as its
+    ``PointError``, for the command to report."""
+    with progress_ticks(stderr, args.quiet, label, total) as tick, point_errors(out, writing):
+        return run(jobs=args.jobs, dask=args.dask, progress=tick)
 
 
 def _save(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,11 +17,10 @@ from pinlab.cli.common import (
     add_json_flag,
     add_workers,
     as_user_error,
-    point_errors,
     print_json,
     wide,
 )
-from pinlab.cli.run import progress_ticks
+from pinlab.cli.run import run_points
 
 if TYPE_CHECKING:
     from pinlab.sweep import Sweep
@@ -106,19 +106,10 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return 0
     out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
     stderr = Console(stderr=True)
+    points = partial(run_sweep, sweep, out, max_points=args.max_points)
+    label = f"sweep {sweep.name}"
     try:
-        with (
-            progress_ticks(stderr, args.quiet, f"sweep {sweep.name}", len(sweep.points)) as tick,
-            point_errors(out, "the sweep"),
-        ):
-            outcome = run_sweep(
-                sweep,
-                out,
-                jobs=args.jobs,
-                dask=args.dask,
-                max_points=args.max_points,
-                progress=tick,
-            )
+        outcome = run_points(args, stderr, label, len(sweep.points), out, points, "the sweep")
     except PointError as e:
         stderr.print(f"pinlab: sweep point failed: {e}", markup=False, highlight=False)
         return 1
