@@ -299,14 +299,15 @@ def test_bad_platform_choices_are_one_line() -> None:
 
 
 def test_perftest_defaults() -> None:
-    o = parse_args(["ib_send_bw", "-a"])
-    assert (o.iters, o.tx_depth, o.cq_mod, o.rx_depth, len(o.sizes)) == (1000, 128, 100, 512, 23)
+    o = parse_args(["ib_send_bw", "-a"]).params
+    assert (o.iterations, o.tx_depth, o.cq_mod, o.rx_depth) == (1000, 128, 100, 512)
+    assert len(o.sizes) == 23
     assert o.sizes[0] == 2 and o.sizes[-1] == 8 * 1024 * 1024
-    w = parse_args(["ib_write_bw"])
-    assert (w.iters, w.sizes, w.cq_mod) == (5000, (65536,), 1)
-    lat = parse_args(["ib_write_lat"])
-    assert (lat.iters, lat.tx_depth, lat.sizes) == (1000, 1, (2,))
-    assert parse_args(["ib_write_bw", "-n", "20", "-t", "64"]).tx_depth == 20  # <= iters
+    w = parse_args(["ib_write_bw"]).params
+    assert (w.test, w.kind, w.iterations, w.sizes, w.cq_mod) == ("write", "bw", 5000, [65536], 1)
+    lat = parse_args(["ib_write_lat"]).params
+    assert (lat.iterations, lat.tx_depth, lat.sizes) == (1000, 1, [2])
+    assert parse_args(["ib_write_bw", "-n", "20", "-t", "64"]).params.tx_depth == 20  # <= iters
 
 
 def test_cli_bench(capsys: pytest.CaptureFixture[str]) -> None:

@@ -157,22 +157,16 @@ def _parser(test: str) -> _Parser:
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """A parsed perftest command line."""
+    """A parsed perftest command line: the test's name, the workload's parameters it sets
+    (``params``: verb, kind, sizes, iterations, depths, QPs, moderation, MTU, outstanding
+    reads, the ``-d`` device or None for the node's first) and what only the command line
+    says -- ``-a``, ``-I`` as given (None: perftest's default, which depends on the NIC and
+    the memory), the GID index, the report unit and the memory flags."""
 
     test: str
-    verb: str
-    kind: str
-    sizes: tuple[int, ...]
+    params: PerftestParams
     run_all: bool
-    iters: int
-    tx_depth: int
-    rx_depth: int
-    qps: int
-    cq_mod: int
-    mtu: int | None
     inline: int | None
-    out_reads: int | None
-    nic: str | None
     gid_index: int | None
     report_gbits: bool
     memory: str  # "host", "cuda", "rocm", "dmabuf"
@@ -253,21 +247,27 @@ def parse_args(argv: Sequence[str]) -> Options:
         raise _bad("-o", "expected -o only with RDMA READ tests, found it")
     if ns.outs is not None and ns.outs < 1:
         raise _bad("-o", f"expected a positive number of outstanding reads, found {ns.outs}")
+    try:
+        params = PerftestParams(
+            test=verb,  # type: ignore[arg-type]
+            kind=kind,  # type: ignore[arg-type]
+            sizes=list(sizes),
+            iterations=iters,
+            tx_depth=tx_depth,
+            rx_depth=rx_depth,
+            qps=qps,
+            cq_mod=cq_mod,
+            mtu=ns.mtu,
+            out_reads=ns.outs,
+            nic=ns.device_name,
+        )
+    except ValidationError as e:
+        raise config_error(e, _SOURCE) from None
     return Options(
         test=test,
-        verb=verb,
-        kind=kind,
-        sizes=tuple(sizes),
+        params=params,
         run_all=ns.all,
-        iters=iters,
-        tx_depth=tx_depth,
-        rx_depth=rx_depth,
-        qps=qps,
-        cq_mod=cq_mod,
-        mtu=ns.mtu,
         inline=inline,
-        out_reads=ns.outs,
-        nic=ns.device_name,
         gid_index=ns.gid_index,
         report_gbits=ns.report_gbits,
         memory=memory,
@@ -372,13 +372,14 @@ def _nic(opts: Options, node: PlatformSpec) -> str:
     names = [n.name for n in node.nics]
     if not names:
         raise _bad("-d", f"expected an RDMA NIC on {node.name}, found none")
-    if opts.nic is None:
+    chosen = opts.params.nic
+    if chosen is None:
         return names[0]
-    if opts.nic not in names:
+    if chosen not in names:
         raise _bad(
-            "-d", f"expected an IB device of {node.name} ({', '.join(names)}), found {opts.nic!r}"
+            "-d", f"expected an IB device of {node.name} ({', '.join(names)}), found {chosen!r}"
         )
-    return opts.nic
+    return chosen
 
 
 def _overrides(sets: Sequence[str]) -> dict[str, object]:
@@ -396,13 +397,14 @@ def _overrides(sets: Sequence[str]) -> dict[str, object]:
 
 def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
     opts = parse_args(argv)
+    p = opts.params
     pair = _pair(setup.platform, setup.platform_params, setup.nodes)
     node = pair.node
     nic = _nic(opts, node)
     device = _memory_device(opts, node)
     nic_spec = next(n for n in node.nics if n.name == nic)
     efa = nic_spec.model_name == "efa"
-    if opts.kind == "lat" and opts.verb == "write" and device is not None:
+    if p.kind == "lat" and p.test == "write" and device is not None:
         drv = next(d.driver for d in node.devices if d.name == device)
         if drv == "nvidia-compute":
             raise _bad(
@@ -418,30 +420,14 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         raise
     inline = opts.inline
     if inline is None:
-        if opts.kind == "bw" or opts.verb == "read" or device is not None:
+        if p.kind == "bw" or p.test == "read" or device is not None:
             inline = 0  # BW tests never inline; device memory forces 0 (ctx_set_max_inline)
         else:
-            inline = _INLINE_EFA if efa else _INLINE[opts.verb]
-    if opts.verb == "read":
+            inline = _INLINE_EFA if efa else _INLINE[p.test]
+    if p.test == "read":
         inline = 0
-    try:
-        params = PerftestParams(
-            test=opts.verb,  # type: ignore[arg-type]
-            kind=opts.kind,  # type: ignore[arg-type]
-            sizes=list(opts.sizes),
-            iterations=opts.iters,
-            tx_depth=opts.tx_depth,
-            rx_depth=opts.rx_depth,
-            qps=opts.qps,
-            cq_mod=opts.cq_mod,
-            mtu=opts.mtu,
-            inline_size=inline,
-            out_reads=opts.out_reads,
-            device=device,
-            nic=nic,
-        )
-    except ValidationError as e:
-        raise config_error(e, _SOURCE) from None
+    # what the platform decides: the NIC, the buffer's device and perftest's inline default
+    params = p.model_copy(update={"nic": nic, "device": device, "inline_size": inline})
     root = {"uid": 0, "cap_ipc_lock": True}
     names = pair.node_names()
     server = spawn(
@@ -517,14 +503,15 @@ def _hex(value: int, width: int) -> str:
 def _render(
     opts: Options, r: PerftestResult, nic: str, efa: bool, inline: int, seed: int
 ) -> tuple[str, tuple[str, ...], tuple[tuple[float | int, ...], ...]]:
+    p = opts.params
     ib = r.link_layer == "ib"
     lines: list[str] = []
     if opts.dmabuf and r.device and not r.device.startswith("host"):
-        size = 2 * max(max(opts.sizes), 4096) * opts.qps
+        size = 2 * max(max(p.sizes), 4096) * p.qps
         lines.append(
             f"Calling ibv_reg_dmabuf_mr(offset=0, size={size}, addr=0x7f0000000000, fd=4) for QP #0"
         )
-    title = f"{_VERB[opts.verb]} {'BW' if opts.kind == 'bw' else 'Latency'} Test"
+    title = f"{_VERB[p.test]} {'BW' if p.kind == 'bw' else 'Latency'} Test"
     link = "IB" if ib else ("Ethernet" if r.link_layer == "roce" else "Unknown")
     transport = "Unknown" if efa else "IB"
     conn = "SRD" if efa else "RC"
@@ -532,33 +519,33 @@ def _render(
         RESULT_LINE,
         " " * 20 + title,
         f" Dual-port       : OFF\t\tDevice         : {nic}",
-        f" Number of qps   : {opts.qps}\t\tTransport type : {transport}",
+        f" Number of qps   : {p.qps}\t\tTransport type : {transport}",
         f" Connection type : {conn}\t\tUsing SRQ      : OFF",
         " PCIe relax order: ON\t\tLock-free      : OFF",
         " ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF",
-        f" TX depth        : {opts.tx_depth}",
+        f" TX depth        : {p.tx_depth}",
     ]
-    if opts.kind == "bw":
-        lines.append(f" CQ Moderation   : {opts.cq_mod}")
+    if p.kind == "bw":
+        lines.append(f" CQ Moderation   : {p.cq_mod}")
         lines.append(f" CQE Poll Batch  : {CQE_POLL_BATCH}")
     lines.append(f" Mtu             : {r.mtu}[B]")
     lines.append(f" Link type       : {link}")
     gid_index = opts.gid_index if opts.gid_index is not None else (None if ib else 3)
     if gid_index is not None:
         lines.append(f" GID index       : {gid_index}")
-    if opts.verb == "read":
+    if p.test == "read":
         lines.append(f" Outstand reads  : {r.out_reads}")
     else:
         lines.append(f" Max inline data : {inline}[B]")
     lines += [" rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", RESULT_LINE]
     rng = random.Random(int.from_bytes(hashlib.sha256(f"{seed}:addr".encode()).digest()[:8], "big"))
-    rdma = opts.verb in ("read", "write")
+    rdma = p.test in ("read", "write")
     for side, lid, host in (("local", 1, 1), ("remote", 2, 2)):
         gid = None if gid_index is None else (0,) * 10 + (255, 255, 192, 168, 1, host)
-        for _ in range(opts.qps):
-            lines += _address(rng, side, lid, ib, opts.verb == "read", rdma, r.out_reads, gid)
+        for _ in range(p.qps):
+            lines += _address(rng, side, lid, ib, p.test == "read", rdma, r.out_reads, gid)
     lines.append(RESULT_LINE)
-    if opts.kind == "bw":
+    if p.kind == "bw":
         unit = "Gb/sec" if opts.report_gbits else "MiB/sec"
         lines.append(_BW_HEAD.format(u=unit))
         factor = 1.25e8 if opts.report_gbits else float(1 << 20)

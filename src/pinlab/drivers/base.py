@@ -103,6 +103,25 @@ class BufferSource(enum.Enum):
     """``VFIO_DEVICE_FEATURE_DMA_BUF`` on the device fd: ranges of a PCI BAR (K-98)."""
 
 
+class ImportEntry(enum.StrEnum):
+    """How userspace hands a dma-buf fd to an importer -- the call it makes, and the one that
+    then has the device touch the buffer -- as :class:`BufferSource` says how it gets one from
+    an exporter. Every importer class declares one (``Importer.import_entry``)."""
+
+    REG_MR = "mr"
+    """``ibv_reg_dmabuf_mr`` on the NIC, then a work request through the MR
+    (``Process.nic_dma``)."""
+    SCANOUT = "scanout"
+    """``drmModeAddFB2`` on the display (``Process.set_scanout``), then a vblank reads it
+    (``DisplayEngine.scan_frame``: a device event, not a call)."""
+    PRIME_IMPORT = "prime"
+    """``DRM_IOCTL_PRIME_FD_TO_HANDLE`` on the importing GPU, then a GPU job
+    (``Process.gpu_access``)."""
+    IOAS_MAP = "iommufd"
+    """``IOMMU_IOAS_MAP_FILE`` into the process's IOAS, then a device DMA at the IOVA
+    (``Process.iommufd_dma``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RegionUsage:
     """Bytes of one memory region of a device, for reports and the simulator's counters."""

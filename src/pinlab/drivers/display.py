@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Unpack
 
-from pinlab.drivers.base import ImportPath
+from pinlab.drivers.base import ImportEntry, ImportPath
 from pinlab.drivers.dma_check import DmaIncident
 from pinlab.drivers.importer import DeviceImporter, ImporterOptions, register_importer
 from pinlab.kernel.device import Device
@@ -52,6 +52,7 @@ class DisplayEngine(DeviceImporter):
     """A display controller (for example a GPU's display block) importing framebuffers."""
 
     default_name = "display0"
+    import_entry = ImportEntry.SCANOUT
     import_path = ImportPath.STATIC
 
     def checklist_items(self, exporter_dynamic: bool) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pinlab.drivers.amdgpu import AmdgpuBo, AmdgpuDevice
-from pinlab.drivers.base import ExporterDriver, ImportPath
+from pinlab.drivers.base import ExporterDriver, ImportEntry, ImportPath
 from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
 from pinlab.drivers.importer import Importer, register_importer
 from pinlab.kernel.dma_buf import DmaBufAttachment, dma_buf_get, dma_buf_put
@@ -36,6 +36,7 @@ class GpuAccess:
 class GpuImporter(Importer):
     """An amdgpu-like GPU importing foreign dma-bufs."""
 
+    import_entry = ImportEntry.PRIME_IMPORT
     import_path = ImportPath.DYNAMIC
 
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar, TypedDict, Unpack
 
-from pinlab.drivers.base import Driver, ImportPath, Registry, reject_unknown
+from pinlab.drivers.base import Driver, ImportEntry, ImportPath, Registry, reject_unknown
 from pinlab.drivers.dma_check import StaleDmaDetector
 from pinlab.kernel.device import Device
 from pinlab.kernel.kernel import Kernel
@@ -18,9 +18,12 @@ from pinlab.kernel.kernel import Kernel
 
 class Importer(Driver):
     """A dma-buf importer: its ``driver_name`` (set by :func:`register_importer`), kernel,
-    name and stale-DMA detector; ``import_path`` is how it reaches the dma-buf core (an RDMA
-    NIC's depends on the registration, :meth:`~pinlab.drivers.rdma.RdmaDevice.mr_path`)."""
+    name and stale-DMA detector. Declared by every importer class: ``import_entry``, the
+    userspace call that hands it a dma-buf fd (:class:`~pinlab.drivers.base.ImportEntry`), and
+    ``import_path``, how that call reaches the dma-buf core (an RDMA NIC's depends on the
+    registration's access flags: :meth:`~pinlab.drivers.rdma.RdmaDevice.mr_path`)."""
 
+    import_entry: ClassVar[ImportEntry]
     import_path: ClassVar[ImportPath]
 
     kernel: Kernel

@@ -43,7 +43,7 @@ from typing import ClassVar, TypedDict, Unpack
 
 from sortedcontainers import SortedDict
 
-from pinlab.drivers.base import DeviceBuffer, ImportPath
+from pinlab.drivers.base import DeviceBuffer, ImportEntry, ImportPath
 from pinlab.drivers.dma_check import DmaIncident, StaleDmaDetector
 from pinlab.drivers.importer import Importer, register_importer
 from pinlab.drivers.vfio_pci import vfio_pci_dma_buf_iommufd_map
@@ -174,6 +174,7 @@ class IommufdOptions(TypedDict, total=False):
 class IommufdDevice(Importer):
     """iommufd as a dma-buf importer; ``dev`` is ``iommufd_global_device()``."""
 
+    import_entry: ClassVar[ImportEntry] = ImportEntry.IOAS_MAP
     import_path: ClassVar[ImportPath] = ImportPath.PHYS
 
     def __init__(self, kernel: Kernel, **options: Unpack[IommufdOptions]) -> None:

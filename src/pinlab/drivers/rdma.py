@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, Self, Unpack
 
-from pinlab.drivers.base import DriverOptions, ImportPath, constructor_options
+from pinlab.drivers.base import DriverOptions, ImportEntry, ImportPath, constructor_options
 from pinlab.drivers.dma_check import DmaIncident
 from pinlab.drivers.importer import DeviceImporter, ImporterOptions
 from pinlab.drivers.uverbs_dmabuf import RdmaUserMmapEntry, UverbsDmabufExporter
@@ -138,6 +138,7 @@ class RdmaDevice(DeviceImporter):
 
     driver_name: ClassVar[str] = "rdma"
     default_name: ClassVar[str] = "rdma_0"
+    import_entry: ClassVar[ImportEntry] = ImportEntry.REG_MR
     nic_model: ClassVar[str] = "cx5"
     """The NIC model of the cost model (``nic.<model>``) a NIC of this driver is unless its
     platform entry names one."""

@@ -44,6 +44,7 @@ from functools import cached_property
 from types import CodeType
 from typing import Any
 
+from pinlab.drivers.base import ImportEntry
 from pinlab.explore.target import GPU, Target
 from pinlab.kernel.profile import get_profile
 
@@ -53,16 +54,16 @@ PROCS = (0, 1)
 # The script lines that use and detach import ``a{p}_{i}`` of process ``p``, by how the
 # importer is reached (:attr:`~pinlab.explore.target.ImporterKind.via`).
 _USE = {
-    "mr": "p{p}.nic_dma(a{p}_{i})",
-    "iommufd": "p{p}.iommufd_dma(a{p}_{i})",
-    "prime": "p{p}.gpu_access(a{p}_{i})",
-    "scanout": 'system.display("{device}").scan_frame(a{p}_{i})',
+    ImportEntry.REG_MR: "p{p}.nic_dma(a{p}_{i})",
+    ImportEntry.IOAS_MAP: "p{p}.iommufd_dma(a{p}_{i})",
+    ImportEntry.PRIME_IMPORT: "p{p}.gpu_access(a{p}_{i})",
+    ImportEntry.SCANOUT: 'system.display("{device}").scan_frame(a{p}_{i})',
 }
 _DETACH = {
-    "mr": "p{p}.ibv_dereg_mr(a{p}_{i})",
-    "iommufd": "p{p}.iommufd_unmap(a{p}_{i})",
-    "prime": "p{p}.gem_close(a{p}_{i})",
-    "scanout": "p{p}.clear_scanout(a{p}_{i})",
+    ImportEntry.REG_MR: "p{p}.ibv_dereg_mr(a{p}_{i})",
+    ImportEntry.IOAS_MAP: "p{p}.iommufd_unmap(a{p}_{i})",
+    ImportEntry.PRIME_IMPORT: "p{p}.gem_close(a{p}_{i})",
+    ImportEntry.SCANOUT: "p{p}.clear_scanout(a{p}_{i})",
 }
 
 
@@ -207,13 +208,13 @@ class Alphabet:
 
     def _attach(self, p: int, i: int) -> str:
         kind = self.kind
-        if kind.via == "mr":
+        if kind.via is ImportEntry.REG_MR:
             access = "ACCESS | IB_ACCESS_ON_DEMAND" if kind.odp else "ACCESS"
             size = self.source.size_name
             return f'p{p}.ibv_reg_dmabuf_mr("{kind.device}", f{p}_{i}, 0, {size}, {access})'
-        if kind.via == "iommufd":
+        if kind.via is ImportEntry.IOAS_MAP:
             return f"p{p}.iommufd_map(f{p}_{i}, length={self.source.size_name})"
-        if kind.via == "prime":
+        if kind.via is ImportEntry.PRIME_IMPORT:
             return f'p{p}.prime_fd_to_handle("{kind.device}", f{p}_{i})'
         return f'p{p}.set_scanout("{kind.device}", f{p}_{i})'
 
@@ -237,10 +238,10 @@ class Alphabet:
         if src == "rdma-dm":
             ev.append(Op("exporter_reset"))
         ev += [Op("kill", (0,)), Op("kill", (1,))]
-        if self.kind.via == "mr":
+        if self.kind.via is ImportEntry.REG_MR:
             ev.append(Op("nic_reset"))
         ev.append(Op("unplug", ("exporter",)))
-        if self.kind.via != "iommufd":
+        if self.kind.via is not ImportEntry.IOAS_MAP:
             ev.append(Op("unplug", ("importer",)))
         return tuple(ev)
 
@@ -340,7 +341,8 @@ def boot_source(target: Target) -> str:
     t = target
     # where the fingerprint cannot see an importer's mapping (a GPU import, an IOAS area) or
     # a buffer is revoked rather than moved, its move count stays in the state
-    exact = t.kind.via in ("prime", "iommufd") or t.source.source != "gem"
+    unseen = (ImportEntry.PRIME_IMPORT, ImportEntry.IOAS_MAP)
+    exact = t.kind.via in unseen or t.source.source != "gem"
     return (
         f'booted = Target("{t.exporter}", "{t.importer}", "{t.profile}", "{t.policy}").boot()\n'
         "system = booted.system\n"

@@ -23,10 +23,7 @@ from functools import cache, lru_cache
 from typing import Any, Literal
 
 from pinlab.drivers import EXPORTERS, IMPORTERS, ExporterDriver, Importer
-from pinlab.drivers.base import BufferSource
-from pinlab.drivers.display import DisplayEngine
-from pinlab.drivers.gpu_import import GpuImporter
-from pinlab.drivers.iommufd import IommufdDevice
+from pinlab.drivers.base import BufferSource, ImportEntry
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import PRESETS as PROFILES
@@ -114,13 +111,13 @@ def _exporter_kinds(
 
 @dataclass(frozen=True, slots=True)
 class ImporterKind:
-    """One importer the exploration can aim at: how it is reached from userspace (``via``:
-    ``mr`` = ``ibv_reg_dmabuf_mr`` on NIC ``device``, ``prime`` = ``prime_fd_to_handle`` on
-    the GPU importer, ``scanout`` = ``drmModeAddFB2`` on the display, ``iommufd`` =
-    ``IOMMU_IOAS_MAP_FILE``), the access flags of an MR, and the NIC's platform entry."""
+    """One importer the exploration can aim at: how it is reached from userspace (``via``: the
+    entry its driver declares, :class:`~pinlab.drivers.base.ImportEntry` -- an MR on NIC
+    ``device``, a PRIME import on the GPU importer, a scanout on the display, an IOAS map),
+    the access flags of an MR, and the NIC's platform entry."""
 
     name: str
-    via: str
+    via: ImportEntry
     device: str
     odp: bool = False
     nic: NicSpec | None = None
@@ -170,6 +167,15 @@ def importer_kinds() -> dict[str, ImporterKind]:
     return dict(_importer_kinds(tuple(IMPORTERS.items())))
 
 
+_DEVICES: dict[ImportEntry, tuple[str, Callable[[KernelProfile], str | None]]] = {
+    ImportEntry.SCANOUT: (DISPLAY, lambda profile: None),
+    ImportEntry.PRIME_IMPORT: (GPU_IMPORT, lambda profile: None),
+    ImportEntry.IOAS_MAP: ("iommufd", _iommufd),
+}
+"""The device of the matrix machine an importer of each declared entry is, beyond the NICs
+(one per RDMA configuration), and why it may not exist under a kernel profile."""
+
+
 @cache
 def _importer_kinds(drivers: tuple[tuple[str, type[Importer]], ...]) -> dict[str, ImporterKind]:
     """:func:`importer_kinds` of the registry's ``drivers`` (built once per registry state: a
@@ -186,13 +192,10 @@ def _importer_kinds(drivers: tuple[tuple[str, type[Importer]], ...]) -> dict[str
                 nic = NicSpec(
                     name=device, driver=name, parent="sw0", odp=v.odp, driver_options=v.options
                 )
-                kinds[v.name] = ImporterKind(v.name, "mr", device, v.odp, nic, v.needs)
-        elif cls is DisplayEngine:
-            kinds[name] = ImporterKind(name, "scanout", DISPLAY)
-        elif cls is GpuImporter:
-            kinds[name] = ImporterKind(name, "prime", GPU_IMPORT)
-        elif cls is IommufdDevice:
-            kinds[name] = ImporterKind(name, "iommufd", "iommufd", needs=_iommufd)
+                kinds[v.name] = ImporterKind(v.name, cls.import_entry, device, v.odp, nic, v.needs)
+        elif cls.import_entry in _DEVICES:
+            device, needs = _DEVICES[cls.import_entry]
+            kinds[name] = ImporterKind(name, cls.import_entry, device, needs=needs)
     return kinds
 
 
@@ -374,7 +377,7 @@ def _platform(exporter: str, importer: str) -> PlatformSpec:
     kind = _importer_kind(importer)
     nics = tuple(n for n in (source.nic, kind.nic) if n is not None)
     update: dict[str, Any] = {"nics": nics}
-    if kind.via in ("mr", "iommufd"):
+    if kind.via in (ImportEntry.REG_MR, ImportEntry.IOAS_MAP):
         # the importing GPU and its display are the other importers' devices: nothing this
         # target's operations reach, so not booted (a third of the boot time)
         update["devices"] = tuple(d for d in spec.devices if d.name == GPU)

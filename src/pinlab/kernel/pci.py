@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Generic, Self, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Generic, Self, TypedDict, TypeVar, Unpack, cast, overload
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.pci_ids import (
@@ -107,6 +107,24 @@ class PciExpType(enum.IntEnum):
     DOWNSTREAM = 0x6
     RC_END = 0x9
     """Root Complex Integrated Endpoint: sits directly on a root bus, no upstream bridge."""
+
+
+class FunctionIds(TypedDict, total=False):
+    """What a builder call says of the PCI functions it plugs in: their vendor and device IDs
+    (default 0), their ACS capability (default none) and their ``label``; for several
+    functions of one device, function ``n`` is labelled ``f"{label}.{n}"``."""
+
+    vendor: int
+    device: int
+    acs: PciAcs
+    label: str | None
+
+
+class EndpointIds(FunctionIds, total=False):
+    """:class:`FunctionIds` of an endpoint device, and how many ``functions`` it has (1 to
+    8, default 1)."""
+
+    functions: int
 
 
 class PciBus:
@@ -287,66 +305,45 @@ class PciDev(Device):
             )
         return bus
 
-    def add_endpoint(
-        self,
-        *,
-        functions: int = 1,
-        vendor: int = 0,
-        device: int = 0,
-        acs: PciAcs = PciAcs.NONE,
-        label: str | None = None,
-    ) -> PciDev:
-        """Plug an endpoint device with ``functions`` functions into this port's link.
+    def add_endpoint(self, **ids: Unpack[EndpointIds]) -> PciDev:
+        """Plug an endpoint device (:class:`EndpointIds`) into this port's link.
 
-        Returns function 0; the others are ``fn0.function(n)`` / ``fn0.functions``. With a
-        ``label`` and several functions, function ``n`` is labelled ``f"{label}.{n}"``.
+        Returns function 0; the others are ``fn0.function(n)`` / ``fn0.functions``.
         """
-        bus = self._link_bus("an endpoint")
         return self.topology._add_functions(
-            bus, PciExpType.ENDPOINT, functions, vendor, device, acs, label
+            self._link_bus("an endpoint"), PciExpType.ENDPOINT, **ids
         )
 
     def add_switch(
         self,
         downstream_ports: int = 2,
         *,
-        acs: PciAcs = PciAcs.NONE,
         downstream_acs: PciAcs = PciAcs.NONE,
-        vendor: int = 0,
-        device: int = 0,
-        label: str | None = None,
+        **ids: Unpack[FunctionIds],
     ) -> PciDev:
         """Plug a PCIe switch into this port's link; returns its upstream port.
 
-        ``acs`` goes on the upstream port, ``downstream_acs`` on each of the ``downstream_ports``
-        downstream ports (reach them via ``usp.downstream_ports``).
+        ``ids`` are the upstream port's (its ``acs`` on it alone), ``downstream_acs`` goes on
+        each of the ``downstream_ports`` downstream ports (reach them via
+        ``usp.downstream_ports``), which share the switch's vendor and device IDs and are
+        labelled ``<label>.dsp<i>``.
         """
-        bus = self._link_bus("a switch")
-        topo = self.topology
-        usp = topo._add_bridge(bus, PciExpType.UPSTREAM, vendor, device, acs, label)
+        usp = self.topology._add_bridge(self._link_bus("a switch"), PciExpType.UPSTREAM, **ids)
+        label = ids.get("label")
         for i in range(downstream_ports):
             usp.add_downstream_port(
                 acs=downstream_acs,
-                vendor=vendor,
-                device=device,
+                vendor=ids.get("vendor", 0),
+                device=ids.get("device", 0),
                 label=None if label is None else f"{label}.dsp{i}",
             )
         return usp
 
-    def add_downstream_port(
-        self,
-        *,
-        acs: PciAcs = PciAcs.NONE,
-        vendor: int = 0,
-        device: int = 0,
-        label: str | None = None,
-    ) -> PciDev:
+    def add_downstream_port(self, **ids: Unpack[FunctionIds]) -> PciDev:
         """Add one downstream port to the internal bus of this switch upstream port."""
         if self.pcie_type is not PciExpType.UPSTREAM or self.subordinate is None:
             raise ValueError(f"{self.name}: downstream ports belong to a switch upstream port")
-        return self.topology._add_bridge(
-            self.subordinate, PciExpType.DOWNSTREAM, vendor, device, acs, label
-        )
+        return self.topology._add_bridge(self.subordinate, PciExpType.DOWNSTREAM, **ids)
 
     def __repr__(self) -> str:
         kind = "host-bridge-fn" if self.pcie_type is None else self.pcie_type.name.lower()
@@ -381,7 +378,7 @@ class PciHostBridge(Device):
         self.label = label
         self.bus = PciBus(self, bus_number, None, None)
         if vendor is not None:
-            topology._add_functions(self.bus, None, 1, vendor, device, PciAcs.NONE, None)
+            topology._add_functions(self.bus, None, vendor=vendor, device=device)
 
     @property
     def vendor(self) -> int | None:
@@ -402,30 +399,14 @@ class PciHostBridge(Device):
             return None
         return devices[0]
 
-    def add_root_port(
-        self,
-        *,
-        acs: PciAcs = PciAcs.NONE,
-        vendor: int = 0,
-        device: int = 0,
-        label: str | None = None,
-    ) -> PciDev:
+    def add_root_port(self, **ids: Unpack[FunctionIds]) -> PciDev:
         """Add a root port (with its own secondary bus) to this host bridge's root bus."""
-        return self.topology._add_bridge(self.bus, PciExpType.ROOT_PORT, vendor, device, acs, label)
+        return self.topology._add_bridge(self.bus, PciExpType.ROOT_PORT, **ids)
 
-    def add_endpoint(
-        self,
-        *,
-        functions: int = 1,
-        vendor: int = 0,
-        device: int = 0,
-        acs: PciAcs = PciAcs.NONE,
-        label: str | None = None,
-    ) -> PciDev:
-        """Add a Root Complex Integrated Endpoint (an APU's iGPU, say); returns function 0."""
-        return self.topology._add_functions(
-            self.bus, PciExpType.RC_END, functions, vendor, device, acs, label
-        )
+    def add_endpoint(self, **ids: Unpack[EndpointIds]) -> PciDev:
+        """Add a Root Complex Integrated Endpoint (an APU's iGPU, say; :class:`EndpointIds`);
+        returns function 0."""
+        return self.topology._add_functions(self.bus, PciExpType.RC_END, **ids)
 
     def __repr__(self) -> str:
         root = self.pci_host_bridge_dev()
@@ -565,15 +546,10 @@ class PciTopology:
         return pdev
 
     def _add_functions(
-        self,
-        bus: PciBus,
-        pcie_type: PciExpType | None,
-        functions: int,
-        vendor: int,
-        device: int,
-        acs: PciAcs,
-        label: str | None,
+        self, bus: PciBus, pcie_type: PciExpType | None, **ids: Unpack[EndpointIds]
     ) -> PciDev:
+        functions = ids.get("functions", 1)
+        label = ids.get("label")
         if not 1 <= functions <= _MAX_FUNCTIONS:
             raise ValueError(f"a PCI device has 1 to {_MAX_FUNCTIONS} functions, not {functions}")
         slot = bus._alloc_slot()
@@ -585,9 +561,9 @@ class PciTopology:
                     bus,
                     pci_devfn(slot, fn),
                     pcie_type,
-                    vendor=vendor,
-                    device=device,
-                    acs=acs,
+                    vendor=ids.get("vendor", 0),
+                    device=ids.get("device", 0),
+                    acs=ids.get("acs", PciAcs.NONE),
                     label=fn_label,
                 )
             )
@@ -596,16 +572,8 @@ class PciTopology:
         assert first is not None
         return first
 
-    def _add_bridge(
-        self,
-        bus: PciBus,
-        pcie_type: PciExpType,
-        vendor: int,
-        device: int,
-        acs: PciAcs,
-        label: str | None,
-    ) -> PciDev:
-        bridge = self._add_functions(bus, pcie_type, 1, vendor, device, acs, label)
+    def _add_bridge(self, bus: PciBus, pcie_type: PciExpType, **ids: Unpack[FunctionIds]) -> PciDev:
+        bridge = self._add_functions(bus, pcie_type, **ids)
         bridge.subordinate = PciBus(bus.host_bridge, self._alloc_bus(bus.domain), bus, bridge)
         return bridge
 

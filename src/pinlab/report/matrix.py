@@ -52,11 +52,14 @@ from rich.table import Table
 
 from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.amdgpu import AmdgpuDevice
-from pinlab.drivers.base import BufferSource, DeviceBuffer, ExporterDriver, ImportPath
-from pinlab.drivers.display import DisplayEngine
-from pinlab.drivers.gpu_import import GpuImporter
+from pinlab.drivers.base import (
+    BufferSource,
+    DeviceBuffer,
+    ExporterDriver,
+    ImportEntry,
+    ImportPath,
+)
 from pinlab.drivers.importer import Importer
-from pinlab.drivers.iommufd import IommufdDevice
 from pinlab.drivers.rdma import RdmaDevice
 from pinlab.errors import ConfigError
 from pinlab.kernel.errno import KernelError
@@ -169,49 +172,52 @@ def matrix_profile(name: str = DEFAULT_PROFILE, move_notify: bool = False) -> Ke
 @dataclass(frozen=True, slots=True)
 class Column:
     """One importer of the matrix machine: its column ``label``, its name in the
-    :class:`~pinlab.uapi.system.System` and the driver instance."""
+    :class:`~pinlab.uapi.system.System` and the driver instance; for an importer whose
+    declared entry is an MR registration (``ImportEntry.REG_MR``), the same device as the
+    system's RDMA device (``nic``) and the access flags it registers with (``access``:
+    ``IB_ACCESS_ON_DEMAND`` where its driver supports ODP, so the ODP path -- or its refusal
+    -- is what the column shows)."""
 
     label: str
     device: str
     importer: Importer
-
-    @property
-    def access(self) -> int:
-        """The access flags a NIC registers with: ``IB_ACCESS_ON_DEMAND`` where its driver
-        supports ODP, so the ODP path (or its refusal) is what the column shows."""
-        nic = self.importer
-        if isinstance(nic, RdmaDevice) and nic.supports_odp:
-            return ACCESS | IB_ACCESS_ON_DEMAND
-        return ACCESS
+    nic: RdmaDevice | None = None
+    access: int = 0
 
     @property
     def path(self) -> ImportPath | None:
         """How the import reaches the dma-buf core; None when refused before it."""
-        if isinstance(self.importer, RdmaDevice):
-            return self.importer.mr_path(self.access)
+        if self.nic is not None:
+            return self.nic.mr_path(self.access)
         return self.importer.import_path
 
     def items(self, exporter_dynamic: bool) -> tuple[str, ...]:
         """The importer's checklist items for its path into the core."""
-        if isinstance(self.importer, RdmaDevice):
-            return self.importer.mr_checklist_items(self.access, exporter_dynamic)
+        if self.nic is not None:
+            return self.nic.mr_checklist_items(self.access, exporter_dynamic)
         return self.importer.checklist_items(exporter_dynamic)
+
+
+def _column(m: MatrixMachine, device: str, importer: Importer) -> Column:
+    if importer.import_entry is not ImportEntry.REG_MR:
+        return Column(importer.driver_name, device, importer)
+    nic = m.system.nic(device)
+    if not nic.supports_odp:
+        return Column(nic.driver_name, device, importer, nic, ACCESS)
+    label = f"{nic.driver_name}-{'odp' if nic.odp else 'no-odp'}"
+    return Column(label, device, importer, nic, ACCESS | IB_ACCESS_ON_DEMAND)
 
 
 def columns(m: MatrixMachine) -> list[Column]:
     """The machine's importers in registry order; an RDMA driver with ODP support gives one
     column per device, ``<driver>-odp`` / ``<driver>-no-odp``."""
     engines: list[tuple[str, Importer]] = list(m.system.importers().items())
-    out: list[Column] = []
-    for cls in IMPORTERS.values():
-        for device, importer in engines:
-            if type(importer) is not cls:
-                continue
-            label = importer.driver_name
-            if isinstance(importer, RdmaDevice) and importer.supports_odp:
-                label += "-odp" if importer.odp else "-no-odp"
-            out.append(Column(label, device, importer))
-    return out
+    return [
+        _column(m, device, importer)
+        for cls in IMPORTERS.values()
+        for device, importer in engines
+        if type(importer) is cls
+    ]
 
 
 def column(m: MatrixMachine, label: str) -> Column:
@@ -277,30 +283,30 @@ def error_stage(exc: BaseException) -> str:
 
 
 def _import(m: MatrixMachine, col: Column, proc: Process, fd: int) -> tuple[str, bool]:
-    """Import ``fd`` through the uapi, let the copies finish, and touch the buffer once from
-    the importing device. Returns (memory, p2p) of the importer's mapping."""
-    importer = col.importer
-    if isinstance(importer, RdmaDevice):
-        mr = proc.ibv_reg_dmabuf_mr(col.device, fd, 0, BUFFER_SIZE, col.access)
-        m.settle(proc)
-        result = proc.nic_dma(mr)
-        return result.memory, result.p2p
-    if isinstance(importer, DisplayEngine):
-        scanout = proc.set_scanout(col.device, fd)
-        m.settle(proc)
-        importer.scan_frame(scanout)
-        return scanout.sgt.memory, scanout.sgt.p2p
-    if isinstance(importer, GpuImporter):
-        handle = proc.prime_fd_to_handle(col.device, fd)
-        m.settle(proc)
-        access_ = proc.gpu_access(handle)
-        return access_.memory, access_.p2p
-    if isinstance(importer, IommufdDevice):
-        iova = proc.iommufd_map(fd, length=BUFFER_SIZE)
-        m.settle(proc)
-        dma = proc.iommufd_dma(iova)
-        return dma.memory, dma.p2p
-    raise ValueError(f"the matrix has no userspace path into {importer.driver_name}")
+    """Import ``fd`` through the uapi call the importer declares (``import_entry``), let the
+    copies finish, and touch the buffer once from the importing device. Returns (memory, p2p)
+    of the importer's mapping."""
+    match col.importer.import_entry:
+        case ImportEntry.REG_MR:
+            mr = proc.ibv_reg_dmabuf_mr(col.device, fd, 0, BUFFER_SIZE, col.access)
+            m.settle(proc)
+            result = proc.nic_dma(mr)
+            return result.memory, result.p2p
+        case ImportEntry.SCANOUT:
+            scanout = proc.set_scanout(col.device, fd)
+            m.settle(proc)
+            scanout.display.scan_frame(scanout)
+            return scanout.sgt.memory, scanout.sgt.p2p
+        case ImportEntry.PRIME_IMPORT:
+            handle = proc.prime_fd_to_handle(col.device, fd)
+            m.settle(proc)
+            job = proc.gpu_access(handle)
+            return job.memory, job.p2p
+        case ImportEntry.IOAS_MAP:
+            iova = proc.iommufd_map(fd, length=BUFFER_SIZE)
+            m.settle(proc)
+            dma = proc.iommufd_dma(iova)
+            return dma.memory, dma.p2p
 
 
 def shared_buffer(m: MatrixMachine, proc: Process, name: str) -> tuple[int, DeviceBuffer]:

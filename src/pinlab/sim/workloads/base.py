@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
 
 import simpy
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,6 +104,24 @@ def fallback() -> Any:
         "auto: a refused ODP registration retries pinned, a refused pinned one stages through "
         "host memory; none: the refusal ends the workload",
     )
+
+
+Row = TypeVar("Row")
+
+
+@dataclass
+class ToolTable(Generic[Row]):
+    """The part of a result that a workload modelling a benchmark tool shares (gdrcopy's
+    copylat, nccl-tests, perftest): ``rows``, one per line the tool prints, in its order.
+    Rows are not metrics -- ``pinlab bench`` prints them as the tool would; the result's
+    headline numbers, declared with :func:`~pinlab.sim.metrics.metric`, are read off them.
+
+    A mixin of a :class:`~pinlab.sim.metrics.TenantResult` subclass, which holds ``rows`` in
+    its own slots (so it has none here: a result may also be an ``RdmaResult``)."""
+
+    __slots__ = ()
+
+    rows: list[Row] = field(default_factory=list)
 
 
 def idle(ctx: Ctx) -> Gen:

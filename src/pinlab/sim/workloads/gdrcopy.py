@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from pinlab.platform.gpu_model import bar_load_time, bar_store_time
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import TenantResult, metric
-from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
+from pinlab.sim.workloads.base import Gen, ToolTable, WorkloadParams, idle, param
 from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, cpu_bar_write_rate, jittered
 from pinlab.units import Size
 
@@ -60,14 +60,13 @@ class CopylatRow:
 
 
 @dataclass(slots=True)
-class GdrcopyResult(TenantResult):
-    """What ``gdrcopy`` measured: the rows (not metrics) and the headline numbers."""
+class GdrcopyResult(TenantResult, ToolTable[CopylatRow]):
+    """What ``gdrcopy`` measured: copylat's rows and its headline numbers, on ``device``."""
 
     store_floor: float | None = metric("s", "gdr_copy_to_mapping time of 1 byte")
     load_floor: float | None = metric("s", "gdr_copy_from_mapping time of 1 byte")
     store_bandwidth: float | None = metric("B/s", "gdr_copy_to_mapping rate at the largest size")
     load_bandwidth: float | None = metric("B/s", "gdr_copy_from_mapping rate at the largest size")
-    rows: list[CopylatRow] = field(default_factory=list)
     device: str = ""
 
 

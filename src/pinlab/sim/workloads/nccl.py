@@ -42,7 +42,7 @@ from pinlab.sim.collective import Collective, FlowSpec
 from pinlab.sim.engine import Ctx
 from pinlab.sim.flows import Link
 from pinlab.sim.metrics import TenantResult, metric
-from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
+from pinlab.sim.workloads.base import Gen, ToolTable, WorkloadParams, idle, param
 from pinlab.sim.workloads.gpu_copy import CopyFlow, copy_flow, jittered, peer_access
 from pinlab.sim.workloads.nic import nearest_nic
 from pinlab.sim.workloads.paths import Side, nic_side, route, staged_side
@@ -157,15 +157,15 @@ class NcclRow:
 
 
 @dataclass(slots=True)
-class NcclResult(TenantResult):
-    """What ``nccl`` measured: the rows (not metrics) and the headline numbers."""
+class NcclResult(TenantResult, ToolTable[NcclRow]):
+    """What ``nccl`` measured: all_reduce_perf's rows, its headline numbers and the
+    transports the communicator used."""
 
     ranks: int | None = metric("count", "this tenant's ranks (its GPUs)")
     world_ranks: int | None = metric("count", "ranks in the communicator")
     busbw_peak: float | None = metric("B/s", "largest bus bandwidth of the sweep")
     avg_busbw: float | None = metric("B/s", "mean bus bandwidth over every printed cell")
     time_min: float | None = metric("s", "time of the smallest size")
-    rows: list[NcclRow] = field(default_factory=list)
     transports: list[str] = field(default_factory=list)
 
 

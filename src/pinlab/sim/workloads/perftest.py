@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -57,7 +57,7 @@ from pinlab.platform.rdma_model import (
 from pinlab.platform.topology import Machine
 from pinlab.sim.engine import Ctx
 from pinlab.sim.metrics import metric
-from pinlab.sim.workloads.base import Gen, WorkloadParams, idle, param
+from pinlab.sim.workloads.base import Gen, ToolTable, WorkloadParams, idle, param
 from pinlab.sim.workloads.nic import nic_access
 from pinlab.sim.workloads.registration import RdmaResult, mr_access, register_dmabuf
 from pinlab.units import Size
@@ -147,8 +147,9 @@ class LatRow:
 
 
 @dataclass(slots=True)
-class PerftestResult(RdmaResult):
-    """What ``perftest`` reports: the client's rows (``rows``) and headline metrics."""
+class PerftestResult(RdmaResult, ToolTable[BwRow | LatRow]):
+    """What ``perftest`` reports: the client's rows and headline metrics, and the port the
+    test ran on."""
 
     sizes: int | None = metric("count", "message sizes measured")
     bw_average: float | None = metric("B/s", "BW average of the largest size (bandwidth tests)")
@@ -157,7 +158,6 @@ class PerftestResult(RdmaResult):
     )
     t_typical: float | None = metric("s", "typical latency of the smallest size (latency tests)")
     p2p: int | None = metric("count", "1 if the NIC reaches the buffer peer to peer")
-    rows: list[BwRow | LatRow] = field(default_factory=list)
     link_layer: str = ""
     mtu: int = 0
     out_reads: int = 0
