@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Generic, Self, TypedDict, TypeVar, Unpack, cast, overload
+from typing import TYPE_CHECKING, Generic, Self, TypeVar, cast, overload
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.pci_ids import (
@@ -107,24 +107,6 @@ class PciExpType(enum.IntEnum):
     DOWNSTREAM = 0x6
     RC_END = 0x9
     """Root Complex Integrated Endpoint: sits directly on a root bus, no upstream bridge."""
-
-
-class FunctionIds(TypedDict, total=False):
-    """What a builder call says of the PCI functions it plugs in: their vendor and device IDs
-    (default 0), their ACS capability (default none) and their ``label``; for several
-    functions of one device, function ``n`` is labelled ``f"{label}.{n}"``."""
-
-    vendor: int
-    device: int
-    acs: PciAcs
-    label: str | None
-
-
-class EndpointIds(FunctionIds, total=False):
-    """:class:`FunctionIds` of an endpoint device, and how many ``functions`` it has (1 to
-    8, default 1)."""
-
-    functions: int
 
 
 class PciBus:
@@ -305,45 +287,66 @@ class PciDev(Device):
             )
         return bus
 
-    def add_endpoint(self, **ids: Unpack[EndpointIds]) -> PciDev:
-        """Plug an endpoint device (:class:`EndpointIds`) into this port's link.
+    def add_endpoint(
+        self,
+        *,
+        functions: int = 1,
+        vendor: int = 0,
+        device: int = 0,
+        acs: PciAcs = PciAcs.NONE,
+        label: str | None = None,
+    ) -> PciDev:
+        """Plug an endpoint device with ``functions`` functions into this port's link.
 
-        Returns function 0; the others are ``fn0.function(n)`` / ``fn0.functions``.
+        Returns function 0; the others are ``fn0.function(n)`` / ``fn0.functions``. With a
+        ``label`` and several functions, function ``n`` is labelled ``f"{label}.{n}"``.
         """
+        bus = self._link_bus("an endpoint")
         return self.topology._add_functions(
-            self._link_bus("an endpoint"), PciExpType.ENDPOINT, **ids
+            bus, PciExpType.ENDPOINT, functions, vendor, device, acs, label
         )
 
     def add_switch(
         self,
         downstream_ports: int = 2,
         *,
+        acs: PciAcs = PciAcs.NONE,
         downstream_acs: PciAcs = PciAcs.NONE,
-        **ids: Unpack[FunctionIds],
+        vendor: int = 0,
+        device: int = 0,
+        label: str | None = None,
     ) -> PciDev:
         """Plug a PCIe switch into this port's link; returns its upstream port.
 
-        ``ids`` are the upstream port's (its ``acs`` on it alone), ``downstream_acs`` goes on
-        each of the ``downstream_ports`` downstream ports (reach them via
-        ``usp.downstream_ports``), which share the switch's vendor and device IDs and are
-        labelled ``<label>.dsp<i>``.
+        ``acs`` goes on the upstream port, ``downstream_acs`` on each of the ``downstream_ports``
+        downstream ports (reach them via ``usp.downstream_ports``).
         """
-        usp = self.topology._add_bridge(self._link_bus("a switch"), PciExpType.UPSTREAM, **ids)
-        label = ids.get("label")
+        bus = self._link_bus("a switch")
+        topo = self.topology
+        usp = topo._add_bridge(bus, PciExpType.UPSTREAM, vendor, device, acs, label)
         for i in range(downstream_ports):
             usp.add_downstream_port(
                 acs=downstream_acs,
-                vendor=ids.get("vendor", 0),
-                device=ids.get("device", 0),
+                vendor=vendor,
+                device=device,
                 label=None if label is None else f"{label}.dsp{i}",
             )
         return usp
 
-    def add_downstream_port(self, **ids: Unpack[FunctionIds]) -> PciDev:
+    def add_downstream_port(
+        self,
+        *,
+        acs: PciAcs = PciAcs.NONE,
+        vendor: int = 0,
+        device: int = 0,
+        label: str | None = None,
+    ) -> PciDev:
         """Add one downstream port to the internal bus of this switch upstream port."""
         if self.pcie_type is not PciExpType.UPSTREAM or self.subordinate is None:
             raise ValueError(f"{self.name}: downstream ports belong to a switch upstream port")
-        return self.topology._add_bridge(self.subordinate, PciExpType.DOWNSTREAM, **ids)
+        return self.topology._add_bridge(
+            self.subordinate, PciExpType.DOWNSTREAM, vendor, device, acs, label
+        )
 
     def __repr__(self) -> str:
         kind = "host-bridge-fn" if self.pcie_type is None else self.pcie_type.name.lower()
@@ -378,7 +381,7 @@ class PciHostBridge(Device):
         self.label = label
         self.bus = PciBus(self, bus_number, None, None)
         if vendor is not None:
-            topology._add_functions(self.bus, None, vendor=vendor, device=device)
+            topology._add_functions(self.bus, None, 1, vendor, device, PciAcs.NONE, None)
 
     @property
     def vendor(self) -> int | None:
@@ -399,14 +402,30 @@ class PciHostBridge(Device):
             return None
         return devices[0]
 
-    def add_root_port(self, **ids: Unpack[FunctionIds]) -> PciDev:
+    def add_root_port(
+        self,
+        *,
+        acs: PciAcs = PciAcs.NONE,
+        vendor: int = 0,
+        device: int = 0,
+        label: str | None = None,
+    ) -> PciDev:
         """Add a root port (with its own secondary bus) to this host bridge's root bus."""
-        return self.topology._add_bridge(self.bus, PciExpType.ROOT_PORT, **ids)
+        return self.topology._add_bridge(self.bus, PciExpType.ROOT_PORT, vendor, device, acs, label)
 
-    def add_endpoint(self, **ids: Unpack[EndpointIds]) -> PciDev:
-        """Add a Root Complex Integrated Endpoint (an APU's iGPU, say; :class:`EndpointIds`);
-        returns function 0."""
-        return self.topology._add_functions(self.bus, PciExpType.RC_END, **ids)
+    def add_endpoint(
+        self,
+        *,
+        functions: int = 1,
+        vendor: int = 0,
+        device: int = 0,
+        acs: PciAcs = PciAcs.NONE,
+        label: str | None = None,
+    ) -> PciDev:
+        """Add a Root Complex Integrated Endpoint (an APU's iGPU, say); returns function 0."""
+        return self.topology._add_functions(
+            self.bus, PciExpType.RC_END, functions, vendor, device, acs, label
+        )
 
     def __repr__(self) -> str:
         root = self.pci_host_bridge_dev()
@@ -546,10 +565,15 @@ class PciTopology:
         return pdev
 
     def _add_functions(
-        self, bus: PciBus, pcie_type: PciExpType | None, **ids: Unpack[EndpointIds]
+        self,
+        bus: PciBus,
+        pcie_type: PciExpType | None,
+        functions: int,
+        vendor: int,
+        device: int,
+        acs: PciAcs,
+        label: str | None,
     ) -> PciDev:
-        functions = ids.get("functions", 1)
-        label = ids.get("label")
         if not 1 <= functions <= _MAX_FUNCTIONS:
             raise ValueError(f"a PCI device has 1 to {_MAX_FUNCTIONS} functions, not {functions}")
         slot = bus._alloc_slot()
@@ -561,9 +585,9 @@ class PciTopology:
                     bus,
                     pci_devfn(slot, fn),
                     pcie_type,
-                    vendor=ids.get("vendor", 0),
-                    device=ids.get("device", 0),
-                    acs=ids.get("acs", PciAcs.NONE),
+                    vendor=vendor,
+                    device=device,
+                    acs=acs,
                     label=fn_label,
                 )
             )
@@ -572,8 +596,16 @@ class PciTopology:
         assert first is not None
         return first
 
-    def _add_bridge(self, bus: PciBus, pcie_type: PciExpType, **ids: Unpack[FunctionIds]) -> PciDev:
-        bridge = self._add_functions(bus, pcie_type, **ids)
+    def _add_bridge(
+        self,
+        bus: PciBus,
+        pcie_type: PciExpType,
+        vendor: int,
+        device: int,
+        acs: PciAcs,
+        label: str | None,
+    ) -> PciDev:
+        bridge = self._add_functions(bus, pcie_type, 1, vendor, device, acs, label)
         bridge.subordinate = PciBus(bus.host_bridge, self._alloc_bus(bus.domain), bus, bridge)
         return bridge
 
