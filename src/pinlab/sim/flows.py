@@ -451,8 +451,7 @@ class FlowNetwork:
                 t._new_rate = rate
                 for link, uses in t._uses:
                     link._residual -= uses * rate
-                    if rate > link._hi_new:
-                        link._hi_new = rate
+                    link._hi_new = rate
                 bottleneck._froze = epoch
                 bottleneck._level = rate
             elif members:
@@ -482,7 +481,9 @@ class FlowNetwork:
                 finish[t._slot] = now + t._left / rate
         for link in links:
             link._load = link.capacity - link._residual  # what the kept and solved rates use
-            link._hi = link._hi_new
+            hi = link._hi_new  # the fastest member's rate (0 with none) ...
+            top = link._top  # ... or the fastest transfer left out
+            link._hi = top if top > hi else hi
             link._members = []
 
     def _gather(
@@ -504,22 +505,22 @@ class FlowNetwork:
         links: list[Link] = []
         for t in started:
             t._mark = epoch
-            for link in t._path:
+            for link, uses in t._uses:
                 if link._mark != epoch:
                     link._mark = epoch
+                    link._unfrozen = 0
                     links.append(link)
+                link._unfrozen += uses
         for link in seeds:
             if link._mark != epoch:
                 link._mark = epoch
+                link._unfrozen = 0
                 links.append(link)
         floor = lam * (1.0 - _MARGIN)
         keep = 1.0 - _MARGIN
         add_member = members.append
         add_link = links.append
-        i = 0
-        while i < len(links):  # breadth-first over links; ``links`` grows as it goes
-            link = links[i]
-            i += 1
+        for link in links:  # breadth-first: ``links`` grows as the loop goes
             dt = now - link._since  # Link._fold, inline: this loop is the solver's hot path
             if dt > 0:
                 if link._load > 0:
@@ -534,33 +535,38 @@ class FlowNetwork:
                     threshold = floor
             else:
                 continue
-            for t in link._transfers:
-                if t._mark != epoch and t.rate >= threshold:
-                    t._mark = epoch
-                    add_member(t)
-                    for other in t._path:
-                        if other._mark != epoch:
-                            other._mark = epoch
-                            add_link(other)
+            for t in [t for t in link._transfers if t.rate >= threshold and t._mark != epoch]:
+                t._mark = epoch  # (a transfer's mark is set here only: the list stays right)
+                add_member(t)
+                for other, uses in t._uses:
+                    if other._mark != epoch:
+                        other._mark = epoch
+                        other._unfrozen = 0
+                        add_link(other)
+                    other._unfrozen += uses
         for link in links:  # the members are known now
+            transfers = link._transfers
+            if link._unfrozen == link._uses:  # all members (a host link, a cap): no sum to take
+                link._residual = link.capacity
+                link._members = list(transfers)
+                link._top = 0.0
+                link._hi_new = 0.0
+                continue
             fixed = 0.0
-            unfrozen = 0
             here: list[Transfer] = []
             top = 0.0
-            for t, uses in link._transfers.items():
+            for t, uses in transfers.items():
                 if t._mark == epoch:
                     here.append(t)
-                    unfrozen += uses
                 else:
                     rate = t.rate
                     fixed += uses * rate
                     if rate > top:
                         top = rate
             link._residual = link.capacity - fixed
-            link._unfrozen = unfrozen
             link._members = here
             link._top = top
-            link._hi_new = top
+            link._hi_new = 0.0
         return members, links
 
 
@@ -602,5 +608,4 @@ def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
                 for link, uses in t._uses:
                     link._residual -= uses * level
                     link._unfrozen -= uses
-                    if level > link._hi_new:
-                        link._hi_new = level
+                    link._hi_new = level  # levels only rise: the last is the members' highest
