@@ -105,18 +105,16 @@ class Link:
     busy_time: float = 0.0
     index: int = -1
     # active transfers crossing the link -> how many times each crosses it (start order)
-    _transfers: dict[Transfer, int] = field(default_factory=dict, init=False, repr=False)
-    _uses: int = field(default=0, init=False, repr=False)  # sum of the counts above
+    _transfers: dict[Transfer, float] = field(default_factory=dict, init=False, repr=False)
+    _uses: float = field(default=0.0, init=False, repr=False)  # sum of the counts above
     _load: float = field(default=0.0, init=False, repr=False)  # bytes/s, sum of rate x uses
     _since: float = field(default=0.0, init=False, repr=False)  # counters are current up to here
     # solver scratch, valid during one re-solve (``_mark`` == the network's epoch)
     _mark: int = field(default=0, init=False, repr=False)
     _residual: float = field(default=0.0, init=False, repr=False)
-    _unfrozen: int = field(default=0, init=False, repr=False)
+    _unfrozen: float = field(default=0.0, init=False, repr=False)
     _members: list[Transfer] = field(default_factory=list, init=False, repr=False)
     _top: float = field(default=0.0, init=False, repr=False)  # fastest outsider (open link)
-    _froze: int = field(default=0, init=False, repr=False)  # epoch it last froze a transfer
-    _level: float = field(default=0.0, init=False, repr=False)  # ... and at which rate
     _hi: float = field(default=0.0, init=False, repr=False)  # its fastest transfer's rate
     _hi_new: float = field(default=0.0, init=False, repr=False)  # the same, once solved
 
@@ -178,11 +176,13 @@ class Transfer:
         self.rate = 0.0
         self.started = env.now
         self.serial = next(_ids)
-        counts: dict[Link, int] = {}
+        # Counts are floats holding whole numbers (exact): ``uses * rate`` is then a float
+        # product, which the interpreter runs on its fast path, not int-times-float dispatch.
+        counts: dict[Link, float] = {}
         for link in links:
-            counts[link] = counts.get(link, 0) + 1
+            counts[link] = counts.get(link, 0.0) + 1.0
         if cap < _INF:  # the cap as a private link; a negative index keeps heap ties in order
-            counts[Link(f"{label}:cap", cap, index=-self.serial)] = 1
+            counts[Link(f"{label}:cap", cap, index=-self.serial)] = 1.0
         self._uses = tuple(counts.items())  # distinct links in path order (cap last), counts
         self._path = tuple(counts)  # the same links without counts
         self._env = env
@@ -438,7 +438,6 @@ class FlowNetwork:
         forced: set[Link] | None = set()
         while True:
             members, links = self._gather(seeds, started, lam, now, forced)
-            epoch = self._epoch
             if len(members) == 1:
                 t = members[0]
                 rate = _INF
@@ -452,23 +451,20 @@ class FlowNetwork:
                 for link, uses in t._uses:
                     link._residual -= uses * rate
                     link._hi_new = rate
-                bottleneck._froze = epoch
-                bottleneck._level = rate
+                wrong = [bottleneck] if bottleneck._top > rate * (1.0 - _MARGIN) else []
             elif members:
-                _fill(members, links, epoch)
-            if forced is None:
+                wrong = _fill(members, links)
+            else:
+                wrong = []
+            if forced is None or not wrong:
                 break
-            wrong = False
-            for link in links:
-                if link._froze == epoch and link._top > link._level * (1.0 - _MARGIN):
-                    wrong = True
-                    if link._top >= lam * (1.0 - _MARGIN):
-                        forced.add(link)  # fact 3 failed there: take its transfers in
-                    else:  # cannot happen (fact 2); should it, solve the whole of fact 2's set
-                        forced = None
-                        break
-            if not wrong:
-                break
+            floor = lam * (1.0 - _MARGIN)
+            for link in wrong:
+                if link._top >= floor:
+                    forced.add(link)  # fact 3 failed there: take its transfers in
+                else:  # cannot happen (fact 2); should it, solve the whole of fact 2's set
+                    forced = None
+                    break
             self.widened += 1
         self.resolved += len(members)
         finish = self._finish
@@ -508,13 +504,13 @@ class FlowNetwork:
             for link, uses in t._uses:
                 if link._mark != epoch:
                     link._mark = epoch
-                    link._unfrozen = 0
+                    link._unfrozen = 0.0
                     links.append(link)
                 link._unfrozen += uses
         for link in seeds:
             if link._mark != epoch:
                 link._mark = epoch
-                link._unfrozen = 0
+                link._unfrozen = 0.0
                 links.append(link)
         floor = lam * (1.0 - _MARGIN)
         keep = 1.0 - _MARGIN
@@ -541,7 +537,7 @@ class FlowNetwork:
                 for other, uses in t._uses:
                     if other._mark != epoch:
                         other._mark = epoch
-                        other._unfrozen = 0
+                        other._unfrozen = 0.0
                         add_link(other)
                     other._unfrozen += uses
         for link in links:  # the members are known now
@@ -570,9 +566,11 @@ class FlowNetwork:
         return members, links
 
 
-def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
+def _fill(members: list[Transfer], links: list[Link]) -> list[Link]:
     """Bottleneck-first max-min fair rates of ``members`` into their ``_new_rate``, over
-    ``links`` whose ``_residual``, ``_unfrozen`` and ``_members`` describe the sub-problem.
+    ``links`` whose ``_residual``, ``_unfrozen`` and ``_members`` describe the sub-problem;
+    returns the links where fact 3's check failed (module docstring): a transfer left out
+    runs faster than the level at which the link froze the members.
 
     Freezing a transfer at a rate no higher than a link's fair share can only raise that share
     (``(R - u s) / (n - u) >= R / n`` when ``s <= R / n``), so a heap entry's share is a lower
@@ -585,6 +583,8 @@ def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
     for t in members:
         t._new_rate = -1.0  # not frozen yet
     left = len(members)
+    wrong: list[Link] = []
+    keep = 1.0 - _MARGIN
     level = 0.0
     while left and heap:
         share, index, bottleneck = heap[0]
@@ -599,8 +599,8 @@ def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
         heapq.heappop(heap)
         if current > level:  # rounding must not let a later level fall below an earlier one
             level = current
-        bottleneck._froze = epoch
-        bottleneck._level = level
+        if bottleneck._top > level * keep:
+            wrong.append(bottleneck)
         for t in bottleneck._members:
             if t._new_rate < 0:
                 t._new_rate = level
@@ -609,3 +609,4 @@ def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
                     link._residual -= uses * level
                     link._unfrozen -= uses
                     link._hi_new = level  # levels only rise: the last is the members' highest
+    return wrong
