@@ -15,8 +15,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from markupsafe import escape
 
 from pinlab.report.html import (
+    _Table,
+    escape_text,
     inline_svg,
     render_run_html,
     render_suite_html,
@@ -347,3 +352,36 @@ def test_headless_chromium_check_catches_a_broken_page(tmp_path: Path) -> None:
     assert body["data-images-ok"] == "3" and body["data-images-total"] == "5"
     assert any("not rendered" in line for line in console)
     assert any("Content Security Policy" in line for line in console)  # the fetch was blocked
+
+
+_ROW_LOOP = (
+    "{% for row in t.rows %}\n"
+    "<tr{% if t.row_classes and t.row_classes[loop.index0] %}"
+    ' class="{{ t.row_classes[loop.index0] }}"{% endif %}>'
+    '{% for text, cls in row %}<td{% if cls %} class="{{ cls }}"{% endif %}>{{ text }}</td>'
+    "{% endfor %}</tr>\n"
+    "{% endfor %}\n"
+)
+
+
+@given(
+    st.lists(
+        st.lists(st.tuples(st.text(max_size=12), st.sampled_from(["", "num", "a&'b"])), max_size=4),
+        max_size=5,
+    ),
+    st.lists(st.sampled_from(["", "mine", '<"x">']), max_size=6),
+)
+def test_table_body_is_the_template_loop_it_replaces(
+    rows: list[list[tuple[str, str]]], row_classes: list[str]
+) -> None:
+    """The rows joined in Python are byte for byte what jinja2's autoescaped loop wrote."""
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    table = _Table("t", ["a"], rows, row_classes, [])
+    assert str(table.body) == env.from_string(_ROW_LOOP).render(t=table)
+
+
+@given(st.text())
+def test_escape_text_escapes_as_markupsafe_does(text: str) -> None:
+    assert escape_text(text) == str(escape(text))

@@ -16,8 +16,9 @@ matplotlib's ids -- clip paths, markers, ``line2d_1`` -- repeat across figures),
 and a Content-Security-Policy ``<meta>`` forbids loading anything at all, so a stray external
 reference shows up as a console error instead of a silent fetch. The one script (inline,
 allowed by its SHA-256 hash) checks after loading that every plot rendered and records the
-count in ``<body data-images-ok=N>``; the headless-browser test reads it. All text goes
-through jinja2 autoescaping. Output is deterministic: the same run gives the same bytes.
+count in ``<body data-images-ok=N>``; the headless-browser test reads it. All text is
+escaped: by jinja2's autoescaping, and in table bodies by :func:`escape_text`, the same
+escaping applied where the rows are joined in Python (:attr:`_Table.body`). Output is deterministic: the same run gives the same bytes.
 
 :func:`write_report` writes a page atomically; :func:`write_run_report` and
 :func:`write_suite_report` render and write into a run directory / the output root laid out
@@ -178,6 +179,36 @@ class _Table:
     def collapsed(self) -> bool:
         """Long tables (a 128-device cluster) start folded away."""
         return len(self.rows) > COLLAPSE_ROWS
+
+    @property
+    def body(self) -> Markup:
+        """The ``<tbody>`` rows, one ``<tr>`` line each, as the template's loop wrote them: a
+        cluster's table holds tens of thousands of cells, and escaping them one
+        ``{{ }}`` at a time was most of a run page's rendering."""
+        lines = []
+        for i, row in enumerate(self.rows):
+            cls = self.row_classes[i] if i < len(self.row_classes) else ""
+            cells = "".join(
+                f'<td class="{escape_text(c)}">{escape_text(text)}</td>'
+                if c
+                else f"<td>{escape_text(text)}</td>"
+                for text, c in row
+            )
+            head = f'<tr class="{escape_text(cls)}">' if cls else "<tr>"
+            lines.append(f"{head}{cells}</tr>\n")
+        return Markup("".join(lines))
+
+
+def escape_text(text: str) -> str:
+    """``text`` escaped for HTML exactly as jinja2's autoescape (markupsafe) escapes it --
+    ``&``, ``<``, ``>``, ``'`` and ``"`` -- for cells joined in Python (:attr:`_Table.body`)."""
+    return (
+        text.replace("&", "&amp;")
+        .replace(">", "&gt;")
+        .replace("<", "&lt;")
+        .replace("'", "&#39;")
+        .replace('"', "&#34;")
+    )
 
 
 @dataclass(slots=True)

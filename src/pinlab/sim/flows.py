@@ -105,18 +105,16 @@ class Link:
     busy_time: float = 0.0
     index: int = -1
     # active transfers crossing the link -> how many times each crosses it (start order)
-    _transfers: dict[Transfer, int] = field(default_factory=dict, init=False, repr=False)
-    _uses: int = field(default=0, init=False, repr=False)  # sum of the counts above
+    _transfers: dict[Transfer, float] = field(default_factory=dict, init=False, repr=False)
+    _uses: float = field(default=0.0, init=False, repr=False)  # sum of the counts above
     _load: float = field(default=0.0, init=False, repr=False)  # bytes/s, sum of rate x uses
     _since: float = field(default=0.0, init=False, repr=False)  # counters are current up to here
     # solver scratch, valid during one re-solve (``_mark`` == the network's epoch)
     _mark: int = field(default=0, init=False, repr=False)
     _residual: float = field(default=0.0, init=False, repr=False)
-    _unfrozen: int = field(default=0, init=False, repr=False)
+    _unfrozen: float = field(default=0.0, init=False, repr=False)
     _members: list[Transfer] = field(default_factory=list, init=False, repr=False)
     _top: float = field(default=0.0, init=False, repr=False)  # fastest outsider (open link)
-    _froze: int = field(default=0, init=False, repr=False)  # epoch it last froze a transfer
-    _level: float = field(default=0.0, init=False, repr=False)  # ... and at which rate
     _hi: float = field(default=0.0, init=False, repr=False)  # its fastest transfer's rate
     _hi_new: float = field(default=0.0, init=False, repr=False)  # the same, once solved
 
@@ -178,11 +176,13 @@ class Transfer:
         self.rate = 0.0
         self.started = env.now
         self.serial = next(_ids)
-        counts: dict[Link, int] = {}
+        # Counts are floats holding whole numbers (exact): ``uses * rate`` is then a float
+        # product, which the interpreter runs on its fast path, not int-times-float dispatch.
+        counts: dict[Link, float] = {}
         for link in links:
-            counts[link] = counts.get(link, 0) + 1
+            counts[link] = counts.get(link, 0.0) + 1.0
         if cap < _INF:  # the cap as a private link; a negative index keeps heap ties in order
-            counts[Link(f"{label}:cap", cap, index=-self.serial)] = 1
+            counts[Link(f"{label}:cap", cap, index=-self.serial)] = 1.0
         self._uses = tuple(counts.items())  # distinct links in path order (cap last), counts
         self._path = tuple(counts)  # the same links without counts
         self._env = env
@@ -438,7 +438,6 @@ class FlowNetwork:
         forced: set[Link] | None = set()
         while True:
             members, links = self._gather(seeds, started, lam, now, forced)
-            epoch = self._epoch
             if len(members) == 1:
                 t = members[0]
                 rate = _INF
@@ -451,25 +450,21 @@ class FlowNetwork:
                 t._new_rate = rate
                 for link, uses in t._uses:
                     link._residual -= uses * rate
-                    if rate > link._hi_new:
-                        link._hi_new = rate
-                bottleneck._froze = epoch
-                bottleneck._level = rate
+                    link._hi_new = rate
+                wrong = [bottleneck] if bottleneck._top > rate * (1.0 - _MARGIN) else []
             elif members:
-                _fill(members, links, epoch)
-            if forced is None:
+                wrong = _fill(members, links)
+            else:
+                wrong = []
+            if forced is None or not wrong:
                 break
-            wrong = False
-            for link in links:
-                if link._froze == epoch and link._top > link._level * (1.0 - _MARGIN):
-                    wrong = True
-                    if link._top >= lam * (1.0 - _MARGIN):
-                        forced.add(link)  # fact 3 failed there: take its transfers in
-                    else:  # cannot happen (fact 2); should it, solve the whole of fact 2's set
-                        forced = None
-                        break
-            if not wrong:
-                break
+            floor = lam * (1.0 - _MARGIN)
+            for link in wrong:
+                if link._top >= floor:
+                    forced.add(link)  # fact 3 failed there: take its transfers in
+                else:  # cannot happen (fact 2); should it, solve the whole of fact 2's set
+                    forced = None
+                    break
             self.widened += 1
         self.resolved += len(members)
         finish = self._finish
@@ -482,7 +477,9 @@ class FlowNetwork:
                 finish[t._slot] = now + t._left / rate
         for link in links:
             link._load = link.capacity - link._residual  # what the kept and solved rates use
-            link._hi = link._hi_new
+            hi = link._hi_new  # the fastest member's rate (0 with none) ...
+            top = link._top  # ... or the fastest transfer left out
+            link._hi = top if top > hi else hi
             link._members = []
 
     def _gather(
@@ -504,22 +501,22 @@ class FlowNetwork:
         links: list[Link] = []
         for t in started:
             t._mark = epoch
-            for link in t._path:
+            for link, uses in t._uses:
                 if link._mark != epoch:
                     link._mark = epoch
+                    link._unfrozen = 0.0
                     links.append(link)
+                link._unfrozen += uses
         for link in seeds:
             if link._mark != epoch:
                 link._mark = epoch
+                link._unfrozen = 0.0
                 links.append(link)
         floor = lam * (1.0 - _MARGIN)
         keep = 1.0 - _MARGIN
         add_member = members.append
         add_link = links.append
-        i = 0
-        while i < len(links):  # breadth-first over links; ``links`` grows as it goes
-            link = links[i]
-            i += 1
+        for link in links:  # breadth-first: ``links`` grows as the loop goes
             dt = now - link._since  # Link._fold, inline: this loop is the solver's hot path
             if dt > 0:
                 if link._load > 0:
@@ -534,39 +531,46 @@ class FlowNetwork:
                     threshold = floor
             else:
                 continue
-            for t in link._transfers:
-                if t._mark != epoch and t.rate >= threshold:
-                    t._mark = epoch
-                    add_member(t)
-                    for other in t._path:
-                        if other._mark != epoch:
-                            other._mark = epoch
-                            add_link(other)
+            for t in [t for t in link._transfers if t.rate >= threshold and t._mark != epoch]:
+                t._mark = epoch  # (a transfer's mark is set here only: the list stays right)
+                add_member(t)
+                for other, uses in t._uses:
+                    if other._mark != epoch:
+                        other._mark = epoch
+                        other._unfrozen = 0.0
+                        add_link(other)
+                    other._unfrozen += uses
         for link in links:  # the members are known now
+            transfers = link._transfers
+            if link._unfrozen == link._uses:  # all members (a host link, a cap): no sum to take
+                link._residual = link.capacity
+                link._members = list(transfers)
+                link._top = 0.0
+                link._hi_new = 0.0
+                continue
             fixed = 0.0
-            unfrozen = 0
             here: list[Transfer] = []
             top = 0.0
-            for t, uses in link._transfers.items():
+            for t, uses in transfers.items():
                 if t._mark == epoch:
                     here.append(t)
-                    unfrozen += uses
                 else:
                     rate = t.rate
                     fixed += uses * rate
                     if rate > top:
                         top = rate
             link._residual = link.capacity - fixed
-            link._unfrozen = unfrozen
             link._members = here
             link._top = top
-            link._hi_new = top
+            link._hi_new = 0.0
         return members, links
 
 
-def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
+def _fill(members: list[Transfer], links: list[Link]) -> list[Link]:
     """Bottleneck-first max-min fair rates of ``members`` into their ``_new_rate``, over
-    ``links`` whose ``_residual``, ``_unfrozen`` and ``_members`` describe the sub-problem.
+    ``links`` whose ``_residual``, ``_unfrozen`` and ``_members`` describe the sub-problem;
+    returns the links where fact 3's check failed (module docstring): a transfer left out
+    runs faster than the level at which the link froze the members.
 
     Freezing a transfer at a rate no higher than a link's fair share can only raise that share
     (``(R - u s) / (n - u) >= R / n`` when ``s <= R / n``), so a heap entry's share is a lower
@@ -579,6 +583,8 @@ def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
     for t in members:
         t._new_rate = -1.0  # not frozen yet
     left = len(members)
+    wrong: list[Link] = []
+    keep = 1.0 - _MARGIN
     level = 0.0
     while left and heap:
         share, index, bottleneck = heap[0]
@@ -593,8 +599,8 @@ def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
         heapq.heappop(heap)
         if current > level:  # rounding must not let a later level fall below an earlier one
             level = current
-        bottleneck._froze = epoch
-        bottleneck._level = level
+        if bottleneck._top > level * keep:
+            wrong.append(bottleneck)
         for t in bottleneck._members:
             if t._new_rate < 0:
                 t._new_rate = level
@@ -602,5 +608,5 @@ def _fill(members: list[Transfer], links: list[Link], epoch: int) -> None:
                 for link, uses in t._uses:
                     link._residual -= uses * level
                     link._unfrozen -= uses
-                    if level > link._hi_new:
-                        link._hi_new = level
+                    link._hi_new = level  # levels only rise: the last is the members' highest
+    return wrong
