@@ -32,6 +32,7 @@ from pinlab.kernel.ttm import (
     TtmMemType,
     TtmPlace,
     TtmPlFlag,
+    TtmResource,
     TtmResourceManager,
     placement,
     ttm_bo_clear,
@@ -106,9 +107,9 @@ def man(bdev: TtmDevice, mem_type: TtmMemType) -> TtmResourceManager:
     return m
 
 
-def where(bo: TtmBufferObject) -> tuple[TtmMemType | None, int | None]:
-    """Memory type and resource serial: changes whenever the BO moves."""
-    return bo.mem_type, bo.resource.serial if bo.resource is not None else None
+def where(bo: TtmBufferObject) -> tuple[TtmMemType | None, TtmResource | None]:
+    """Memory type and resource (compared by identity): changes whenever the BO moves."""
+    return bo.mem_type, bo.resource
 
 
 def kernel_usages(bo: TtmBufferObject) -> dict[object, DmaResvUsage]:

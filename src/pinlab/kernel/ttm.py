@@ -107,6 +107,8 @@ class TtmResource:
     ``start``, ``size``, ``mem_type`` and ``contiguous`` are fixed when the resource is made, as
     ``ttm_resource_init`` fills ``res->start``, ``res->size``, ``res->mem_type`` and the
     ``TTM_PL_FLAG_CONTIGUOUS`` bit of ``res->placement``: an allocation never changes its ranges.
+    A move makes a new resource, so whether a BO moved is whether its resource is the same
+    object; like ``struct ttm_resource``, a resource carries no serial number of its own.
     """
 
     __slots__ = (
@@ -116,7 +118,6 @@ class TtmResource:
         "manager",
         "mem_type",
         "pool",
-        "serial",
         "size",
         "start",
     )
@@ -132,7 +133,6 @@ class TtmResource:
         self.bo = bo
         self.allocation = allocation
         self.pool = pool
-        self.serial = next(_serials)
         self.start = allocation.start
         self.size = allocation.size
         self.mem_type = manager.mem_type
