@@ -5,7 +5,7 @@ pins, maps, evicts under pressure, runs copies, detaches, closes and releases bu
 pinned RDMA umems, in random order, on a small device (VRAM and GTT of 32 pages each) so
 that eviction is frequent. After every step it checks (design.md "Tests"; K-37, K-60):
 
-1. a pinned BO never moves: its resource serial and backing epoch stay the same while its
+1. a pinned BO never moves: its resource (the same object) and backing epoch stay while its
    pin_count is > 0 (also checked at every single move, inside the driver's ``move``);
 2. every resource manager's allocator passes ``check_invariants()``, ``used`` equals the sum
    of its live resources' sizes, the resources do not overlap, and the manager's LRU and
@@ -166,7 +166,7 @@ class TtmDmaBufMachine(RuleBasedStateMachine):
         ]
         self.files = FdTable()
         self.bos: list[BoRec] = []
-        self.pinned_at: dict[int, tuple[int | None, int]] = {}
+        self.pinned_at: dict[int, tuple[TtmResource | None, int]] = {}
         self.dmem: FakeDmem | None = None
         self.tasks = [Task(1, "app"), Task(2, "batch")]
         if self.kernel.profile.dmem:
@@ -552,7 +552,7 @@ class TtmDmaBufMachine(RuleBasedStateMachine):
         for rec in self.live():
             bo = rec.bo
             if bo.pin_count:
-                key = (bo.resource.serial if bo.resource is not None else None, bo.epoch)
+                key = (bo.resource, bo.epoch)  # the resource by identity
                 prev = self.pinned_at.get(bo.serial)
                 assert prev is None or prev == key, f"pinned {bo!r} moved"
                 self.pinned_at[bo.serial] = key

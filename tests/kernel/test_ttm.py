@@ -32,7 +32,9 @@ from pinlab.kernel.ttm import (
     TtmMemType,
     TtmPlace,
     TtmPlFlag,
+    TtmResource,
     TtmResourceManager,
+    _lru_walk,
     placement,
     ttm_bo_clear,
     ttm_bo_init_validate,
@@ -106,9 +108,9 @@ def man(bdev: TtmDevice, mem_type: TtmMemType) -> TtmResourceManager:
     return m
 
 
-def where(bo: TtmBufferObject) -> tuple[TtmMemType | None, int | None]:
-    """Memory type and resource serial: changes whenever the BO moves."""
-    return bo.mem_type, bo.resource.serial if bo.resource is not None else None
+def where(bo: TtmBufferObject) -> tuple[TtmMemType | None, TtmResource | None]:
+    """Memory type and resource (compared by identity): changes whenever the BO moves."""
+    return bo.mem_type, bo.resource
 
 
 def kernel_usages(bo: TtmBufferObject) -> dict[object, DmaResvUsage]:
@@ -561,6 +563,23 @@ def test_lru_least_recently_used_is_evicted_first(profile: str) -> None:
     assert (a.mem_type, c.mem_type) == (VRAM, TT)
     new_bo(bdev, 1, VRAM)
     assert a.mem_type is TT
+
+
+def test_lru_walk_follows_the_live_lru_and_visits_each_bo_once() -> None:
+    """The eviction walk walks the LRU as it is now, not a copy taken when it started: a BO
+    that left the LRU meanwhile is not visited, one that joined it is, at its place, and a BO
+    moved to the tail after its visit is not visited again."""
+    bdev = make_dev(vram=8)
+    a, b, c, d = (new_bo(bdev, 1, VRAM, name=n) for n in "abcd")
+    vram = man(bdev, VRAM)
+    walk = _lru_walk(vram)
+    assert next(walk) is a
+    ttm_bo_move_to_lru_tail(a)  # visited, now last: not visited again
+    assert next(walk) is b
+    pin(c)  # leaves the LRU before the walk reaches it
+    e = new_bo(bdev, 1, VRAM, name="e")  # joins at the tail
+    assert list(walk) == [d, e]
+    assert vram.lru_bos() == [b, d, a, e]
 
 
 @pytest.mark.parametrize("profile", ALL_PRESETS)

@@ -72,32 +72,40 @@ class File:
 
 
 class FdTable:
-    """``struct files_struct``: fd numbers to files, lowest free number first (O(log n))."""
+    """``struct files_struct``: fd numbers to files, lowest free number first (O(log n)).
 
-    __slots__ = ("_cloexec", "_fds", "_free", "_next")
+    The files sit in an array indexed by fd number, as ``fdt->fd[]`` does (a slot is ``None``
+    when the number is free): 8 bytes a slot, where a dict would cost an entry of ~40 bytes
+    and an int object per open fd (a process may hold a million dma-buf fds).
+    """
+
+    __slots__ = ("_cloexec", "_fds", "_free", "_open")
 
     def __init__(self) -> None:
-        self._fds: dict[int, File] = {}
-        self._free: list[int] = []  # heap of numbers below _next that were closed
-        self._next = 3  # 0, 1, 2 are stdio, not modelled
+        self._fds: list[File | None] = [None, None, None]  # 0, 1, 2 are stdio, not modelled
+        self._free: list[int] = []  # heap of numbers below len(_fds) that were closed
+        self._open = 0
         # fdt->close_on_exec: a bitmap, one bit per fd number (a set would cost ~50 bytes
         # per open fd)
         self._cloexec = bytearray()
 
     def get_unused_fd(self) -> int:
         """``get_unused_fd_flags``: the lowest free descriptor number."""
+        fds = self._fds
         while self._free:
             fd = heapq.heappop(self._free)
-            if fd not in self._fds:
+            if fds[fd] is None:
                 return fd
-        fd = self._next
-        self._next += 1
-        return fd
+        return len(fds)
 
     def install(self, file: File, flags: int = 0) -> int:
         """``fd_install`` into the lowest free number; the table now owns that reference."""
         fd = self.get_unused_fd()
-        self._fds[fd] = file
+        if fd == len(self._fds):
+            self._fds.append(file)
+        else:
+            self._fds[fd] = file
+        self._open += 1
         self._set_close_on_exec(fd, bool(flags & O_CLOEXEC))
         return fd
 
@@ -121,13 +129,17 @@ class FdTable:
 
     def lookup(self, fd: int) -> File | None:
         """``fget`` without taking a reference: the open file behind ``fd`` or None."""
-        return self._fds.get(fd)
+        if 0 <= fd < len(self._fds):
+            return self._fds[fd]
+        return None
 
     def close(self, fd: int) -> bool:
         """``close_fd``: False if ``fd`` was not open (the syscall's ``-EBADF``)."""
-        file = self._fds.pop(fd, None)
+        file = self.lookup(fd)
         if file is None:
             return False
+        self._fds[fd] = None
+        self._open -= 1
         self._set_close_on_exec(fd, False)
         heapq.heappush(self._free, fd)
         file.put()
@@ -135,14 +147,16 @@ class FdTable:
 
     def close_all(self) -> None:
         """Close every descriptor, highest first (``exit_files``)."""
-        for fd in sorted(self._fds, reverse=True):
+        for fd in reversed(list(self)):
             self.close(fd)
 
     def __contains__(self, fd: object) -> bool:
-        return fd in self._fds
+        return isinstance(fd, int) and self.lookup(fd) is not None
 
     def __iter__(self) -> Iterator[int]:
-        return iter(sorted(self._fds))
+        """The open descriptor numbers, lowest first (a snapshot: closing while iterating is
+        fine)."""
+        return iter([fd for fd, file in enumerate(self._fds) if file is not None])
 
     def __len__(self) -> int:
-        return len(self._fds)
+        return self._open

@@ -72,11 +72,13 @@ class DmaResv:
         self.kernel = kernel
         self.name = name
         self._holder: object = _UNLOCKED
-        # the entries: fences in insertion order and, byte for byte, their usages -- a tuple
-        # and a byte string, replaced on change: a resv holds a few fences, most none or one
-        # (a list of (fence, usage) pairs costs a list, its array and a tuple per fence; the
-        # empty tuple and one-byte strings are shared by CPython)
-        self._fences: tuple[DmaFence, ...] = ()
+        # the entries: fences in insertion order and, byte for byte, their usages -- the fences
+        # as a tuple, a lone fence as itself, and a byte string, replaced on change: a resv
+        # holds a few fences, most none or one (a BO's clear fence, kept once signalled until
+        # the next add recycles it, K-65). A list of (fence, usage) pairs would cost a list,
+        # its array and a tuple per fence, a one-fence tuple 48 bytes a buffer; the empty
+        # tuple and the one-byte strings are shared by CPython.
+        self._fences: tuple[DmaFence, ...] | DmaFence = ()
         self._usages = b""
 
     # -- locking ---------------------------------------------------------------------------
@@ -163,6 +165,15 @@ class DmaResv:
         self.unlock()
 
     # -- fences ----------------------------------------------------------------------------
+    def _entries(self) -> tuple[DmaFence, ...]:
+        """The fences in insertion order, as a tuple."""
+        fences = self._fences
+        return (fences,) if isinstance(fences, DmaFence) else fences
+
+    def _store(self, fences: tuple[DmaFence, ...], usages: bytes) -> None:
+        self._fences = fences[0] if len(fences) == 1 else fences
+        self._usages = usages
+
     def add_fence(self, fence: DmaFence, usage: DmaResvUsage) -> None:
         """``dma_resv_add_fence``; the resv must be held.
 
@@ -172,20 +183,21 @@ class DmaResv:
         """
         self.assert_held("dma_resv_add_fence")
         usage = DmaResvUsage(usage)
-        fences, usages = self._fences, self._usages
+        fences, usages = self._entries(), self._usages
         for i, old in enumerate(fences):
             if (
                 old.context == fence.context and usages[i] >= usage and fence.is_later_or_same(old)
             ) or old.signaled:
-                self._fences = (*fences[:i], fence, *fences[i + 1 :])
-                self._usages = usages[:i] + _USAGE_BYTES[usage] + usages[i + 1 :]
+                self._store(
+                    (*fences[:i], fence, *fences[i + 1 :]),
+                    usages[:i] + _USAGE_BYTES[usage] + usages[i + 1 :],
+                )
                 return
-        self._fences = (*fences, fence)
-        self._usages = usages + _USAGE_BYTES[usage]
+        self._store((*fences, fence), usages + _USAGE_BYTES[usage])
 
     def iter_fences(self, usage: DmaResvUsage) -> Iterator[tuple[DmaFence, DmaResvUsage]]:
         """``dma_resv_for_each_fence``: entries with usage <= ``usage``, in insertion order."""
-        for fence, fence_usage in zip(self._fences, self._usages, strict=True):
+        for fence, fence_usage in zip(self._entries(), self._usages, strict=True):
             if fence_usage <= usage:
                 yield fence, _USAGES[fence_usage]
 
@@ -214,12 +226,12 @@ class DmaResv:
 
     def prune(self) -> None:
         """Drop signalled fences (what ``dma_resv_reserve_fences`` recycling achieves)."""
-        kept = [(f, u) for f, u in zip(self._fences, self._usages, strict=True) if not f.signaled]
-        self._fences = tuple(f for f, _ in kept)
-        self._usages = bytes(u for _, u in kept)
+        entries = zip(self._entries(), self._usages, strict=True)
+        kept = [(f, u) for f, u in entries if not f.signaled]
+        self._store(tuple(f for f, _ in kept), bytes(u for _, u in kept))
 
     def __len__(self) -> int:
-        return len(self._fences)
+        return len(self._usages)
 
     def __repr__(self) -> str:
         return f"<dma_resv {self.name}>" if self.name else f"<dma_resv {id(self):#x}>"

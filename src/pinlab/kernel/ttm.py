@@ -107,6 +107,8 @@ class TtmResource:
     ``start``, ``size``, ``mem_type`` and ``contiguous`` are fixed when the resource is made, as
     ``ttm_resource_init`` fills ``res->start``, ``res->size``, ``res->mem_type`` and the
     ``TTM_PL_FLAG_CONTIGUOUS`` bit of ``res->placement``: an allocation never changes its ranges.
+    A move makes a new resource, so whether a BO moved is whether its resource is the same
+    object; like ``struct ttm_resource``, a resource carries no serial number of its own.
     """
 
     __slots__ = (
@@ -116,7 +118,6 @@ class TtmResource:
         "manager",
         "mem_type",
         "pool",
-        "serial",
         "size",
         "start",
     )
@@ -132,7 +133,6 @@ class TtmResource:
         self.bo = bo
         self.allocation = allocation
         self.pool = pool
-        self.serial = next(_serials)
         self.start = allocation.start
         self.size = allocation.size
         self.mem_type = manager.mem_type
@@ -156,6 +156,7 @@ class TtmResourceManager:
         "eviction_fences",
         "evictions",
         "lru",
+        "lru_changes",
         "mem_type",
         "name",
         "on_pin_change",
@@ -183,6 +184,9 @@ class TtmResourceManager:
         # insertion order is LRU order (move to the tail = pop and re-insert): a plain dict
         # costs less per BO than an OrderedDict's linked list
         self.lru: dict[int, TtmBufferObject] = {}
+        # bumped on every change of the LRU (add, removal, move to the tail): an eviction
+        # walk that sees it change resumes from the head (_lru_walk)
+        self.lru_changes = 0
         self.pinned: dict[int, TtmBufferObject] = {}
         self.eviction_fences: list[DmaFence] = []
         self.region = region
@@ -204,6 +208,17 @@ class TtmResourceManager:
     def lru_bos(self) -> list[TtmBufferObject]:
         """Evictable BOs, least recently used first."""
         return list(self.lru.values())
+
+    def lru_add(self, bo: TtmBufferObject) -> None:
+        """Put ``bo`` at the LRU tail (``ttm_resource_add_bulk_move``/``list_add_tail``)."""
+        self.lru.pop(bo.serial, None)
+        self.lru[bo.serial] = bo
+        self.lru_changes += 1
+
+    def lru_del(self, bo: TtmBufferObject) -> None:
+        """Take ``bo`` off the LRU if it is there (``list_del_init``)."""
+        if self.lru.pop(bo.serial, None) is not None:
+            self.lru_changes += 1
 
     def __repr__(self) -> str:
         return f"<ttm manager {self.name} used={self.used}/{self.size}>"
@@ -469,7 +484,7 @@ def ttm_resource_free(bo: TtmBufferObject, res: TtmResource | None) -> None:
     if res is None:
         return
     man = res.manager
-    man.lru.pop(bo.serial, None)
+    man.lru_del(bo)
     man.pinned.pop(bo.serial, None)
     man.allocator.free(res.allocation)
     _uncharge(bo, res.pool)
@@ -503,15 +518,14 @@ def _set_resource(bo: TtmBufferObject, res: TtmResource | None) -> None:
     if bo.pin_count:
         res.manager.pinned[bo.serial] = bo
     else:
-        res.manager.lru[bo.serial] = bo
+        res.manager.lru_add(bo)
 
 
 def ttm_bo_move_to_lru_tail(bo: TtmBufferObject) -> None:
     """``ttm_bo_move_to_lru_tail``: the BO was used; evict it last."""
     res = bo.resource
     if res is not None and not bo.pin_count and bo.serial in res.manager.lru:
-        lru = res.manager.lru
-        lru[bo.serial] = lru.pop(bo.serial)
+        res.manager.lru_add(bo)
 
 
 # -- pinning -------------------------------------------------------------------------------
@@ -524,7 +538,7 @@ def ttm_bo_pin(bo: TtmBufferObject) -> None:
     bo.pin_count += 1
     if bo.pin_count == 1 and bo.resource is not None:
         man = bo.resource.manager
-        man.lru.pop(bo.serial, None)
+        man.lru_del(bo)
         man.pinned[bo.serial] = bo
         if man.on_pin_change is not None:
             man.on_pin_change()
@@ -541,7 +555,7 @@ def ttm_bo_unpin(bo: TtmBufferObject) -> None:
     if bo.pin_count == 0 and bo.resource is not None:
         man = bo.resource.manager
         man.pinned.pop(bo.serial, None)
-        man.lru[bo.serial] = bo
+        man.lru_add(bo)
         if man.on_pin_change is not None:
             man.on_pin_change()
 
@@ -694,7 +708,7 @@ def ttm_bo_evict_alloc(
         try_low = False
         while True:
             hit_low = False
-            for victim in man.lru_bos():
+            for victim in _lru_walk(man):
                 if victim is evictor or victim.resource is None:
                     continue
                 if dmem is not None:
@@ -717,6 +731,34 @@ def ttm_bo_evict_alloc(
             raise err(Errno.EBUSY, "ttm_bo_evict_alloc", f"nothing evictable in {man.name}")
     finally:
         state.in_evict = False
+
+
+def _lru_walk(man: TtmResourceManager) -> Iterator[TtmBufferObject]:
+    """The BOs on ``man``'s LRU, least recently used first, each at most once, as the
+    kernel's cursor walk (``ttm_resource_manager_first``/``_next``) finds them.
+
+    The walk's own evictions change the LRU under it (a victim leaves it; a driver's notifier
+    may do more), so no copy of the whole LRU is taken -- that would cost O(n) for every
+    evicting allocation at a million BOs. The dict is iterated directly, and when the LRU has
+    changed since the last step (``lru_changes``) the walk starts over at the head, passing
+    the BOs it has already visited: a step is O(1) plus, after an eviction, the BOs skipped
+    at the head so far. BOs that left the LRU are not visited (the kernel's cursor walks the
+    live list); one that joined it during the walk is, at its place.
+    """
+    lru = man.lru
+    seen: set[int] = set()
+    restart = True
+    while restart:
+        restart = False
+        changes = man.lru_changes
+        for serial, bo in lru.items():
+            if serial in seen:
+                continue
+            seen.add(serial)
+            yield bo
+            if man.lru_changes != changes:
+                restart = True
+                break
 
 
 def _dmem_may_evict(
