@@ -18,7 +18,8 @@ reference shows up as a console error instead of a silent fetch. The one script 
 allowed by its SHA-256 hash) checks after loading that every plot rendered and records the
 count in ``<body data-images-ok=N>``; the headless-browser test reads it. All text is
 escaped: by jinja2's autoescaping, and in table bodies by :func:`escape_text`, the same
-escaping applied where the rows are joined in Python (:attr:`_Table.body`). Output is deterministic: the same run gives the same bytes.
+escaping applied where the rows are joined in Python (:attr:`_Table.body`). Output is
+deterministic: the same run gives the same bytes.
 
 :func:`write_report` writes a page atomically; :func:`write_run_report` and
 :func:`write_suite_report` render and write into a run directory / the output root laid out

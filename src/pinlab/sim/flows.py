@@ -117,6 +117,10 @@ class Link:
     _top: float = field(default=0.0, init=False, repr=False)  # fastest outsider (open link)
     _hi: float = field(default=0.0, init=False, repr=False)  # its fastest transfer's rate
     _hi_new: float = field(default=0.0, init=False, repr=False)  # the same, once solved
+    _full: float = field(default=0.0, init=False, repr=False)  # saturated at this load
+
+    def __post_init__(self) -> None:
+        self._full = self.capacity * _SATURATED
 
     def utilisation(self, elapsed: float) -> float:
         """Mean utilisation over ``elapsed`` seconds."""
@@ -523,9 +527,9 @@ class FlowNetwork:
                     link.bytes_carried += link._load * dt
                     link.busy_time += dt
                 link._since = now
-            if forced is None or link in forced:
+            if forced is None or (forced and link in forced):
                 threshold = floor
-            elif link._load >= link.capacity * _SATURATED:
+            elif link._load >= link._full:
                 threshold = link._hi * keep
                 if threshold < floor:
                     threshold = floor
