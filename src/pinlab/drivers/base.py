@@ -8,7 +8,8 @@ them (``exporter = "amdgpu"``).
 The seam between a driver and the layers above is what the driver *declares*, never a probe:
 the attributes of :class:`ExporterDriver` (``bdev``, ``vram_region``, ``move_notifies``, its
 ``dma_buf_ops`` table ``ops``), its class-level capabilities (``carve_out``,
-``imports_dmabufs``, ``shareable_domain``) and its :meth:`~ExporterDriver.from_spec`
+``imports_dmabufs``, ``shareable_domain``, ``has_display``,
+:meth:`~ExporterDriver.host_memory_domains`) and its :meth:`~ExporterDriver.from_spec`
 constructor. Whether an exporter is dynamic is read off its ops table, as the kernel's
 ``dma_buf_is_dynamic()`` reads ``ops->pin`` (K-6).
 """
