@@ -314,3 +314,25 @@ def test_a_plugin_exporter_gets_what_it_declares(
     assert [d.device for d in plan.spec.displays] == [amdgpu.name]
     assert "radeon exists in no released kernel profile pinlab models" in plan.notes
     assert not any(n.startswith("amdgpu") for n in plan.notes)
+
+
+def test_an_exporter_absent_from_the_suggested_profile_is_noted(tmp_path: Path) -> None:
+    """xe does not exist in the 5.16 profile (``XeDevice.exists_in``): a 6.1 host with an
+    xe-bound GPU gets the 5.16 profile and a note naming the oldest profile that has xe."""
+    from tests.inspect.fakehost import FakeHost
+
+    h = FakeHost(tmp_path)
+    h.proc(release="6.1.0")
+    h.pci("0000:00:00.0", vendor=0x8086, device=0x4660, cls=0x060000)
+    h.pci("0000:00:01.0", vendor=0x8086, device=0x460D, cls=0x060400)
+    h.pci(
+        "0000:01:00.0",
+        parent="0000:00:01.0",
+        vendor=0x8086,
+        device=0xE20B,
+        cls=0x030000,
+        driver="xe",
+    )
+    plan = plan_host(inspect_host(tmp_path))
+    assert plan.spec.kernel == "5.16" and plan.spec.devices[0].driver == "xe"
+    assert "xe needs a kernel profile with xe (6.12 or later), not 5.16" in plan.notes
