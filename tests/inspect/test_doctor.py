@@ -120,3 +120,53 @@ def test_json_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixture[str
         outs.append(capsys.readouterr().out)
     assert outs[0] == outs[1]
     assert json.loads(outs[0])["pairs"][0]["registrations"]["pinned"]["ok"] is True
+
+
+def test_the_odp_kernel_fix_is_offered_where_the_nic_driver_declares_odp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "A kernel with ODP" is a fix for a NIC whose driver declares ODP support
+    (``RdmaDevice.supports_odp``) and has none here -- read off the driver class, so a plugin
+    NIC gets it from its declaration, whatever its name or base class."""
+    from pinlab.drivers import IMPORTERS
+    from pinlab.drivers.mlx5 import Mlx5Device
+    from pinlab.inspect.doctor import _candidates
+    from pinlab.inspect.doctor_run import Inputs, snapshot_memlock
+    from pinlab.inspect.hostpolicy import host_policy
+
+    class Clone(Mlx5Device):
+        driver_name = "cx-clone"
+
+    class NoOdp(Mlx5Device):
+        driver_name = "cx-noodp"
+        supports_odp = False
+
+    monkeypatch.setitem(IMPORTERS, "cx-clone", Clone)
+    monkeypatch.setitem(IMPORTERS, "cx-noodp", NoOdp)
+    snap = _snap(tmp_path, config=MN_ON + "# CONFIG_INFINIBAND_ON_DEMAND_PAGING is not set\n")
+    spec = snap.plan().spec
+    (device,) = spec.devices
+    (nic,) = spec.nics
+    profile, uverbs, _ = closest_profile(snap)
+    fixes = {}
+    for driver in ("mlx5", "cx-clone", "cx-noodp"):
+        nics = (nic.model_copy(update={"driver": driver, "odp": False}),)
+        inputs = Inputs(
+            spec.model_copy(update={"nics": nics}),
+            profile,
+            uverbs,
+            snapshot_memlock(snap),
+            frozenset(),
+            host_policy(snap),
+            "pinned",
+            GiB,
+        )
+        texts = [text for text, _ in _candidates(inputs, device.name, nic.name)]
+        fixes[driver] = [t for t in texts if "ON_DEMAND_PAGING" in t]
+    assert fixes == {
+        "mlx5": ["a kernel with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y (mlx5 then offers ODP)"],
+        "cx-clone": [
+            "a kernel with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y (cx-clone then offers ODP)"
+        ],
+        "cx-noodp": [],
+    }

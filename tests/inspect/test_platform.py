@@ -264,3 +264,75 @@ def test_check_platform_reports_a_bad_file(tmp_path: Path) -> None:
     write_platform(platform_text(plan), path)
     check = check_platform(path, plan.spec)
     assert check.ok and check.profile == "6.16"
+
+
+def test_a_plugin_exporter_gets_what_it_declares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a function is identified as a model, what the mapping gives it is the model's
+    declaration, not its name: a plugin exporter (an amdgpu-like driver with a GTT domain but
+    no SYSTEM one, no KMS, and no kernel profile it exists in) gets GTT only, no display
+    engine despite its connectors, and a note for the profile; the same function as amdgpu
+    gets GTT, SYSTEM and a display."""
+    from pinlab.drivers import EXPORTERS
+    from pinlab.drivers.amdgpu import AmdgpuDevice
+    from pinlab.drivers.gem_ttm import domain_sizes
+    from pinlab.inspect import platform
+    from pinlab.kernel.profile import KernelProfile
+    from tests.inspect.fakehost import FakeHost
+
+    class Radeon(AmdgpuDevice):
+        driver_name = "radeon"
+        has_display = False
+        default_sizes = domain_sizes(vram=4 * GiB, gtt=4 * GiB)
+
+        @classmethod
+        def exists_in(cls, profile: KernelProfile) -> bool:
+            return False
+
+    monkeypatch.setitem(EXPORTERS, "radeon", Radeon)
+    monkeypatch.setitem(platform._BOUND_EXPORTERS, "radeon", "radeon")  # identification
+    h = FakeHost(tmp_path)
+    h.proc(release="6.16.1", mem_kb=64 * 1024 * 1024)
+    h.pci("0000:00:00.0", vendor=0x1022, device=0x14E8, cls=0x060000)
+    for slot, driver in enumerate(("radeon", "amdgpu"), start=1):
+        h.pci(f"0000:00:{slot:02x}.1", vendor=0x1022, device=0x14EE, cls=0x060400)
+        h.pci(
+            f"0000:{slot:02x}:00.0",
+            parent=f"0000:00:{slot:02x}.1",
+            vendor=0x1002,
+            device=0x73BF,
+            cls=0x030000,
+            driver=driver,
+            bars=(256 * MiB,),
+            attrs={f"drm/card{slot}/card{slot}-DP-1/status": "connected\n"},
+        )
+    plan = plan_host(inspect_host(tmp_path))
+    radeon, amdgpu = plan.spec.devices
+    assert (radeon.driver, radeon.gtt, radeon.system) == ("radeon", 32 * GiB, None)
+    assert (amdgpu.driver, amdgpu.gtt, amdgpu.system) == ("amdgpu", 32 * GiB, 64 * GiB)
+    assert [d.device for d in plan.spec.displays] == [amdgpu.name]
+    assert "radeon exists in no released kernel profile pinlab models" in plan.notes
+    assert not any(n.startswith("amdgpu") for n in plan.notes)
+
+
+def test_an_exporter_absent_from_the_suggested_profile_is_noted(tmp_path: Path) -> None:
+    """xe does not exist in the 5.16 profile (``XeDevice.exists_in``): a 6.1 host with an
+    xe-bound GPU gets the 5.16 profile and a note naming the oldest profile that has xe."""
+    from tests.inspect.fakehost import FakeHost
+
+    h = FakeHost(tmp_path)
+    h.proc(release="6.1.0")
+    h.pci("0000:00:00.0", vendor=0x8086, device=0x4660, cls=0x060000)
+    h.pci("0000:00:01.0", vendor=0x8086, device=0x460D, cls=0x060400)
+    h.pci(
+        "0000:01:00.0",
+        parent="0000:00:01.0",
+        vendor=0x8086,
+        device=0xE20B,
+        cls=0x030000,
+        driver="xe",
+    )
+    plan = plan_host(inspect_host(tmp_path))
+    assert plan.spec.kernel == "5.16" and plan.spec.devices[0].driver == "xe"
+    assert "xe needs a kernel profile with xe (6.12 or later), not 5.16" in plan.notes

@@ -154,6 +154,7 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
     )
     exp_name = "amdgpu"
     imports_dmabufs = True
+    has_display = True
     dmem_region_name = "vram"
     default_sizes = domain_sizes(vram=16 * GiB, gtt=16 * GiB, system=64 * GiB)
     domain_aliases = domain_names(vram=("vram",), tt=("gtt", "tt"), system=("system", "cpu"))

@@ -8,7 +8,8 @@ them (``exporter = "amdgpu"``).
 The seam between a driver and the layers above is what the driver *declares*, never a probe:
 the attributes of :class:`ExporterDriver` (``bdev``, ``vram_region``, ``move_notifies``, its
 ``dma_buf_ops`` table ``ops``), its class-level capabilities (``carve_out``,
-``imports_dmabufs``, ``shareable_domain``) and its :meth:`~ExporterDriver.from_spec`
+``imports_dmabufs``, ``shareable_domain``, ``has_display``,
+:meth:`~ExporterDriver.host_memory_domains`) and its :meth:`~ExporterDriver.from_spec`
 constructor. Whether an exporter is dynamic is read off its ops table, as the kernel's
 ``dma_buf_is_dynamic()`` reads ``ops->pin`` (K-6).
 """
@@ -253,7 +254,11 @@ class ExporterDriver(Driver, ABC):
     * ``shareable_domain`` -- the ``create_buffer`` domain userspace uses for a buffer it
       means to share (``"vram"``; xe and i915 need a system-memory placement too);
     * ``buffer_source`` -- how userspace gets a dma-buf from it (:class:`BufferSource`: GEM
-      create + export, or vfio-pci's BAR ranges).
+      create + export, or vfio-pci's BAR ranges);
+    * ``has_display`` -- its device's display block is driven by the driver through DRM KMS,
+      so a display engine may import on its function;
+    * :meth:`host_memory_domains` -- the host-memory domains it manages besides device memory
+      (TTM's GTT and SYSTEM), which a platform spec's ``gtt``/``system`` size.
 
     Instance attributes every exporter sets (:meth:`__init__`): ``kernel``, ``pdev`` (its PCI
     function, also ``dev``), ``name``, ``module``, ``ops`` (its ``dma_buf_ops``), ``bdev``
@@ -268,6 +273,12 @@ class ExporterDriver(Driver, ABC):
     imports_dmabufs: ClassVar[bool] = False
     shareable_domain: ClassVar[str] = "vram"
     buffer_source: ClassVar[BufferSource] = BufferSource.GEM
+    has_display: ClassVar[bool] = False
+    """Whether the driver drives a display block of its device through DRM KMS (it calls
+    ``drm_mode_config_init`` and takes framebuffers with ``drmModeAddFB2``: amdgpu's DC in
+    drivers/gpu/drm/amd/display, i915's and xe's display code in drivers/gpu/drm/i915/display),
+    so a :class:`~pinlab.drivers.display.DisplayEngine` may sit on its function. False for a
+    driver with no KMS: a compute or accelerator driver, vfio-pci."""
 
     ops: DmaBufOps
 
@@ -294,6 +305,15 @@ class ExporterDriver(Driver, ABC):
         """Whether the driver exists in the kernel ``profile`` models (constructing it under
         one where it does not raises ``ValueError``)."""
         return True
+
+    @classmethod
+    def host_memory_domains(cls) -> frozenset[str]:
+        """The domains in host memory the driver manages besides its device memory --
+        ``"gtt"`` (TTM's TT: system pages bound for device access, amdgpu's GTT) and ``"system"``
+        (TTM's SYSTEM) -- whose sizes a platform spec's ``gtt``/``system`` set
+        (:meth:`from_spec`). The default, an exporter whose memory TTM does not manage
+        (habanalabs' HBM, vfio-pci's BAR), has none."""
+        return frozenset()
 
     @classmethod
     def domain_error(cls, domain: str) -> str | None:

@@ -327,6 +327,12 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         raise NotImplementedError(f"{type(self).__name__} creates its BOs itself")
 
     @classmethod
+    def host_memory_domains(cls) -> frozenset[str]:
+        """The TT and SYSTEM domains among the driver's :attr:`default_sizes` (i915 has no TT:
+        its SMEM placement is TTM's SYSTEM)."""
+        return frozenset(TTM_LOCATION[m] for m in cls.default_sizes if m is not TtmMemType.VRAM)
+
+    @classmethod
     def domain_error(cls, domain: str) -> str | None:
         try:
             parse_ttm_domain(domain, cls.domain_aliases, cls.driver_name)

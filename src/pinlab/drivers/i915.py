@@ -77,6 +77,7 @@ class I915Device(TtmGemExporter[I915Object]):
         "no P2P; -EOPNOTSUPP for LMEM-only objects"
     )
     exp_name = "i915"
+    has_display = True
     shareable_domain = "vram|system"
     default_sizes = domain_sizes(vram=16 * GiB, system=64 * GiB)
     domain_aliases = domain_names(vram=("vram", "lmem"), system=("system", "smem"))

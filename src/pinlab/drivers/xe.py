@@ -89,6 +89,7 @@ class XeDevice(TtmGemExporter[XeBo]):
         "BOs (-EOPNOTSUPP)"
     )
     exp_name = "xe"
+    has_display = True
     shareable_domain = "vram|system"
     dmem_region_name = "vram0"
     notifies_moves_from_system = True

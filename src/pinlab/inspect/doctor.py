@@ -44,7 +44,7 @@ from pinlab.inspect.hostpolicy import host_policy
 from pinlab.inspect.snapshot import Snapshot
 from pinlab.kernel.kernel import CAP_IPC_LOCK, RLIM_INFINITY, Kernel
 from pinlab.platform import build, rdma_model
-from pinlab.platform.spec import PlatformSpec, SwitchSpec
+from pinlab.platform.spec import PlatformSpec, SwitchSpec, nic_driver
 from pinlab.units import GiB, fmt_rate, fmt_size
 
 __all__ = [
@@ -319,13 +319,14 @@ def _candidates(inputs: Inputs, device: str, nic: str) -> list[tuple[str, Callab
                 lambda: replace(inputs, mode="pinned"),
             )
         )
-    if spec_nic.driver == "mlx5" and not spec_nic.odp:
+    if nic_driver(spec_nic.driver).supports_odp and not spec_nic.odp:
         nics = tuple(
             n.model_copy(update={"odp": True}) if n.name == nic else n for n in inputs.spec.nics
         )
         out.append(
             (
-                "a kernel with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y (mlx5 then offers ODP)",
+                f"a kernel with CONFIG_INFINIBAND_ON_DEMAND_PAGING=y ({spec_nic.driver} then "
+                "offers ODP)",
                 lambda: replace(inputs, spec=inputs.spec.model_copy(update={"nics": nics})),
             )
         )

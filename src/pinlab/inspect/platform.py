@@ -28,11 +28,15 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
   sysfs and is mapped to ``amdgpu`` (edit ``driver = "apu"``). Memory: the ``vram*``
   regions of ``dmem.capacity`` for its PCI address, else amdgpu's ``mem_info_vram_total``,
   else the largest memory BAR, else :data:`DEFAULT_DEVICE_MEMORY`; ``bar`` = the largest BAR
-  when smaller than that. TTM drivers get GTT = half of host memory (TTM's default page
-  limit) and SYSTEM = host memory, as the presets do. A device with DRM connectors gets a
-  display engine (``display<N>``) when its driver is a DRM one (amdgpu, apu, i915, xe).
+  when smaller than that. A driver with a GTT domain gets GTT = half of host memory (TTM's
+  default page limit) and one with a SYSTEM domain SYSTEM = host memory, as the presets do
+  (what the driver declares, ``ExporterDriver.host_memory_domains``: GTT and SYSTEM for the
+  TTM exporters, SYSTEM alone for i915). A device with DRM connectors gets a display engine
+  (``display<N>``) when its driver declares it drives a display (``has_display``: amdgpu,
+  apu, i915, xe).
 * **NICs** (RDMA importers): Mellanox 0x15b3 network/InfiniBand functions → ``mlx5`` (ODP
-  on: every mlx5-driven part supports it; ConnectX-3 / ``mlx4_core`` is skipped), Amazon
+  on where the driver declares ODP support, ``RdmaDevice.supports_odp``: every mlx5-driven
+  part has it; ConnectX-3 / ``mlx4_core`` is skipped), Amazon
   0x1d0f EFA (0xefa0-0xefaf, or bound to ``efa``) → ``efa``; named after their
   ``infiniband/`` device when there is one; line rate from the IB port rate or the netdev
   speed. SR-IOV virtual functions are skipped (their physical function is mapped).
@@ -43,7 +47,8 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
   split evenly over the sockets; bandwidth :data:`DEFAULT_DRAM_BANDWIDTH` -- sysfs does not
   show it.
 * **Kernel**: ``kernel`` = the newest pinlab kernel profile not newer than the running
-  release (6.18 → ``6.16``); none for a release older than every profile.
+  release (6.18 → ``6.16``); none for a release older than every profile. A note names each
+  exporter that does not exist in that profile (``ExporterDriver.exists_in``: xe before 6.12).
 
 Fallbacks, never placeholders for hardware: a host without GPUs, accelerators or RDMA NICs
 (a CI VM) gets a platform with its host bridges, CPU and DRAM and **zero devices** --
@@ -62,6 +67,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pinlab import fsutil
+from pinlab.drivers import EXPORTERS
 from pinlab.inspect.cgroup import DmemInfo
 from pinlab.inspect.cpu import CpuInfo
 from pinlab.inspect.pci import PciFunction, PciInfo
@@ -78,6 +84,7 @@ from pinlab.platform.spec import (
     NicSpec,
     PlatformSpec,
     SwitchSpec,
+    nic_driver,
 )
 from pinlab.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
 
@@ -139,8 +146,6 @@ NAMED_MODULES = frozenset(
     }
 )
 """The modules ``pinlab inspect`` names: exporters, importers and the peer-memory client."""
-_DRM_DRIVERS = frozenset({"amdgpu", "apu", "i915", "xe"})
-_TTM_DRIVERS = frozenset({"amdgpu", "apu", "xe", "nvidia-compute"})
 _CPU_VENDORS: dict[str, Literal["intel", "amd", "other"]] = {"intel": "intel", "amd": "amd"}
 _GT_S_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
@@ -260,6 +265,27 @@ def _rdma(fn: PciFunction) -> tuple[str | None, str]:
     if fn.is_network:
         return None, "not an RDMA NIC pinlab models (mlx5, efa)"
     return None, ""
+
+
+def _absent_drivers(devices: Sequence[DeviceSpec], kernel: str) -> list[str]:
+    """A note for each exporter of ``devices`` that does not exist in kernel profile
+    ``kernel`` (``ExporterDriver.exists_in``: xe before 6.12), naming the oldest released
+    profile that has it."""
+    notes = []
+    profile = KERNEL_PRESETS[kernel]
+    for drv in dict.fromkeys(d.driver for d in devices):
+        model = EXPORTERS[drv]
+        if model.exists_in(profile):
+            continue
+        having = [p for p in KERNEL_PRESETS.values() if p.released and model.exists_in(p)]
+        if having:
+            oldest = min(having, key=lambda p: p.version).name
+            notes.append(
+                f"{drv} needs a kernel profile with {drv} ({oldest} or later), not {kernel}"
+            )
+        else:
+            notes.append(f"{drv} exists in no released kernel profile pinlab models")
+    return notes
 
 
 def _device_memory(
@@ -433,6 +459,8 @@ def plan_platform(
             used.add(dev_name)
             mem, bar, source = _device_memory(fn, dmem_vram, notes)
             rciep = fn.parent is None
+            model = EXPORTERS[drv]
+            host_domains = model.host_memory_domains()
             devices.append(
                 DeviceSpec(
                     name=dev_name,
@@ -440,8 +468,8 @@ def plan_platform(
                     parent=pinlab_parent(fn),
                     memory=mem,
                     bar=bar,
-                    gtt=host_total // 2 if drv in _TTM_DRIVERS else None,
-                    system=host_total if drv in _TTM_DRIVERS or drv == "i915" else None,
+                    gtt=host_total // 2 if "gtt" in host_domains else None,
+                    system=host_total if "system" in host_domains else None,
                     rciep=rciep,
                     vendor=fn.vendor,
                     device=fn.device,
@@ -457,7 +485,7 @@ def plan_platform(
                     f"memory {fmt_size(mem)} from {source}",
                 )
             )
-            if drv in _DRM_DRIVERS and fn.drm_connectors:
+            if model.has_display and fn.drm_connectors:
                 disp = f"display{len(displays)}"
                 used.add(disp)
                 displays.append(DisplaySpec(name=disp, device=dev_name))
@@ -487,7 +515,7 @@ def plan_platform(
                     driver=nic,
                     parent=pinlab_parent(fn),
                     line_rate=rate,
-                    odp=nic == "mlx5",
+                    odp=nic_driver(nic).supports_odp,
                     vendor=fn.vendor,
                     device=fn.device,
                     **_link(fn, parent_fn, notes),
@@ -516,9 +544,8 @@ def plan_platform(
     kernel = suggest_kernel(system)
     if system is not None and system.status == OK and kernel is None:
         notes.append(f"kernel {system.release} is older than every pinlab profile: none suggested")
-    has_xe = any(d.driver == "xe" for d in devices)
-    if kernel is not None and has_xe and not KERNEL_PRESETS[kernel].xe_available:
-        notes.append(f"xe needs a kernel profile with xe (6.12 or later), not {kernel}")
+    if kernel is not None:
+        notes.extend(_absent_drivers(devices, kernel))
     host = system.hostname if system is not None and system.hostname else ""
     spec_name = name or _safe_name(f"host-{host}" if host else "host", "host")
     release = system.release if system is not None and system.release else "unknown"

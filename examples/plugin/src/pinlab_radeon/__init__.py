@@ -68,6 +68,7 @@ class RadeonDevice(TtmGemExporter[RadeonBo]):
 
     pin_policy = "pin in GTT at attach, for every importer (static exporter, never P2P)"
     exp_name = "radeon"
+    has_display = True  # radeon_modeset_init: its display block is a KMS device
     notifies_moves = False
     default_sizes = domain_sizes(vram=2 * GiB, gtt=1 * GiB, system=16 * GiB)
     domain_aliases = domain_names(vram=("vram",), tt=("gtt", "tt"), system=("system", "cpu"))
