@@ -49,6 +49,7 @@ from pinlab.sim.collective import Collectives
 from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
+from pinlab.sim.gcpolicy import tuned_collector
 from pinlab.sim.metrics import (
     TENANT_METRICS,
     Metric,
@@ -175,31 +176,32 @@ class Simulation:
         self.nodes: dict[str, NodeState] = {}
         self.collectives = Collectives(self.env, self.net)
         clock = self._now
-        if isinstance(platform, ClusterSpec):
-            prof = profile if isinstance(profile, KernelProfile) else None
-            name = profile if isinstance(profile, str) else None
-            cluster = build_cluster(
-                platform, prof or name, overrides=cost_overrides, clock=clock, lazy=False
-            )
-            self.cluster: Cluster | None = cluster
-            for node_name, machine in cluster.machines():
-                self.nodes[node_name] = NodeState(node_name, machine)
-            for key, cap in cluster.directed_capacities().items():
-                self.net.add_link(key, cap)
-        else:
-            self.cluster = None
-            kernel = Kernel(get_profile(profile) if isinstance(profile, str) else profile)
-            machine = build(platform, kernel, overrides=cost_overrides, clock=clock)
-            self.nodes[SINGLE_NODE] = NodeState(SINGLE_NODE, machine)
-            for key, cap in machine.directed_capacities().items():
-                self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
-        for node in self.nodes.values():
-            node.machine.system.on_exit.append(partial(self._process_exited, node.name))
-            self._attach_copy_engines(node)
-            for dev in node.machine.exporters:
-                self.recorder.add_process(track_name(node.name, dev), "device")
-            for nic in node.machine.nics:
-                self.recorder.add_process(track_name(node.name, nic), "nic")
+        with tuned_collector():  # the platform is long-lived: gcpolicy
+            if isinstance(platform, ClusterSpec):
+                prof = profile if isinstance(profile, KernelProfile) else None
+                name = profile if isinstance(profile, str) else None
+                cluster = build_cluster(
+                    platform, prof or name, overrides=cost_overrides, clock=clock, lazy=False
+                )
+                self.cluster: Cluster | None = cluster
+                for node_name, machine in cluster.machines():
+                    self.nodes[node_name] = NodeState(node_name, machine)
+                for key, cap in cluster.directed_capacities().items():
+                    self.net.add_link(key, cap)
+            else:
+                self.cluster = None
+                kernel = Kernel(get_profile(profile) if isinstance(profile, str) else profile)
+                machine = build(platform, kernel, overrides=cost_overrides, clock=clock)
+                self.nodes[SINGLE_NODE] = NodeState(SINGLE_NODE, machine)
+                for key, cap in machine.directed_capacities().items():
+                    self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
+            for node in self.nodes.values():
+                node.machine.system.on_exit.append(partial(self._process_exited, node.name))
+                self._attach_copy_engines(node)
+                for dev in node.machine.exporters:
+                    self.recorder.add_process(track_name(node.name, dev), "device")
+                for nic in node.machine.nics:
+                    self.recorder.add_process(track_name(node.name, nic), "nic")
         self._sampling = Sampler(self)
         self.env.process(self._sampler())
 
@@ -384,8 +386,10 @@ class Simulation:
 
     # -- running ---------------------------------------------------------------------------
     def run(self, until: float) -> Recorder:
-        """Run to simulated time ``until`` and return the recorder."""
-        self.env.run(until=until)
+        """Run to simulated time ``until`` and return the recorder (under the tuned
+        collector, :mod:`pinlab.sim.gcpolicy`: the run's heap is long-lived)."""
+        with tuned_collector():
+            self.env.run(until=until)
         self.sample()
         return self.recorder
 
