@@ -16,21 +16,28 @@ What :func:`tuned_collector` does, for the ``with`` block only:
 
 1. It *freezes* what exists at entry (``gc.freeze``: O(1), the objects move to the permanent
    generation), so no collection inside the block traverses the platform built before it --
-   unless something had frozen objects already (a program that froze its own heap before
-   forking keeps that; nothing is frozen or unfrozen then).
-2. It raises the young generation's threshold to :data:`YOUNG_THRESHOLD` (never lowers it):
-   most of a run's allocations die by reference count within one event, so fewer, larger
-   young collections promote far fewer objects, and full collections, which the promotions
-   trigger, become rare. Freezing alone does not do it: the small unfrozen remainder makes the
-   quarter rule fire more often, while the run's own long-lived allocations keep each full
-   collection expensive.
+   unless something else had frozen objects already (a program that froze its own heap before
+   forking keeps that; nothing is frozen or unfrozen then). A block nested in one that froze
+   freezes again, taking in what was built since: ``run_variant``'s block is entered before
+   the build, ``Simulation.run``'s after it.
+2. It raises the young generation's threshold (never lowers it) to the number of frozen
+   objects, at least :data:`YOUNG_THRESHOLD`: a young collection once the tracked objects grew
+   by as many as are frozen. Most of a run's allocations die by reference count within one
+   event, so fewer, larger young collections promote far fewer objects, and full collections,
+   which the promotions trigger, become rare. The threshold scales with the heap because a
+   young collection costs more on a larger platform (a ring step's transfer lists hold every
+   rank, and traversing them touches every rank's objects): with a fixed 100 000 their total
+   still grew faster than the platform (6 % of the CPU time at 2 048 accelerators, 22 % at
+   16 384; in proportion 7 % there), as their number grows with it. Freezing alone does
+   not do it: the small unfrozen remainder makes the quarter rule fire more often, while the
+   run's own long-lived allocations keep each full collection expensive.
 
 Collection still runs: cyclic garbage made inside the block is reclaimed at the next young
-collection, at most :data:`YOUNG_THRESHOLD` container allocations later (a bound independent of
-the platform's size, some MiB at worst). On exit -- an exception included -- the thresholds are
-restored and what the block froze is unfrozen, so the setting never leaks out of the run. The
-block is re-entrant: an inner use (``Simulation.run`` inside a runner's variant) changes
-nothing. With automatic collection disabled (``gc.disable()``) it changes nothing either.
+collection -- in proportion to the heap, as CPython bounds full collections (a quarter) -- at
+worst as many container objects as the platform holds. On exit -- an exception included --
+the thresholds are restored and what the outermost block froze is unfrozen, so the setting
+never leaks out of the run. With automatic collection disabled (``gc.disable()``) it changes
+nothing.
 
 Results cannot depend on it: no model object has a finaliser or a weak reference whose timing
 could show through (``tests/sim/test_gcpolicy.py`` runs a scenario under the tuned collector
@@ -46,38 +53,33 @@ from contextlib import contextmanager
 __all__ = ["YOUNG_THRESHOLD", "tuned_collector"]
 
 YOUNG_THRESHOLD = 100_000
-"""Net container allocations between young collections inside :func:`tuned_collector`
-(CPython's default is 700). At 8 192 accelerators 20 000 already removed every full collection
-of the run; 100 000 also halves the young collections' own cost, and stays a small bound on
-uncollected cyclic garbage."""
+"""The least number of net container allocations between young collections inside
+:func:`tuned_collector` (CPython's default is 700); with a larger heap frozen, that many."""
 
-_depth = 0  # how many tuned_collector blocks are open (the settings are the process's)
+_owned = False  # whether an open tuned_collector block froze the heap (and will unfreeze it)
 
 
 @contextmanager
 def tuned_collector() -> Iterator[None]:
     """Freeze the heap and raise the young collection threshold for the block (module
     docstring); restore both on exit, exceptions included."""
-    global _depth
-    if _depth or not gc.isenabled():
-        _depth += 1
-        try:
-            yield
-        finally:
-            _depth -= 1
+    global _owned
+    if not gc.isenabled():
+        yield
         return
     thresholds = gc.get_threshold()
-    froze = gc.get_freeze_count() == 0
-    if froze:
-        gc.freeze()
+    owner = not _owned and gc.get_freeze_count() == 0
+    if owner or _owned:
+        gc.freeze()  # a nested block freezes what the outer one built since (the run's platform)
+        _owned = True
     young = thresholds[0]
     if young:  # 0 disables automatic collection: leave it so
-        gc.set_threshold(max(young, YOUNG_THRESHOLD), *thresholds[1:])
-    _depth += 1
+        young = max(young, YOUNG_THRESHOLD, gc.get_freeze_count())
+        gc.set_threshold(young, *thresholds[1:])
     try:
         yield
     finally:
-        _depth -= 1
         gc.set_threshold(*thresholds)
-        if froze:
+        if owner:
+            _owned = False
             gc.unfreeze()
