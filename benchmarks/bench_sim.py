@@ -26,8 +26,8 @@ Two measurements, in one process:
    simulated duration stays the scenario's: registering each node's HBM alone takes ~125
    simulated seconds, so a shorter run would time the setup and none of the all-reduce
    (simulated seconds are cheap; events and samples are what cost). The child runs it all under
-   the simulator's garbage-collector setting, as ``run_variant`` does
-   (:func:`pinlab.sim.gcpolicy.tuned_collector`).
+   the simulator's garbage-collector setting (:func:`pinlab.sim.gcpolicy.tuned_collector`), as
+   ``run_variant`` does, and its steps as ``Simulation.run`` does (one nested block).
 
 Each figure is the median of ``--rounds`` runs (model and bare loop alternate, so a slow
 stretch of the machine hits both); a warm-up run comes first.
@@ -174,14 +174,17 @@ def scale_child(nodes: int) -> dict[str, Any]:
         results = [t.result for t in sim.tenants.values()]
         data_start = data_end = None
         steps = math.ceil(duration / STEP)
-        for k in range(1, steps):
-            sim.env.run(until=k * STEP)
-            if data_start is None and any(
-                getattr(r, "data_start", None) is not None for r in results
-            ):
-                data_start = time.perf_counter()
-            if data_end is None and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
-                data_end = time.perf_counter()
+        with tuned_collector():  # what Simulation.run sets, once for all the steps
+            for k in range(1, steps):
+                sim.env.run(until=k * STEP)
+                if data_start is None and any(
+                    getattr(r, "data_start", None) is not None for r in results
+                ):
+                    data_start = time.perf_counter()
+                if data_end is None and all(
+                    getattr(r, "iterations", 0) == ITERATIONS for r in results
+                ):
+                    data_end = time.perf_counter()
         sim.run(duration)
         collect_metrics(sim, duration)
         sim.teardown()

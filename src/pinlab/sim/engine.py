@@ -387,7 +387,9 @@ class Simulation:
     # -- running ---------------------------------------------------------------------------
     def run(self, until: float) -> Recorder:
         """Run to simulated time ``until`` and return the recorder (under the tuned
-        collector, :mod:`pinlab.sim.gcpolicy`: the run's heap is long-lived)."""
+        collector, :mod:`pinlab.sim.gcpolicy`: the run's heap is long-lived; entering it
+        counts the frozen heap, so a caller that steps ``env.run`` in many small steps
+        enters it once around them)."""
         with tuned_collector():
             self.env.run(until=until)
         self.sample()
