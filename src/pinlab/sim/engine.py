@@ -173,6 +173,7 @@ class Simulation:
         self.sample_interval = sample_interval
         self.tenants: dict[str, Tenant] = {}
         self._by_process: dict[tuple[str, int], Tenant] = {}
+        self._routes: dict[tuple[str, tuple[LinkUse, ...]], tuple[Link, ...]] = {}
         self.nodes: dict[str, NodeState] = {}
         self.collectives = Collectives(self.env, self.net)
         clock = self._now
@@ -217,7 +218,17 @@ class Simulation:
         return f"{node}/{use.link}/{use.direction}"
 
     def links(self, node: str, uses: list[LinkUse] | tuple[LinkUse, ...]) -> list[Link]:
-        return [self.net.links[self.key(node, u)] for u in uses]
+        """The flow-network links of ``uses`` on ``node`` (a new list). A tuple's, which a
+        workload's route keeps (``Side.uses``) and asks for at every message, is looked up
+        once: the network's links never change."""
+        if not isinstance(uses, tuple):
+            return [self.net.links[self.key(node, u)] for u in uses]
+        found = self._routes.get((node, uses))
+        if found is None:
+            found = self._routes[node, uses] = tuple(
+                self.net.links[self.key(node, u)] for u in uses
+            )
+        return list(found)
 
     def _attach_copy_engines(self, node: NodeState) -> None:
         machine = node.machine
