@@ -15,7 +15,7 @@ from pinlab.scenarios import runner
 from pinlab.scenarios.runner import RunResult, load_scenario, run_variant
 from pinlab.sim import engine
 from pinlab.sim.engine import Ctx, Simulation
-from pinlab.sim.gcpolicy import YOUNG_THRESHOLD, tuned_collector
+from pinlab.sim.gcpolicy import YOUNG_THRESHOLD, retune, tuned_collector
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +49,22 @@ def test_the_young_threshold_grows_with_the_frozen_heap() -> None:
     heap = [[i] for i in range(3 * YOUNG_THRESHOLD)]  # tracked containers
     with tuned_collector():
         assert gc.get_threshold()[0] >= gc.get_freeze_count() > len(heap)
+
+
+def test_retune_keeps_the_threshold_in_step_inside_a_block_only(
+    collector_state: tuple[int, ...],
+) -> None:
+    retune()  # no block: nothing to do
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
+    with tuned_collector():
+        frozen = gc.get_freeze_count()
+        built = [[i] for i in range(2 * frozen + YOUNG_THRESHOLD)]
+        retune()
+        assert gc.get_freeze_count() >= frozen + len(built)
+        assert gc.get_threshold()[0] >= frozen + len(built)
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
 
 
 def test_settings_restored_after_an_exception(collector_state: tuple[int, ...]) -> None:

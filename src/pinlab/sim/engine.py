@@ -49,7 +49,7 @@ from pinlab.sim.collective import Collectives
 from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
-from pinlab.sim.gcpolicy import tuned_collector
+from pinlab.sim.gcpolicy import retune, tuned_collector
 from pinlab.sim.metrics import (
     TENANT_METRICS,
     Metric,
@@ -182,11 +182,13 @@ class Simulation:
                 prof = profile if isinstance(profile, KernelProfile) else None
                 name = profile if isinstance(profile, str) else None
                 cluster = build_cluster(
-                    platform, prof or name, overrides=cost_overrides, clock=clock, lazy=False
+                    platform, prof or name, overrides=cost_overrides, clock=clock
                 )
                 self.cluster: Cluster | None = cluster
-                for node_name, machine in cluster.machines():
+                for node_name, machine in cluster.machines():  # built here, node by node
                     self.nodes[node_name] = NodeState(node_name, machine)
+                    if len(self.nodes) & (len(self.nodes) - 1) == 0:
+                        retune()  # the heap doubled: keep the collector's threshold in step
                 for key, cap in cluster.directed_capacities().items():
                     self.net.add_link(key, cap)
             else:

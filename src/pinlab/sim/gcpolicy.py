@@ -30,7 +30,10 @@ What :func:`tuned_collector` does, for the ``with`` block only:
    still grew faster than the platform (6 % of the CPU time at 2 048 accelerators, 22 % at
    16 384; in proportion 7 % there), as their number grows with it. Freezing alone does
    not do it: the small unfrozen remainder makes the quarter rule fire more often, while the
-   run's own long-lived allocations keep each full collection expensive.
+   run's own long-lived allocations keep each full collection expensive. A block that builds
+   the heap up itself keeps the threshold in step with :func:`retune` (``Simulation`` builds
+   a cluster node by node and retunes each time the node count doubles: at 32 768
+   accelerators 17 young collections instead of 35 young and 2 middle-generation ones).
 
 Collection still runs: cyclic garbage made inside the block is reclaimed at the next young
 collection -- in proportion to the heap, as CPython bounds full collections (a quarter) -- at
@@ -50,7 +53,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["YOUNG_THRESHOLD", "tuned_collector"]
+__all__ = ["YOUNG_THRESHOLD", "retune", "tuned_collector"]
 
 YOUNG_THRESHOLD = 100_000
 """The least number of net container allocations between young collections inside
@@ -83,3 +86,17 @@ def tuned_collector() -> Iterator[None]:
         if owner:
             _owned = False
             gc.unfreeze()
+
+
+def retune() -> None:
+    """Inside a :func:`tuned_collector` block that froze the heap: freeze what was built since
+    and raise the young threshold to the frozen count. For a block that builds a large heap
+    step by step (a cluster, node by node), whose threshold set at entry falls behind as the
+    heap grows; called as the heap doubles, it costs one count of the frozen objects each
+    time. The block's exit restores the threshold and unfreezes, as for its own setting."""
+    if not _owned or not gc.isenabled():
+        return
+    young, *older = gc.get_threshold()
+    if young:
+        gc.freeze()
+        gc.set_threshold(max(young, gc.get_freeze_count()), *older)
