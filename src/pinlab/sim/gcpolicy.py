@@ -36,15 +36,16 @@ What :func:`tuned_collector` does, for the ``with`` block only:
    accelerators 17 young collections instead of 35 young and 2 middle-generation ones).
 
 Collection still runs: cyclic garbage made inside the block is reclaimed at the next young
-collection -- in proportion to the heap, as CPython bounds full collections (a quarter) -- at
-worst as many container objects as the platform holds. On exit -- an exception included --
-the thresholds are restored and what the outermost block froze is unfrozen, so the setting
-never leaks out of the run. With automatic collection disabled (``gc.disable()``) it changes
-nothing.
+collection, once the tracked objects grew by at most as many as are frozen (in proportion to
+the heap, as CPython's own rule for full collections is, there by a quarter). On exit -- an
+exception included -- the thresholds are restored and what the outermost block froze is
+unfrozen, so the setting never leaks out of the run. With automatic collection disabled
+(``gc.disable()``) it changes nothing.
 
 Results cannot depend on it: no model object has a finaliser or a weak reference whose timing
 could show through (``tests/sim/test_gcpolicy.py`` runs a scenario under the tuned collector
-and under collections at every few allocations and compares every metric).
+and under collections at every few allocations and compares every metric, series point and
+event).
 """
 
 from __future__ import annotations
