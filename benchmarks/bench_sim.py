@@ -25,7 +25,9 @@ Two measurements, in one process:
    targets (<= 120 s and <= 8 GiB at 131 072 accelerators; <= 1.1x per doubling). The
    simulated duration stays the scenario's: registering each node's HBM alone takes ~125
    simulated seconds, so a shorter run would time the setup and none of the all-reduce
-   (simulated seconds are cheap; events and samples are what cost).
+   (simulated seconds are cheap; events and samples are what cost). The child runs it all under
+   the simulator's garbage-collector setting (:func:`pinlab.sim.gcpolicy.tuned_collector`), as
+   ``run_variant`` does, and its steps as ``Simulation.run`` does (one nested block).
 
 Each figure is the median of ``--rounds`` runs (model and bare loop alternate, so a slow
 stretch of the machine hits both); a warm-up run comes first.
@@ -66,6 +68,7 @@ from typing import Any
 import simpy
 
 from pinlab.scenarios.runner import load_scenario, run_scenario
+from pinlab.sim.gcpolicy import tuned_collector
 
 SCENARIO = "cluster-128"
 VARIANT = "no-limits"
@@ -163,21 +166,28 @@ def scale_child(nodes: int) -> dict[str, Any]:
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cfg = load_scenario(SCENARIO, sets=(f"platform.params.nodes={nodes}",))
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    resolved = cfg.resolve(VARIANT)
-    sim, _ = build_simulation(resolved, cfg.platform_spec(VARIANT), cfg.source, None)
-    duration = float(resolved.scenario.duration)
-    results = [t.result for t in sim.tenants.values()]
-    data_start = data_end = None
-    steps = math.ceil(duration / STEP)
-    for k in range(1, steps):
-        sim.env.run(until=k * STEP)
-        if data_start is None and any(getattr(r, "data_start", None) is not None for r in results):
-            data_start = time.perf_counter()
-        if data_end is None and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
-            data_end = time.perf_counter()
-    sim.run(duration)
-    collect_metrics(sim, duration)
-    sim.teardown()
+    # the collector as run_variant sets it for build, run, metrics and teardown
+    with tuned_collector():
+        resolved = cfg.resolve(VARIANT)
+        sim, _ = build_simulation(resolved, cfg.platform_spec(VARIANT), cfg.source, None)
+        duration = float(resolved.scenario.duration)
+        results = [t.result for t in sim.tenants.values()]
+        data_start = data_end = None
+        steps = math.ceil(duration / STEP)
+        with tuned_collector():  # what Simulation.run sets, once for all the steps
+            for k in range(1, steps):
+                sim.env.run(until=k * STEP)
+                if data_start is None and any(
+                    getattr(r, "data_start", None) is not None for r in results
+                ):
+                    data_start = time.perf_counter()
+                if data_end is None and all(
+                    getattr(r, "iterations", 0) == ITERATIONS for r in results
+                ):
+                    data_end = time.perf_counter()
+        sim.run(duration)
+        collect_metrics(sim, duration)
+        sim.teardown()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     if data_end is None and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
         data_end = time.perf_counter()

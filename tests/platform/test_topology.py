@@ -400,6 +400,24 @@ def test_cluster_paths() -> None:
         build_cluster(cluster(nodes=2), Kernel("6.16"))  # type: ignore[arg-type]
 
 
+def test_cluster_nodes_share_routes_a_lone_machine_computes_alike() -> None:
+    """A cluster's nodes are built alike, so one node's routes and NIC-end rates serve all
+    (Machine.share_routes); each answer is what a machine built alone computes."""
+    c = build_cluster(cluster(nodes=3), "6.16")
+    node0, node1, node2 = (c.machine(i) for i in range(3))
+    alone = build(c.spec.node, Kernel(c.profile), c.base_cost, overrides=c.overrides)
+    nic = node0.spec.nics[0].name
+    for dev in [d.name for d in node0.spec.devices]:
+        for machine in (node2, node0, node1):  # the first to ask computes, the others reuse
+            assert machine.path(dev, nic) == alone.path(dev, nic)
+            assert machine.path(machine.host_of(nic), dev) == alone.path(alone.host_of(nic), dev)
+            assert machine.pcie_path(nic, dev) == alone.pcie_path(nic, dev)
+            end = machine.nic_end(nic, dev, 1 << 20, write=False)
+            assert end == alone.nic_end(nic, dev, 1 << 20, write=False)
+        assert node1.pcie_path(nic, dev) is node2.pcie_path(nic, dev)
+    assert alone.pcie_path(nic, "host:0") is not node0.pcie_path(nic, "host:0")
+
+
 def test_driver_options_reach_the_drivers() -> None:
     """NIC and device options pass through; a driver's refusal is a one-line ConfigError."""
     data = dl1().model_dump()

@@ -84,7 +84,8 @@ class Cluster:
     """A built cluster: one lazily built :class:`Machine` per node, and the fabric links.
 
     ``cost`` is the effective cost model (every node's ``machine.cost`` equals it);
-    ``base_cost`` and ``overrides`` are what each node is built from.
+    ``base_cost`` and ``overrides`` are what each node is built from. The nodes, built alike,
+    share one cache of routes and NIC-end rates (:meth:`Machine.share_routes`).
 
     ``fabric`` holds cluster-level links (``fabric:core`` when the spec has a core
     bandwidth); node links are reached through :meth:`link` with qualified names.
@@ -114,6 +115,9 @@ class Cluster:
                 overrides=self.overrides,
                 clock=self.clock,
             )
+            first = next(iter(self._machines.values()), None)
+            if first is not None:
+                m.share_routes(first)  # every node is built alike: one set of routes
             self._machines[name] = m
         return m
 

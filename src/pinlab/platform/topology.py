@@ -184,9 +184,23 @@ class Machine:
     links: dict[str, PlatformLink]
     pdevs: dict[str, PciDev]
     _nodes: dict[str, TreeNode] = field(default_factory=dict)
+    # derived from the spec, the cost model and the tree only; shared by identical machines
     _paths: dict[tuple[str, str], tuple[LinkUse, ...]] = field(default_factory=dict)
     _pcie_paths: dict[tuple[str, str], PciePath] = field(default_factory=dict)
     _ends: dict[tuple[str, str, str, int, int], EndRate] = field(default_factory=dict)
+
+    def share_routes(self, twin: Machine) -> None:
+        """Use ``twin``'s caches of :meth:`path`, :meth:`pcie_path` and :meth:`nic_end`
+        from now on. For machines built alike -- the same spec, cost model and kernel
+        profile, as a cluster's nodes are -- whose answers are the same: each is computed
+        from the spec, the cost model and the PCIe tree, which nothing changes after the
+        build (an unplug takes drivers away, not tree nodes: a route already cached stays
+        cached, as on one machine, so a GPU importer an unplug removed is still routed where
+        any twin asked for its route before). Saves computing every route and rate once per
+        node."""
+        self._paths = twin._paths
+        self._pcie_paths = twin._pcie_paths
+        self._ends = twin._ends
 
     # -- lookup ---------------------------------------------------------------------------------
 

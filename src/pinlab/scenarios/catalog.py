@@ -23,7 +23,7 @@ import difflib
 import fnmatch
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 
 from pinlab.kernel.errno import Errno
@@ -42,7 +42,6 @@ _REFUSING_POLICIES = (*sorted(PROPOSALS), "dmem.max")
 """What ``denied_by.<policy>`` can name: a pin proposal, or the dmem controller's ``dmem.max``
 (``pinlab.uapi.process`` names its refusals so)."""
 
-_FREE = r"[^\s]+"
 _PLACEHOLDER = re.compile(r"<([A-Za-z]+)>")
 
 
@@ -64,56 +63,157 @@ class MetricName:
         return asdict(self)
 
 
+class _Shape:
+    """An entry's name cut at its placeholders: the literal pieces and, between them, each
+    placeholder's values (None: any run of non-whitespace characters, a placeholder whose
+    values are known only after a run).
+
+    It answers what a regex of the name would -- the pieces escaped, a placeholder as the
+    alternation of its values -- without building one: such a regex holds every node name
+    of a cluster, and compiling one per entry cost more than the simulation it was for (a
+    regex per entry, each an alternation of 16 384 node names at 131 072 accelerators). A
+    placeholder is matched by looking up the name's substrings of its values' lengths in the
+    set of values, trying each that fits as the alternation would.
+    """
+
+    __slots__ = ("holes", "pieces")
+
+    def __init__(self, name: str, domains: Mapping[str, _Values | None]) -> None:
+        pieces, holes, pos = [], [], 0
+        for m in _PLACEHOLDER.finditer(name):
+            pieces.append(name[pos : m.start()])
+            holes.append(domains.get(m.group(1)))
+            pos = m.end()
+        pieces.append(name[pos:])
+        self.pieces: tuple[str, ...] = tuple(pieces)
+        self.holes: tuple[_Values | None, ...] = tuple(holes)
+
+    def fullmatch(self, name: str) -> bool:
+        return self._fits(name, 0, 0)
+
+    def _fits(self, name: str, i: int, pos: int) -> bool:
+        piece = self.pieces[i]
+        if not name.startswith(piece, pos):
+            return False
+        pos += len(piece)
+        if i == len(self.holes):
+            return pos == len(name)
+        hole = self.holes[i]
+        if hole is None:  # one or more non-whitespace characters (``[^\s]+``)
+            end = pos
+            while end < len(name) and not name[end].isspace():
+                end += 1
+            return any(self._fits(name, i + 1, e) for e in range(pos + 1, end + 1))
+        return any(
+            name[pos : pos + k] in hole.values and self._fits(name, i + 1, pos + k)
+            for k in hole.lengths
+        )
+
+    def may_match(self, prefix: str, suffix: str) -> bool:
+        """Whether some name of this shape can start with ``prefix`` and end with ``suffix``:
+        every name starts with the first piece, followed by one of the first placeholder's
+        values when they are known, and ends likewise with a value of the last one and the
+        last piece."""
+        first, last = self.pieces[0], self.pieces[-1]
+        if not (prefix.startswith(first) or first.startswith(prefix)):
+            return False
+        if not (suffix.endswith(last) or last.endswith(suffix)):
+            return False
+        if not self.holes:
+            return True
+        head, tail = self.holes[0], self.holes[-1]
+        if (
+            head is not None
+            and len(prefix) > len(first)
+            and not any(_fit(prefix, first + v) for v in head.values)
+        ):
+            return False
+        if tail is not None and len(suffix) > len(last):
+            return any(_fit(suffix[::-1], (v + last)[::-1]) for v in tail.values)
+        return True
+
+
+def _fit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` agree as far as the shorter goes."""
+    return a.startswith(b) or b.startswith(a)
+
+
+class _Values:
+    """A placeholder's values as a set, with their distinct lengths."""
+
+    __slots__ = ("lengths", "values")
+
+    def __init__(self, values: Sequence[str]) -> None:
+        self.values = frozenset(values)
+        self.lengths = tuple(sorted({len(v) for v in values}))
+
+
+def _glob_ends(pattern: str) -> tuple[str, str]:
+    """The literal text an fnmatch ``pattern`` starts and ends with: before its first and
+    after its last special character (``*``, ``?``, ``[``, ``]``; all of it if none)."""
+    specials = [i for i, c in enumerate(pattern) if c in "*?[]"]
+    if not specials:
+        return pattern, pattern
+    return pattern[: specials[0]], pattern[specials[-1] + 1 :]
+
+
 @dataclass(slots=True)
 class Catalog:
     """The metric names of one variant; ``domains`` gives each placeholder's values (None:
-    known only after a run)."""
+    known only after a run).
+
+    A cluster's catalog is large -- ``<node>`` takes every node's name -- so nothing here
+    is linear in the whole expansion when it need not be: :meth:`lookup` matches each entry's
+    :class:`_Shape`, :meth:`matching` expands only the entries whose literal start and end
+    fit the pattern's, and :meth:`expanded` is built once, when asked for."""
 
     entries: tuple[MetricName, ...]
     domains: Mapping[str, tuple[str, ...] | None]
-    _patterns: list[tuple[re.Pattern[str], MetricName]] = field(default_factory=list)
+    _shapes: list[_Shape] = field(default_factory=list)
     _expanded: list[tuple[str, MetricName]] = field(default_factory=list)
 
-    def _compiled(self) -> list[tuple[re.Pattern[str], MetricName]]:
-        if not self._patterns:
-            for entry in self.entries:
-                self._patterns.append((re.compile(self._regex(entry.name)), entry))
-        return self._patterns
-
-    def _regex(self, name: str) -> str:
-        out, pos = [], 0
-        for m in _PLACEHOLDER.finditer(name):
-            out.append(re.escape(name[pos : m.start()]))
-            values = self.domains.get(m.group(1))
-            out.append("(?:" + "|".join(re.escape(v) for v in values) + ")" if values else _FREE)
-            pos = m.end()
-        out.append(re.escape(name[pos:]))
-        return "".join(out)
+    def _shaped(self) -> list[_Shape]:
+        if not self._shapes:
+            values = {k: _Values(v) if v else None for k, v in self.domains.items()}
+            self._shapes = [_Shape(entry.name, values) for entry in self.entries]
+        return self._shapes
 
     def lookup(self, name: str) -> MetricName | None:
         """The entry a concrete metric name belongs to, None if the variant cannot report it."""
-        for pattern, entry in self._compiled():
-            if pattern.fullmatch(name):
+        for shape, entry in zip(self._shaped(), self.entries, strict=True):
+            if shape.fullmatch(name):
                 return entry
         return None
+
+    def _names(self, entry: MetricName) -> Iterator[str]:
+        """The entry's name with its placeholders replaced by each combination of their
+        known values (a placeholder known only after a run stays as written)."""
+        holes = _PLACEHOLDER.findall(entry.name)
+        choices = [self.domains.get(h) or (f"<{h}>",) for h in holes]
+        for combo in itertools.product(*choices):
+            name = entry.name
+            for hole, value in zip(holes, combo, strict=True):
+                name = name.replace(f"<{hole}>", value, 1)
+            yield name
 
     def expanded(self) -> list[tuple[str, MetricName]]:
         """Every name with its placeholders replaced by each of their known values (a
         placeholder known only after a run stays as written)."""
         if not self._expanded:
             for entry in self.entries:
-                holes = _PLACEHOLDER.findall(entry.name)
-                choices = [self.domains.get(h) or (f"<{h}>",) for h in holes]
-                for combo in itertools.product(*choices):
-                    name = entry.name
-                    for hole, value in zip(holes, combo, strict=True):
-                        name = name.replace(f"<{hole}>", value, 1)
-                    self._expanded.append((name, entry))
+                self._expanded.extend((name, entry) for name in self._names(entry))
         return self._expanded
 
     def matching(self, pattern: str) -> list[tuple[str, MetricName]]:
-        """The (expanded) names an fnmatch ``pattern`` matches (``tenant.*.throughput``)."""
-        return [(n, e) for n, e in self.expanded() if fnmatch.fnmatchcase(n, pattern)]
+        """The (expanded) names an fnmatch ``pattern`` matches (``tenant.*.throughput``), in
+        :meth:`expanded`'s order."""
+        match = re.compile(fnmatch.translate(pattern)).match  # what fnmatchcase compiles
+        prefix, suffix = _glob_ends(pattern)
+        out: list[tuple[str, MetricName]] = []
+        for shape, entry in zip(self._shaped(), self.entries, strict=True):
+            if shape.may_match(prefix, suffix):
+                out.extend((n, entry) for n in self._names(entry) if match(n))
+        return out
 
     def unknown(self, name: str, context: str) -> str:
         """The message for a name this catalog does not hold, naming what it does: close

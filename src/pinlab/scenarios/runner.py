@@ -27,7 +27,8 @@ process of its policy user (uid, RLIMIT_MEMLOCK, capabilities, cgroup) running i
 with the parameters the schema validated; the faults; then the clock runs for ``duration``,
 every component reports its metrics (:func:`~pinlab.scenarios.metrics.collect_metrics`), and
 last the teardown: every process exits, and what a real kernel would leak is reported
-(``global.leaks``, ``global.leaked_bytes``).
+(``global.leaks``, ``global.leaked_bytes``). All of it runs under the simulator's tuned garbage
+collector (:func:`~pinlab.sim.gcpolicy.tuned_collector`): the heap of a run is long-lived.
 
 Nothing here reads a clock: a run is a function of the configuration and the seed.
 """
@@ -72,6 +73,7 @@ from pinlab.scenarios.schema import (
 )
 from pinlab.sim.engine import Simulation
 from pinlab.sim.faults import inject
+from pinlab.sim.gcpolicy import tuned_collector
 from pinlab.sim.workloads import spawn
 from pinlab.tomlfile import read_toml
 
@@ -541,11 +543,12 @@ def run_variant(
     resolved = cfg.resolve(variant)
     spec = cfg.platform_spec(variant)
     base_dir = Path(cfg.base_dir) if cfg.base_dir else None
-    sim, _policies = build_simulation(resolved, spec, cfg.source, base_dir)
     duration = float(resolved.scenario.duration)
-    sim.run(duration)
-    metrics = collect_metrics(sim, duration)
-    metrics.update(teardown_metrics(sim.teardown()))
+    with tuned_collector():  # build, run, metrics, teardown: one long-lived heap (gcpolicy)
+        sim, _policies = build_simulation(resolved, spec, cfg.source, base_dir)
+        sim.run(duration)
+        metrics = collect_metrics(sim, duration)
+        metrics.update(teardown_metrics(sim.teardown()))
     profile_name = resolved.kernel.profile or DEFAULT_PROFILE
     return RunResult(
         scenario=resolved.scenario.name,

@@ -5,5 +5,6 @@
 :mod:`~pinlab.sim.flows` shares link bandwidth between concurrent transfers, max-min fairly;
 :mod:`~pinlab.sim.copy_engine` carries out TTM's copy jobs; :mod:`~pinlab.sim.faults`
 schedules the machine's faults; :mod:`~pinlab.sim.metrics` names and declares what is
-reported, and :mod:`~pinlab.sim.collectors` collects the devices', NICs' and links' metrics.
+reported, and :mod:`~pinlab.sim.collectors` collects the devices', NICs' and links' metrics;
+:mod:`~pinlab.sim.gcpolicy` sets the garbage collector for a build and a run.
 """

@@ -49,6 +49,7 @@ from pinlab.sim.collective import Collectives
 from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
+from pinlab.sim.gcpolicy import retune, tuned_collector
 from pinlab.sim.metrics import (
     TENANT_METRICS,
     Metric,
@@ -172,34 +173,38 @@ class Simulation:
         self.sample_interval = sample_interval
         self.tenants: dict[str, Tenant] = {}
         self._by_process: dict[tuple[str, int], Tenant] = {}
+        self._routes: dict[tuple[str, tuple[LinkUse, ...]], tuple[Link, ...]] = {}
         self.nodes: dict[str, NodeState] = {}
         self.collectives = Collectives(self.env, self.net)
         clock = self._now
-        if isinstance(platform, ClusterSpec):
-            prof = profile if isinstance(profile, KernelProfile) else None
-            name = profile if isinstance(profile, str) else None
-            cluster = build_cluster(
-                platform, prof or name, overrides=cost_overrides, clock=clock, lazy=False
-            )
-            self.cluster: Cluster | None = cluster
-            for node_name, machine in cluster.machines():
-                self.nodes[node_name] = NodeState(node_name, machine)
-            for key, cap in cluster.directed_capacities().items():
-                self.net.add_link(key, cap)
-        else:
-            self.cluster = None
-            kernel = Kernel(get_profile(profile) if isinstance(profile, str) else profile)
-            machine = build(platform, kernel, overrides=cost_overrides, clock=clock)
-            self.nodes[SINGLE_NODE] = NodeState(SINGLE_NODE, machine)
-            for key, cap in machine.directed_capacities().items():
-                self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
-        for node in self.nodes.values():
-            node.machine.system.on_exit.append(partial(self._process_exited, node.name))
-            self._attach_copy_engines(node)
-            for dev in node.machine.exporters:
-                self.recorder.add_process(track_name(node.name, dev), "device")
-            for nic in node.machine.nics:
-                self.recorder.add_process(track_name(node.name, nic), "nic")
+        with tuned_collector():  # the platform is long-lived: gcpolicy
+            if isinstance(platform, ClusterSpec):
+                prof = profile if isinstance(profile, KernelProfile) else None
+                name = profile if isinstance(profile, str) else None
+                cluster = build_cluster(
+                    platform, prof or name, overrides=cost_overrides, clock=clock
+                )
+                self.cluster: Cluster | None = cluster
+                for node_name, machine in cluster.machines():  # built here, node by node
+                    self.nodes[node_name] = NodeState(node_name, machine)
+                    if len(self.nodes) & (len(self.nodes) - 1) == 0:
+                        retune()  # the heap doubled: keep the collector's threshold in step
+                for key, cap in cluster.directed_capacities().items():
+                    self.net.add_link(key, cap)
+            else:
+                self.cluster = None
+                kernel = Kernel(get_profile(profile) if isinstance(profile, str) else profile)
+                machine = build(platform, kernel, overrides=cost_overrides, clock=clock)
+                self.nodes[SINGLE_NODE] = NodeState(SINGLE_NODE, machine)
+                for key, cap in machine.directed_capacities().items():
+                    self.net.add_link(f"{SINGLE_NODE}/{key}", cap)
+            for node in self.nodes.values():
+                node.machine.system.on_exit.append(partial(self._process_exited, node.name))
+                self._attach_copy_engines(node)
+                for dev in node.machine.exporters:
+                    self.recorder.add_process(track_name(node.name, dev), "device")
+                for nic in node.machine.nics:
+                    self.recorder.add_process(track_name(node.name, nic), "nic")
         self._sampling = Sampler(self)
         self.env.process(self._sampler())
 
@@ -215,7 +220,17 @@ class Simulation:
         return f"{node}/{use.link}/{use.direction}"
 
     def links(self, node: str, uses: list[LinkUse] | tuple[LinkUse, ...]) -> list[Link]:
-        return [self.net.links[self.key(node, u)] for u in uses]
+        """The flow-network links of ``uses`` on ``node`` (a new list). A tuple's, which a
+        workload's route keeps (``Side.uses``) and asks for at every message, is looked up
+        once: the network's links never change."""
+        if not isinstance(uses, tuple):
+            return [self.net.links[self.key(node, u)] for u in uses]
+        found = self._routes.get((node, uses))
+        if found is None:
+            found = self._routes[node, uses] = tuple(
+                self.net.links[self.key(node, u)] for u in uses
+            )
+        return list(found)
 
     def _attach_copy_engines(self, node: NodeState) -> None:
         machine = node.machine
@@ -384,8 +399,12 @@ class Simulation:
 
     # -- running ---------------------------------------------------------------------------
     def run(self, until: float) -> Recorder:
-        """Run to simulated time ``until`` and return the recorder."""
-        self.env.run(until=until)
+        """Run to simulated time ``until`` and return the recorder (under the tuned
+        collector, :mod:`pinlab.sim.gcpolicy`: the run's heap is long-lived; entering it
+        counts the frozen heap, so a caller that steps ``env.run`` in many small steps
+        enters it once around them)."""
+        with tuned_collector():
+            self.env.run(until=until)
         self.sample()
         return self.recorder
 

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pinlab.drivers.amdgpu import AmdgpuBo
@@ -117,6 +118,55 @@ class ProcessStats:
             self.on_deny()
 
 
+class _Syscall:
+    """The steps of :meth:`Process._syscall` as a plain context manager (every syscall and
+    every NIC access goes through one; a generator-based one cost about as much as a short
+    call): on entry ``-ESRCH`` for an exited process, else the process becomes ``current``;
+    on exit a :class:`KernelError` is counted as a denial (attributed to ``dmem.max`` when
+    the controller refused a charge meanwhile), the kernel's waits are collected, the
+    previous task is ``current`` again and exited processes are reaped -- in that order,
+    whatever was raised."""
+
+    __slots__ = ("_dmem", "_hits", "_kernel", "_name", "_previous", "_proc")
+
+    def __init__(self, proc: Process, name: str) -> None:
+        self._proc = proc
+        self._name = name
+
+    def __enter__(self) -> None:
+        proc = self._proc
+        if not proc.alive:
+            gone = err(Errno.ESRCH, self._name, f"process {proc.pid} has exited")
+            proc.stats.deny(gone)
+            raise gone
+        kernel = self._kernel = proc.system.kernel
+        dmem = kernel.dmem if isinstance(kernel.dmem, DmemCgroupController) else None
+        self._dmem = dmem
+        self._hits = dmem.limit_hits if dmem is not None else 0
+        self._previous = kernel.current
+        kernel.current = proc
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        e: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        proc, kernel = self._proc, self._kernel
+        try:
+            try:
+                if isinstance(e, KernelError):
+                    dmem = self._dmem
+                    if e.policy is None and dmem is not None and dmem.limit_hits > self._hits:
+                        e.policy = "dmem.max"
+                    proc.stats.deny(e)
+            finally:
+                proc.waits.extend(kernel.take_waits())
+        finally:
+            kernel.current = self._previous
+            proc.system.reap()
+
+
 class Process(P2pCalls, Task):
     """A userspace process on a :class:`~pinlab.uapi.system.System`; its vfio-pci, iommufd
     and RDMA device-memory calls are in :class:`~pinlab.uapi.p2p.P2pCalls`."""
@@ -159,35 +209,15 @@ class Process(P2pCalls, Task):
         finally:
             kernel.current = previous
 
-    @contextmanager
-    def _syscall(self, name: str) -> Iterator[None]:
+    def _syscall(self, name: str) -> _Syscall:
         """Run a call as this task; count a denial (:meth:`ProcessStats.deny`); collect the
-        fences the kernel handed to the waiter.
+        fences the kernel handed to the waiter (``with self._syscall(name):``, :class:`_Syscall`).
 
         A denial no pin policy claimed is attributed to ``dmem.max`` (``e.policy``) when the
         dmem controller refused a charge during the call (its ``limit_hits`` grew): TTM turns
         the controller's ``-EAGAIN`` into the ``-ENOMEM`` userspace sees, so the errno alone
         cannot say that an administrator's limit was the cause."""
-        if not self.alive:
-            gone = err(Errno.ESRCH, name, f"process {self.pid} has exited")
-            self.stats.deny(gone)
-            raise gone
-        kernel = self.system.kernel
-        dmem = kernel.dmem if isinstance(kernel.dmem, DmemCgroupController) else None
-        hits = dmem.limit_hits if dmem is not None else 0
-        try:
-            with self._as_current():
-                try:
-                    yield
-                except KernelError as e:
-                    if e.policy is None and dmem is not None and dmem.limit_hits > hits:
-                        e.policy = "dmem.max"
-                    self.stats.deny(e)
-                    raise
-                finally:
-                    self.waits.extend(kernel.take_waits())
-        finally:
-            self.system.reap()
+        return _Syscall(self, name)
 
     def take_waits(self) -> list[DmaFence]:
         """Fences this process must wait for before its next step (then forgotten)."""

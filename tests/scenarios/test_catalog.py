@@ -1,0 +1,98 @@
+"""The metric catalog's lookups give what a regex of each entry and fnmatch over the whole
+expansion give, without building either."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+import pytest
+
+from pinlab.scenarios.catalog import Catalog, MetricName
+from pinlab.scenarios.runner import load_scenario
+
+_PLACEHOLDER = re.compile(r"<([A-Za-z]+)>")
+
+
+def regex_lookup(catalog: Catalog, name: str) -> MetricName | None:
+    """The definition: each entry as a regex (pieces escaped, a placeholder the alternation of
+    its values, or any non-whitespace run when they are not known), first full match wins."""
+    for entry in catalog.entries:
+        out, pos = [], 0
+        for m in _PLACEHOLDER.finditer(entry.name):
+            out.append(re.escape(entry.name[pos : m.start()]))
+            values = catalog.domains.get(m.group(1))
+            out.append("(?:" + "|".join(map(re.escape, values)) + ")" if values else r"[^\s]+")
+            pos = m.end()
+        out.append(re.escape(entry.name[pos:]))
+        if re.fullmatch("".join(out), name):
+            return entry
+    return None
+
+
+def glob_matching(catalog: Catalog, pattern: str) -> list[tuple[str, MetricName]]:
+    """The definition: fnmatch over every expanded name."""
+    return [(n, e) for n, e in catalog.expanded() if fnmatch.fnmatchcase(n, pattern)]
+
+
+def entry(name: str) -> MetricName:
+    return MetricName(name, "count", "", "always")
+
+
+SYNTHETIC = Catalog(
+    (
+        entry("a.<x><x>.z"),  # adjacent placeholders whose values share prefixes
+        entry("a.<x>.<free>"),
+        entry("b.<empty>.q"),  # no known values: free
+        entry("c.<dot>.<x>"),  # values with regex specials
+        entry("<x>"),
+        entry("plain.name"),
+    ),
+    {"x": ("p", "pq", "pqr", ""), "free": None, "empty": (), "dot": ("1.5", "a|b", "(")},
+)
+
+NAMES = [
+    "a.pqpq.z",
+    "a.pqr.z",
+    "a.ppqr.z",
+    "a..z",
+    "a.pqrs.z",
+    "a.p.zz",
+    "a.p.anything",
+    "a.pq.x y",
+    "a..q",
+    "b.x.q",
+    "b..q",
+    "b.x y.q",
+    "c.1.5.pq",
+    "c.1x5.pq",
+    "c.a|b.",
+    "c.(.pqr",
+    "c.a.p",
+    "pq",
+    "",
+    "plain.name",
+    "plain.names",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lookup_is_the_regex_of_each_entry(name: str) -> None:
+    assert SYNTHETIC.lookup(name) == regex_lookup(SYNTHETIC, name)
+
+
+@pytest.mark.parametrize("pattern", ["a.*", "*.z", "a.p*.z", "*", "c.?.*", "[ab].*q", "plain.name"])
+def test_matching_is_fnmatch_over_the_expansion(pattern: str) -> None:
+    assert SYNTHETIC.matching(pattern) == glob_matching(SYNTHETIC, pattern)
+
+
+def test_a_cluster_catalog_agrees_with_the_definitions() -> None:
+    catalog = load_scenario("cluster-128", sets=["platform.params.nodes=3"]).catalog("no-limits")
+    names = [n for n, _ in catalog.expanded()]
+    probes = names + [n + "x" for n in names[::7]] + [n.replace("node", "node9") for n in names]
+    probes += ["link.node0/nic0/out.bytes", "link.a b.bytes", "global.denials", "tenant.*"]
+    assert [catalog.lookup(n) for n in probes] == [regex_lookup(catalog, n) for n in probes]
+    for pattern in ["tenant.*.throughput", "device.*.vram.pinned_peak", "*.denied.*", "nic.*"]:
+        found = catalog.matching(pattern)
+        assert found, pattern
+        assert found == glob_matching(catalog, pattern)

@@ -1,0 +1,140 @@
+"""The simulator's garbage-collector setting: confined to its block, and invisible in results."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import pytest
+import simpy
+
+from pinlab.platform.presets import PRESETS
+from pinlab.scenarios import runner
+from pinlab.scenarios.runner import RunResult, load_scenario, run_variant
+from pinlab.sim import engine
+from pinlab.sim.engine import Ctx, Simulation
+from pinlab.sim.gcpolicy import YOUNG_THRESHOLD, retune, tuned_collector
+
+
+@pytest.fixture(autouse=True)
+def collector_state() -> Iterator[tuple[int, int, int]]:
+    """Each test starts from the interpreter's settings and gets them back, whatever it did."""
+    saved = gc.get_threshold()
+    enabled = gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    try:
+        yield saved
+    finally:
+        gc.set_threshold(*saved)
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+def test_block_freezes_and_raises_the_young_threshold(collector_state: tuple[int, ...]) -> None:
+    with tuned_collector():
+        young, *older = gc.get_threshold()
+        assert older == list(collector_state[1:])
+        assert young >= max(collector_state[0], YOUNG_THRESHOLD)
+        # the frozen count at entry; it moves a little as frozen objects are freed since
+        assert young <= max(YOUNG_THRESHOLD, gc.get_freeze_count() + 1_000)
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_young_threshold_grows_with_the_frozen_heap() -> None:
+    heap = [[i] for i in range(3 * YOUNG_THRESHOLD)]  # tracked containers
+    with tuned_collector():
+        assert gc.get_threshold()[0] >= gc.get_freeze_count() > len(heap)
+
+
+def test_retune_keeps_the_threshold_in_step_inside_a_block_only(
+    collector_state: tuple[int, ...],
+) -> None:
+    retune()  # no block: nothing to do
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
+    with tuned_collector():
+        frozen = gc.get_freeze_count()
+        built = [[i] for i in range(2 * frozen + YOUNG_THRESHOLD)]
+        retune()
+        assert gc.get_freeze_count() >= frozen + len(built)
+        assert gc.get_threshold()[0] >= frozen + len(built)
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
+
+
+def test_settings_restored_after_an_exception(collector_state: tuple[int, ...]) -> None:
+    with pytest.raises(RuntimeError, match="boom"), tuned_collector():
+        raise RuntimeError("boom")
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_nested_block_freezes_what_was_built_since(collector_state: tuple[int, ...]) -> None:
+    with tuned_collector():
+        tuned = gc.get_threshold()
+        frozen = gc.get_freeze_count()
+        built = [[i] for i in range(2 * frozen + YOUNG_THRESHOLD)]
+        with tuned_collector():
+            assert gc.get_freeze_count() >= frozen + len(built)
+            assert gc.get_threshold()[0] >= frozen + len(built)
+        assert gc.get_threshold() == tuned  # the inner block restored the outer's setting
+        assert gc.get_freeze_count() > 0  # only the outermost block unfreezes
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_caller_freeze_and_a_higher_threshold_are_kept(collector_state: tuple[int, ...]) -> None:
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    gc.set_threshold(YOUNG_THRESHOLD * 3, *collector_state[1:])
+    with tuned_collector():
+        assert gc.get_threshold()[0] >= YOUNG_THRESHOLD * 3
+        assert gc.get_freeze_count() == frozen  # the caller's freeze: left as it is
+    assert gc.get_freeze_count() == frozen  # not unfrozen
+    assert gc.get_threshold()[0] == YOUNG_THRESHOLD * 3
+
+
+def test_disabled_collection_is_left_alone(collector_state: tuple[int, ...]) -> None:
+    gc.disable()
+    with tuned_collector():
+        assert gc.get_threshold() == collector_state
+        assert gc.get_freeze_count() == 0
+        assert not gc.isenabled()
+    assert gc.get_threshold() == collector_state
+
+
+def test_simulation_run_restores_when_a_workload_raises(collector_state: tuple[int, ...]) -> None:
+    def broken(ctx: Ctx) -> Generator[simpy.Event, Any, None]:
+        yield ctx.sleep(0.01)
+        raise RuntimeError("workload bug")
+
+    sim = Simulation(PRESETS["workstation"](), "6.16")
+    assert gc.get_threshold() == collector_state  # the build's setting ended with it
+    sim.spawn("broken", broken)
+    with pytest.raises(RuntimeError, match="workload bug"):
+        sim.run(0.1)
+    assert gc.get_threshold() == collector_state
+    assert gc.get_freeze_count() == 0
+
+
+def _summary(result: RunResult) -> tuple[object, ...]:
+    series = {name: list(s.points) for name, s in result.recorder.series.items()}
+    return result.metrics, series, result.recorder.events, result.stale_incidents
+
+
+def test_results_do_not_depend_on_the_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same run under the tuned collector and, with the setting made a no-op, under
+    collections every few allocations: every metric, series point and event is the same."""
+    cfg = load_scenario("odp-vs-pin", sets=["scenario.duration=5s"])
+    tuned = _summary(run_variant(cfg, "odp"))
+    monkeypatch.setattr(runner, "tuned_collector", contextlib.nullcontext)
+    monkeypatch.setattr(engine, "tuned_collector", contextlib.nullcontext)
+    gc.set_threshold(50, 2, 2)
+    eager = _summary(run_variant(cfg, "odp"))
+    assert gc.get_threshold() == (50, 2, 2)
+    assert eager == tuned
