@@ -26,7 +26,7 @@ Two measurements, in one process:
    simulated duration stays the scenario's: registering each node's HBM alone takes ~125
    simulated seconds, so a shorter run would time the setup and none of the all-reduce
    (simulated seconds are cheap; events and samples are what cost). The child runs it all under
-   the simulator's garbage-collector setting (:func:`pinlab.sim.gcpolicy.tuned_collector`), as
+   the simulator's garbage-collector setting (:func:`pinlab.gcpolicy.tuned_collector`), as
    ``run_variant`` does, and its steps as ``Simulation.run`` does (one nested block).
 
 Each figure is the median of ``--rounds`` runs (model and bare loop alternate, so a slow
@@ -68,7 +68,7 @@ from typing import Any
 import simpy
 
 from pinlab.scenarios.runner import load_scenario, run_scenario
-from pinlab.sim.gcpolicy import tuned_collector
+from pinlab.gcpolicy import tuned_collector
 
 SCENARIO = "cluster-128"
 VARIANT = "no-limits"

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from pinlab import __version__, provenance
+from pinlab.gcpolicy import frozen_heap
 from pinlab.report import plots
 from pinlab.report.inline import Plot, inline_svg
 from pinlab.report.output import CONFIG_FILE, SERIES_FILE, SUMMARY_FILE, run_dir_name
@@ -518,6 +519,7 @@ class _Scenario:
     runs: list[_RunRow]
 
 
+@frozen_heap()  # the results are long-lived: gcpolicy
 def render_suite_html(
     entries: Sequence[tuple[Sequence[RunResult], Verdict]],
     *,
@@ -617,6 +619,7 @@ def write_report(path: Path | str, html: str) -> Path:
     return plots.write_atomic(path, html)
 
 
+@frozen_heap()  # the results are long-lived: gcpolicy
 def run_report_files(
     result: RunResult,
     verdict: Verdict | None = None,

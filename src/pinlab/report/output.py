@@ -36,6 +36,7 @@ from typing import Any
 import tomli_w
 
 from pinlab import provenance
+from pinlab.gcpolicy import frozen_heap
 from pinlab.report.trace import DEFAULT_MAX_EVENTS, TRACE_FILE, trace_json
 from pinlab.scenarios.result import RunResult
 
@@ -150,6 +151,7 @@ def write_run_dir(target: Path, files: Mapping[str, str | bytes]) -> Path:
     return target
 
 
+@frozen_heap()  # the results are long-lived: gcpolicy
 def write_run(
     result: RunResult,
     out: Path | str,

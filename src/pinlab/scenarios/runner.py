@@ -28,7 +28,7 @@ with the parameters the schema validated; the faults; then the clock runs for ``
 every component reports its metrics (:func:`~pinlab.scenarios.metrics.collect_metrics`), and
 last the teardown: every process exits, and what a real kernel would leak is reported
 (``global.leaks``, ``global.leaked_bytes``). All of it runs under the simulator's tuned garbage
-collector (:func:`~pinlab.sim.gcpolicy.tuned_collector`): the heap of a run is long-lived.
+collector (:func:`~pinlab.gcpolicy.tuned_collector`): the heap of a run is long-lived.
 
 Nothing here reads a clock: a run is a function of the configuration and the seed.
 """
@@ -73,7 +73,7 @@ from pinlab.scenarios.schema import (
 )
 from pinlab.sim.engine import Simulation
 from pinlab.sim.faults import inject
-from pinlab.sim.gcpolicy import tuned_collector
+from pinlab.gcpolicy import tuned_collector
 from pinlab.sim.workloads import spawn
 from pinlab.tomlfile import read_toml
 

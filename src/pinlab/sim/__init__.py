@@ -6,5 +6,5 @@
 :mod:`~pinlab.sim.copy_engine` carries out TTM's copy jobs; :mod:`~pinlab.sim.faults`
 schedules the machine's faults; :mod:`~pinlab.sim.metrics` names and declares what is
 reported, and :mod:`~pinlab.sim.collectors` collects the devices', NICs' and links' metrics;
-:mod:`~pinlab.sim.gcpolicy` sets the garbage collector for a build and a run.
+the ground floor's :mod:`~pinlab.gcpolicy` sets the garbage collector for a build and a run.
 """

@@ -49,7 +49,7 @@ from pinlab.sim.collective import Collectives
 from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
-from pinlab.sim.gcpolicy import retune, tuned_collector
+from pinlab.gcpolicy import retune, tuned_collector
 from pinlab.sim.metrics import (
     TENANT_METRICS,
     Metric,
@@ -400,7 +400,7 @@ class Simulation:
     # -- running ---------------------------------------------------------------------------
     def run(self, until: float) -> Recorder:
         """Run to simulated time ``until`` and return the recorder (under the tuned
-        collector, :mod:`pinlab.sim.gcpolicy`: the run's heap is long-lived; entering it
+        collector, :mod:`pinlab.gcpolicy`: the run's heap is long-lived; entering it
         counts the frozen heap, so a caller that steps ``env.run`` in many small steps
         enters it once around them)."""
         with tuned_collector():

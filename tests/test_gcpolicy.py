@@ -1,21 +1,23 @@
-"""The simulator's garbage-collector setting: confined to its block, and invisible in results."""
+"""The garbage-collector settings of a simulation and of writing its results out: confined to
+their blocks, and invisible in results."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import simpy
 
+from pinlab.gcpolicy import YOUNG_THRESHOLD, frozen_heap, retune, tuned_collector
 from pinlab.platform.presets import PRESETS
 from pinlab.scenarios import runner
 from pinlab.scenarios.runner import RunResult, load_scenario, run_variant
 from pinlab.sim import engine
 from pinlab.sim.engine import Ctx, Simulation
-from pinlab.sim.gcpolicy import YOUNG_THRESHOLD, retune, tuned_collector
 
 
 @pytest.fixture(autouse=True)
@@ -138,3 +140,56 @@ def test_results_do_not_depend_on_the_collector(monkeypatch: pytest.MonkeyPatch)
     eager = _summary(run_variant(cfg, "odp"))
     assert gc.get_threshold() == (50, 2, 2)
     assert eager == tuned
+
+
+def test_frozen_heap_freezes_for_its_block_only(collector_state: tuple[int, ...]) -> None:
+    heap = [[i] for i in range(1_000)]
+    with frozen_heap():
+        assert gc.get_freeze_count() > len(heap)
+        assert gc.get_threshold() == collector_state  # thresholds: CPython's own
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError, match="boom"), frozen_heap():
+        raise RuntimeError("boom")
+    assert gc.get_freeze_count() == 0
+
+
+def test_frozen_heap_inside_another_block_or_a_callers_freeze_changes_nothing(
+    collector_state: tuple[int, ...],
+) -> None:
+    with tuned_collector():
+        tuned, frozen = gc.get_threshold(), gc.get_freeze_count()
+        with frozen_heap():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_threshold() == tuned
+        assert gc.get_freeze_count() == frozen  # the outer block's freeze stands
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    with frozen_heap():
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == frozen  # the caller's: not unfrozen
+    gc.unfreeze()
+    gc.disable()
+    with frozen_heap():
+        assert gc.get_freeze_count() == 0
+
+
+def test_writing_a_run_out_freezes_its_result(tmp_path: Path) -> None:
+    """``write_run`` and the report renderers run under :func:`frozen_heap`: inside them the
+    result is frozen, after them nothing is."""
+    from pinlab.report import html, output
+
+    (result,), verdict = runner.run_scenario(load_scenario("efa-gaudi"), variants=["staged"])
+    seen: list[int] = []
+    real = output.write_run_dir
+
+    def spy(target: Path, files: Any) -> Path:
+        seen.append(gc.get_freeze_count())
+        return real(target, files)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(output, "write_run_dir", spy)
+        output.write_run(result, tmp_path)
+    assert seen and seen[0] > 0
+    assert gc.get_freeze_count() == 0
+    files = html.run_report_files(result, verdict)
+    assert files and gc.get_freeze_count() == 0
