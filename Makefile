@@ -30,8 +30,10 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
+# one worker per core (tests/conftest.py: what a worker does before it reports); worksteal, so
+# that the long uapi fuzz does not hold back the tests queued behind it
 pytest: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_alloc.py
