@@ -67,8 +67,8 @@ from typing import Any
 
 import simpy
 
-from pinlab.scenarios.runner import load_scenario, run_scenario
 from pinlab.gcpolicy import tuned_collector
+from pinlab.scenarios.runner import load_scenario, run_scenario
 
 SCENARIO = "cluster-128"
 VARIANT = "no-limits"

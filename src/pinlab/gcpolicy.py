@@ -29,9 +29,10 @@ What :func:`tuned_collector` does, for the ``with`` block only:
    the build, ``Simulation.run``'s after it.
 2. It raises the young generation's threshold (never lowers it) to about the number of
    frozen objects (:func:`_heap_size`, an O(1) estimate), at least :data:`YOUNG_THRESHOLD`: a
-   young collection once the tracked objects grew by about as many as are frozen. Most of a run's allocations die by reference count within one
-   event, so fewer, larger young collections promote far fewer objects, and full collections,
-   which the promotions trigger, become rare. The threshold scales with the heap because a
+   young collection once the tracked objects grew by about as many as are frozen. Most of a
+   run's allocations die by reference count within one event, so fewer, larger young
+   collections promote far fewer objects, and full collections, which the promotions
+   trigger, become rare. The threshold scales with the heap because a
    young collection costs more on a larger platform (a ring step's transfer lists hold every
    rank, and traversing them touches every rank's objects): with a fixed 100 000 their total
    still grew faster than the platform (6 % of the CPU time at 2 048 accelerators, 22 % at
@@ -135,7 +136,8 @@ def retune() -> None:
     """Inside a :func:`tuned_collector` block that froze the heap: freeze what was built since
     and raise the young threshold to about the frozen count (:func:`_heap_size`). For a block
     that builds a large heap step by step (a cluster, node by node), whose threshold set at
-    entry falls behind as the heap grows; called as the heap doubles. The block's exit restores the threshold and unfreezes, as for its own setting."""
+    entry falls behind as the heap grows; called as the heap doubles. The block's exit restores
+    the threshold and unfreezes, as for its own setting."""
     if not _owned or not gc.isenabled():
         return
     young, *older = gc.get_threshold()

@@ -45,6 +45,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from pinlab.errors import ConfigError, config_error
+from pinlab.gcpolicy import tuned_collector
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
@@ -73,7 +74,6 @@ from pinlab.scenarios.schema import (
 )
 from pinlab.sim.engine import Simulation
 from pinlab.sim.faults import inject
-from pinlab.gcpolicy import tuned_collector
 from pinlab.sim.workloads import spawn
 from pinlab.tomlfile import read_toml
 

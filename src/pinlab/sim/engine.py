@@ -39,6 +39,7 @@ import numpy as np
 import simpy
 
 from pinlab.drivers.base import ExporterDriver
+from pinlab.gcpolicy import retune, tuned_collector
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.profile import KernelProfile, get_profile
@@ -49,7 +50,6 @@ from pinlab.sim.collective import Collectives
 from pinlab.sim.copy_engine import CopyEngine, CopyRates, local_rate
 from pinlab.sim.fences import wait_all
 from pinlab.sim.flows import FlowNetwork, Link
-from pinlab.gcpolicy import retune, tuned_collector
 from pinlab.sim.metrics import (
     TENANT_METRICS,
     Metric,
