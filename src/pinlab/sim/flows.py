@@ -150,7 +150,6 @@ class Transfer:
         "_left",
         "_mark",
         "_new_rate",
-        "_path",
         "_slot",
         "_uses",
         "cap",
@@ -188,7 +187,6 @@ class Transfer:
         if cap < _INF:  # the cap as a private link; a negative index keeps heap ties in order
             counts[Link(f"{label}:cap", cap, index=-self.serial)] = 1.0
         self._uses = tuple(counts.items())  # distinct links in path order (cap last), counts
-        self._path = tuple(counts)  # the same links without counts
         self._env = env
         self._left = nbytes  # remaining bytes at time ``_at``
         self._at = env.now
