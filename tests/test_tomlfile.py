@@ -66,6 +66,17 @@ def test_deep_nesting_is_refused_before_parsing() -> None:
     assert parse_toml(shallow, "ok.toml")["a"]
 
 
+def test_nesting_limit_is_exact_whether_or_not_the_text_is_scanned() -> None:
+    at_limit = "a = " + "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    assert parse_toml(at_limit, "ok.toml")["a"]
+    over = "a = " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+    with pytest.raises(ConfigError, match=f"found {MAX_DEPTH + 1}$"):
+        parse_toml(over, "deep.toml")
+    # more brackets than the limit, none of them deep: scanned, and accepted
+    many = "".join(f"[t{i}]\nx = [[1], {{y = 2}}]\n" for i in range(MAX_DEPTH))
+    assert len(parse_toml(many, "wide.toml")) == MAX_DEPTH
+
+
 def test_brackets_inside_strings_and_comments_do_not_count() -> None:
     text = 'a = "' + "[" * 200 + '"\n# ' + "{" * 200 + "\nb = '''" + "[" * 200 + "'''\n"
     assert parse_toml(text, "s.toml")["a"].startswith("[")

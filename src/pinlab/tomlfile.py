@@ -102,7 +102,10 @@ def _decode(raw: bytes, name: str, what: str) -> str:
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     """The table of TOML ``text``; ``source`` names it in messages. Raises :class:`ConfigError`."""
-    depth = _bracket_depth(text)
+    # every level of nesting opens a bracket or a brace, so a text with few of them needs no
+    # scan (nearly every file and every ``--set`` value)
+    openers = text.count("[") + text.count("{")
+    depth = _bracket_depth(text) if openers > MAX_DEPTH else openers
     if depth > MAX_DEPTH:
         raise ConfigError(
             source, "", f"expected tables and arrays nested at most {MAX_DEPTH} deep, found {depth}"
