@@ -177,3 +177,17 @@ def test_a_report_is_rendered_without_importing_matplotlib(tmp_path: Path) -> No
     assert out.stdout.split() == ["0", "False"]
     report = (tmp_path / "efa-gaudi" / "staged" / "report.html").read_text()
     assert report.count('<svg class="plot"') == len(plots.FIGURES)
+
+
+def test_every_bar_has_a_tooltip_naming_variant_series_value_and_unit() -> None:
+    results = [make_result(variant="pin", rate=12 * GB), make_result(variant="staged", rate=6 * GB)]
+    svg = plots.variant_bars_svg(results, "tenant.*.throughput")
+    tips = [t.text for t in ET.fromstring(svg).iter(f"{SVG}title")]
+    assert tips == [
+        "pin · hog: 6 GB/s",
+        "staged · hog: 3 GB/s",
+        "pin · trainer: 12 GB/s",
+        "staged · trainer: 6 GB/s",
+    ]
+    counts = plots.variant_bars_svg(results, "global.denials")
+    assert [t.text for t in ET.fromstring(counts).iter(f"{SVG}title")] == ["pin: 3", "staged: 3"]

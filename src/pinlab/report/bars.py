@@ -119,14 +119,19 @@ def variant_bars_chart(
     for i, (label, vs) in enumerate(series):
         xs = tuple(j + (i - (n - 1) / 2) * width for j, v in enumerate(vs) if v is not None)
         hs = tuple(v / vscale for v in vs if v is not None)
+        texts = tuple(_bar_text(h * vscale, vscale, vunit) for h in hs)
+        present = [g for g, v in zip(groups, vs, strict=True) if v is not None]
+        named = [g + (f" · {label}" if legend else "") for g in present]
+        unit_text = "" if vunit in ("count", "") else f" {vunit}"
         panel.marks.append(
             Bars(
                 xs,
                 hs,
                 width * 0.92,
                 PALETTE[i % len(PALETTE)],
-                tuple(_bar_text(h * vscale, vscale, vunit) for h in hs),
+                texts,
                 label=fit_label(label) if legend else None,
+                tips=tuple(f"{name}: {t}{unit_text}" for name, t in zip(named, texts, strict=True)),
             )
         )
     return Chart(2.7, [panel], legend=legend)

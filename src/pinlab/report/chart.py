@@ -110,7 +110,8 @@ class VLine:
 
 @dataclass(frozen=True, slots=True)
 class Bars:
-    """Bars of ``width`` centred at ``x``, from 0 to ``heights``, each with its value text."""
+    """Bars of ``width`` centred at ``x``, from 0 to ``heights``, each with its value text and
+    a tooltip (``tips``: what the bar is, with its value and unit; the SVG's ``<title>``)."""
 
     x: tuple[float, ...]
     heights: tuple[float, ...]
@@ -119,6 +120,7 @@ class Bars:
     texts: tuple[str, ...]
     label: str | None = None
     text_size: float = 7.5
+    tips: tuple[str, ...] = ()
 
 
 Mark = Step | Stairs | Fill | HLines | VLine | Bars
@@ -375,13 +377,15 @@ def _bars_svg(mark: Bars, f: _Frame, clip: str) -> str:
     zero = float(f.ys(np.asarray([0.0]))[0])
     half = mark.width / 2
     out = []
-    for x, h, text in zip(mark.x, mark.heights, mark.texts, strict=True):
+    tips = mark.tips or ("",) * len(mark.x)
+    for x, h, text, tip in zip(mark.x, mark.heights, mark.texts, tips, strict=True):
         x0, x1 = (float(v) for v in f.xs(np.asarray([x - half, x + half])))
         top = float(f.ys(np.asarray([h]))[0])
         y, height = min(top, zero), abs(zero - top)
+        title = f"><title>{_esc(tip)}</title></rect>" if tip else "/>"
         out.append(
             f'<rect x="{_num(x0)}" y="{_num(y)}" width="{_num(x1 - x0)}" '
-            f'height="{_num(height)}" fill="{mark.colour}"{clip}/>'
+            f'height="{_num(height)}" fill="{mark.colour}"{clip}{title}'
         )
         # the value 2 pt beyond the bar's end: above a positive bar, below a negative one
         ty = top - 2.0 if h >= 0 else top + 2.0 + mark.text_size * 0.8
