@@ -393,8 +393,14 @@ def _bars_svg(mark: Bars, f: _Frame, clip: str) -> str:
     return "".join(out)
 
 
-def _axes_svg(panel: Panel, f: _Frame, last: bool) -> list[str]:
-    """Grid, spines, ticks and tick labels of a panel (x tick labels on the last only)."""
+AXIS_Z = 1.5
+"""matplotlib's zorder of an axis -- its grid, ticks and tick labels -- under the lines
+(``axes.axisbelow: line``), and of the spines, above them."""
+SPINES_Z = 2.5
+
+
+def _axes_svg(panel: Panel, f: _Frame, last: bool) -> tuple[list[str], str]:
+    """(grid, ticks and tick labels; the spines) of a panel (x tick labels on the last only)."""
     out = []
     right, bottom = f.left + f.width, f.top + f.height
     yticks = nice_ticks(*panel.ylim, 5, integer=panel.integer)
@@ -413,13 +419,12 @@ def _axes_svg(panel: Panel, f: _Frame, last: bool) -> list[str]:
     marks += "".join(f"M{_num(f.left)} {_num(y)}h{_num(-TICK)}" for y in ypos)
     out.append(f'<path d="{marks}" stroke="#000000" stroke-width="0.8"/>')
     spines = f"M{_num(f.left)} {_num(f.top)}V{_num(bottom)}H{_num(right)}"
-    out.append(f'<path d="{spines}" fill="none" stroke="#000000" stroke-width="0.8"/>')
     for y, text in zip(ypos, tick_texts(yticks), strict=True):
         out.append(_text(f.left - 2 * TICK, y + 3.2, text, size=9.0, anchor="end"))
     if last:
         for x, text in zip(xpos, xtexts, strict=True):
             out.append(_text(x, bottom + 2 * TICK + 7.0, text, size=9.0, anchor="middle"))
-    return out
+    return out, f'<path d="{spines}" fill="none" stroke="#000000" stroke-width="0.8"/>'
 
 
 def _legend_svg(chart: Chart, f: _Frame) -> list[str]:
@@ -492,13 +497,13 @@ def chart_svg(chart: Chart) -> str:
                 f'width="{_num(f.width)}" height="{_num(f.height)}"/></clipPath>'
             )
             clip = f' clip-path="url(#area{i})"'
-            below = sorted(
-                (m for m in panel.marks if _z(m) < 2.5), key=_z
-            )  # under the spines, as matplotlib's zorder puts them
-            above = sorted((m for m in panel.marks if _z(m) >= 2.5), key=_z)
-            body += [_mark_svg(m, f, clip) for m in below]
-            body += _axes_svg(panel, f, last)
-            body += [_mark_svg(m, f, clip) for m in above]
+            axis, spines = _axes_svg(panel, f, last)
+            marks = sorted(panel.marks, key=_z)  # stable: drawing order within a zorder
+            body += [_mark_svg(m, f, clip) for m in marks if _z(m) < AXIS_Z]
+            body += axis
+            body += [_mark_svg(m, f, clip) for m in marks if AXIS_Z <= _z(m) < SPINES_Z]
+            body.append(spines)
+            body += [_mark_svg(m, f, clip) for m in marks if _z(m) >= SPINES_Z]
             if panel.ylabel:
                 x = f.left - LAYOUT.ylabel * PT
                 body.append(
