@@ -334,8 +334,9 @@ REAL = "efa-gaudi"  # a short built-in scenario
 
 def test_same_seed_gives_byte_identical_summary(tmp_path: Path) -> None:
     """design.md, "Scenario files": the same scenario and seed give byte-identical results --
-    every run directory's summary.json, series.csv and trace.json match byte for byte, and
-    config.toml below its provenance header."""
+    every run directory's summary.json, series.csv, trace.json and plot files match byte for
+    byte, config.toml below its provenance header, and report.html but for the output
+    directory its footer's command line names."""
     for out in ("a", "b"):
         argv = ["run", REAL, "--seed", "11", "--quiet", "--out", str(tmp_path / out)]
         assert main(argv) in (0, 1)  # the claim's verdict is not this test's business
@@ -346,6 +347,16 @@ def test_same_seed_gives_byte_identical_summary(tmp_path: Path) -> None:
             a = (tmp_path / "a" / run / name).read_bytes()
             b = (tmp_path / "b" / run / name).read_bytes()
             assert a == b, f"{run}/{name} differs between two runs with seed 11"
+        plots = sorted(p.name for p in (tmp_path / "a" / run).glob("plot-*.svg"))
+        assert plots, run
+        for name in plots:
+            a = (tmp_path / "a" / run / name).read_bytes()
+            assert a == (tmp_path / "b" / run / name).read_bytes(), f"{run}/{name} differs"
+        pages = [
+            (tmp_path / o / run / "report.html").read_text().replace(str(tmp_path / o), "OUT")
+            for o in "ab"
+        ]
+        assert pages[0] == pages[1], f"{run}/report.html differs between two runs with seed 11"
         # config.toml: identical below the header naming the version and the command line
         configs = [(tmp_path / o / run / "config.toml").read_text().splitlines() for o in "ab"]
         assert configs[0][0] == f"# written by pinlab {__version__}"

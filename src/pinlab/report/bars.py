@@ -1,5 +1,6 @@
 """Bar charts comparing one metric (or a ``*`` pattern of metrics) across the variants of a
-scenario, drawn on a :mod:`pinlab.report.figure` canvas (the suite report's charts)."""
+scenario (the suite report's charts): a :class:`~pinlab.report.chart.Chart` written as SVG
+for the page (:func:`variant_bars_svg`) or drawn with matplotlib (:func:`variant_bars`)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,14 @@ import fnmatch
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from pinlab.report.figure import (
-    PALETTE,
-    Canvas,
-    draw_legend,
-    figure_svg,
-    fit_label,
-    kept_canvas,
-    new_figure,
-    note,
-    style,
-    tick_locators,
-    value_scale,
-)
+from pinlab.report.chart import Bars, Chart, Panel, chart_svg
+from pinlab.report.figure import PALETTE, chart_figure, fit_label, value_scale
 from pinlab.scenarios.result import Metric, RunResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["MAX_BARS", "variant_bars", "variant_bars_svg"]
+__all__ = ["MAX_BARS", "variant_bars", "variant_bars_chart", "variant_bars_svg"]
 
 MAX_BARS = 8
 """At most this many bars per variant; beyond it min/mean/max of the matched metrics."""
@@ -67,16 +55,19 @@ def variant_bars(results: Sequence[RunResult], metric: str, *, title: str | None
     minimum, mean and maximum over the matched metrics). A variant lacking a metric gets
     no bar. A run under a compared profile is labelled ``<variant>@<profile>``.
     """
-    return _bars(results, metric, title, new_figure)
+    return chart_figure(variant_bars_chart(results, metric, title=title))
 
 
 def variant_bars_svg(results: Sequence[RunResult], metric: str, *, title: str | None = None) -> str:
-    """:func:`variant_bars` as SVG text (drawn on a kept figure, :func:`kept_canvas`)."""
-    with style():
-        return figure_svg(_bars(results, metric, title, kept_canvas("bars")))
+    """:func:`variant_bars` as SVG text, written without matplotlib
+    (:func:`~pinlab.report.chart.chart_svg`)."""
+    return chart_svg(variant_bars_chart(results, metric, title=title))
 
 
-def _bars(results: Sequence[RunResult], metric: str, title: str | None, canvas: Canvas) -> Figure:
+def variant_bars_chart(
+    results: Sequence[RunResult], metric: str, *, title: str | None = None
+) -> Chart:
+    """What :func:`variant_bars` draws, as a :class:`~pinlab.report.chart.Chart`."""
     names = _matched(results, metric)
     found: list[Metric] = [r.metrics[n] for r in results for n in names if n in r.metrics]
     unit = found[0].unit if found else ""
@@ -109,42 +100,41 @@ def _bars(results: Sequence[RunResult], metric: str, title: str | None, canvas: 
     values = [v for _, vs in series for v in vs if v is not None]
     peak = max((abs(v) for v in values), default=0.0)
     vscale, vunit = value_scale(unit, peak)
-    with style():
-        fig, (ax,) = canvas(2.7, legend=len(series) > 1)
-        tick_locators(ax, integer=unit == "count")  # no "2.5 denials"
-        ax.grid(axis="x", visible=False)
-        ax.set_title(title or f"{metric} by variant")
-        if not values:
-            note(ax, f"no metric matches {metric!r} in these runs")
-        n = max(1, len(series))
-        width = 0.8 / n
-        x = np.arange(len(groups), dtype=float)
-        for i, (label, vs) in enumerate(series):
-            xs = [x[j] + (i - (n - 1) / 2) * width for j, v in enumerate(vs) if v is not None]
-            hs = [v / vscale for v in vs if v is not None]
-            bars = ax.bar(
+    ylabel = f"{description} ({vunit})" if description and vunit else (vunit or description)
+    panel = Panel(
+        title=title or f"{metric} by variant",
+        ylabel=ylabel if len(ylabel) <= 40 else (vunit or ""),
+        xlim=(-0.6, len(groups) - 0.4),
+        integer=unit == "count",  # no "2.5 denials"
+        categories=tuple((float(j), g) for j, g in enumerate(groups)),
+    )
+    legend = len(series) > 1
+    if not values:
+        panel.note = f"no metric matches {metric!r} in these runs"
+        return Chart(2.7, [panel], legend=legend)
+    top = max(values) / vscale
+    panel.ylim = (min(0.0, min(values) / vscale * 1.15), top * 1.18 if top > 0 else 1.0)
+    n = max(1, len(series))
+    width = 0.8 / n
+    for i, (label, vs) in enumerate(series):
+        xs = tuple(j + (i - (n - 1) / 2) * width for j, v in enumerate(vs) if v is not None)
+        hs = tuple(v / vscale for v in vs if v is not None)
+        texts = tuple(_bar_text(h * vscale, vscale, vunit) for h in hs)
+        present = [g for g, v in zip(groups, vs, strict=True) if v is not None]
+        named = [g + (f" · {label}" if legend else "") for g in present]
+        unit_text = "" if vunit in ("count", "") else f" {vunit}"
+        panel.marks.append(
+            Bars(
                 xs,
                 hs,
                 width * 0.92,
-                label=fit_label(label) if len(series) > 1 else None,
-                color=PALETTE[i % len(PALETTE)],
+                PALETTE[i % len(PALETTE)],
+                texts,
+                label=fit_label(label) if legend else None,
+                tips=tuple(f"{name}: {t}{unit_text}" for name, t in zip(named, texts, strict=True)),
             )
-            ax.bar_label(
-                bars,
-                labels=[_bar_text(v * vscale, vscale, vunit) for v in hs],
-                fontsize=7.5,
-                padding=2,
-            )
-        ax.set_xticks(x, groups)
-        ax.set_xlim(-0.6, len(groups) - 0.4)
-        ylabel = f"{description} ({vunit})" if description and vunit else (vunit or description)
-        ax.set_ylabel(ylabel if len(ylabel) <= 40 else (vunit or ""))
-        if values:
-            top = max(values) / vscale
-            ax.set_ylim(min(0.0, min(values) / vscale * 1.15), top * 1.18 if top > 0 else 1.0)
-        if len(series) > 1:
-            draw_legend(fig, ax)
-    return fig
+        )
+    return Chart(2.7, [panel], legend=legend)
 
 
 def _bar_text(value: float, scale: float, unit: str) -> str:

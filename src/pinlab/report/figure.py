@@ -1,11 +1,13 @@
-"""The canvas every pinlab figure is drawn on: style, fixed layout, kept figures, axis units,
+"""The canvas every pinlab figure is drawn on: style, fixed layout, charts as figures, axis units,
 the legend column and deterministic output (the rendering rules of :mod:`pinlab.report.plots`).
 
 * matplotlib is imported by the first figure, never by importing this module;
 * the layout is fixed, computed from constant margins in inches (:data:`LAYOUT`): no layout
   engine measures text on every figure; the legend is keys and labels placed in a fixed column
   (:func:`legend_labels` reads it back);
-* :func:`kept_canvas` hands the report renderers kept figures, emptied to the state of new ones;
+* :func:`chart_figure` draws a :class:`~pinlab.report.chart.Chart` (what a figure shows, as
+  data) as a matplotlib Figure -- the reports write the same chart's SVG without matplotlib
+  (:func:`pinlab.report.chart.chart_svg`);
 * SVG is the one output (:func:`figure_svg`: a fixed hash salt, no date or version metadata, so
   the same figure gives byte-identical bytes); :func:`figure_png` renders PNG on request and
   :func:`save_figure` writes files atomically.
@@ -18,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pinlab import fsutil
 from pinlab.scenarios.result import RunResult
@@ -28,18 +30,19 @@ if TYPE_CHECKING:  # matplotlib itself is imported by the first figure (module d
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from pinlab.report.chart import Chart
+
 __all__ = [
     "COLUMNS",
     "LAYOUT",
     "PALETTE",
     "WIDTH_IN",
-    "Canvas",
+    "chart_figure",
     "draw_legend",
     "figure_png",
     "figure_svg",
     "fit_label",
     "fmt_duration",
-    "kept_canvas",
     "legend_labels",
     "new_figure",
     "note",
@@ -270,63 +273,6 @@ def tick_locators(ax: Axes, *, integer: bool = False) -> None:
     ax.yaxis.set_major_formatter(ScalarFormatter())
 
 
-class Canvas(Protocol):
-    """Where a figure function draws: :func:`new_figure` (a new figure) or a kept one
-    (:func:`kept_canvas`)."""
-
-    def __call__(
-        self, height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
-    ) -> tuple[Figure, list[Axes]]: ...
-
-
-_KEPT: dict[tuple[str, float, int, bool, float], tuple[Figure, list[Axes]]] = {}
-"""Figures kept for reuse by the report renderers, by figure kind and layout."""
-
-
-def kept_canvas(kind: str) -> Canvas:
-    """A canvas that hands out one kept figure per ``kind`` and layout, emptied to the state
-    of a new one (:func:`_empty`): building a figure -- axes, spines, ticks -- costs about as
-    much as drawing it. Only the SVG of a kept figure leaves this module; the tests hold it
-    byte-identical to a new figure's."""
-
-    def canvas(
-        height: float, nrows: int = 1, *, legend: bool = True, title: float = LAYOUT.top
-    ) -> tuple[Figure, list[Axes]]:
-        key = (kind, height, nrows, legend, title)
-        kept = _KEPT.get(key)
-        if kept is None:
-            kept = _KEPT[key] = new_figure(height, nrows, legend=legend, title=title)
-        else:
-            _empty(*kept)
-        return kept
-
-    return canvas
-
-
-def _empty(fig: Figure, axes: list[Axes]) -> None:
-    """Take everything a figure function drew off ``fig`` and reset what it set -- titles,
-    labels, tick locators and formatters, data and view limits, autoscaling -- keeping the
-    axes and their ticks."""
-    from matplotlib.transforms import Bbox
-
-    for artist in [*fig.artists, *fig.texts]:
-        if artist.get_label() == LEGEND_ENTRY:
-            artist.remove()
-    for ax in axes:
-        for artist in [*ax.lines, *ax.patches, *ax.collections, *ax.texts]:
-            artist.remove()
-        ax.containers.clear()
-        ax.set_title("", loc="left")
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-        tick_locators(ax)
-        ax.dataLim.set(Bbox.null())
-        ax.ignore_existing_data_limits = True
-        ax.viewLim.set(Bbox.unit())
-        ax.set_autoscale_on(True)
-        ax.set_axis_on()
-
-
 # -- units ---------------------------------------------------------------------------------------
 
 _SIZE_UNITS = ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"), (1, "B"))
@@ -355,15 +301,13 @@ def value_scale(unit: str, peak: float) -> tuple[float, str]:
     return 1.0, unit
 
 
-def time_axis(ax: Axes, end: float, start: float = 0.0) -> float:
-    """Label the x axis in s, ms or µs for simulated times from ``start`` to ``end``
-    seconds; returns the divisor to apply to times in seconds."""
+def time_axis(end: float, start: float = 0.0) -> tuple[float, str, tuple[float, float]]:
+    """The time axis for simulated times from ``start`` to ``end`` seconds, in s, ms or µs:
+    (divisor to apply to times in seconds, axis label, axis limits in that unit)."""
     if end <= start:
         end = start + 1.0
     scale, name = _pick(end, _TIME_UNITS)
-    ax.set_xlabel(f"simulated time ({name})")
-    ax.set_xlim(start / scale, end / scale)
-    return scale
+    return scale, f"simulated time ({name})", (start / scale, end / scale)
 
 
 def note(ax: Axes, text: str) -> None:
@@ -465,6 +409,94 @@ def run_title(result: RunResult, what: str) -> str:
 def fmt_duration(width: float) -> str:
     scale, name = _pick(width, _TIME_UNITS)
     return f"{width / scale:.3g} {name}"
+
+
+# -- a chart as a matplotlib figure ---------------------------------------------------------------
+
+
+def chart_figure(chart: Chart) -> Figure:
+    """``chart`` drawn as a new matplotlib Figure (the Python API's figures, PNG on request):
+    the same panels, limits, marks and legend column :func:`pinlab.report.chart.chart_svg`
+    writes."""
+    from pinlab.report import chart as c
+
+    with style():
+        fig, axes = new_figure(
+            chart.height, max(1, len(chart.panels)), legend=chart.legend, title=chart.top
+        )
+        if chart.suptitle:
+            fig.suptitle(
+                chart.suptitle,
+                x=0.01,
+                y=1.0 - 0.08 / chart.height,
+                ha="left",
+                va="top",
+                fontsize=10,
+                fontweight="bold",
+            )
+        for ax, panel in zip(axes, chart.panels, strict=False):
+            if panel.title:
+                ax.set_title(panel.title, fontsize=panel.title_size)
+            ax.set_xlabel(panel.xlabel)
+            ax.set_ylabel(panel.ylabel)
+            ax.set_xlim(*panel.xlim)
+            ax.set_ylim(*panel.ylim)
+            tick_locators(ax, integer=panel.integer)
+            if panel.note is not None:
+                note(ax, panel.note)
+                continue
+            for mark in panel.marks:
+                _draw_mark(ax, mark, c)
+            if panel.categories is not None:
+                ax.set_xticks([x for x, _ in panel.categories], [t for _, t in panel.categories])
+                ax.set_xlim(*panel.xlim)
+        if chart.legend:
+            draw_legend(fig, axes[0])
+    return fig
+
+
+def _draw_mark(ax: Axes, mark: Any, c: Any) -> None:
+    """One mark of :mod:`pinlab.report.chart` drawn on ``ax`` (``c``: that module)."""
+    if isinstance(mark, c.Step):
+        line = {"color": mark.colour, "linewidth": mark.width, "linestyle": mark.dash}
+        ax.step(
+            mark.x, mark.y, where="post", zorder=mark.z, label=mark.label, clip_on=mark.clip, **line
+        )
+    elif isinstance(mark, c.Stairs):
+        from matplotlib.patches import StepPatch
+
+        ax.add_artist(  # an Axes' patches are the Patch artists among its children
+            StepPatch(
+                mark.values,
+                mark.edges,
+                baseline=None,  # type: ignore[arg-type]  # a line, no baseline (Axes.stairs)
+                fill=False,
+                edgecolor=mark.colour,
+                linewidth=mark.width,
+                label=mark.label,
+            )
+        )
+    elif isinstance(mark, c.Fill):
+        fill = {"color": mark.colour, "alpha": mark.alpha, "zorder": mark.z}
+        ax.fill_between(mark.x, mark.y, step="post", linewidth=0, **fill)
+    elif isinstance(mark, c.HLines):
+        ax.hlines(
+            list(mark.y),
+            list(mark.start),
+            list(mark.end),
+            colors=list(mark.colours),
+            linestyles=mark.dash,
+            linewidth=mark.width,
+        )
+    elif isinstance(mark, c.VLine):
+        ax.axvline(
+            mark.x, color=mark.colour, linestyle=mark.dash, linewidth=mark.width, label=mark.label
+        )
+    else:
+        bars = ax.bar(
+            list(mark.x), list(mark.heights), mark.width, label=mark.label, color=mark.colour
+        )
+        ax.bar_label(bars, labels=list(mark.texts), fontsize=mark.text_size, padding=2)
 
 
 # -- output ---------------------------------------------------------------------------------------

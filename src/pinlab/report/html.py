@@ -11,8 +11,9 @@ an overview table of every claim and verdict, then per scenario its verdict tabl
 comparing the variants, and links to each run's own report.
 
 Self-contained means: no network, no external files needed to show the page. Plots are inline
-SVG (the XML prologue and metadata stripped, every ``id`` prefixed per plot because
-matplotlib's ids -- clip paths, markers, ``line2d_1`` -- repeat across figures), CSS is inline,
+SVG (the XML prologue and metadata stripped, every ``id`` prefixed per plot because a figure's
+ids -- its plot areas' clip paths, matplotlib's markers and ``line2d_1`` -- repeat across
+figures), CSS is inline,
 and a Content-Security-Policy ``<meta>`` forbids loading anything at all, so a stray external
 reference shows up as a console error instead of a silent fetch. The one script (inline,
 allowed by its SHA-256 hash) checks after loading that every plot rendered and records the

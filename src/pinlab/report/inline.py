@@ -1,6 +1,7 @@
-"""Plots inlined in a page: matplotlib's SVG text made fit to stand beside other plots in one
-HTML document (:func:`inline_svg`), and :class:`Plot`, the figure the pages' ``plot`` macro
-renders (run and suite reports, sweep results, validation)."""
+"""Plots inlined in a page: a figure's SVG text (pinlab's own, :mod:`pinlab.report.chart`, or
+matplotlib's) made fit to stand beside other plots in one HTML document (:func:`inline_svg`),
+and :class:`Plot`, the figure the pages' ``plot`` macro renders (run and suite reports, sweep
+results, validation)."""
 
 from __future__ import annotations
 
@@ -24,14 +25,15 @@ _SVG_OPEN = re.compile(r"<svg\b([^>]*)>")
 
 
 def inline_svg(svg: str, prefix: str, label: str = "") -> Markup:
-    """Matplotlib SVG text made fit to inline in HTML next to other plots.
+    """A figure's SVG text (:func:`pinlab.report.chart.chart_svg` or matplotlib's) made fit to
+    inline in HTML next to other plots.
 
     Drops the XML declaration, DOCTYPE and ``<metadata>`` (they hold the only external URLs
     besides namespace names) and matplotlib's document-wide ``*{...}`` style rule; prefixes
     every ``id`` -- and every reference to one (``#id``, ``url(#id)``) -- with ``prefix``,
     so ids stay unique across the page; marks the root ``<svg class="plot" role="img">``
-    with ``label`` as its accessible name. matplotlib escapes its text, so the result is
-    safe markup.
+    with ``label`` as its accessible name. Both SVG writers escape their text, so the result
+    is safe markup.
     """
     body = _PROLOGUE.sub("", svg, count=1)
     body = _METADATA.sub("", body, count=1)
@@ -65,6 +67,6 @@ class Plot:
     def inline(
         cls, id: str, caption: str, svg: str, prefix: str, files: Iterable[str] = ()
     ) -> Plot:
-        """The plot of matplotlib ``svg``, inlined with ids under ``prefix`` (:func:`inline_svg`)
+        """The plot of a figure's ``svg``, inlined with ids under ``prefix`` (:func:`inline_svg`)
         and labelled with its caption."""
         return cls(id, caption, inline_svg(svg, prefix, caption), tuple(files))

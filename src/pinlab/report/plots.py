@@ -21,30 +21,35 @@ times in s/ms/µs, chosen from the data's magnitude.
 
 Rendering is built for a report of many runs:
 
-* matplotlib is imported by the first figure, never by importing this module, so a run that
-  writes no report (``pinlab run --no-report``) never loads it;
+* each figure is first computed as a :class:`~pinlab.report.chart.Chart` -- panels, limits,
+  labels and marks in data coordinates (``throughput_chart`` ...); the report writes the
+  chart's SVG directly (:func:`~pinlab.report.chart.chart_svg`: positions from the fixed
+  layout, text placed by its anchor, nothing measured), so ``pinlab run`` never imports
+  matplotlib; the figure functions (:func:`throughput_over_time` ...) draw the same chart as a
+  matplotlib Figure (:func:`~pinlab.report.figure.chart_figure`) for the Python API and PNG;
+* matplotlib is imported by the first Figure, never by importing this module;
 * the layout is fixed, computed from constant margins in inches (:data:`LAYOUT`): no layout
-  engine measures text on every figure, and each figure is drawn once, into its SVG; the
-  legend is keys and labels placed in a fixed column (:func:`legend_labels` reads it back);
-* the report renderers (:func:`run_figure_svgs`, :func:`variant_bars_svg`) draw on kept
-  figures, emptied to the state of new ones, and return only SVG; the figure functions
-  (:func:`throughput_over_time` ...) return new figures;
+  engine measures text; the legend is keys and labels placed in a fixed column
+  (:func:`legend_labels` reads a Figure's back);
 * a series is thinned to the pixels the plot can show (:func:`thin_steps`: the first, lowest,
   highest and last point of every pixel column), so a long run costs what a short one does;
 * matplotlib's figure classes are used directly, never pyplot: no display, no global figure
   registry, nothing to close.
 
-The figures live by concern -- :mod:`pinlab.report.figure` (the canvas: style, layout,
-legend, units, output), :mod:`pinlab.report.timeplots` (the time plots of one run) and
+The figures live by concern -- :mod:`pinlab.report.chart` (a figure as data, and its SVG),
+:mod:`pinlab.report.figure` (the matplotlib canvas: style, layout, legend, units, output),
+:mod:`pinlab.report.timeplots` (the time plots of one run) and
 :mod:`pinlab.report.bars` (variant comparisons) -- and this module is their one public entry.
 
 SVG is the one output (the HTML report inlines it); :func:`figure_png` renders PNG on request.
-Output is deterministic -- a fixed SVG hash salt and no dates or version strings in the
-metadata -- so the same run gives byte-identical SVG (and PNG) bytes. :func:`save_figure`
+Output is deterministic -- the chart's SVG is a pure function of the chart, and a Figure's has
+a fixed hash salt and no dates or version strings in the metadata -- so the same run gives
+byte-identical SVG (and PNG) bytes. :func:`save_figure`
 writes the files atomically (temporary file + :func:`os.replace`).
 """
 
-from pinlab.report.bars import MAX_BARS, variant_bars, variant_bars_svg
+from pinlab.report.bars import MAX_BARS, variant_bars, variant_bars_chart, variant_bars_svg
+from pinlab.report.chart import Chart, chart_svg
 from pinlab.report.figure import (
     COLUMNS,
     LAYOUT,
@@ -59,18 +64,23 @@ from pinlab.report.figure import (
     write_atomic,
 )
 from pinlab.report.timeplots import (
+    CHARTS,
     FIGURES,
     MAX_LINES,
     MAX_PANELS,
+    denials_chart,
     denials_over_time,
+    memory_chart,
     memory_over_time,
     run_figure_svgs,
     run_figures,
     thin_steps,
+    throughput_chart,
     throughput_over_time,
 )
 
 __all__ = [
+    "CHARTS",
     "COLUMNS",
     "FIGURES",
     "LAYOUT",
@@ -79,19 +89,25 @@ __all__ = [
     "MAX_PANELS",
     "PALETTE",
     "WIDTH_IN",
+    "Chart",
+    "chart_svg",
+    "denials_chart",
     "denials_over_time",
     "figure_png",
     "figure_svg",
     "legend_labels",
+    "memory_chart",
     "memory_over_time",
     "run_figure_svgs",
     "run_figures",
     "save_figure",
     "style",
     "thin_steps",
+    "throughput_chart",
     "throughput_over_time",
     "value_scale",
     "variant_bars",
+    "variant_bars_chart",
     "variant_bars_svg",
     "write_atomic",
 ]

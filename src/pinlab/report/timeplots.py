@@ -1,6 +1,7 @@
 """The time plots of one run: each tenant's throughput, device memory (pinned, used, free)
-and denials over simulated time, drawn on a :mod:`pinlab.report.figure` canvas; :data:`FIGURES`
-lists them for the run report (:func:`run_figure_svgs`)."""
+and denials over simulated time, each computed as a :class:`~pinlab.report.chart.Chart`
+(``*_chart``) that the report writes as SVG (:func:`run_figure_svgs`) and the figure
+functions draw with matplotlib; :data:`FIGURES` lists them for the run report."""
 
 from __future__ import annotations
 
@@ -9,21 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pinlab.report.chart import Chart, Fill, HLines, Mark, Panel, Stairs, Step, VLine, chart_svg
 from pinlab.report.figure import (
     COLUMNS,
     LAYOUT,
     PALETTE,
-    Canvas,
-    draw_legend,
-    figure_svg,
+    chart_figure,
     fit_label,
     fmt_duration,
-    kept_canvas,
-    new_figure,
-    note,
     run_title,
-    style,
-    tick_locators,
     time_axis,
     value_scale,
 )
@@ -32,18 +27,21 @@ from pinlab.sim.metrics import iter_series
 from pinlab.units import fmt_rate
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = [
+    "CHARTS",
     "FIGURES",
     "MAX_LINES",
     "MAX_PANELS",
+    "denials_chart",
     "denials_over_time",
+    "memory_chart",
     "memory_over_time",
     "run_figure_svgs",
     "run_figures",
     "thin_steps",
+    "throughput_chart",
     "throughput_over_time",
 ]
 
@@ -61,15 +59,10 @@ PINNED_Z = 2.6  # above the spines (2.5) and the grid
 LINE_Z = 2.7
 
 _MEMORY_LINES: dict[str, dict[str, Any]] = {
-    # clip_on=False: at 0 the whole pinned line shows, over the x axis
-    "pinned": {
-        "color": PINNED_COLOUR,
-        "linewidth": PINNED_WIDTH,
-        "zorder": PINNED_Z,
-        "clip_on": False,
-    },
-    "used": {"color": USED_COLOUR, "linewidth": LINE_WIDTH, "zorder": LINE_Z},
-    "free": {"color": FREE_COLOUR, "linewidth": LINE_WIDTH, "zorder": LINE_Z, "linestyle": "--"},
+    # clip=False: at 0 the whole pinned line shows, over the x axis
+    "pinned": {"colour": PINNED_COLOUR, "width": PINNED_WIDTH, "z": PINNED_Z, "clip": False},
+    "used": {"colour": USED_COLOUR, "width": LINE_WIDTH, "z": LINE_Z},
+    "free": {"colour": FREE_COLOUR, "width": LINE_WIDTH, "z": LINE_Z, "dash": "--"},
 }
 
 NOTE_HEIGHT = 1.3
@@ -158,23 +151,22 @@ def _top(
 
 
 def _faults(
-    ax: Axes, result: RunResult, scale: float, window: tuple[float, float] | None = None
-) -> None:
+    result: RunResult, scale: float, window: tuple[float, float] | None = None
+) -> list[Mark]:
     """Dotted vertical lines at the run's injected faults (one legend entry); with
     ``window`` (seconds), only the faults inside it."""
-    if not ax.axison:  # a note instead of data: no time axis to mark
-        return
     times = sorted({t for t, kind, _ in result.recorder.events if kind == "fault"})
     if window is not None:
         times = [t for t in times if window[0] <= t <= window[1]]
-    for i, t in enumerate(times):
-        ax.axvline(
-            t / scale,
-            color=FAULT_COLOUR,
-            linestyle=":",
-            linewidth=1.0,
-            label="fault injected" if i == 0 else None,
-        )
+    return [
+        VLine(t / scale, FAULT_COLOUR, label="fault injected" if i == 0 else None)
+        for i, t in enumerate(times)
+    ]
+
+
+def _top_limit(peak: float) -> tuple[float, float]:
+    """y limits from 0 to ``peak`` plus a 5 % margin (1 when nothing rose above 0)."""
+    return (0.0, peak * 1.05) if peak > 0 else (0.0, 1.0)
 
 
 # -- the figures ---------------------------------------------------------------------------------
@@ -227,85 +219,65 @@ def throughput_over_time(result: RunResult) -> Figure:
     legend give the mean over the phase, the table's rate. The time axis spans the tenants'
     data phases. With more than :data:`MAX_LINES` tenants the smaller ones are summed into one
     line. Without byte series, a note and each tenant's mean rate over its data phase."""
-    return _throughput(result, new_figure)
+    return chart_figure(throughput_chart(result))
 
 
-def _throughput(result: RunResult, canvas: Canvas) -> Figure:
+def throughput_chart(result: RunResult) -> Chart:
+    """What :func:`throughput_over_time` draws, as a :class:`~pinlab.report.chart.Chart`."""
     recorded = _series_by_suffix(result, "tenant", "bytes")
     curves = {n: p for n, p in recorded.items() if p[-1, 1] > 0}
-    with style():
-        fig, (ax,) = canvas(3.2 if curves else NOTE_HEIGHT)
-        ax.set_title(run_title(result, "Throughput per tenant"))
-        window: tuple[float, float] | None = None
-        if not curves:
-            tscale = time_axis(ax, _end_time(result))
-            if recorded:
-                note(ax, "no tenant moved any bytes in this run")
-            else:
-                _mean_rates(ax, result)
-        else:
-            shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
-            phases = {n: _data_phase(result, n, curves[n]) for n in curves}
-            lines = []
-            for n in shown:
-                edges, rate = _binned_rate([curves[n]], *phases[n])
-                # equal bins: their mean is the mean over the phase, the table's rate
-                label = _suffixed(n, f" {fmt_rate(float(np.mean(rate)))}", RATE_CHARS)
-                lines.append((label, edges, rate))
-            if folded:
-                span = (min(phases[n][0] for n in folded), max(phases[n][1] for n in folded))
-                edges, rate = _binned_rate([curves[n] for n in folded], *span)
-                lines.append((f"{len(folded)} other tenants", edges, rate))
-            window = (min(e[0] for _, e, _ in lines), max(e[-1] for _, e, _ in lines))
-            tscale = time_axis(ax, window[1], window[0])
-            vscale, vunit = value_scale("B/s", max(float(np.max(r)) for _, _, r in lines))
-            colours = [PALETTE[i % len(PALETTE)] for i in range(len(lines))]
-            for colour, (label, edges, rate) in zip(colours, lines, strict=True):
-                _stairs(ax, rate / vscale, edges / tscale, label=label, colour=colour)
-            ax.hlines(  # every tenant's mean: one collection, not one per tenant
-                [float(np.mean(rate)) / vscale for _, _, rate in lines],
-                [edges[0] / tscale for _, edges, _ in lines],
-                [edges[-1] / tscale for _, edges, _ in lines],
-                colors=colours,
-                linestyles=":",
-                linewidth=1.0,
-            )
-            ax.set_ylabel(f"throughput ({vunit})")
-            if len(lines) == 1:
-                edges = lines[0][1]
-                bins = f"{len(edges) - 1} × {fmt_duration(float(edges[1] - edges[0]))} bins"
-                phase = f"the data phase in {bins}"
-            else:
-                phase = "each tenant's data phase, binned"
-            ax.set_xlabel(f"{ax.get_xlabel()}: {phase}; dotted: its mean")
-        ax.set_ylim(bottom=0.0)
-        _faults(ax, result, tscale, window)
-        draw_legend(fig, ax)
-    return fig
-
-
-def _stairs(ax: Axes, values: np.ndarray, edges: np.ndarray, *, label: str, colour: str) -> None:
-    """``ax.stairs(values, edges, baseline=None)``, the line of a binned rate, with its data
-    limits taken from its vertices at once: ``Axes.add_patch`` walks a patch's path segment by
-    segment in Python to find them (for curves), a third of a throughput figure's drawing,
-    and a step line's limits are its vertices."""
-    from matplotlib.patches import StepPatch
-
-    patch = StepPatch(
-        values,
-        edges,
-        baseline=None,  # type: ignore[arg-type]  # a line, no baseline: as Axes.stairs takes it
-        fill=False,
-        edgecolor=colour,
-        linewidth=1.4,
-        label=label,
+    title = run_title(result, "Throughput per tenant")
+    if not curves:
+        text = "no tenant moved any bytes in this run" if recorded else _mean_rates(result)
+        return Chart(NOTE_HEIGHT, [Panel(title=title, note=text)])
+    shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
+    phases = {n: _data_phase(result, n, curves[n]) for n in curves}
+    lines = []
+    for n in shown:
+        edges, rate = _binned_rate([curves[n]], *phases[n])
+        # equal bins: their mean is the mean over the phase, the table's rate
+        label = _suffixed(n, f" {fmt_rate(float(np.mean(rate)))}", RATE_CHARS)
+        lines.append((label, edges, rate))
+    if folded:
+        span = (min(phases[n][0] for n in folded), max(phases[n][1] for n in folded))
+        edges, rate = _binned_rate([curves[n] for n in folded], *span)
+        lines.append((f"{len(folded)} other tenants", edges, rate))
+    window = (min(e[0] for _, e, _ in lines), max(e[-1] for _, e, _ in lines))
+    tscale, tlabel, xlim = time_axis(window[1], window[0])
+    peak = max(float(np.max(r)) for _, _, r in lines)
+    vscale, vunit = value_scale("B/s", peak)
+    colours = [PALETTE[i % len(PALETTE)] for i in range(len(lines))]
+    marks: list[Mark] = [
+        Stairs(rate / vscale, edges / tscale, colour, 1.4, label)
+        for colour, (label, edges, rate) in zip(colours, lines, strict=True)
+    ]
+    marks.append(  # every tenant's mean: one collection, not one per tenant
+        HLines(
+            tuple(float(np.mean(rate)) / vscale for _, _, rate in lines),
+            tuple(float(edges[0]) / tscale for _, edges, _ in lines),
+            tuple(float(edges[-1]) / tscale for _, edges, _ in lines),
+            tuple(colours),
+        )
     )
-    ax.add_artist(patch)  # an Axes' patches are the Patch artists among its children
-    ax.update_datalim(patch.get_path().vertices)
-    ax.autoscale_view()
+    marks += _faults(result, tscale, window)
+    if len(lines) == 1:
+        edges = lines[0][1]
+        bins = f"{len(edges) - 1} × {fmt_duration(float(edges[1] - edges[0]))} bins"
+        phase = f"the data phase in {bins}"
+    else:
+        phase = "each tenant's data phase, binned"
+    panel = Panel(
+        title=title,
+        xlabel=f"{tlabel}: {phase}; dotted: its mean",
+        ylabel=f"throughput ({vunit})",
+        xlim=xlim,
+        ylim=_top_limit(peak / vscale),
+        marks=marks,
+    )
+    return Chart(3.2, [panel])
 
 
-def _mean_rates(ax: Axes, result: RunResult) -> None:
+def _mean_rates(result: RunResult) -> str:
     """Fallback for :func:`throughput_over_time`: a note naming each tenant's mean
     throughput over its data phase (the ``tenant.<t>.throughput`` metrics)."""
     rates = []
@@ -318,7 +290,7 @@ def _mean_rates(ax: Axes, result: RunResult) -> None:
         shown = rates[:4]
         more = f", and {len(rates) - len(shown)} more" if len(rates) > len(shown) else ""
         text += "\nmean throughput over each data phase: " + ", ".join(shown) + more
-    note(ax, text)
+    return text
 
 
 def _region_label(key: str) -> str:
@@ -330,10 +302,11 @@ def memory_over_time(result: RunResult) -> Figure:
     """Pinned (filled), used and free bytes of each device memory region over time, one
     panel per region that held anything. With more than :data:`MAX_PANELS` regions, regions
     of the same name (``hbm``, ``vram`` ...) are summed over all devices and nodes."""
-    return _memory(result, new_figure)
+    return chart_figure(memory_chart(result))
 
 
-def _memory(result: RunResult, canvas: Canvas) -> Figure:
+def memory_chart(result: RunResult) -> Chart:
+    """What :func:`memory_over_time` draws, as a :class:`~pinlab.report.chart.Chart`."""
     pinned = _series_by_suffix(result, "device", "pinned")
     used = _series_by_suffix(result, "device", "used")
     free = _series_by_suffix(result, "device", "free")
@@ -364,50 +337,40 @@ def _memory(result: RunResult, canvas: Canvas) -> Figure:
                     total = np.sum([_step_at(p, grid) for p in present], axis=0)
                     summed[c] = np.column_stack([grid, total])
             panels.append((f"{region}, summed over {len(members)} devices", summed))
-    with style():
-        n = max(1, len(panels))
-        height = 1.0 + 1.7 * n
-        fig, axes = canvas(height, n, title=LAYOUT.top + LAYOUT.suptitle)
-        fig.suptitle(
-            run_title(result, "Device memory: pinned vs free"),
-            x=0.01,
-            y=1.0 - 0.08 / height,
-            ha="left",
-            va="top",
-            fontsize=10,
-            fontweight="bold",
+    title = run_title(result, "Device memory: pinned vs free")
+    top = LAYOUT.top + LAYOUT.suptitle
+    tscale, tlabel, xlim = time_axis(end)
+    if not panels:
+        note = "no device memory series (device.<node>/<dev>.<region>.*) recorded"
+        return Chart(2.7, [Panel(note=note)], top=top, suptitle=title)
+    peak = max(float(np.max(p[:, 1])) for _, d in panels for p in d.values())
+    vscale, vunit = value_scale("B", peak)
+    faults = _faults(result, tscale)
+    out = []
+    for label, d in panels:
+        marks: list[Mark] = []
+        for kind in ("pinned", "used", "free"):
+            if kind not in d and kind != "pinned":
+                continue
+            # a region that never pinned still shows (and lists) its pinned line, at 0
+            t, v = _step_xy(d[kind] if kind in d else np.zeros((1, 2)), end)
+            if kind == "pinned":
+                marks.append(Fill(t / tscale, v / vscale, PINNED_COLOUR, 0.25, FILL_Z))
+            marks.append(Step(t / tscale, v / vscale, label=kind, **_MEMORY_LINES[kind]))
+        marks += faults
+        highest = max(float(np.max(p[:, 1])) for p in d.values()) / vscale
+        out.append(
+            Panel(
+                title=label,
+                title_size=9.0,
+                ylabel=vunit,
+                xlim=xlim,
+                ylim=_top_limit(highest),
+                marks=marks,
+            )
         )
-        tscale = time_axis(axes[-1], end)
-        if not panels:
-            note(axes[0], "no device memory series (device.<node>/<dev>.<region>.*) recorded")
-        peak = max(
-            (float(np.max(p[:, 1])) for _, d in panels for p in d.values()),
-            default=0.0,
-        )
-        vscale, vunit = value_scale("B", peak)
-        for ax, (label, d) in zip(axes, panels, strict=False):
-            ax.set_title(label, fontsize=9)
-            for kind in ("pinned", "used", "free"):
-                if kind not in d and kind != "pinned":
-                    continue
-                # a region that never pinned still shows (and lists) its pinned line, at 0
-                t, v = _step_xy(d[kind] if kind in d else np.zeros((1, 2)), end)
-                if kind == "pinned":
-                    ax.fill_between(
-                        t / tscale,
-                        v / vscale,
-                        step="post",
-                        color=PINNED_COLOUR,
-                        alpha=0.25,
-                        linewidth=0,
-                        zorder=FILL_Z,
-                    )
-                ax.step(t / tscale, v / vscale, where="post", label=kind, **_MEMORY_LINES[kind])
-            ax.set_ylabel(vunit)
-            ax.set_ylim(bottom=0.0)
-            _faults(ax, result, tscale)
-        draw_legend(fig, axes[0])
-    return fig
+    out[-1].xlabel = tlabel
+    return Chart(1.0 + 1.7 * len(out), out, top=top, suptitle=title)
 
 
 def _denial_curves(result: RunResult) -> dict[str, np.ndarray]:
@@ -437,42 +400,49 @@ def _denial_curves(result: RunResult) -> dict[str, np.ndarray]:
 
 def denials_over_time(result: RunResult) -> Figure:
     """Cumulative denials (calls the kernel refused) per tenant over simulated time."""
-    return _denials(result, new_figure)
+    return chart_figure(denials_chart(result))
 
 
-def _denials(result: RunResult, canvas: Canvas) -> Figure:
+def denials_chart(result: RunResult) -> Chart:
+    """What :func:`denials_over_time` draws, as a :class:`~pinlab.report.chart.Chart`."""
     curves = _denial_curves(result)
     curves = {n: p for n, p in curves.items() if float(np.max(p[:, 1])) > 0}
-    with style():
-        fig, (ax,) = canvas(3.0 if curves else NOTE_HEIGHT)
-        end = _end_time(result, list(curves.values()))
-        tscale = time_axis(ax, end)
-        ax.set_title(run_title(result, "Denials per tenant (cumulative)"))
-        ax.set_ylabel("denials")
-        if not curves:
-            note(ax, "no denials: every call the tenants made succeeded")
-        else:
-            shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
-            lines = [(n, curves[n]) for n in shown]
-            if folded:
-                grid = np.unique(np.concatenate([curves[n][:, 0] for n in folded]))
-                total = np.sum([_step_at(curves[n], grid) for n in folded], axis=0)
-                lines.append((f"{len(folded)} other tenants", np.column_stack([grid, total])))
-            for i, (name, pts) in enumerate(lines):
-                t, v = _step_xy(np.vstack([[0.0, 0.0], pts]) if pts[0, 0] > 0 else pts, end)
-                ax.step(
-                    t / tscale,
-                    v,
-                    where="post",
-                    color=PALETTE[i % len(PALETTE)],
-                    label=_suffixed(name, f" ({int(pts[-1, 1])})"),
-                    linewidth=1.4,
-                )
-            ax.set_ylim(bottom=0.0)
-            tick_locators(ax, integer=True)
-        _faults(ax, result, tscale)
-        draw_legend(fig, ax)
-    return fig
+    title = run_title(result, "Denials per tenant (cumulative)")
+    if not curves:
+        note = "no denials: every call the tenants made succeeded"
+        return Chart(NOTE_HEIGHT, [Panel(title=title, note=note)])
+    end = _end_time(result, list(curves.values()))
+    tscale, tlabel, xlim = time_axis(end)
+    shown, folded = _top(curves, lambda p: float(p[-1, 1]), MAX_LINES)
+    lines = [(n, curves[n]) for n in shown]
+    if folded:
+        grid = np.unique(np.concatenate([curves[n][:, 0] for n in folded]))
+        total = np.sum([_step_at(curves[n], grid) for n in folded], axis=0)
+        lines.append((f"{len(folded)} other tenants", np.column_stack([grid, total])))
+    marks: list[Mark] = []
+    for i, (name, pts) in enumerate(lines):
+        t, v = _step_xy(np.vstack([[0.0, 0.0], pts]) if pts[0, 0] > 0 else pts, end)
+        marks.append(
+            Step(
+                t / tscale,
+                v,
+                PALETTE[i % len(PALETTE)],
+                1.4,
+                label=_suffixed(name, f" ({int(pts[-1, 1])})"),
+            )
+        )
+    marks += _faults(result, tscale)
+    peak = max(float(np.max(p[:, 1])) for _, p in lines)
+    panel = Panel(
+        title=title,
+        xlabel=tlabel,
+        ylabel="denials",
+        xlim=xlim,
+        ylim=_top_limit(peak),
+        integer=True,
+        marks=marks,
+    )
+    return Chart(3.0, [panel])
 
 
 RATE_CHARS = LAYOUT.legend_chars - 4
@@ -494,11 +464,12 @@ FIGURES: dict[str, tuple[str, Callable[[RunResult], Figure]]] = {
 """The figures of one run's report: file stem -> (caption, function)."""
 
 
-_DRAW: dict[str, Callable[[RunResult, Canvas], Figure]] = {
-    "throughput": _throughput,
-    "memory": _memory,
-    "denials": _denials,
+CHARTS: dict[str, Callable[[RunResult], Chart]] = {
+    "throughput": throughput_chart,
+    "memory": memory_chart,
+    "denials": denials_chart,
 }
+"""The charts behind :data:`FIGURES`, by file stem."""
 
 
 def run_figures(result: RunResult) -> dict[str, Figure]:
@@ -508,6 +479,5 @@ def run_figures(result: RunResult) -> dict[str, Figure]:
 
 def run_figure_svgs(result: RunResult) -> dict[str, str]:
     """Every figure of :data:`FIGURES` for ``result`` as SVG text, by file stem: what a
-    report needs, drawn on kept figures (:func:`kept_canvas`)."""
-    with style():
-        return {stem: figure_svg(_DRAW[stem](result, kept_canvas(stem))) for stem in FIGURES}
+    report needs, written from the charts without matplotlib (:func:`chart_svg`)."""
+    return {stem: chart_svg(CHARTS[stem](result)) for stem in FIGURES}
