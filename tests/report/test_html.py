@@ -250,6 +250,15 @@ def test_suite_page_lists_every_claim_and_links_every_run() -> None:
     assert_ids_unique_and_resolved(page)
 
 
+def test_suite_page_keeps_its_title_after_the_bar_charts() -> None:
+    # the charts' titles once overwrote the page's (a loop variable of the same name)
+    default = render_suite_html(_suite())
+    heading = "pinlab: the 2021 dma_buf_pin debate, replayed"
+    assert f"<title>{heading}</title>" in default and f"<h1>{heading}</h1>" in default
+    named = render_suite_html(_suite(), title="my cluster")
+    assert "<title>my cluster</title>" in named and "<h1>my cluster</h1>" in named
+
+
 def test_suite_links_only_existing_files_and_compared_profiles(tmp_path: Path) -> None:
     entries = _suite()
     toy = entries[0][0]

@@ -553,8 +553,9 @@ def render_suite_html(
         )
         figs: dict[str, str] = {}
         for pattern, chart_title in charts:
-            title = f"{chart_title} ({pattern})"
-            figs[chart_title] = plots.variant_bars_svg(results, pattern, title=title)
+            figs[chart_title] = plots.variant_bars_svg(
+                results, pattern, title=f"{chart_title} ({pattern})"
+            )
         scenario_plots = [
             Plot.inline(f"s{k}-bars{i}", name, svg, f"s{k}b{i}-")
             for i, (name, svg) in enumerate(figs.items())
