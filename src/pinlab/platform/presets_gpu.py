@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, validate_call
 
 from pinlab.platform.gpu_model import GPU_MODELS, GpuModel
-from pinlab.platform.preset_parts import AMAZON, AMD, AMD_GPU, INTEL, NVIDIA, ConnectX, connectx
+from pinlab.platform.preset_parts import AMAZON, AMD, INTEL, ConnectX, connectx
 from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
@@ -62,8 +62,12 @@ def gpu_device(
     name: str, key: str, parent: str, *, host_memory: int | None = None, width: int = 16
 ) -> DeviceSpec:
     """A :class:`DeviceSpec` of GPU model ``key`` named ``name`` below ``parent``: memory,
-    bandwidth, PCIe generation, model name and compute capability from the model; an AMD GPU
-    (amdgpu exporter) gets GTT = half of ``host_memory`` and SYSTEM = ``host_memory``."""
+    bandwidth, PCIe generation, PCI vendor, model name and compute capability from the model;
+    an AMD GPU (amdgpu exporter) gets GTT = half of ``host_memory`` (TTM's default page limit)
+    and SYSTEM = ``host_memory``. The nvidia-compute model keeps its own TT and SYSTEM sizes
+    (``default_sizes``): sizing them from the host too, as its declared host-memory domains
+    would suggest, changes the NVIDIA ``gpu-box`` presets and is left for a change of the
+    model."""
     g: GpuModel = GPU_MODELS[key]
     amd = g.driver == "amdgpu"
     return DeviceSpec(
@@ -76,7 +80,7 @@ def gpu_device(
         system=host_memory if amd and host_memory else None,
         gen=g.pcie_gen,
         width=width,  # type: ignore[arg-type]
-        vendor=AMD_GPU if amd else NVIDIA,
+        vendor=g.vendor,
         device=_PCI_DEVICE.get(key, 0),
         model=g.name,
         compute_capability=g.compute_capability,
