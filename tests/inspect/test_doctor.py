@@ -13,6 +13,7 @@ from pinlab.cli import main
 from pinlab.inspect import inspect_host
 from pinlab.inspect.doctor import closest_profile, diagnose
 from pinlab.inspect.snapshot import Snapshot, snapshot_from_report
+from pinlab.platform.spec import PlatformSpec
 from pinlab.units import GiB
 from tests.inspect.fakehost import bare_host, workstation
 
@@ -76,6 +77,7 @@ def test_without_move_notify_amdgpu_pins_in_gtt(tmp_path: Path) -> None:
     (pair,) = diagnose(snap).pairs
     assert pair.registrations["pinned"].location == "gtt"
     assert [f.key for f in pair.findings] == ["staged"]
+    assert pair.findings[0].items == ("K-48", "K-49")  # amdgpu's declared attach and pin rules
     assert pair.fixes[0].text.startswith("a kernel with CONFIG_DMABUF_MOVE_NOTIFY=y")
 
 
@@ -170,3 +172,38 @@ def test_the_odp_kernel_fix_is_offered_where_the_nic_driver_declares_odp(
         ],
         "cx-noodp": [],
     }
+
+
+@pytest.mark.parametrize(
+    ("driver", "location", "placed_by"),
+    [
+        ("amdgpu", "gtt", ("K-48", "K-49")),  # attach may clear peer2peer; 6.16 pins in GTT
+        ("xe", "gtt", ("K-53",)),  # 6.16: xe pins in TT only
+        ("i915", "system", ("K-54",)),  # attach migrates to SMEM and pins
+    ],
+)
+def test_staged_cites_the_exporters_own_placement_rule(
+    driver: str, location: str, placed_by: tuple[str, ...]
+) -> None:
+    """The items that say why a pinned MR's buffer sits in host memory are the ones its
+    exporter declares (``checklist_items``), not the NIC's K-45 nor a table of driver names."""
+    from dataclasses import replace
+
+    from pinlab.inspect.doctor_run import Inputs, run_registration
+    from pinlab.inspect.hostpolicy import HOST_USER
+    from pinlab.kernel.kernel import RLIM_INFINITY
+    from pinlab.kernel.profile import PRESETS
+    from pinlab.platform.presets import resolve_platform
+
+    spec = resolve_platform("workstation")
+    assert isinstance(spec, PlatformSpec)
+    gpu = spec.device("gpu0").model_copy(update={"driver": driver})
+    spec = spec.model_copy(update={"devices": (gpu,), "displays": ()})
+    profile = PRESETS["6.16"].with_(move_notify=False)
+    policy = {"users": {HOST_USER: {"uid": 1000}}}
+    inputs = Inputs(spec, profile, True, (RLIM_INFINITY,) * 2, frozenset(), policy, "pinned", GiB)
+    reg = run_registration(inputs, "gpu0", "mlx5_0", "pinned", 0)
+    assert reg.ok and reg.location == location
+    assert reg.placed_by == placed_by and "K-45" in reg.items
+    odp = run_registration(replace(inputs, mode="odp"), "gpu0", "mlx5_0", "odp", 0)
+    assert odp.placed_by  # the exporter's rule for an ODP import, whatever the driver

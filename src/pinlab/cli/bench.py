@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from typing import Any
 
@@ -81,9 +80,8 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         data = dataclasses.asdict(table)
         data["meta"] = dict(table.meta)
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    else:
-        sys.stdout.write(table.text)
+        return print_json(data)
+    sys.stdout.write(table.text)
     return 0
 
 

@@ -8,7 +8,14 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_command, add_json_flag, as_user_error, wide
+from pinlab.cli.common import (
+    UserError,
+    add_command,
+    add_json_flag,
+    as_user_error,
+    print_json,
+    wide,
+)
 
 
 def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
@@ -18,8 +25,6 @@ def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     NIC of a host snapshot (pinlab inspect --snapshot) or of this host: the errno it would get and
     at which step, the P2P path, the limits that apply and what would fix it. Exit status: 0 when
     healthy, 1 with findings, 2 for bad input."""
-    import json
-
     from pinlab.inspect import inspect_host
     from pinlab.inspect.doctor import DEFAULT_SIZE, diagnose
     from pinlab.inspect.doctor_report import diagnosis_json, render_diagnosis
@@ -43,7 +48,7 @@ def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
     with as_user_error(ValueError):
         diagnosis = diagnose(snap, device=args.device, nic=args.nic, size=size, odp=args.odp)
     if args.json:
-        print(json.dumps(diagnosis_json(diagnosis), indent=2))
+        print_json(diagnosis_json(diagnosis))
     else:
         console = wide(console, 120)
         render_diagnosis(diagnosis, console)

@@ -375,9 +375,6 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
             raise err(Errno.EINVAL, "amdgpu_dma_buf_pin", "no domain left to pin in")
         self.amdgpu_bo_pin(abo, domains)
 
-    def _unpin(self, attach: DmaBufAttachment) -> None:
-        self.amdgpu_bo_unpin(self.buffer_of(attach.dmabuf))
-
     def _map(self, attach: DmaBufAttachment, direction: DmaDataDirection) -> SgTable | None:
         """``amdgpu_dma_buf_map`` (K-51, K-78): an unpinned BO is validated into GTT, or
         GTT|VRAM for a P2P attachment of a VRAM-preferring BO; then a page sg_table for GTT,
@@ -391,20 +388,10 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
                 abo.flags |= AmdgpuCreate.CPU_ACCESS_REQUIRED
                 domains |= AmdgpuDomain.VRAM
             ttm_bo_validate(tbo, self.placement_from_domain(domains, abo.flags))
-        res = tbo.resource
-        mem = tbo.mem_type
-        if res is None or mem is None:
-            raise err(Errno.EINVAL, "amdgpu_dma_buf_map", "BO has no backing")
-        if mem is TtmMemType.TT:
-            if self.dma_map_fails(attach.dev):
-                raise err(Errno.EBUSY, "amdgpu_dma_buf_map", "dma_map_sgtable failed")
-            return abo.sg_table()
-        if mem is TtmMemType.VRAM:
-            if self._xgmi_reachable(attach.dev):
-                self.kernel.warn("amdgpu_dma_buf_map", "VRAM sgt for an XGMI importer")
-                raise err(Errno.EINVAL, "amdgpu_dma_buf_map", "XGMI importer")
-            return abo.sg_table()
-        raise err(Errno.EINVAL, "amdgpu_dma_buf_map", f"cannot map a BO in {mem}")
+        if tbo.mem_type is TtmMemType.VRAM and self._xgmi_reachable(attach.dev):
+            self.kernel.warn("amdgpu_dma_buf_map", "VRAM sgt for an XGMI importer")
+            raise err(Errno.EINVAL, "amdgpu_dma_buf_map", "XGMI importer")
+        return self.map_backing(abo, attach, "amdgpu_dma_buf_map")
 
     # -- import ----------------------------------------------------------------------------
     def prime_import(self, dmabuf: DmaBuf) -> AmdgpuBo:

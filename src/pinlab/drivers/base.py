@@ -95,6 +95,14 @@ class ImportPath(enum.Enum):
     private interconnect (iommufd ↔ vfio-pci, ``vfio_pci_dma_buf_iommufd_map``; K-107)."""
 
 
+def placed_by_pin(path: ImportPath, exporter_dynamic: bool, profile: KernelProfile) -> bool:
+    """Whether the exporter's pin, not an unpinned map, places a buffer for an importer on
+    ``path``: every path but a dynamic one pins; a dynamic map pins too where the exporter is
+    dynamic and the profile has ``CONFIG_DMABUF_MOVE_NOTIFY`` off (K-26, K-34). What
+    :meth:`ExporterDriver.checklist_items` takes as ``by_pin``."""
+    return path is not ImportPath.DYNAMIC or (exporter_dynamic and not profile.move_notify)
+
+
 class BufferSource(enum.Enum):
     """How userspace gets a dma-buf of an exporter's memory."""
 

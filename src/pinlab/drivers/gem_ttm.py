@@ -16,7 +16,8 @@ The driver-independent half of a TTM exporter is the same everywhere and lives h
   at all (static exporters never do);
 * :class:`TtmGemExporter` -- the TTM device with its managers and dmem region, create,
   export (one dma-buf per BO, sharing the BO's resv), release, GEM close, ``regions()``, the
-  backing epoch, the DMA-mapping fault hook, the page and P2P sg_tables of a BO, and the
+  backing epoch, the DMA-mapping fault hook, the page and P2P sg_tables of a BO (and the end of
+  a dynamic exporter's map that hands them out, ``map_backing``), the unpin op, and the
   platform constructor. Each driver supplies its ``dma_buf_ops`` callbacks
   (:meth:`~pinlab.drivers.base.ExporterDriver.dma_buf_ops`) -- the pin policy is the
   driver's, not this module's.
@@ -418,6 +419,11 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
         """Drop one pin of ``buf``; drivers with per-pin accounting override. Resv held."""
         ttm_bo_unpin(buf.tbo)
 
+    def _unpin(self, attach: DmaBufAttachment) -> None:
+        """``unpin`` of a dynamic TTM exporter (``amdgpu_dma_buf_unpin``,
+        ``xe_dma_buf_unpin``): drop the pin its ``pin`` took, :meth:`_unpin_bo`."""
+        self._unpin_bo(self.buffer_of(attach.dmabuf))
+
     # -- export ----------------------------------------------------------------------------
     def export(self, buf: DeviceBuffer) -> DmaBuf:
         """``drm_gem_prime_export``: one dma-buf per BO (a second export of a live one returns
@@ -460,6 +466,23 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
     def dma_map_fails(self, dev: Device) -> bool:
         """Whether the fault-injection hook makes a DMA mapping for ``dev`` fail."""
         return self.dma_map_fault is not None and self.dma_map_fault(dev)
+
+    def map_backing(self, bo: BufT, attach: DmaBufAttachment, fn: str) -> SgTable:
+        """The end of a dynamic TTM exporter's ``map_dma_buf``, once the BO is placed (K-78,
+        K-81): TT pages DMA-mapped for the importer (``-EBUSY`` where that mapping fails, see
+        :attr:`dma_map_fault`), device memory as a page-less P2P table, ``-EINVAL`` for a BO
+        without backing or in SYSTEM. Whatever forbids a device-memory table to this importer
+        (amdgpu: XGMI; nvidia-compute: no peer2peer) the driver checks first."""
+        mem = bo.mem_type
+        if mem is None:
+            raise err(Errno.EINVAL, fn, f"{bo.name} has no backing")
+        if mem is TtmMemType.TT:
+            if self.dma_map_fails(attach.dev):
+                raise err(Errno.EBUSY, fn, f"dma_map_sgtable for {attach.dev}")
+            return bo.sg_table()
+        if mem is TtmMemType.VRAM:
+            return bo.sg_table()
+        raise err(Errno.EINVAL, fn, f"cannot map a BO in {mem}")
 
     # -- reporting -------------------------------------------------------------------------
     def watch_regions(self, on_change: Callable[[], None]) -> bool:

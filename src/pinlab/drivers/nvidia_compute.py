@@ -192,9 +192,6 @@ class NvidiaComputeDevice(TtmGemExporter[NvBo]):
     def _pin(self, attach: DmaBufAttachment) -> None:
         self.pin_bo(self.buffer_of(attach.dmabuf), attach.peer2peer)
 
-    def _unpin(self, attach: DmaBufAttachment) -> None:
-        self._unpin_bo(self.buffer_of(attach.dmabuf))
-
     def _map(self, attach: DmaBufAttachment, direction: DmaDataDirection) -> SgTable | None:
         bo = self.buffer_of(attach.dmabuf)
         tbo = bo.tbo
@@ -204,15 +201,6 @@ class NvidiaComputeDevice(TtmGemExporter[NvBo]):
             if attach.peer2peer:
                 plc = tuple(p for p in bo.placements if p.mem_type is not TtmMemType.SYSTEM) or _TT
             ttm_bo_validate(tbo, plc)
-        mem = bo.mem_type
-        if mem is None:
-            raise err(Errno.EINVAL, fn, f"{bo.name} has no backing")
-        if mem is TtmMemType.VRAM:
-            if not attach.peer2peer:
-                raise err(Errno.EINVAL, fn, f"{bo.name} is in device memory, importer not P2P")
-            return bo.sg_table()
-        if mem is TtmMemType.TT:
-            if self.dma_map_fails(attach.dev):
-                raise err(Errno.EBUSY, fn, f"dma_map_sgtable for {attach.dev}")
-            return bo.sg_table()
-        raise err(Errno.EINVAL, fn, f"cannot map a BO in {mem}")
+        if bo.mem_type is TtmMemType.VRAM and not attach.peer2peer:
+            raise err(Errno.EINVAL, fn, f"{bo.name} is in device memory, importer not P2P")
+        return self.map_backing(bo, attach, fn)

@@ -212,10 +212,6 @@ class XeDevice(TtmGemExporter[XeBo]):
             raise
         ttm_bo_pin(bo.tbo)  # xe_bo_pin_external
 
-    def _unpin(self, attach: DmaBufAttachment) -> None:
-        """``xe_dma_buf_unpin``: ``xe_bo_unpin_external``."""
-        self._unpin_bo(self.buffer_of(attach.dmabuf))
-
     def _map(self, attach: DmaBufAttachment, direction: DmaDataDirection) -> SgTable | None:
         """``xe_dma_buf_map`` (K-81): see the module docstring."""
         bo = self.buffer_of(attach.dmabuf)
@@ -226,13 +222,4 @@ class XeDevice(TtmGemExporter[XeBo]):
                 self.xe_bo_validate(bo)
             else:
                 self.xe_bo_migrate(bo, TtmMemType.TT)
-        mem = bo.mem_type
-        if mem is None:
-            raise err(Errno.EINVAL, "xe_dma_buf_map", f"{bo.name} has no backing")
-        if mem is TtmMemType.TT:
-            if self.dma_map_fails(attach.dev):
-                raise err(Errno.EBUSY, "xe_dma_buf_map", f"dma_map_sgtable for {attach.dev}")
-            return bo.sg_table()
-        if mem is TtmMemType.VRAM:
-            return bo.sg_table()
-        raise err(Errno.EINVAL, "xe_dma_buf_map", f"cannot map a BO in {mem}")
+        return self.map_backing(bo, attach, "xe_dma_buf_map")

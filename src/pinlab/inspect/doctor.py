@@ -12,7 +12,10 @@ RLIMIT_MEMLOCK, P-1). Every answer -- success, or the errno and the kernel funct
 it -- is what the model returned; the checklist items are those the importer cites for its path
 (:meth:`~pinlab.drivers.rdma.RdmaDevice.mr_checklist_items`) plus the item of the refusing
 function (:data:`STEP_ITEMS`). Where the buffer ended up after the pin (``vram`` or ``gtt``)
-says whether the traffic is peer to peer or staged; the path class and the rates come from the
+says whether the traffic is peer to peer or staged; a staged buffer cites the exporter's own
+placement rule for the MR's path
+(:meth:`~pinlab.drivers.base.ExporterDriver.checklist_items`: amdgpu K-48 and K-49, xe K-53,
+i915 K-54, the APU and nvidia-compute models ``model``); the path class and the rates come from the
 platform model (:meth:`~pinlab.platform.topology.Machine.p2p_path_class`,
 :meth:`~pinlab.platform.topology.Machine.nic_end`, ``cost-model.md`` §3).
 
@@ -193,7 +196,7 @@ def _evaluate(inputs: Inputs, snap: Snapshot, device: str, nic: str) -> PairRepo
             )
         )
     elif reg.location not in (None, "vram"):
-        items = ("K-48", "K-49") if "amdgpu" in _driver(inputs, device) else reg.items
+        items = reg.placed_by
         why = ""
         if rates.path == REFUSED:
             why = f"; P2PDMA refuses the pair ({_refusal_reason(inputs, device)})"
@@ -275,10 +278,6 @@ def _refusal_reason(inputs: Inputs, device: str) -> str:
         f"whitelisted, and the CPU ({spec.cpu.vendor} family 0x{spec.cpu.family:x}) is not an "
         "AMD Zen"
     )
-
-
-def _driver(inputs: Inputs, device: str) -> str:
-    return inputs.spec.device(device).driver
 
 
 # -- fixes ----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pinlab.drivers.base import placed_by_pin
 from pinlab.inspect.hostpolicy import HOST_USER
 from pinlab.inspect.snapshot import Snapshot
 from pinlab.kernel.errno import KernelError
@@ -175,6 +176,10 @@ class Registration:
     steps: tuple[Step, ...]
     location: str | None
     items: tuple[str, ...]
+    placed_by: tuple[str, ...] = ()
+    """The exporter's items that place the buffer for this MR's import path, as the exporter
+    declares them (:meth:`~pinlab.drivers.base.ExporterDriver.checklist_items`); empty where
+    the NIC refuses the access flags before the core."""
 
     @property
     def ok(self) -> bool:
@@ -231,7 +236,13 @@ def run_registration(
     steps: list[Step] = []
     exporter = machine.exporters[device]
     access = ACCESS | (IB_ACCESS_ON_DEMAND if mode == "odp" else 0)
-    items = machine.nics[nic].mr_checklist_items(access, exporter.dynamic)
+    rdma = machine.nics[nic]
+    items = rdma.mr_checklist_items(access, exporter.dynamic)
+    path = rdma.mr_path(access)
+    placed_by: tuple[str, ...] = ()
+    if path is not None:
+        by_pin = placed_by_pin(path, exporter.dynamic, machine.kernel.profile)
+        placed_by = exporter.checklist_items(path, by_pin=by_pin, refused=False)
     location = None
     try:
         if filler:
@@ -247,7 +258,7 @@ def run_registration(
         location = proc.buffer(handle).location
     except KernelError:
         pass
-    return Registration(mode, tuple(steps), location, items)
+    return Registration(mode, tuple(steps), location, items, placed_by)
 
 
 def run_host_mr(inputs: Inputs, nic: str) -> Step:

@@ -9,6 +9,7 @@ driver passes to :meth:`DmaFence.signal`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pinlab.kernel.profile import FenceFormat
 
@@ -99,16 +100,14 @@ class DmaFence:
         return f"<DmaFence {where} {state}>"
 
 
+@dataclass(eq=False, slots=True)
 class FenceTimeline:
     """One fence context (``dma_fence_context_alloc``) with its running sequence number."""
 
-    __slots__ = ("context", "driver_name", "seqno", "timeline_name")
-
-    def __init__(self, context: int, driver_name: str, timeline_name: str) -> None:
-        self.context = context
-        self.driver_name = driver_name
-        self.timeline_name = timeline_name
-        self.seqno = 0
+    context: int
+    driver_name: str
+    timeline_name: str
+    seqno: int = field(default=0, init=False)
 
     def next_fence(self) -> DmaFence:
         """Create the next unsignalled fence on this timeline."""

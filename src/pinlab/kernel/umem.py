@@ -334,14 +334,13 @@ def ib_umem_dmabuf_get_pinned(
     :func:`ib_umem_dmabuf_get_pinned_and_lock`. ``revocable`` selects the 7.1 revocable pinned
     ops (:func:`ib_umem_dmabuf_get_pinned_revocable_and_lock` without a driver callback).
     """
-    if revocable:
-        umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(
-            kernel, ibdev, offset, size, fd, access, files=files
-        )
-    else:
-        ops = ib_umem_dmabuf_attach_pinned_ops(kernel)
-        umem = ib_umem_dmabuf_get_pinned_and_lock(
-            kernel, ibdev, offset, size, fd, access, ops, files=files
-        )
+    ops = (
+        ib_umem_dmabuf_attach_pinned_revocable_ops(kernel)
+        if revocable
+        else ib_umem_dmabuf_attach_pinned_ops(kernel)
+    )
+    umem = ib_umem_dmabuf_get_pinned_and_lock(
+        kernel, ibdev, offset, size, fd, access, ops, files=files
+    )
     umem.dmabuf.resv.unlock()
     return umem

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pinlab.platform.cost import CostModel, NvlinkGen3, NvlinkGen4
+from pinlab.platform.preset_parts import AMD_GPU, NVIDIA
 from pinlab.units import GiB
 
 __all__ = [
@@ -170,8 +171,9 @@ def bar_load_time(cost: CostModel, size: int, latency: float | None = None) -> f
 class GpuModel:
     """What a preset needs to know about one GPU model: its marketing name (what the tools
     print), memory and spec memory bandwidth, PCIe generation, NVLink generation and links
-    (None: PCIe only), CUDA compute capability (``None`` for AMD GPUs), exporter driver and
-    the ``pcie.bar_read`` row of its BAR's read latency (None: ``pcie.bar_read.default``)."""
+    (None: PCIe only), CUDA compute capability (``None`` for AMD GPUs), exporter driver, PCI
+    vendor ID and the ``pcie.bar_read`` row of its BAR's read latency (None:
+    ``pcie.bar_read.default``)."""
 
     name: str
     memory: int
@@ -181,6 +183,7 @@ class GpuModel:
     nvlink_links: int
     compute_capability: int | None
     driver: str
+    vendor: int
     bar_read: str | None = None
 
 
@@ -194,11 +197,11 @@ def _gpu(
     nvlink: NvlinkGen | None = None,
     links: int = 0,
     driver: str = "nvidia-compute",
+    vendor: int = NVIDIA,
     bar_read: str | None = None,
 ) -> GpuModel:
-    return GpuModel(
-        name, memory_gib * GiB, bandwidth_gbs * 1e9, gen, nvlink, links, cc, driver, bar_read
-    )
+    memory, bandwidth = memory_gib * GiB, bandwidth_gbs * 1e9
+    return GpuModel(name, memory, bandwidth, gen, nvlink, links, cc, driver, vendor, bar_read)
 
 
 GPU_MODELS: dict[str, GpuModel] = {
@@ -220,8 +223,10 @@ GPU_MODELS: dict[str, GpuModel] = {
     "rtx4090": _gpu("NVIDIA GeForce RTX 4090", 24, 1008, 4, 89),
     "v100-sxm2-32gb": _gpu("Tesla V100-SXM2-32GB", 32, 900, 3, 70),
     "p100-pcie-16gb": _gpu("Tesla P100-PCIE-16GB", 16, 732, 3, 60),
-    "radeon-pro-wx8100": _gpu("Radeon Pro WX 8100", 8, 512, 3, None, driver="amdgpu"),
-    "mi25": _gpu("Radeon Instinct MI25", 16, 484, 3, None, driver="amdgpu"),
+    "radeon-pro-wx8100": _gpu(
+        "Radeon Pro WX 8100", 8, 512, 3, None, driver="amdgpu", vendor=AMD_GPU
+    ),
+    "mi25": _gpu("Radeon Instinct MI25", 16, 484, 3, None, driver="amdgpu", vendor=AMD_GPU),
 }
 """GPU models by preset key (``gpu-box(gpu="rtx6000-ada")``)."""
 

@@ -4,12 +4,13 @@ families it registers)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import ConfigDict
 
 from pinlab.platform.cost import LinkLayer
-from pinlab.platform.spec import CpuSpec, Mtu, NicSpec, PcieGen
+from pinlab.platform.spec import CpuSpec, HostBridgeSpec, Mtu, NicSpec, PcieGen
 from pinlab.units import parse_rate
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "STRICT_CALL",
     "WORKSTATION_CPU",
     "ConnectX",
+    "HostCpu",
     "NicChoice",
     "connectx",
     "rdma_nic",
@@ -67,10 +69,29 @@ Gen4, CX-7 Gen5 (NVIDIA product briefs)."""
 
 _100G = parse_rate("100Gbps")
 
-CPU_DESKTOP: dict[str, tuple[CpuSpec, int, int]] = {
-    # (cpu, host bridge vendor, host bridge device) -- device IDs [assumption]
-    "amd": (CpuSpec(vendor="amd", family=0x19, model="AMD Ryzen (Zen 4)"), AMD, 0x14D8),
-    "intel": (
+
+@dataclass(frozen=True, slots=True)
+class HostCpu:
+    """A preset's CPU and the PCI IDs of its host bridges (device IDs [assumption])."""
+
+    cpu: CpuSpec
+    bridge_vendor: int
+    bridge_device: int
+
+    def host_bridge(self, name: str = "rc0", socket: int = 0) -> HostBridgeSpec:
+        """One of this CPU's host bridges (a root complex), ``name`` on ``socket``."""
+        return HostBridgeSpec(
+            name=name, socket=socket, vendor=self.bridge_vendor, device=self.bridge_device
+        )
+
+    def with_bridge_device(self, device: int) -> HostCpu:
+        """The same CPU with another host bridge device ID (a different part of the family)."""
+        return replace(self, bridge_device=device)
+
+
+CPU_DESKTOP: dict[str, HostCpu] = {
+    "amd": HostCpu(CpuSpec(vendor="amd", family=0x19, model="AMD Ryzen (Zen 4)"), AMD, 0x14D8),
+    "intel": HostCpu(
         CpuSpec(vendor="intel", family=6, model="Intel Core (client)", segment="client"),
         INTEL,
         0xA700,
@@ -78,23 +99,25 @@ CPU_DESKTOP: dict[str, tuple[CpuSpec, int, int]] = {
 }
 """Desktop CPUs (``workstation``, ``apu-laptop``)."""
 
-SERVER_CPU: dict[str, tuple[CpuSpec, int, int]] = {
-    "intel": (
+SERVER_CPU: dict[str, HostCpu] = {
+    "intel": HostCpu(
         CpuSpec(vendor="intel", family=6, model="Intel Xeon (Ice Lake / Sapphire Rapids)"),
         INTEL,
         SKYLAKE_E_ROOT,
     ),
-    "amd": (CpuSpec(vendor="amd", family=0x19, model="AMD EPYC (Zen 3/4)"), AMD, 0x1480),
+    "amd": HostCpu(CpuSpec(vendor="amd", family=0x19, model="AMD EPYC (Zen 3/4)"), AMD, 0x1480),
 }
 """Server CPUs (``cx-pair``)."""
 
-WORKSTATION_CPU: dict[str, tuple[CpuSpec, int, int]] = {
-    "amd": (
+WORKSTATION_CPU: dict[str, HostCpu] = {
+    "amd": HostCpu(
         CpuSpec(vendor="amd", family=0x19, model="AMD Threadripper PRO (Zen 4)"),
         AMD,
         0x14D8,
     ),
-    "intel": (CpuSpec(vendor="intel", family=6, model="Intel Xeon W"), INTEL, SKYLAKE_E_ROOT),
+    "intel": HostCpu(
+        CpuSpec(vendor="intel", family=6, model="Intel Xeon W"), INTEL, SKYLAKE_E_ROOT
+    ),
     "intel-client": CPU_DESKTOP["intel"],
 }
 """Workstation CPUs (``workstation-amd``)."""

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, validate_call
 
 from pinlab.platform.gpu_model import GPU_MODELS, GpuModel
-from pinlab.platform.preset_parts import AMAZON, AMD, AMD_GPU, INTEL, NVIDIA, ConnectX, connectx
+from pinlab.platform.preset_parts import AMAZON, AMD, INTEL, ConnectX, HostCpu, connectx
 from pinlab.platform.spec import (
     CpuSpec,
     DeviceSpec,
@@ -62,8 +62,12 @@ def gpu_device(
     name: str, key: str, parent: str, *, host_memory: int | None = None, width: int = 16
 ) -> DeviceSpec:
     """A :class:`DeviceSpec` of GPU model ``key`` named ``name`` below ``parent``: memory,
-    bandwidth, PCIe generation, model name and compute capability from the model; an AMD GPU
-    (amdgpu exporter) gets GTT = half of ``host_memory`` and SYSTEM = ``host_memory``."""
+    bandwidth, PCIe generation, PCI vendor, model name and compute capability from the model;
+    an AMD GPU (amdgpu exporter) gets GTT = half of ``host_memory`` (TTM's default page limit)
+    and SYSTEM = ``host_memory``. The nvidia-compute model keeps its own TT and SYSTEM sizes
+    (``default_sizes``): sizing them from the host too, as its declared host-memory domains
+    would suggest, changes the NVIDIA ``gpu-box`` presets and is left for a change of the
+    model."""
     g: GpuModel = GPU_MODELS[key]
     amd = g.driver == "amdgpu"
     return DeviceSpec(
@@ -76,7 +80,7 @@ def gpu_device(
         system=host_memory if amd and host_memory else None,
         gen=g.pcie_gen,
         width=width,  # type: ignore[arg-type]
-        vendor=AMD_GPU if amd else NVIDIA,
+        vendor=g.vendor,
         device=_PCI_DEVICE.get(key, 0),
         model=g.name,
         compute_capability=g.compute_capability,
@@ -307,55 +311,75 @@ def p5(
 
 # -- PCIe GPU boxes ------------------------------------------------------------------------------
 
-GPU_BOX_CPUS: dict[str, tuple[CpuSpec, int, int, str, str]] = {
-    # key: (cpu with its socket count, host bridge vendor, device, DRAM per socket, socket link)
+GPU_BOX_CPUS: dict[str, tuple[HostCpu, str, str]] = {
+    # key: (cpu with its socket count and host bridge IDs, DRAM per socket, socket link)
     # DRAM = channels × MT/s × 8 B from the vendors' product pages [unverified in this session]
     "threadripper-pro-7965wx": (
-        CpuSpec(vendor="amd", family=0x19, model="AMD Ryzen Threadripper PRO 7965WX", sockets=1),
-        AMD,
-        0x14A4,
+        HostCpu(
+            CpuSpec(
+                vendor="amd", family=0x19, model="AMD Ryzen Threadripper PRO 7965WX", sockets=1
+            ),
+            AMD,
+            0x14A4,
+        ),
         "332.8GB/s",
         "41.6GB/s",
     ),
     "epyc-9374f": (
-        CpuSpec(vendor="amd", family=0x19, model="AMD EPYC 9374F (Genoa)", sockets=2),
-        AMD,
-        0x14A4,
+        HostCpu(
+            CpuSpec(vendor="amd", family=0x19, model="AMD EPYC 9374F (Genoa)", sockets=2),
+            AMD,
+            0x14A4,
+        ),
         "460.8GB/s",
         "256GB/s",
     ),
     "epyc-7261": (
-        CpuSpec(vendor="amd", family=0x17, model="AMD EPYC 7261 (Naples)", sockets=1),
-        AMD,
-        0x1450,
+        HostCpu(
+            CpuSpec(vendor="amd", family=0x17, model="AMD EPYC 7261 (Naples)", sockets=1),
+            AMD,
+            0x1450,
+        ),
         "170.6GB/s",
         "41.6GB/s",
     ),
     "xeon-w-2123": (
-        CpuSpec(vendor="intel", family=6, model="Intel Xeon W-2123 (Skylake-W)", sockets=1),
-        INTEL,
-        0x2020,
+        HostCpu(
+            CpuSpec(vendor="intel", family=6, model="Intel Xeon W-2123 (Skylake-W)", sockets=1),
+            INTEL,
+            0x2020,
+        ),
         "85.3GB/s",
         "41.6GB/s",
     ),
     "core-i7-6900k": (
-        CpuSpec(vendor="intel", family=6, model="Intel Core i7-6900K (Broadwell-E)", sockets=1),
-        INTEL,
-        0x6F00,
+        HostCpu(
+            CpuSpec(vendor="intel", family=6, model="Intel Core i7-6900K (Broadwell-E)", sockets=1),
+            INTEL,
+            0x6F00,
+        ),
         "76.8GB/s",
         "41.6GB/s",
     ),
     "xeon-e5-2698v4": (
-        CpuSpec(vendor="intel", family=6, model="Intel Xeon E5-2698 v4 (Broadwell-EP)", sockets=2),
-        INTEL,
-        0x6F00,
+        HostCpu(
+            CpuSpec(
+                vendor="intel", family=6, model="Intel Xeon E5-2698 v4 (Broadwell-EP)", sockets=2
+            ),
+            INTEL,
+            0x6F00,
+        ),
         "76.8GB/s",
         "38.4GB/s",
     ),
     "xeon-gold-6248": (
-        CpuSpec(vendor="intel", family=6, model="Intel Xeon Gold 6248 (Cascade Lake)", sockets=2),
-        INTEL,
-        0x2030,
+        HostCpu(
+            CpuSpec(
+                vendor="intel", family=6, model="Intel Xeon Gold 6248 (Cascade Lake)", sockets=2
+            ),
+            INTEL,
+            0x2030,
+        ),
         "140.8GB/s",
         "62.4GB/s",
     ),
@@ -410,9 +434,9 @@ def gpu_box(
     C6 (b) ``gpu_box(gpu="radeon-pro-wx8100", cpu="xeon-w-2123")``; C7
     ``gpu_box(gpu="mi25", cpu="epyc-7261")``.
     """
-    cpu_spec, hb_vendor, hb_device, dram, socket_link = GPU_BOX_CPUS[cpu]
-    n_sockets = sockets if sockets is not None else cpu_spec.sockets
-    cpu_spec = cpu_spec.model_copy(update={"sockets": n_sockets})
+    host, dram, socket_link = GPU_BOX_CPUS[cpu]
+    n_sockets = sockets if sockets is not None else host.cpu.sockets
+    cpu_spec = host.cpu.model_copy(update={"sockets": n_sockets})
     host_bridges: list[HostBridgeSpec] = []
     switches: list[SwitchSpec] = []
     devices: list[DeviceSpec] = []
@@ -422,9 +446,7 @@ def gpu_box(
         k = i - s * per_socket  # index on its socket
         if layout == "host-bridges":
             parent = f"rc{s}.{k}"
-            host_bridges.append(
-                HostBridgeSpec(name=parent, socket=s, vendor=hb_vendor, device=hb_device)
-            )
+            host_bridges.append(host.host_bridge(parent, s))
         elif layout == "switch":
             parent = f"sw{s}"
         elif layout == "switch-pairs":
@@ -435,17 +457,12 @@ def gpu_box(
             switches.append(SwitchSpec(name=parent, parent=f"rc{s}", gen=GPU_MODELS[gpu].pcie_gen))
         devices.append(gpu_device(f"gpu{i}", gpu, parent, host_memory=host_memory_per_socket))
     if layout != "host-bridges":
-        host_bridges = [
-            HostBridgeSpec(name=f"rc{s}", socket=s, vendor=hb_vendor, device=hb_device)
-            for s in range(n_sockets)
-        ]
+        host_bridges = [host.host_bridge(f"rc{s}", s) for s in range(n_sockets)]
     nic_specs: list[NicSpec] = []
     for j in range(nics):
         s = j % n_sockets
         bridge = f"rc{s}.nic{j}"
-        host_bridges.append(
-            HostBridgeSpec(name=bridge, socket=s, vendor=hb_vendor, device=hb_device)
-        )
+        host_bridges.append(host.host_bridge(bridge, s))
         nic_specs.append(
             connectx(
                 f"mlx5_{j}",

@@ -25,7 +25,6 @@ from pinlab.platform.spec import (
     DeviceSpec,
     DisplaySpec,
     DramSpec,
-    HostBridgeSpec,
     Name,
     PcieGen,
     PlatformSpec,
@@ -66,15 +65,15 @@ def workstation(
     0x1022:0x14d8 / Intel 0x8086:0xa700; GTT = half of host memory (TTM's default page
     limit), SYSTEM = host memory.
     """
-    cpu_spec, hb_vendor, hb_device = CPU_DESKTOP[cpu]
+    host = CPU_DESKTOP[cpu]
     return PlatformSpec(
         name="workstation" if cpu == "amd" else "workstation-intel",
         description="desktop: one amdgpu-like dGPU with a display, an ODP-capable NIC "
         "(cost-model.md §9.3)",
         kernel=kernel,
-        cpu=cpu_spec,
+        cpu=host.cpu,
         dram=DramSpec(size=host_memory, bandwidth=parse_rate("89.6GB/s")),
-        host_bridges=(HostBridgeSpec(name="rc0", socket=0, vendor=hb_vendor, device=hb_device),),
+        host_bridges=(host.host_bridge(),),
         devices=(
             DeviceSpec(
                 name="gpu0",
@@ -117,17 +116,17 @@ def apu_laptop(
     the camera/video engines (§9.4) are not modelled separately (they are static importers
     like the display).
     """
-    cpu_spec, hb_vendor, hb_device = CPU_DESKTOP[cpu]
+    host = CPU_DESKTOP[cpu]
     if cpu == "amd":
-        hb_device = 0x14E8
+        host = host.with_bridge_device(0x14E8)
     return PlatformSpec(
         name="apu-laptop" if cpu == "amd" else "apu-laptop-intel",
         description="APU laptop: an integrated GPU with a DRAM carve-out and a display "
         "(cost-model.md §9.4)",
         kernel=kernel,
-        cpu=cpu_spec,
+        cpu=host.cpu,
         dram=DramSpec(size=host_memory, bandwidth=parse_rate("76.8GB/s")),
-        host_bridges=(HostBridgeSpec(name="rc0", socket=0, vendor=hb_vendor, device=hb_device),),
+        host_bridges=(host.host_bridge(),),
         devices=(
             DeviceSpec(
                 name="apu0",
@@ -257,8 +256,8 @@ def cx_pair(
     pinlab's assumptions: the host bridge IDs (Intel 0x2030, whitelisted; AMD 0x1480), host
     memory 512 GiB per socket, every link x16 at the default MPS.
     """
-    cpu_spec, hb_vendor, hb_device = SERVER_CPU[cpu]
-    cpu_spec = cpu_spec.model_copy(update={"sockets": 2})
+    host = SERVER_CPU[cpu]
+    cpu_spec = host.cpu.model_copy(update={"sockets": 2})
     gen = NIC_GEN[nic]
     gpus: tuple[DeviceSpec, ...] = ()
     if gpu is not None:
@@ -272,10 +271,7 @@ def cx_pair(
         kernel=kernel,
         cpu=cpu_spec,
         dram=DramSpec(size=512 * GiB, bandwidth=parse_rate(dram)),
-        host_bridges=tuple(
-            HostBridgeSpec(name=f"rc{s}", socket=s, vendor=hb_vendor, device=hb_device)
-            for s in range(2)
-        ),
+        host_bridges=tuple(host.host_bridge(f"rc{s}", s) for s in range(2)),
         switches=(SwitchSpec(name="sw0", parent="rc0", gen=gen, width=16),),
         devices=gpus,
         nics=(
@@ -316,7 +312,7 @@ def workstation_amd(
     pinlab's assumptions: one socket with 8 channels of DDR5-4800 (307.2 GB/s), host bridge
     IDs as :func:`workstation`'s and :func:`cx_pair`'s; ``pinlab bench`` makes a pair of it.
     """
-    cpu_spec, hb_vendor, hb_device = WORKSTATION_CPU[cpu]
+    host = WORKSTATION_CPU[cpu]
     switches = (SwitchSpec(name="sw0", parent="rc0", gen=4, width=16),) if slots == "switch" else ()
     parent = "sw0" if slots == "switch" else "rc0"
     return PlatformSpec(
@@ -325,9 +321,9 @@ def workstation_amd(
         + ("-switch" if slots == "switch" else ""),
         description="workstation: an amdgpu GPU and a ConnectX NIC",
         kernel=kernel,
-        cpu=cpu_spec,
+        cpu=host.cpu,
         dram=DramSpec(size=host_memory, bandwidth=parse_rate("307.2GB/s")),
-        host_bridges=(HostBridgeSpec(name="rc0", socket=0, vendor=hb_vendor, device=hb_device),),
+        host_bridges=(host.host_bridge(),),
         switches=switches,
         devices=(
             DeviceSpec(

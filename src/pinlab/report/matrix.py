@@ -58,6 +58,7 @@ from pinlab.drivers.base import (
     ExporterDriver,
     ImportEntry,
     ImportPath,
+    placed_by_pin,
 )
 from pinlab.drivers.importer import Importer
 from pinlab.drivers.rdma import RdmaDevice
@@ -431,7 +432,6 @@ def decided_by(
     if path is None:
         return tuple(items)  # refused before anything is imported
     caching = profile.cache_sgt_at_attach
-    map_pins = dynamic_e and not profile.move_notify  # K-34 / K-26 for a dynamic importer
 
     # what the core adds for dynamic attachments; a static one never has peer2peer (K-9)
     if path is ImportPath.STATIC:
@@ -453,7 +453,7 @@ def decided_by(
             items += exporter.checklist_items(ImportPath.PINNED, by_pin=True, refused=False)
             items.append("K-111")
         return tuple(dict.fromkeys(items))
-    by_pin = path is not ImportPath.DYNAMIC or map_pins
+    by_pin = placed_by_pin(path, dynamic_e, profile)
     items += exporter.checklist_items(path, by_pin=by_pin, refused=refused)
     return tuple(dict.fromkeys(items))
 

@@ -3,7 +3,7 @@ held once per pinned buffer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
@@ -118,17 +118,15 @@ class DevicePinBudget(PinHookPolicy):
 P = TypeVar("P")
 
 
+@dataclass(eq=False, slots=True)
 class BufferCharge(Generic[P]):
     """What one buffer's hooked pins charged, and where: the token a per-buffer policy returns
     for every pin of that buffer; the last unpin returns ``size`` to ``pool``."""
 
-    __slots__ = ("dmabuf", "pins", "pool", "size")
-
-    def __init__(self, dmabuf: DmaBuf, pool: P, size: int) -> None:
-        self.dmabuf = dmabuf
-        self.pool = pool
-        self.size = size
-        self.pins = 1
+    dmabuf: DmaBuf
+    pool: P
+    size: int
+    pins: int = field(default=1, init=False)
 
 
 C = TypeVar("C", bound=BufferCharge[Any])
