@@ -8,8 +8,9 @@ Python module when they differ. mypyc emits a shim extension named ``flows`` and
 ``flows__mypyc``; the shim is built into ``pinlab/sim/_ext/`` -- off the import path, so that it
 never shadows ``flows.py`` -- and only ``pinlab.sim.native`` loads it, under its real name.
 
-Compiling is optional: with ``PINLAB_PURE_PYTHON=1`` set, or when mypyc or the C compiler fails,
-the build says why and installs the pure-Python package (the install does not fail).
+Compiling is optional: when mypyc or the C compiler fails, the build says why and installs the
+pure-Python package (the install does not fail). ``PINLAB_PURE_PYTHON=1`` is read at import,
+not here (``pinlab.sim.native``).
 """
 
 from __future__ import annotations
@@ -26,10 +27,6 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 SOURCE = ROOT / "src" / "pinlab" / "sim" / "flows.py"
 SHIM = "pinlab.sim._ext.flows"  # the extension mypyc names ``pinlab.sim.flows``, moved aside
-
-
-def _pure_forced() -> bool:
-    return os.environ.get("PINLAB_PURE_PYTHON", "") not in ("", "0")
 
 
 def _warn(exc: BaseException) -> None:
@@ -77,14 +74,11 @@ class BuildFlows(build_ext):
     def finalize_options(self) -> None:
         # Here, not at module level: pip runs ``setup.py`` for metadata too, and mypyc takes
         # seconds. With no extension left, the wheel is a pure-Python one.
-        self.distribution.ext_modules = []
-        if _pure_forced():
-            print("pinlab: PINLAB_PURE_PYTHON is set: the flow solver stays pure Python")
-        else:
-            try:
-                self.distribution.ext_modules = _mypyc_extensions()
-            except (Exception, SystemExit) as exc:  # mypy exits on a type error
-                _warn(exc)
+        try:
+            self.distribution.ext_modules = _mypyc_extensions()
+        except (Exception, SystemExit) as exc:  # mypy exits on a type error
+            self.distribution.ext_modules = []
+            _warn(exc)
         super().finalize_options()
 
     def run(self) -> None:

@@ -57,7 +57,7 @@ def load_compiled(package_dir: Path = _HERE) -> tuple[ModuleType | None, str]:
     """
     path = extension_path(package_dir)
     if not path.exists():
-        return None, "not compiled (no compiler at install, or PINLAB_PURE_PYTHON set then)"
+        return None, "not compiled: the install found no C compiler or no mypyc"
     try:
         spec = importlib.util.spec_from_file_location(FLOWS, path)
         assert spec is not None
