@@ -53,7 +53,9 @@ def _mypyc_extensions() -> list[Extension]:
     copy.write_bytes(source + f'\n_SOURCE_SHA256 = "{digest}"\n'.encode())
     extensions = mypycify(
         [
-            "--ignore-missing-imports",  # numpy and simpy need not be in the build env
+            # the same types whatever the build env holds: numpy and simpy are Any, always
+            "--no-site-packages",
+            "--ignore-missing-imports",
             f"--cache-dir={work / 'cache'}",
             str(copy),
         ],
