@@ -9,7 +9,9 @@ STAMP  := $(VENV)/.pinlab-installed
 
 .PHONY: demo test lint typecheck layers pytest bench clean
 
-$(STAMP): pyproject.toml
+# setup.py compiles the flow solver (pinlab.sim.native); after editing flows.py, rebuild it with
+# `$(BIN)/pip install -e '.[dev]'` (until then pinlab uses the pure-Python flows.py and warns)
+$(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -42,4 +44,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sweep.py
 
 clean:
-	rm -rf $(VENV) build pinlab-out src/*.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) build pinlab-out src/*.egg-info src/pinlab/sim/_ext src/pinlab/sim/*.so .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -33,7 +33,12 @@ SimGrid's wall time, the ratio pinlab / SimGrid, and the largest per-flow relati
 of completion times. Then the issue-12 targets: max relative difference <= 1e-9; wall time
 <= 1x SimGrid's at 1 000 and 5 000 flows; 10 000 flows finish.
 
-Usage: ``python benchmarks/bench_flows.py [--quick] [--vs-simgrid] [--flows N ...]``.
+The first line says which implementation of the solver ran: compiled (mypyc, the install's
+default) or pure Python (``pinlab.sim.native``). ``--both`` also runs the pure-Python one,
+alternating with the compiled one, and prints its wall time (and ratio to SimGrid's) and whether
+both gave the same completion times to the bit.
+
+Usage: ``python benchmarks/bench_flows.py [--quick] [--vs-simgrid] [--both] [--flows N ...]``.
 ``--quick`` runs N = 10, 100, 1 000 only. Always exits 0: it reports, it does not judge.
 """
 
@@ -50,10 +55,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import simpy
 
-from pinlab.sim.flows import FlowNetwork
+from pinlab.sim import flows, native
 
 GB = 1e9
 RACK = 16
@@ -130,9 +136,9 @@ class PinlabRun:
     resolved: int
 
 
-def run_pinlab(case: Case) -> PinlabRun:
+def run_pinlab(case: Case, solver: ModuleType = flows) -> PinlabRun:
     env = simpy.Environment()
-    net = FlowNetwork(env)
+    net = solver.FlowNetwork(env)
     objs = [net.add_link(name, capacity) for name, capacity in case.links]
     specs = [(f.size, [objs[i] for i in f.route], f.cap, f"f{k}") for k, f in enumerate(case.flows)]
     start = time.perf_counter()
@@ -190,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true", help="N = 10, 100, 1 000 only")
     parser.add_argument("--vs-simgrid", action="store_true", help="run the same cases in SimGrid")
+    parser.add_argument("--both", action="store_true", help="also run the pure-Python solver")
     parser.add_argument("--flows", type=int, nargs="+", help="the N to run (overrides --quick)")
     parser.add_argument("--seed", type=int, default=20240601)
     args = parser.parse_args(argv)
@@ -198,10 +205,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--vs-simgrid: SimGrid not importable by {SYSTEM_PYTHON}; install python3-simgrid")
         return 0
 
+    implementation = native.implementation()
+    pure = None
+    if args.both and implementation.startswith("compiled"):
+        pure = native.load_pure()
     print("max-min flow solver: N concurrent flows from t=0 to completion (random cluster)")
+    print(f"solver: {implementation}" + (" (and pure Python: --both)" if pure else ""))
+    if args.both and pure is None:
+        print("  --both: the solver is pure Python already; nothing to compare")
     head = f"{'N':>6} {'links':>6} {'pinlab s':>9} {'compl/s':>9} {'re-solved':>9}"
     if args.vs_simgrid:
         head += f" {'SimGrid s':>9} {'ratio':>7} {'max rel diff':>12}"
+    if pure:
+        head += f" {'pure s':>9}" + (f" {'ratio':>7}" if args.vs_simgrid else "") + " same"
     print(head)
     walls: dict[int, tuple[float, float]] = {}
     diffs: dict[int, float] = {}
@@ -212,9 +228,15 @@ def main(argv: list[str] | None = None) -> int:
             case = make_case(n, args.seed)
             ours_walls: list[float] = []
             sg_walls: list[float] = []
+            pure_walls: list[float] = []
+            same = True
             for _ in range(3 if n <= REPEAT_UP_TO else 1):  # the tools alternate
                 ours = run_pinlab(case)
                 ours_walls.append(ours.wall)
+                if pure:
+                    theirs = run_pinlab(case, pure)
+                    pure_walls.append(theirs.wall)
+                    same &= [x.hex() for x in theirs.finish] == [x.hex() for x in ours.finish]
                 if args.vs_simgrid:
                     sg_wall, sg_finish = run_simgrid(case, Path(tmp), n)
                     sg_walls.append(sg_wall)
@@ -229,9 +251,17 @@ def main(argv: list[str] | None = None) -> int:
                 walls[n] = (wall, sg_wall)
                 diffs[n] = max_rel_diff(ours.finish, sg_finish)
                 row += f" {sg_wall:>9.3f} {wall / sg_wall:>7.3f} {diffs[n]:>12.2e}"
+            if pure:
+                pure_wall = statistics.median(pure_walls)
+                row += f" {pure_wall:>9.3f}"
+                if args.vs_simgrid:
+                    row += f" {pure_wall / statistics.median(sg_walls):>7.3f}"
+                row += f" {'yes' if same else 'NO'}"
             print(row, flush=True)
     print("  re-solved: flows whose rate was solved again per recompute (mean)")
     print(f"  wall times: median of 3 alternating runs up to N = {REPEAT_UP_TO}, one run above")
+    if pure:
+        print("  pure s: the pure-Python solver; same: identical completion times to the bit")
     if args.vs_simgrid:
         worst = max(diffs.values())
         verdict = "PASS" if worst <= MAX_REL_DIFF else "FAIL"

@@ -8,3 +8,7 @@ schedules the machine's faults; :mod:`~pinlab.sim.metrics` names and declares wh
 reported, and :mod:`~pinlab.sim.collectors` collects the devices', NICs' and links' metrics;
 the ground floor's :mod:`~pinlab.gcpolicy` sets the garbage collector for a build and a run.
 """
+
+from pinlab.sim import native as _native
+
+_native.install()

@@ -177,7 +177,7 @@ class Transfer:
         self.done = done
         self.label = label
         self.rate = 0.0
-        self.started = env.now
+        self.started: float = env.now
         self.serial = next(_ids)
         # Counts are floats holding whole numbers (exact): ``uses * rate`` is then a float
         # product, which the interpreter runs on its fast path, not int-times-float dispatch.
@@ -189,7 +189,7 @@ class Transfer:
         self._uses = tuple(counts.items())  # distinct links in path order (cap last), counts
         self._env = env
         self._left = nbytes  # remaining bytes at time ``_at``
-        self._at = env.now
+        self._at: float = env.now  # typed: mypyc compiles this module without simpy's types
         self._slot = -1  # its entry in the network's finish-time array while active
         self._mark = 0
         self._new_rate = 0.0
@@ -325,7 +325,7 @@ class FlowNetwork:
 
     def advance(self) -> None:
         """Bring every busy link's ``bytes_carried`` and ``busy_time`` up to ``env.now``."""
-        now = self.env.now
+        now: float = self.env.now
         for link in self._busy:
             link._fold(now)
 
@@ -350,7 +350,7 @@ class FlowNetwork:
 
     def _change(self, started: list[Transfer]) -> None:
         """Complete the due transfers, add ``started``, re-solve what can change, re-arm."""
-        now = self.env.now
+        now: float = self.env.now
         self._generation += 1
         ended = self._take_due(now)
         seeds: list[Link] = []
