@@ -43,6 +43,18 @@ What :func:`tuned_collector` does, for the ``with`` block only:
    a cluster node by node and retunes each time the node count doubles: at 32 768
    accelerators 17 young collections instead of 35 young and 2 middle-generation ones).
 
+A nested block hands back to the block around it in step with the heap as it is on exit,
+not as it was when the outer block began: what the nested block built is frozen too and the
+outer young threshold is raised to the heap (:func:`retune`). The results a run produces
+(series points, trace slices, ~18 KiB per accelerator of the 3-iteration all-reduce of
+``cluster-128``) live on as long as the platform does, and what follows the run in the outer
+block -- collecting the metrics, the teardown -- allocates far less than the heap. With the
+outer's threshold restored as it was at its entry (taken before the platform existed: 100 000)
+the metrics of 65 536 accelerators took 11 young collections and one middle-generation
+collection that traversed everything the run's three young collections had promoted: 1.8 of
+its 5.7 s of CPU time; at 32 768 accelerators the count stayed below ten young collections and
+no such collection ran, at 131 072 two did (4.1 of 12.1 s). In step, none.
+
 Collection still runs: cyclic garbage made inside the block is reclaimed at the next young
 collection, once the tracked objects grew by at most as many as are frozen (in proportion to
 the heap, as CPython's own rule for full collections is, there by a quarter). On exit -- an
@@ -109,6 +121,8 @@ def tuned_collector() -> Iterator[None]:
         if owner:
             _owned = False
             gc.unfreeze()
+        else:
+            retune()  # the outer block's heap grew by what this one built: keep it in step
 
 
 @contextmanager

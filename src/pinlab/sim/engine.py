@@ -456,6 +456,7 @@ class Ctx:
         self.proc = proc
         self.stats = stats
         self.name = name
+        self._tracks: dict[str, str] = {}  # trace process names by device/NIC/link (trace)
 
     def random(self, source: str) -> np.random.Generator:
         """The seeded generator of this tenant's stochastic ``source`` (``"arrivals"``,
@@ -481,7 +482,11 @@ class Ctx:
         link of this node) / ``thread``."""
         rec = self.sim.recorder
         if rec.tracing:
-            proc = track_name(self.node.name, process)
+            # one string per process name, not one per slice: an all-reduce logs ~24 slices
+            # per accelerator, on a few names each
+            proc = self._tracks.get(process)
+            if proc is None:
+                proc = self._tracks[process] = track_name(self.node.name, process)
             rec.log(TraceSlice(proc, thread, name, cat, start, self.now - start, args, flow))
 
     def new_flow(self) -> int:

@@ -113,7 +113,10 @@ class Link:
     _mark: int = field(default=0, init=False, repr=False)
     _residual: float = field(default=0.0, init=False, repr=False)
     _unfrozen: float = field(default=0.0, init=False, repr=False)
-    _members: list[Transfer] = field(default_factory=list, init=False, repr=False)
+    # its transfers in the sub-problem (a list during a re-solve, else the shared empty
+    # tuple: a link of a large cluster is idle most of the time, and a list per link is
+    # one more object the collector tracks)
+    _members: Sequence[Transfer] = field(default=(), init=False, repr=False)
     _top: float = field(default=0.0, init=False, repr=False)  # fastest outsider (open link)
     _hi: float = field(default=0.0, init=False, repr=False)  # its fastest transfer's rate
     _hi_new: float = field(default=0.0, init=False, repr=False)  # the same, once solved
@@ -482,7 +485,7 @@ class FlowNetwork:
             hi = link._hi_new  # the fastest member's rate (0 with none) ...
             top = link._top  # ... or the fastest transfer left out
             link._hi = top if top > hi else hi
-            link._members = []
+            link._members = ()
 
     def _gather(
         self,

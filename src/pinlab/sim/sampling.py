@@ -222,9 +222,12 @@ class Sampler:
         if self._link_ticks == 2:
             candidates = links
         else:
-            seen = {link.index for link in touched}
+            # the idle links still to record their drop to 0, in any order: each has its
+            # series bound already (only a new binding's order shows, in the recorder)
             candidates = touched
-            candidates.extend(links[i] for i in sorted(self._nonzero - seen))
+            candidates.extend(
+                links[i] for i in self._nonzero.difference(link.index for link in touched)
+            )
         nonzero = self._nonzero
         for link in candidates:
             i = link.index
@@ -235,9 +238,18 @@ class Sampler:
             s = series[i]
             if s is None:
                 s = series[i] = rec.bind(f"link.{link.name}.utilisation")
-            s.set(now, round((carried - previous) / (link.capacity * dt), 6))
+            # Series.set, inline: this loop runs for every busy link at every tick
+            value = round((carried - previous) / (link.capacity * dt), 6)
+            points = s.points
+            if not points:
+                points.append((now, value))
+            elif points[-1][1] != value:
+                if points[-1][0] == now:
+                    points[-1] = (now, value)
+                else:
+                    points.append((now, value))
             before[i] = carried
-            if s.points[-1][1] != 0:
+            if points[-1][1] != 0:
                 nonzero.add(i)
             else:
                 nonzero.discard(i)
