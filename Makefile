@@ -9,9 +9,9 @@ STAMP  := $(VENV)/.pinlab-installed
 
 .PHONY: demo test lint typecheck layers pytest bench clean
 
-# setup.py compiles the flow solver (pinlab.sim.native); after editing flows.py, rebuild it with
-# `$(BIN)/pip install -e '.[dev]'` (until then pinlab uses the pure-Python flows.py and warns)
-$(STAMP): pyproject.toml setup.py
+# setup.py compiles the flow solver (pinlab.sim.native), so an edit of flows.py reinstalls too
+# (otherwise pinlab would use the pure-Python flows.py, with a warning, until a rebuild)
+$(STAMP): pyproject.toml setup.py src/pinlab/sim/flows.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
