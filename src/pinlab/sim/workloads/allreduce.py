@@ -218,8 +218,7 @@ def _compute_all(
     with the others)."""
     locations = [ep.location for ep in ranks]
     delays = {
-        local_delay(ctx.machine, ep.device, loc, nbytes)
-        for ep, loc in zip(ranks, locations, strict=True)
+        local_delay(ctx, ep.device, loc, nbytes) for ep, loc in zip(ranks, locations, strict=True)
     }
     if nbytes > 0 and len(delays) == 1 and None not in delays:
         start = ctx.now
