@@ -21,21 +21,23 @@ things a verdict reads:
 * the importer's mapping -- ``dma_buf_unmap_attachment`` and a new ``dma_buf_map_attachment``
   after ``dma_buf_move_notify`` (``invalidate_mappings`` in 7.1), an ODP fault's remap, a
   re-registration: the access comes through another :class:`SgTable`;
-* the buffer's backing -- a TTM move or gutting (``ttm_bo_handle_move_mem``, ``ttm_bo_release``:
-  ``TtmBufferObject.epoch``), a revoke (vfio-pci's ``vfio_pci_dma_buf_move``, a uverbs
-  export's): :attr:`DeviceBuffer.epoch <pinlab.drivers.base.DeviceBuffer.epoch>`, read on
-  every access;
+* the buffer's backing -- a TTM move, gutting or release (``ttm_bo_handle_move_mem``,
+  ``ttm_bo_pipeline_gutting``, ``ttm_bo_release``: ``TtmBufferObject.epoch``), a revoke
+  (vfio-pci's ``vfio_pci_dma_buf_move``, a uverbs export's ``revoke``):
+  :attr:`DeviceBuffer.epoch <pinlab.drivers.base.DeviceBuffer.epoch>`, read on every access;
 * the buffer's KERNEL fences -- ``dma_resv_add_fence`` of the move's or clear's fence:
   ``DmaResv.seq``. A fence that signalled never unsignals, so fences all signalled at one
   ``seq`` are all signalled while it stands.
 
-So a clean verdict is noted on the table (``SgTable.checked``: the buffer, its epoch, the resv's
-``seq``, and whether the fences were looked at -- a ``waited`` access does not look), and the
-next access through the same table with the same epoch and ``seq`` is counted and passes
-without the fence walk. Any change in the list makes the next access a full check, so every
-access that could be stale or unfenced is checked in full; an incident is never noted, so an
-access after one is checked in full too. ``_SKIP = False`` turns the note off (the tests'
-reference: the same incidents, access by access).
+So a clean verdict is noted on the table (``SgTable.checked``: the dma-buf and its buffer, the
+buffer's epoch, the resv's ``seq``, and whether the fences were looked at -- a ``waited``
+access does not look), and the next access through the same table with the same epoch and
+``seq`` is counted and passes without the fence walk (and without the type test the full check
+starts with: the note is made only for a :class:`DeviceBuffer`). Any change in the list makes
+the next access a full check, so every access that could be stale or unfenced is checked in
+full; an incident is never noted, so an access after one is checked in full too.
+``_SKIP = False`` turns the note off (the tests' reference: the same incidents, access by
+access).
 """
 
 from __future__ import annotations
@@ -94,24 +96,33 @@ class StaleDmaDetector:
         and fences passes without the walk (module docstring).
         """
         self.accesses += 1
-        buf = dmabuf.priv
-        epoch = buf.epoch if isinstance(buf, DeviceBuffer) else 0
-        if sgt is not None:
+        if _SKIP and sgt is not None:
             note = sgt.checked
-            if (
-                _SKIP
-                and note is not None
-                and note[0] is dmabuf
-                and note[1] == epoch
-                and note[2] == dmabuf.resv.seq
-                and (waited or note[3])
-            ):
-                return None
+            if note is not None:
+                noted, buf, epoch, seq, fenced = note
+                if (
+                    noted is dmabuf
+                    and dmabuf.priv is buf
+                    and buf.epoch == epoch
+                    and dmabuf.resv.seq == seq
+                    and (fenced or waited)
+                ):
+                    return None
+        buf = dmabuf.priv
+        if not isinstance(buf, DeviceBuffer):
+            return self._record(self._verdict(device, dmabuf, sgt, 0, pid, waited))
+        epoch = buf.epoch
         incident = self._verdict(device, dmabuf, sgt, epoch, pid, waited)
         if incident is None:
             assert sgt is not None
             # frozen for importers; this note is the detector's own (SgTable docstring)
-            object.__setattr__(sgt, "checked", (dmabuf, epoch, dmabuf.resv.seq, not waited))
+            note = (dmabuf, buf, epoch, dmabuf.resv.seq, not waited)
+            object.__setattr__(sgt, "checked", note)
+            return None
+        return self._record(incident)
+
+    def _record(self, incident: DmaIncident | None) -> DmaIncident | None:
+        if incident is None:
             return None
         self.incidents.append(incident)
         if self.on_incident is not None:

@@ -26,7 +26,7 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.errno import Errno, KernelBug, KernelError, NotInProfile, err
@@ -84,7 +84,8 @@ class SgTable:
     p2p: bool = False
     serial: int = field(default_factory=lambda: next(_sgt_ids))
     wrapped: SgTable | None = None  # CONFIG_DMABUF_DEBUG: the exporter's own table
-    checked: tuple[DmaBuf, int, int, bool] | None = field(default=None, repr=False)
+    # (dma-buf, its priv, backing epoch, resv seq, fences looked at): drivers/dma_check.py
+    checked: tuple[Any, ...] | None = field(default=None, repr=False)
 
     @property
     def nbytes(self) -> int:
