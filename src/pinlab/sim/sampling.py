@@ -235,9 +235,10 @@ class Sampler:
             s = series[i]
             if s is None:
                 s = series[i] = rec.bind(f"link.{link.name}.utilisation")
-            s.set(now, round((carried - previous) / (link.capacity * dt), 6))
+            value = round((carried - previous) / (link.capacity * dt), 6)
+            s.set(now, value)  # the series' last point is ``value`` now
             before[i] = carried
-            if s.points[-1][1] != 0:
+            if value != 0:
                 nonzero.add(i)
             else:
                 nonzero.discard(i)
