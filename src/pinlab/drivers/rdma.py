@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, Self, Unpack
+from typing import ClassVar, NamedTuple, Protocol, Self, Unpack
 
 from pinlab.drivers.base import DriverOptions, ImportEntry, ImportPath, constructor_options
 from pinlab.drivers.dma_check import DmaIncident
@@ -78,13 +78,14 @@ class MemoryRegion:
         return f"<mr {self.nic.name} lkey={self.lkey:#x} {kind} {self.length:#x}>"
 
 
-@dataclass(frozen=True, slots=True)
-class DmaResult:
+class DmaResult(NamedTuple):
     """What one NIC access through an MR did.
 
     ``wait`` are KERNEL fences the access had to wait for (a fault re-mapped onto memory a copy
     engine is still filling); ``p2p`` whether the bytes moved peer-to-peer; ``memory`` where
-    they were; ``incident`` a stale or unfenced access, if any.
+    they were; ``incident`` a stale or unfenced access, if any. A named tuple: made at every
+    NIC access, where a frozen dataclass's field-by-field ``__init__`` cost more than the
+    access's own checks.
     """
 
     nbytes: int

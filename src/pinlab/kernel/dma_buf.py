@@ -26,7 +26,7 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.errno import Errno, KernelBug, KernelError, NotInProfile, err
@@ -72,8 +72,9 @@ class SgTable:
     only importers with ``allow_peer2peer`` can handle. ``memory`` names where the bytes are
     (``"vram"``, ``"tt"``, ``"system"``) and ``epoch`` the exporter's backing generation when
     the table was made: a device access through a table whose buffer has moved since is a
-    stale DMA (model-only fields used by the detector). Tables compare by identity, like
-    pointers.
+    stale DMA (model-only fields used by the detector; ``checked`` is the detector's note of
+    the last access through the table it found safe, the one field it sets). Tables compare
+    by identity, like pointers.
     """
 
     segments: tuple[tuple[int, int], ...]
@@ -83,6 +84,8 @@ class SgTable:
     p2p: bool = False
     serial: int = field(default_factory=lambda: next(_sgt_ids))
     wrapped: SgTable | None = None  # CONFIG_DMABUF_DEBUG: the exporter's own table
+    # (dma-buf, its priv, backing epoch, resv seq, fences looked at): drivers/dma_check.py
+    checked: tuple[Any, ...] | None = field(default=None, repr=False)
 
     @property
     def nbytes(self) -> int:

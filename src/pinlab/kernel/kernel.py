@@ -56,7 +56,10 @@ class DeferredWaiter:
 
     def take(self) -> list[DmaFence]:
         """Hand over (and forget) the fences waited on since the last call."""
-        pending, self.pending = self.pending, []
+        pending = self.pending
+        if not pending:  # the common case: every syscall asks
+            return []
+        self.pending = []
         return [f for f in pending if not f.signaled]
 
 

@@ -66,7 +66,7 @@ _UNLOCKED = object()
 class DmaResv:
     """A reservation object: lock owner plus ``(fence, usage)`` entries."""
 
-    __slots__ = ("_fences", "_holder", "_usages", "kernel", "name")
+    __slots__ = ("_fences", "_holder", "_usages", "kernel", "name", "seq")
 
     def __init__(self, kernel: Kernel, name: str = "") -> None:
         self.kernel = kernel
@@ -80,6 +80,10 @@ class DmaResv:
         # tuple and the one-byte strings are shared by CPython.
         self._fences: tuple[DmaFence, ...] | DmaFence = ()
         self._usages = b""
+        # model-only, like the write seqcount ``seq`` older kernels kept here: bumped on every
+        # change of the entries, so a reader that found every KERNEL fence signalled at one
+        # ``seq`` knows they still are while it stands (a fence never unsignals)
+        self.seq = 0
 
     # -- locking ---------------------------------------------------------------------------
     def _owner(self, ctx: WwAcquireCtx | None) -> object:
@@ -173,6 +177,7 @@ class DmaResv:
     def _store(self, fences: tuple[DmaFence, ...], usages: bytes) -> None:
         self._fences = fences[0] if len(fences) == 1 else fences
         self._usages = usages
+        self.seq += 1
 
     def add_fence(self, fence: DmaFence, usage: DmaResvUsage) -> None:
         """``dma_resv_add_fence``; the resv must be held.

@@ -147,6 +147,8 @@ class NodeState:
     engines: dict[str, CopyEngine] = field(default_factory=dict)
     unplugged: dict[str, ExporterDriver] = field(default_factory=dict)
     """Exporters a hot-unplug removed, by device name (their memory is reported as it was)."""
+    local_rates: dict[str, float | None] = field(default_factory=dict)
+    """Each device's on-device rate once asked for (:meth:`Ctx.local_rate`)."""
 
     @property
     def kernel(self) -> Kernel:
@@ -489,6 +491,19 @@ class Ctx:
                 proc = self._tracks[process] = track_name(self.node.name, process)
             rec.log(TraceSlice(proc, thread, name, cat, start, self.now - start, args, flow))
 
+    def local_rate(self, device: str) -> float | None:
+        """The rate of the accelerator's accesses to its own memory on this node
+        (:func:`~pinlab.sim.copy_engine.local_rate`), None when that memory is host DRAM (a
+        carve-out: the access is a flow). Read once per node and device: the platform's
+        description and costs do not change during a run."""
+        rates = self.node.local_rates
+        if device in rates:
+            return rates[device]
+        machine = self.machine
+        rate = None if machine.spec.device(device).is_carve_out else local_rate(machine, device)
+        rates[device] = rate
+        return rate
+
     def new_flow(self) -> int:
         """A flow id joining the stages of one staged message in ``trace.json``."""
         return self.sim.recorder.new_flow()
@@ -506,7 +521,9 @@ class Ctx:
         except KernelError:
             yield from self.wait_pending()
             raise
-        yield from self.wait_pending()
+        fences = self.proc.take_waits()
+        if fences:  # what wait_pending does, without its generator on every NIC access
+            yield from self._wait(fences)
         return result
 
     def call_nowait(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -249,7 +249,7 @@ class Sampler:
                 else:
                     points.append((now, value))
             before[i] = carried
-            if points[-1][1] != 0:
+            if value != 0:  # the series' last point is ``value`` now
                 nonzero.add(i)
             else:
                 nonzero.discard(i)

@@ -24,8 +24,14 @@ from pinlab.sim.workloads.base import (
     param,
 )
 from pinlab.sim.workloads.nic import nearest_nic
-from pinlab.sim.workloads.paths import device_access, local_delay, route, trace_access
-from pinlab.sim.workloads.registration import Endpoint, RdmaResult, check_access, setup_endpoint
+from pinlab.sim.workloads.paths import device_access, local_delay, trace_access
+from pinlab.sim.workloads.registration import (
+    Endpoint,
+    RdmaResult,
+    check_access,
+    route_to,
+    setup_endpoint,
+)
 from pinlab.units import Size
 
 
@@ -195,9 +201,7 @@ def _ring_step(
     flows: list[FlowSpec] = []
     label = f"{ctx.proc.comm}:ring"
     for ep in ranks:
-        succ = coll.successor(ep)
-        assert ep.send_side is not None and succ.recv_side is not None
-        links, cap, lat = route(ctx.sim, ep.send_side, succ.recv_side)
+        links, cap, lat = route_to(ctx, ep, coll.successor(ep))
         latency = max(latency, lat * messages)
         flows.append((nbytes, links, cap, label))
     t0 = ctx.env.now
@@ -218,8 +222,7 @@ def _compute_all(
     with the others)."""
     locations = [ep.location for ep in ranks]
     delays = {
-        local_delay(ctx.machine, ep.device, loc, nbytes)
-        for ep, loc in zip(ranks, locations, strict=True)
+        local_delay(ctx, ep.device, loc, nbytes) for ep, loc in zip(ranks, locations, strict=True)
     }
     if nbytes > 0 and len(delays) == 1 and None not in delays:
         start = ctx.now

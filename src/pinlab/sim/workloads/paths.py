@@ -250,20 +250,21 @@ def staged_pipeline(
     return float(env.now - t0)
 
 
-def local_delay(machine: Machine, device: str, location: str | None, nbytes: float) -> float | None:
+def local_delay(ctx: Ctx, device: str, location: str | None, nbytes: float) -> float | None:
     """How long the accelerator's access to ``nbytes`` of its buffer takes when that is an
     uncontended delay -- the buffer in device memory that is not a carve-out -- else None (the
     access is a flow, :func:`device_access`)."""
-    if location != "vram" or machine.spec.device(device).is_carve_out:
+    if location != "vram":
         return None
-    return nbytes / local_rate(machine, device)
+    rate = ctx.local_rate(device)
+    return None if rate is None else nbytes / rate
 
 
 def trace_access(
     ctx: Ctx, device: str, location: str | None, nbytes: float, start: float, *, write: bool
 ) -> None:
     """The ``trace.json`` slice of one access by the accelerator, from ``start`` to now."""
-    local = location == "vram" or ctx.machine.spec.device(device).is_carve_out
+    local = location == "vram" or ctx.local_rate(device) is None
     ctx.trace(
         device,
         f"dma {ctx.proc.comm}",

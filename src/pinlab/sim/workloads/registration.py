@@ -33,9 +33,10 @@ from pinlab.kernel.umem import (
     IB_ACCESS_REMOTE_WRITE,
 )
 from pinlab.sim.engine import Ctx
+from pinlab.sim.flows import Link
 from pinlab.sim.metrics import TenantResult, bump, metric
 from pinlab.sim.workloads.nic import nic_access
-from pinlab.sim.workloads.paths import Side, nic_side, staged_side
+from pinlab.sim.workloads.paths import Side, nic_side, route, staged_side
 from pinlab.uapi.process import HostMemoryRegion
 
 ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE
@@ -146,6 +147,8 @@ class Endpoint:
     message: int = 0  # bytes per message the workload sends (0: the whole buffer)
     sides_p2p: bool | None = None  # the mapping kind the sides were computed for
     buffer: DeviceBuffer | None = None  # the GEM buffer, for where its bytes are
+    # the route to a receiver last asked for (:func:`route_to`): both sides and route()'s answer
+    route_cache: tuple[Side, Side, tuple[Link, ...], float, float] | None = None
 
     @property
     def staged(self) -> bool:
@@ -218,6 +221,20 @@ def refresh_sides(ctx: Ctx, ep: Endpoint, result: DmaResult | None = None) -> No
         ctx, node, machine, ep.device, ep.nic, p2p=p2p, write=False, nbytes=size
     )
     ep.recv_side = nic_side(ctx, node, machine, ep.device, ep.nic, p2p=p2p, write=True, nbytes=size)
+
+
+def route_to(ctx: Ctx, ep: Endpoint, receiver: Endpoint) -> tuple[tuple[Link, ...], float, float]:
+    """:func:`~pinlab.sim.workloads.paths.route` from ``ep``'s send side to ``receiver``'s
+    receive side (links, rate cap, latency), kept on ``ep`` until either side changes (a
+    mapping that changed kind, :func:`refresh_sides`): a ring sends to the same successor at
+    every step, and a route depends on nothing else (the network's links never change)."""
+    sender, into = ep.send_side, receiver.recv_side
+    assert sender is not None and into is not None
+    cached = ep.route_cache
+    if cached is None or cached[0] is not sender or cached[1] is not into:
+        links, cap, latency = route(ctx.sim, sender, into)
+        cached = ep.route_cache = (sender, into, tuple(links), cap, latency)
+    return cached[2], cached[3], cached[4]
 
 
 def check_access(
