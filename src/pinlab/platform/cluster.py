@@ -100,13 +100,18 @@ class Cluster:
     fabric: dict[str, PlatformLink]
     names: tuple[str, ...]
     _machines: dict[str, Machine] = field(default_factory=dict)
+    # a set beside the ordered tuple: a lookup per first use must not scan every node name
+    _known: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._known = frozenset(self.names)
 
     def machine(self, node: str | int) -> Machine:
         """The machine of ``node`` (a name like ``"node03"`` or an index), built on first use."""
         name = self.names[node] if isinstance(node, int) else node
         m = self._machines.get(name)
         if m is None:
-            if name not in self.names:
+            if name not in self._known:
                 raise KeyError(f"no node named {name!r} in cluster {self.spec.name}")
             m = build(
                 self.spec.node,
