@@ -49,7 +49,7 @@ from pinlab.gcpolicy import tuned_collector
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
-from pinlab.policy.config import AppliedPolicy, PolicyError, apply_policy
+from pinlab.policy.config import AppliedPolicy, PolicyConfig, PolicyError, apply_policy
 from pinlab.policy.dmem import DmemCgroupController
 from pinlab.scenarios.catalog import Catalog, variant_catalog
 from pinlab.scenarios.claims import BoundClaim, bind_claim, judge
@@ -478,16 +478,22 @@ def _apply_policy(
     """The policy on every node: a cgroup tree, the dmem controller (6.14+), the rules."""
     assert cfg.policy is not None
     applied: dict[str, AppliedPolicy] = {}
+    # The document depends on the node only through its PCI names and dmem regions: nodes
+    # built alike (a cluster's) share one validated config, read and checked once.
+    configs: dict[tuple[object, ...], PolicyConfig] = {}
     for name, node in sim.nodes.items():
         kernel = node.kernel
         tree = CgroupTree()
         dmem = DmemCgroupController(tree).install(kernel) if kernel.profile.dmem else None
         regions = {r.name: r.size for r in kernel.dmem_regions} if dmem is not None else {}
         pci = {n: p.name for n, p in node.machine.pdevs.items()}
-        doc = policy_document(cfg.policy, pci, regions, base_dir)
-        if dmem is None:
-            doc.pop("regions", None)
-        config = validate_policy(doc, source)
+        key = (tuple(pci.items()), tuple(regions.items()), dmem is None)
+        config = configs.get(key)
+        if config is None:
+            doc = policy_document(cfg.policy, pci, regions, base_dir)
+            if dmem is None:
+                doc.pop("regions", None)
+            config = configs[key] = validate_policy(doc, source)
         ttm = [bdev for d in node.machine.exporters.values() if (bdev := d.bdev) is not None]
         try:
             applied[name] = apply_policy(
