@@ -9,25 +9,27 @@ Two measurements, in one process:
    share of SimPy's raw speed the model keeps (the rest is pinlab's own work per event:
    flows, kernel calls, metrics).
 
-2. **Scaling.** The 3-iteration all-reduce job of the same scenario -- one variant
-   (``no-limits``: no policy, one job per node of 8 accelerators) -- from 16 accelerators (2
-   nodes) up to ``--max-accelerators`` (default 131 072: 16 384 nodes), doubling
-   (``--set platform.params.nodes=N``). Each size runs in a fresh child process, so its peak
-   memory is its own (``ru_maxrss`` less the interpreter's before building). Printed per size:
-   end-to-end wall time (build + simulate + metrics; CPU time beside it, as the machine is
-   shared), wall time and peak memory per accelerator, and wall time per simulated all-reduce
-   iteration per accelerator: the child runs the simulation in steps of ``STEP`` simulated
-   seconds and notes the wall clock at the step where the first tenant's data phase began and
-   where the last tenant finished its third iteration (steps only place the stop events SimPy
-   runs between; the model is the same). Then the ratios: per-accelerator wall time at the
-   largest size over the smallest, its geometric mean growth per doubling and the largest
-   growth of one doubling, and the largest size's wall time and memory against the issue-12
-   targets (<= 120 s and <= 8 GiB at 131 072 accelerators; <= 1.1x per doubling). The
-   simulated duration stays the scenario's: registering each node's HBM alone takes ~125
-   simulated seconds, so a shorter run would time the setup and none of the all-reduce
-   (simulated seconds are cheap; events and samples are what cost). The child runs it all under
-   the simulator's garbage-collector setting (:func:`pinlab.gcpolicy.tuned_collector`), as
-   ``run_variant`` does, and its steps as ``Simulation.run`` does (one nested block).
+2. **Scaling.** The 3-iteration all-reduce job of the same scenario -- one variant (``no-limits``:
+   no policy, one job per node of 8 accelerators) -- from 16 accelerators (2 nodes) up to
+   ``--max-accelerators`` (default 131 072: 16 384 nodes), doubling (``--set
+   platform.params.nodes=N``). Each size runs in a fresh child process, so its peak memory is its
+   own (``ru_maxrss`` less the interpreter's before building). Printed per size: end-to-end wall
+   time (build + simulate + metrics; CPU time beside it, as the machine is shared), wall time and
+   peak memory per accelerator, and wall time per simulated all-reduce iteration per accelerator:
+   the child runs the simulation in steps of ``STEP`` simulated seconds and notes the wall clock at
+   each step's end; after the run, the tenants' simulated times say which steps held the first
+   tenant's data-phase start and the last tenant's third iteration's end, and the wall time between
+   those two steps' ends is the iterations' (steps only place the stop events SimPy runs between;
+   the model is the same, and looking at the tenants between steps would be a walk over all of them
+   per step, inside the timing). Then the ratios: per-accelerator wall time at the largest size over
+   the smallest, its geometric mean growth per doubling and the largest growth of one doubling, and
+   the largest size's wall time and memory against the issue-12 targets (<= 120 s and <= 8 GiB at
+   131 072 accelerators; <= 1.1x per doubling). The simulated duration stays the scenario's:
+   registering each node's HBM alone takes ~125 simulated seconds, so a shorter run would time the
+   setup and none of the all-reduce (simulated seconds are cheap; events and samples are what cost).
+   The child runs it all under the simulator's garbage-collector setting
+   (:func:`pinlab.gcpolicy.tuned_collector`), as ``run_variant`` does, and its steps as
+   ``Simulation.run`` does (one nested block).
 
 Each figure is the median of ``--rounds`` runs (model and bare loop alternate, so a slow
 stretch of the machine hits both); a warm-up run comes first.
@@ -52,6 +54,7 @@ Usage: ``python benchmarks/bench_sim.py [--quick] [--rounds N] [--max-accelerato
 from __future__ import annotations
 
 import argparse
+import bisect
 import itertools
 import json
 import math
@@ -172,29 +175,27 @@ def scale_child(nodes: int) -> dict[str, Any]:
         sim, _ = build_simulation(resolved, cfg.platform_spec(VARIANT), cfg.source, None)
         duration = float(resolved.scenario.duration)
         results = [t.result for t in sim.tenants.values()]
-        data_start = data_end = None
         steps = math.ceil(duration / STEP)
+        bounds = [k * STEP for k in range(1, steps)]
+        walls: list[float] = []  # the wall clock at each step's end
         with tuned_collector():  # what Simulation.run sets, once for all the steps
-            for k in range(1, steps):
-                sim.env.run(until=k * STEP)
-                if data_start is None and any(
-                    getattr(r, "data_start", None) is not None for r in results
-                ):
-                    data_start = time.perf_counter()
-                if data_end is None and all(
-                    getattr(r, "iterations", 0) == ITERATIONS for r in results
-                ):
-                    data_end = time.perf_counter()
+            for until in bounds:
+                sim.env.run(until=until)
+                walls.append(time.perf_counter())
         sim.run(duration)
+        walls.append(time.perf_counter())  # the last step's end, ``duration``
         collect_metrics(sim, duration)
         sim.teardown()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    if data_end is None and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
-        data_end = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     per_iteration = None
-    if data_start is not None and data_end is not None:
-        per_iteration = (data_end - data_start) / ITERATIONS
+    starts = [r.data_start for r in results if getattr(r, "data_start", None) is not None]
+    if starts and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
+        # the step in which the first data phase began and the one in which the last
+        # tenant's third iteration ended: a step runs the events before its bound
+        first = bisect.bisect_right(bounds, min(starts))
+        last = bisect.bisect_right(bounds, max(r.data_end for r in results))
+        per_iteration = (walls[last] - walls[first]) / ITERATIONS
     return {
         "wall": wall,
         "cpu": cpu,
