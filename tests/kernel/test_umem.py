@@ -29,6 +29,7 @@ from pinlab.kernel.errno import Errno, KernelError, LockingError, NotInProfile, 
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.file import FdTable, File
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.limits import U64_MAX
 from pinlab.kernel.profile import PRESETS, KernelProfile, get_profile
 from pinlab.kernel.resv import DmaResvUsage
 from pinlab.kernel.ttm import (
@@ -41,7 +42,6 @@ from pinlab.kernel.ttm import (
 )
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
-    U64_MAX,
     IbUmemDmabuf,
     ib_umem_dmabuf_attach_pinned_ops,
     ib_umem_dmabuf_attach_pinned_revocable_ops,

@@ -16,7 +16,8 @@ The driver-independent half of a TTM exporter is the same everywhere and lives h
   at all (static exporters never do);
 * :class:`TtmGemExporter` -- the TTM device with its managers and dmem region, create,
   export (one dma-buf per BO, sharing the BO's resv), release, GEM close, ``regions()``, the
-  backing epoch, the DMA-mapping fault hook, the page and P2P sg_tables of a BO (and the end of
+  backing epoch, the DMA-mapping fault hook, the quiet P2P reachability check of an attach
+  (``clear_unreachable_p2p``), the page and P2P sg_tables of a BO (and the end of
   a dynamic exporter's map that hands them out, ``map_backing``), the unpin op, and the
   platform constructor. Each driver supplies its ``dma_buf_ops`` callbacks
   (:meth:`~pinlab.drivers.base.ExporterDriver.dma_buf_ops`) -- the pin policy is the
@@ -50,6 +51,7 @@ from pinlab.kernel.dma_buf import (
 from pinlab.kernel.dmem import dmem_cgroup_register_region
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.range_alloc import PAGE_SIZE
 from pinlab.kernel.ttm import (
@@ -466,6 +468,13 @@ class TtmGemExporter(ExporterDriver, Generic[BufT]):
     def dma_map_fails(self, dev: Device) -> bool:
         """Whether the fault-injection hook makes a DMA mapping for ``dev`` fail."""
         return self.dma_map_fault is not None and self.dma_map_fault(dev)
+
+    def clear_unreachable_p2p(self, attach: DmaBufAttachment) -> None:
+        """Clear ``peer2peer`` for an importer the PCI topology cannot reach, asking quietly
+        (``attach->peer2peer && pci_p2pdma_distance(pdev, attach->dev, false) < 0``, as
+        ``xe_dma_buf_attach`` does; the nvidia-compute model does the same)."""
+        if attach.peer2peer and pci_p2pdma_distance(self.pdev, attach.dev, False) < 0:
+            attach.peer2peer = False
 
     def map_backing(self, bo: BufT, attach: DmaBufAttachment, fn: str) -> SgTable:
         """The end of a dynamic TTM exporter's ``map_dma_buf``, once the BO is placed (K-78,

@@ -65,8 +65,8 @@ from pinlab.kernel.dma_buf_mapping import DmaBufPhysVec
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.limits import ULONG_MAX
 
-ULONG_MAX = (1 << 64) - 1
 IOVA_BASE = 1 << 32
 """Where pinlab's IOVA allocator starts (any address above the low 4 GiB would do)."""
 

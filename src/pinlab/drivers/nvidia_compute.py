@@ -60,7 +60,6 @@ from pinlab.drivers.gem_ttm import (
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.ttm import (
     TtmBufferObject,
@@ -186,8 +185,7 @@ class NvidiaComputeDevice(TtmGemExporter[NvBo]):
     # -- dma_buf_ops -----------------------------------------------------------------------
     def _attach(self, dmabuf: DmaBuf, attach: DmaBufAttachment) -> None:
         """Clear peer2peer for an importer the PCI topology cannot reach. Never fails."""
-        if attach.peer2peer and pci_p2pdma_distance(self.pdev, attach.dev, False) < 0:
-            attach.peer2peer = False
+        self.clear_unreachable_p2p(attach)
 
     def _pin(self, attach: DmaBufAttachment) -> None:
         self.pin_bo(self.buffer_of(attach.dmabuf), attach.peer2peer)

@@ -83,6 +83,7 @@ from pinlab.kernel.dma_buf_mapping import (
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.file import O_CLOEXEC, O_RDWR, FdTable
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.limits import U64_MAX
 from pinlab.kernel.pci import PCI_BAR_SPAN, PciDev, pci_resource_start
 from pinlab.kernel.profile import KernelProfile, VfioDmabuf
 from pinlab.units import MiB
@@ -94,7 +95,6 @@ VFIO_DEVICE_FEATURE_GET = 1 << 17
 VFIO_DEVICE_FEATURE_SET = 1 << 18
 DMA_IOVA_USE_SWIOTLB = 1 << 63
 """A total length with this bit set is refused: ``dma_iova_try_alloc`` would WARN on it."""
-U64_MAX = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)

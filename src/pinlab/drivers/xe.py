@@ -54,7 +54,6 @@ from pinlab.drivers.gem_ttm import (
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment, DmaDataDirection, SgTable
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.p2pdma import pci_p2pdma_distance
 from pinlab.kernel.pci import PciDev
 from pinlab.kernel.profile import KernelProfile, VramPinRule
 from pinlab.kernel.range_alloc import PAGE_SIZE
@@ -182,8 +181,7 @@ class XeDevice(TtmGemExporter[XeBo]):
         non-P2P attachment of a BO that cannot migrate to TT → ``-EOPNOTSUPP``; else take a
         runtime-PM reference."""
         bo = self.buffer_of(dmabuf)
-        if attach.peer2peer and pci_p2pdma_distance(self.pdev, attach.dev, False) < 0:
-            attach.peer2peer = False
+        self.clear_unreachable_p2p(attach)
         if not attach.peer2peer and not bo.can_migrate(TtmMemType.TT):
             raise err(Errno.EOPNOTSUPP, "xe_dma_buf_attach", f"{bo.name} cannot migrate to TT")
         self.runtime_pm_refs += 1

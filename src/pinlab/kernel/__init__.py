@@ -6,6 +6,7 @@ Modules, each named after the kernel code it models:
 * :mod:`~pinlab.kernel.errno` -- ``KernelError`` (``-ENOMEM``), ``LockingError`` (lockdep),
   ``KernelBug`` (BUG), ``NotInProfile``;
 * :mod:`~pinlab.kernel.warn` -- the WARN / WARN_ON_ONCE log;
+* :mod:`~pinlab.kernel.limits` -- ``U64_MAX``, ``ULONG_MAX`` (include/linux/limits.h);
 * :mod:`~pinlab.kernel.profile` -- ``KernelProfile`` presets 5.16, 6.12, 6.14, 6.16, 7.1;
 * :mod:`~pinlab.kernel.kernel` -- the ``Kernel`` instance, ``Task``, fence waiters;
 * :mod:`~pinlab.kernel.fence`, :mod:`~pinlab.kernel.resv` -- ``dma_fence``, ``dma_resv``;

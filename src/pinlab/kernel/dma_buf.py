@@ -42,6 +42,7 @@ from pinlab.kernel.file import (
     open_fmode,
 )
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.limits import ULONG_MAX
 from pinlab.kernel.pin_hooks import BufferLocation, PinHook
 from pinlab.kernel.profile import CoreFamily
 from pinlab.kernel.resv import DmaResv, DmaResvUsage, dma_resv_usage_rw
@@ -49,7 +50,6 @@ from pinlab.kernel.resv import DmaResv, DmaResvUsage, dma_resv_usage_rw
 PAGE_SIZE = 4096
 PAGE_SHIFT = 12
 DMA_BUF_NAME_LEN = 32
-ULONG_MAX = (1 << 64) - 1
 
 
 class DmaDataDirection(enum.IntEnum):

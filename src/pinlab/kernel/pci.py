@@ -155,7 +155,39 @@ class PciBus:
         return f"<PciBus {self.name}>"
 
 
-class PciDev(Device):
+class _EndpointParent:
+    """What an endpoint device plugs into: a root or downstream port (:class:`PciDev`), whose
+    link takes a ``PCI_EXP_TYPE_ENDPOINT``, or a host bridge (:class:`PciHostBridge`), whose
+    root bus takes a ``PCI_EXP_TYPE_RC_END``. Each says which bus and type by
+    :meth:`_endpoint_bus`."""
+
+    __slots__ = ()
+
+    def _endpoint_bus(self) -> tuple[PciBus, PciExpType]:
+        raise NotImplementedError
+
+    def add_endpoint(
+        self,
+        *,
+        functions: int = 1,
+        vendor: int = 0,
+        device: int = 0,
+        acs: PciAcs = PciAcs.NONE,
+        label: str | None = None,
+    ) -> PciDev:
+        """Plug an endpoint device with ``functions`` functions in (a port's link, a host
+        bridge's root bus).
+
+        Returns function 0; the others are ``fn0.function(n)`` / ``fn0.functions``. With a
+        ``label`` and several functions, function ``n`` is labelled ``f"{label}.{n}"``.
+        """
+        bus, pcie_type = self._endpoint_bus()
+        return bus.host_bridge.topology._add_functions(
+            bus, pcie_type, functions, vendor, device, acs, label
+        )
+
+
+class PciDev(Device, _EndpointParent):
     """``struct pci_dev``: one PCI function, with the fields P2PDMA reads.
 
     ``name`` is ``pci_name()`` (``dddd:bb:ss.f``); ``label`` is an optional human name (``"gpu0"``)
@@ -287,24 +319,9 @@ class PciDev(Device):
             )
         return bus
 
-    def add_endpoint(
-        self,
-        *,
-        functions: int = 1,
-        vendor: int = 0,
-        device: int = 0,
-        acs: PciAcs = PciAcs.NONE,
-        label: str | None = None,
-    ) -> PciDev:
-        """Plug an endpoint device with ``functions`` functions into this port's link.
-
-        Returns function 0; the others are ``fn0.function(n)`` / ``fn0.functions``. With a
-        ``label`` and several functions, function ``n`` is labelled ``f"{label}.{n}"``.
-        """
-        bus = self._link_bus("an endpoint")
-        return self.topology._add_functions(
-            bus, PciExpType.ENDPOINT, functions, vendor, device, acs, label
-        )
+    def _endpoint_bus(self) -> tuple[PciBus, PciExpType]:
+        """An endpoint plugs into this root or downstream port's link."""
+        return self._link_bus("an endpoint"), PciExpType.ENDPOINT
 
     def add_switch(
         self,
@@ -354,7 +371,7 @@ class PciDev(Device):
         return f"<PciDev {self.name}{label} {kind}>"
 
 
-class PciHostBridge(Device):
+class PciHostBridge(Device, _EndpointParent):
     """``struct pci_host_bridge``: a root complex and its root bus.
 
     A host bridge is a ``struct device`` but not a ``pci_dev``. The whitelist identifies it by the
@@ -413,19 +430,10 @@ class PciHostBridge(Device):
         """Add a root port (with its own secondary bus) to this host bridge's root bus."""
         return self.topology._add_bridge(self.bus, PciExpType.ROOT_PORT, vendor, device, acs, label)
 
-    def add_endpoint(
-        self,
-        *,
-        functions: int = 1,
-        vendor: int = 0,
-        device: int = 0,
-        acs: PciAcs = PciAcs.NONE,
-        label: str | None = None,
-    ) -> PciDev:
-        """Add a Root Complex Integrated Endpoint (an APU's iGPU, say); returns function 0."""
-        return self.topology._add_functions(
-            self.bus, PciExpType.RC_END, functions, vendor, device, acs, label
-        )
+    def _endpoint_bus(self) -> tuple[PciBus, PciExpType]:
+        """An endpoint on the root bus is a Root Complex Integrated Endpoint (an APU's iGPU,
+        say)."""
+        return self.bus, PciExpType.RC_END
 
     def __repr__(self) -> str:
         root = self.pci_host_bridge_dev()

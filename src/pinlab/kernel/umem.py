@@ -40,9 +40,8 @@ from pinlab.kernel.dma_buf import (
 from pinlab.kernel.errno import Errno, KernelError, NotInProfile, err
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.limits import U64_MAX
 from pinlab.kernel.resv import MAX_SCHEDULE_TIMEOUT, DmaResvUsage
-
-U64_MAX = (1 << 64) - 1
 
 # include/rdma/ib_verbs.h enum ib_access_flags
 IB_ACCESS_LOCAL_WRITE = 1 << 0
