@@ -274,7 +274,7 @@ def run_checked(
 
     def sampler():  # type: ignore[no-untyped-def]
         for at in sorted(samples):
-            yield env.timeout(at - env.now)
+            yield env.timeout(max(at - env.now, 0.0))  # at - now can round below 0
             net.advance()
             want = check.carried()
             for name, link in net.links.items():
@@ -534,3 +534,64 @@ def test_more_transfers_than_the_first_finish_slots_complete_in_size_order() -> 
         assert env.now == pytest.approx(start + expected, rel=1e-12)
         assert not net.active
     assert net.completed == 300
+
+
+FlowSpecT = tuple[float, list[str], float | None, str]
+
+
+def _batch_network(seed: int) -> tuple[simpy.Environment, FlowNetwork, list[FlowSpecT]]:
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    rng = random.Random(seed)
+    for i in range(6):
+        net.add_link(f"l{i}", rng.uniform(1, 10))
+    specs: list[FlowSpecT] = [
+        (
+            rng.choice([0.0, rng.uniform(1, 9), rng.uniform(1, 9)]),
+            [f"l{rng.randrange(6)}" for _ in range(rng.randint(1, 3))],
+            rng.choice([None, rng.uniform(0.5, 3)]),
+            f"t{k}",
+        )
+        for k in range(25)
+    ]
+    return env, net, specs
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_transfer_all_is_transfer_many_with_one_event(seed: int) -> None:
+    """cost-model §1 item 1: a batch started with ``transfer_all`` runs exactly as the same
+    specs started with ``transfer_many`` -- rates, completions, link counters and solver
+    counters to the bit -- and its one event fires when the last transfer ends, with the
+    batch's duration as its value (zero-byte specs start nothing, as in ``transfer_many``)."""
+    env_a, many, specs = _batch_network(seed)
+    events = many.transfer_many(specs)
+    env_b, batch, same = _batch_network(seed)
+    fired: list[float] = []
+    done = batch.transfer_all(same)
+    done.callbacks.append(lambda ev: fired.append(env_b.now))
+    assert [t.rate for t in batch.active] == [t.rate for t in many.active]
+    env_a.run()
+    last = max(ev.value for ev in events)
+    env_b.run()
+    assert fired == [done.value] == [last]
+    assert env_b.now == env_a.now
+    for name, link in many.links.items():
+        other = batch.links[name]
+        assert (other.bytes_carried, other.busy_time) == (link.bytes_carried, link.busy_time)
+    counters = ("recomputes", "resolved", "widened", "completed")
+    assert [getattr(batch, c) for c in counters] == [getattr(many, c) for c in counters]
+    assert not batch.active
+
+
+def test_transfer_all_of_nothing_fires_at_once_and_bad_specs_start_nothing() -> None:
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("l", 2.0)
+    empty = net.transfer_all([(0.0, ["l"], None, "zero")])
+    assert empty.triggered and empty.value == 0.0
+    with pytest.raises(ValueError, match="negative size"):
+        net.transfer_all([(4.0, ["l"], None, "ok"), (-1.0, ["l"], None, "bad")])
+    assert not net.active  # the valid spec before the bad one was not started either
+    done = net.transfer_all([(4.0, ["l"], None, "a"), (2.0, ["l"], None, "b")])
+    env.run(until=done)
+    assert env.now == pytest.approx(3.0)  # 6 bytes over 2 B/s, shared then alone

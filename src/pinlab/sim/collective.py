@@ -17,7 +17,7 @@ import simpy
 from pinlab.sim.flows import FlowNetwork, Link
 
 FlowSpec = tuple[float, Sequence[Link | str], float | None, str]
-"""``(nbytes, links, cap, label)``: one transfer for ``FlowNetwork.transfer_many``."""
+"""``(nbytes, links, cap, label)``: one transfer of a step (``FlowNetwork.transfer_all``)."""
 
 
 class Rank(Protocol):
@@ -152,7 +152,7 @@ class Collective(Generic[R]):
         self, specs: list[FlowSpec], latency: float, waiting: list[simpy.Event]
     ) -> Generator[simpy.Event, Any, None]:
         yield self.env.timeout(latency)
-        yield simpy.AllOf(self.env, self.net.transfer_many(specs))
+        yield self.net.transfer_all(specs)
         for ev in waiting:
             ev.succeed()
 

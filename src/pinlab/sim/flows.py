@@ -155,6 +155,7 @@ class Transfer:
         "_new_rate",
         "_slot",
         "_uses",
+        "batch",
         "cap",
         "done",
         "label",
@@ -173,11 +174,13 @@ class Transfer:
         cap: float,
         done: simpy.Event,
         label: str,
+        batch: Batch | None = None,
     ) -> None:
         self.nbytes = nbytes
         self.links = links
         self.cap = cap
-        self.done = done
+        self.done = done  # its own event, or its batch's
+        self.batch = batch
         self.label = label
         self.rate = 0.0
         self.started: float = env.now
@@ -207,6 +210,18 @@ class Transfer:
 
     def __repr__(self) -> str:
         return f"Transfer({self.label!r}, {self.nbytes:g} B, rate {self.rate:g} B/s)"
+
+
+class Batch:
+    """The transfers started by one :meth:`FlowNetwork.transfer_all`: how many are still
+    active, and the one event that fires when the last of them ends."""
+
+    __slots__ = ("done", "left", "started")
+
+    def __init__(self, done: simpy.Event, started: float) -> None:
+        self.done = done
+        self.started = started
+        self.left = 0
 
 
 class FlowNetwork:
@@ -243,7 +258,8 @@ class FlowNetwork:
         self.resolved = 0
         self.widened = 0
         self.completed = 0
-        self._active: dict[simpy.Event, Transfer] = {}  # by completion event, in start order
+        # in start order, by completion event (a batch's members by themselves: they share one)
+        self._active: dict[object, Transfer] = {}
         self._busy: dict[Link, None] = {}  # links with an active transfer, an ordered set
         self._touched: dict[Link, None] = {}  # busy at some time since the last take_touched
         self._finish = np.full(_SLOTS, _INF)  # projected completion time, by transfer slot
@@ -314,6 +330,31 @@ class FlowNetwork:
             self._change(started)
         return events
 
+    def transfer_all(
+        self, specs: Sequence[tuple[float, Sequence[Link | str], float | None, str]]
+    ) -> simpy.Event:
+        """Start several transfers at once, as :meth:`transfer_many` does, and return one event
+        that fires when the last of them has ended (its value: the seconds since the start).
+
+        The rates, completions and link counters are those of :meth:`transfer_many`; what is
+        saved is an event per transfer and the condition that waits on all of them (pinlab
+        addition for a collective's step, which waits for every rank's flow: at 131 072 ranks,
+        131 072 events per step). Every spec is checked before any transfer starts."""
+        checked = [(self._checked(n, links, cap, label), label) for n, links, cap, label in specs]
+        done = self.env.event()
+        batch = Batch(done, self.env.now)
+        started = [
+            Transfer(self.env, nbytes, path, limit, done, label, batch)
+            for (nbytes, path, limit), label in checked
+            if nbytes > 0
+        ]
+        batch.left = len(started)
+        if started:
+            self._change(started)
+        else:
+            done.succeed(0.0)
+        return done
+
     def rate_of(self, event: simpy.Event) -> float:
         """The current rate of the transfer behind ``event`` (0 when finished)."""
         t = self._active.get(event)
@@ -337,7 +378,18 @@ class FlowNetwork:
         self, nbytes: float, links: Sequence[Link | str], cap: float | None, label: str
     ) -> tuple[simpy.Event, Transfer | None]:
         """A checked transfer and its event; no transfer (the event fired) for zero bytes."""
+        size, path, limit = self._checked(nbytes, links, cap, label)
         done = self.env.event()
+        if size == 0:
+            done.succeed(0.0)
+            return done, None
+        return done, Transfer(self.env, size, path, limit, done, label)
+
+    def _checked(
+        self, nbytes: float, links: Sequence[Link | str], cap: float | None, label: str
+    ) -> tuple[float, tuple[Link, ...], float]:
+        """``(nbytes, path, cap)`` of a transfer as the network keeps them (floats, the links
+        looked up, no cap as infinity); ``ValueError`` if it cannot run."""
         path = tuple(self.links[x] if isinstance(x, str) else x for x in links)
         limit = _INF if cap is None else float(cap)
         if nbytes < 0:
@@ -346,10 +398,7 @@ class FlowNetwork:
             raise ValueError(f"transfer {label!r}: no link and no rate cap")
         if limit <= 0:
             raise ValueError(f"transfer {label!r}: rate cap must be positive, got {cap}")
-        if nbytes == 0:
-            done.succeed(0.0)
-            return done, None
-        return done, Transfer(self.env, float(nbytes), path, limit, done, label)
+        return float(nbytes), path, limit
 
     def _change(self, started: list[Transfer]) -> None:
         """Complete the due transfers, add ``started``, re-solve what can change, re-arm."""
@@ -373,7 +422,7 @@ class FlowNetwork:
             t._left = 0.0
             t._at = now
             self._release(t)
-            del self._active[t.done]
+            del self._active[t.done if t.batch is None else t]
         for t in started:
             self._claim(t)
             for link, uses in t._uses:
@@ -382,7 +431,7 @@ class FlowNetwork:
                     self._touched[link] = None
                 link._transfers[t] = uses
                 link._uses += uses
-            self._active[t.done] = t
+            self._active[t.done if t.batch is None else t] = t
         for t in started:
             bound = _INF
             for link, _ in t._uses:
@@ -394,7 +443,13 @@ class FlowNetwork:
             self._resolve(seeds, started, lam, now)
         for t in ended:
             self.completed += 1
-            t.done.succeed(now - t.started)
+            batch = t.batch
+            if batch is None:
+                t.done.succeed(now - t.started)
+            else:
+                batch.left -= 1
+                if not batch.left:
+                    batch.done.succeed(now - batch.started)
         self._arm(now)
 
     def _claim(self, t: Transfer) -> None:
