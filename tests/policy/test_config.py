@@ -96,6 +96,19 @@ def test_a_valid_file_parses_into_typed_settings() -> None:
     assert cap.per_device == {"gpu0": 2 * GiB, "gpu1": None}
 
 
+def test_every_registered_proposal_has_a_table_and_every_table_a_proposal() -> None:
+    """The registry (``PROPOSALS``) is the one list of proposals: each has its
+    ``[proposals.<id>]`` table in the schema, in registry order, and a ``from_policy``."""
+    from pinlab.policy.config import ProposalsSpec
+    from pinlab.policy.proposals import PROPOSALS
+
+    tables = [info.alias for info in ProposalsSpec.model_fields.values()]
+    assert tables == list(PROPOSALS)
+    assert all(callable(module.from_policy) for module in PROPOSALS.values())
+    on = parse_policy("".join(f"[proposals.{name}]\n" for name in reversed(PROPOSALS)))
+    assert list(on.proposals.enabled()) == list(PROPOSALS)
+
+
 def test_defaults_and_an_empty_file() -> None:
     config = parse_policy("", "empty.toml")
     assert config == PolicyConfig()

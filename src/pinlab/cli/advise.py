@@ -12,10 +12,13 @@ from rich.console import Console
 from pinlab.cli.common import (
     UserError,
     add_command,
+    add_out_flag,
+    add_quiet_flag,
+    add_scenario_arg,
+    add_seed_flag,
     add_set_flag,
     add_workers,
     as_user_error,
-    seed_arg,
 )
 from pinlab.cli.run import run_points
 
@@ -74,7 +77,7 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
 
 def add_parsers(sub: Any) -> None:
     p = add_command(sub, "advise", _cmd_advise)
-    p.add_argument("scenario", metavar="NAME|FILE", help="a built-in scenario or a scenario file")
+    add_scenario_arg(p)
     p.add_argument(
         "--protect",
         action="append",
@@ -93,14 +96,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--budget", type=int, default=40, metavar="N", help="at most N policies run (default 40)"
     )
-    p.add_argument(
-        "--seed",
-        type=seed_arg,
-        default=1,
-        metavar="N",
-        help="the optimiser's seed (default 1): same seed, same files",
-    )
+    add_seed_flag(p, "the optimiser's seed (default 1): same seed, same files", default=1)
     add_workers(p, dask="run the points on Dask distributed")
     add_set_flag(p, "override a scenario field for every point, e.g. --set scenario.duration=20s")
-    p.add_argument("--out", required=True, metavar="DIR", help="where to write the advice")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    add_out_flag(p, "where to write the advice", required=True)
+    add_quiet_flag(p)

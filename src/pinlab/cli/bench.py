@@ -15,10 +15,10 @@ from pinlab.cli.common import (
     UserError,
     add_command,
     add_json_flag,
+    add_seed_flag,
     add_set_flag,
     as_user_error,
     print_json,
-    seed_arg,
 )
 
 
@@ -105,7 +105,7 @@ def add_parsers(sub: Any) -> None:
         help="a preset parameter (repeatable), e.g. --param nic=cx7 --param gpu=h200",
     )
     add_set_flag(bench, "a cost-model override (repeatable), e.g. --set nic.cx6.qp_msg_cost=0us")
-    bench.add_argument("--seed", type=seed_arg, default=0, help="seed of every random draw")
+    add_seed_flag(bench, "seed of every random draw", default=0)
     bench.add_argument(
         "--nodes", type=_nodes_arg, default=None, help="nodes the tool spans (perftest: 2)"
     )

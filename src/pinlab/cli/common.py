@@ -1,9 +1,11 @@
 """What every ``pinlab`` subcommand shares: the one-line user error and the shaping of bad
 input (and of failed points) into it, the command type, the typed option values
-(:class:`ArgType`, ``--seed``), the options several commands declare alike (``--json``,
-``--set``, ``--jobs``/``--dask``), the printing of ``--json``, the console widened for a pipe,
-the declaration of a command (its help: its function's docstring) and of a listing command,
-the table it prints and the walk of the subcommand tree."""
+(:class:`ArgType`, ``--seed``), the options several commands declare alike, each with one
+declaration (``--json``, ``--set``, ``--seed``, ``--out``, ``--quiet``, ``--jobs``/``--dask``,
+the scenario argument, ``--root`` and the host directory it names), the printing of
+``--json``, the console widened for a pipe, the declaration of a command (its help: its
+function's docstring) and of a listing command, the table it prints and the walk of the
+subcommand tree."""
 
 from __future__ import annotations
 
@@ -28,9 +30,15 @@ __all__ = [
     "add_command",
     "add_json_flag",
     "add_listing",
+    "add_out_flag",
+    "add_quiet_flag",
+    "add_root_flag",
+    "add_scenario_arg",
+    "add_seed_flag",
     "add_set_flag",
     "add_workers",
     "as_user_error",
+    "host_root",
     "point_errors",
     "print_json",
     "print_table",
@@ -149,6 +157,59 @@ def add_set_flag(parser: Any, help: str) -> None:
     """The repeatable ``--set KEY=VALUE`` of ``parser``: one override a line (a scenario field,
     a cost-model parameter: ``help`` says which)."""
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help=help)
+
+
+def add_seed_flag(
+    parser: Any, help: str, *, default: int | None = None, type: ArgType[int] = seed_arg
+) -> None:
+    """``--seed N`` of ``parser``: the seed of a command's random draws, read by ``type``
+    (by default :data:`seed_arg`, what ``[scenario] seed`` takes); ``default`` when it is
+    absent (None: the scenario's own)."""
+    parser.add_argument("--seed", type=type, default=default, metavar="N", help=help)
+
+
+def add_out_flag(
+    parser: Any,
+    help: str,
+    *,
+    default: str | None = None,
+    required: bool = False,
+    metavar: str = "DIR",
+) -> None:
+    """``--out DIR`` of ``parser``: where a command writes what it made (a directory; a file
+    with ``metavar="FILE"``); ``help`` says what goes there."""
+    parser.add_argument("--out", default=default, required=required, metavar=metavar, help=help)
+
+
+def add_quiet_flag(parser: Any, help: str = "no progress bar and no summary") -> None:
+    """``--quiet`` of ``parser``: a command that writes files prints nothing but errors while
+    it runs (the files are written all the same); ``help`` says what it leaves out."""
+    parser.add_argument("--quiet", action="store_true", help=help)
+
+
+def add_scenario_arg(parser: Any, *, optional: bool = False) -> None:
+    """The ``NAME|FILE`` argument of ``parser``: a built-in scenario or a scenario file;
+    ``optional``: it may be left out (the command says what it does then)."""
+    parser.add_argument(
+        "scenario",
+        nargs="?" if optional else None,
+        metavar="NAME|FILE",
+        help="a built-in scenario (see `pinlab scenarios`) or a scenario .toml file",
+    )
+
+
+def add_root_flag(parser: Any, help: str = "read the host below DIR (default /)") -> None:
+    """``--root DIR`` of ``parser``: the directory a command reads a host below (``/``, this
+    host, by default; a copied tree in tests); :func:`host_root` checks it."""
+    parser.add_argument("--root", default="/", metavar="DIR", help=help)
+
+
+def host_root(args: argparse.Namespace) -> Path:
+    """The ``--root`` of ``args`` as a path; :class:`UserError` when it is no directory."""
+    root = Path(args.root)
+    if not root.is_dir():
+        raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
+    return root
 
 
 def add_workers(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -12,7 +11,9 @@ from pinlab.cli.common import (
     UserError,
     add_command,
     add_json_flag,
+    add_root_flag,
     as_user_error,
+    host_root,
     print_json,
     wide,
 )
@@ -41,10 +42,7 @@ def _cmd_doctor(args: argparse.Namespace, console: Console) -> int:
         with as_user_error():
             snap = load_snapshot(args.snapshot)
     else:
-        root = Path(args.root)
-        if not root.is_dir():
-            raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
-        snap = snapshot_from_report(inspect_host(root))
+        snap = snapshot_from_report(inspect_host(host_root(args)))
     with as_user_error(ValueError):
         diagnosis = diagnose(snap, device=args.device, nic=args.nic, size=size, odp=args.odp)
     if args.json:
@@ -63,9 +61,7 @@ def add_parsers(sub: Any) -> None:
         metavar="SNAPSHOT",
         help="a snapshot from pinlab inspect --snapshot (default: read this host)",
     )
-    doctor.add_argument(
-        "--root", default="/", metavar="DIR", help="without SNAPSHOT: read the host below DIR"
-    )
+    add_root_flag(doctor, "without SNAPSHOT: read the host below DIR")
     doctor.add_argument("--device", metavar="DEV", help="only this accelerator (gpu0, card1, PCI)")
     doctor.add_argument("--nic", metavar="NIC", help="only this RDMA NIC (mlx5_0, PCI address)")
     doctor.add_argument("--size", metavar="SIZE", help="registration size (default 1GiB)")

@@ -10,7 +10,15 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import ArgType, UserError, add_command, add_json_flag, wide
+from pinlab.cli.common import (
+    ArgType,
+    UserError,
+    add_command,
+    add_json_flag,
+    add_out_flag,
+    add_seed_flag,
+    wide,
+)
 
 
 def _names(value: str | None, known: list[str], flag: str) -> list[str]:
@@ -110,8 +118,6 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="also stop after N sequences (a budget that does not depend on the machine)",
     )
-    p.add_argument(
-        "--seed", type=_seed, default=0, metavar="N", help="0: canonical order; else shuffled"
-    )
+    add_seed_flag(p, "0: canonical order; else shuffled", default=0, type=_seed)
     add_json_flag(p)
-    p.add_argument("--out", metavar="DIR", help="write index.html, findings.json, reproducers")
+    add_out_flag(p, "write index.html, findings.json, reproducers")

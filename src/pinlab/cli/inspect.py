@@ -9,7 +9,16 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import UserError, add_command, add_json_flag, as_user_error, wide
+from pinlab.cli.common import (
+    UserError,
+    add_command,
+    add_json_flag,
+    add_out_flag,
+    add_root_flag,
+    as_user_error,
+    host_root,
+    wide,
+)
 
 
 def _write(what: str, path: str, write: Any) -> None:
@@ -72,9 +81,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         report = None
         source = snap.source
     else:
-        root = Path(args.root)
-        if not root.is_dir():
-            raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
+        root = host_root(args)
         report = inspect_host(root)
         plan = plan_host(report)
         snap = snapshot_from_report(report)
@@ -105,14 +112,12 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
 
 def add_parsers(sub: Any) -> None:
     inspect = add_command(sub, "inspect", _cmd_inspect)
-    inspect.add_argument(
-        "--root", default="/", metavar="DIR", help="read the host below DIR (default /)"
-    )
-    inspect.add_argument(
-        "--out",
+    add_root_flag(inspect)
+    add_out_flag(
+        inspect,
+        "platform file to write (default pinlab-host.toml), for pinlab run --platform",
         default="pinlab-host.toml",
         metavar="FILE",
-        help="platform file to write (default pinlab-host.toml), for pinlab run --platform",
     )
     inspect.add_argument(
         "--snapshot", metavar="FILE", help="also write the host snapshot, for pinlab doctor"

@@ -31,11 +31,14 @@ from pinlab.cli.common import (
     UserError,
     add_command,
     add_json_flag,
+    add_out_flag,
+    add_quiet_flag,
+    add_scenario_arg,
+    add_seed_flag,
     add_set_flag,
     add_workers,
     as_user_error,
     point_errors,
-    seed_arg,
     wide,
 )
 
@@ -531,12 +534,7 @@ _trace_max_arg = ArgType(partial(int, base=0), "an integer", lambda n: n >= 1, "
 
 def add_parsers(sub: Any) -> None:
     run = add_command(sub, "run", _cmd_run)
-    run.add_argument(
-        "scenario",
-        nargs="?",
-        metavar="NAME|FILE",
-        help="a built-in scenario (see `pinlab scenarios`) or a scenario .toml file",
-    )
+    add_scenario_arg(run, optional=True)
     run.add_argument(
         "--variant",
         action="append",
@@ -549,7 +547,7 @@ def add_parsers(sub: Any) -> None:
         help=f"kernel profile overriding the scenario's ({', '.join(PRESETS)})",
     )
     add_set_flag(run, "override a scenario field, e.g. --set scenario.duration=30s (repeatable)")
-    run.add_argument("--seed", type=seed_arg, metavar="N", help="the run seed")
+    add_seed_flag(run, "the run seed")
     run.add_argument(
         "--platform",
         metavar="FILE",
@@ -568,12 +566,7 @@ def add_parsers(sub: Any) -> None:
         help="run every variant under this administrator policy file, merged over the "
         "scenario's [policy] (e.g. from pinlab inspect --policy or pinlab advise)",
     )
-    run.add_argument(
-        "--out",
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help=f"output directory (default {DEFAULT_OUT})",
-    )
+    add_out_flag(run, f"output directory (default {DEFAULT_OUT})", default=DEFAULT_OUT)
     run.add_argument(
         "--compare-profile",
         metavar="P2",
@@ -581,9 +574,7 @@ def add_parsers(sub: Any) -> None:
         "difference (written to DIR/<scenario>/<variant>@P2/; the exit status follows "
         "the first profile's claims)",
     )
-    run.add_argument(
-        "--quiet", action="store_true", help="no tables and no progress bar (files still written)"
-    )
+    add_quiet_flag(run, "no tables and no progress bar (files still written)")
     run.add_argument(
         "--no-report",
         action="store_true",

@@ -15,6 +15,8 @@ from pinlab.cli.common import (
     UserError,
     add_command,
     add_json_flag,
+    add_out_flag,
+    add_quiet_flag,
     add_workers,
     as_user_error,
     print_json,
@@ -158,9 +160,7 @@ def add_parsers(sub: Any) -> None:
     sweep.add_argument(
         "file", metavar="SWEEP.toml", help="a sweep file, e.g. examples/sweeps/pin-cap.toml"
     )
-    sweep.add_argument(
-        "--out", metavar="DIR", help="results directory (default pinlab-sweeps/<name>)"
-    )
+    add_out_flag(sweep, "results directory (default pinlab-sweeps/<name>)")
     add_workers(
         sweep,
         dask="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
@@ -174,4 +174,4 @@ def add_parsers(sub: Any) -> None:
         help="list the points and exit (only the first point is validated)",
     )
     add_json_flag(sweep, "with --dry-run: the points as JSON")
-    sweep.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    add_quiet_flag(sweep)

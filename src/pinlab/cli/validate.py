@@ -7,7 +7,14 @@ from typing import Any
 
 from rich.console import Console
 
-from pinlab.cli.common import add_command, add_json_flag, as_user_error, print_json, wide
+from pinlab.cli.common import (
+    add_command,
+    add_json_flag,
+    add_out_flag,
+    as_user_error,
+    print_json,
+    wide,
+)
 
 
 def _list_tables(args: argparse.Namespace, console: Console) -> int:
@@ -84,9 +91,7 @@ def add_parsers(sub: Any) -> None:
     validate.add_argument(
         "--holdout", metavar="DIR", help="also run the holdout tables in DIR, summed apart"
     )
-    validate.add_argument(
-        "--out", metavar="DIR", help="where report.html goes (default: the --dir directory)"
-    )
+    add_out_flag(validate, "where report.html goes (default: the --dir directory)")
     validate.add_argument(
         "--list", action="store_true", help="list the tables (id, tool, points) without running"
     )

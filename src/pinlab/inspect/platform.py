@@ -404,6 +404,17 @@ def plan_platform(
             addr = fns[addr].parent
         return bridge_of[fn.root_bus]
 
+    def placement(fn: PciFunction, *, link: bool = True) -> dict[str, Any]:
+        """What a switch, device or NIC spec says of the PCI function ``fn``: its place in
+        the platform (``parent``), its PCI IDs and, with ``link``, its link (:func:`_link`)."""
+        parent_fn = fns.get(fn.parent) if fn.parent else None
+        return {
+            "parent": pinlab_parent(fn),
+            "vendor": fn.vendor,
+            "device": fn.device,
+            **(_link(fn, parent_fn, notes) if link else {}),
+        }
+
     switches: list[SwitchSpec] = []
     for fn in ups:
         downstream = [f for f in fns.values() if f.parent == fn.address and f.is_bridge]
@@ -414,16 +425,8 @@ def plan_platform(
                 f"{fn.address}: ACS of the switch's downstream ports not readable "
                 "(config space needs root): acs_redirect = false assumed"
             )
-        parent_fn = fns.get(fn.parent) if fn.parent else None
         switches.append(
-            SwitchSpec(
-                name=switch_of[fn.address],
-                parent=pinlab_parent(fn),
-                acs_redirect=redirect,
-                vendor=fn.vendor,
-                device=fn.device,
-                **_link(fn, parent_fn, notes),
-            )
+            SwitchSpec(name=switch_of[fn.address], acs_redirect=redirect, **placement(fn))
         )
         mapped.append(
             MappedItem(
@@ -446,7 +449,6 @@ def plan_platform(
     for fn in fns.values():
         if fn.is_bridge:
             continue
-        parent_fn = fns.get(fn.parent) if fn.parent else None
         drv, why = _exporter(fn)
         nic, nic_why = _rdma(fn) if drv is None else (None, "")
         if (drv or nic) and fn.virtfn:
@@ -465,15 +467,12 @@ def plan_platform(
                 DeviceSpec(
                     name=dev_name,
                     driver=drv,
-                    parent=pinlab_parent(fn),
                     memory=mem,
                     bar=bar,
                     gtt=host_total // 2 if "gtt" in host_domains else None,
                     system=host_total if "system" in host_domains else None,
                     rciep=rciep,
-                    vendor=fn.vendor,
-                    device=fn.device,
-                    **({} if rciep else _link(fn, parent_fn, notes)),
+                    **placement(fn, link=not rciep),
                 )
             )
             mapped.append(
@@ -513,12 +512,9 @@ def plan_platform(
                 NicSpec(
                     name=nic_name,
                     driver=nic,
-                    parent=pinlab_parent(fn),
                     line_rate=rate,
                     odp=nic_driver(nic).supports_odp,
-                    vendor=fn.vendor,
-                    device=fn.device,
-                    **_link(fn, parent_fn, notes),
+                    **placement(fn),
                 )
             )
             rate_text = "line rate unknown (default)" if rate is None else "line rate from sysfs"

@@ -5,7 +5,7 @@ a ConnectX), ``cx-pair`` (two ConnectX hosts back to back, with an optional GPU)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import validate_call
 
@@ -18,6 +18,7 @@ from pinlab.platform.preset_parts import (
     SERVER_CPU,
     STRICT_CALL,
     WORKSTATION_CPU,
+    HostCpu,
     connectx,
     rdma_nic,
 )
@@ -33,6 +34,38 @@ from pinlab.platform.spec import (
 from pinlab.units import GB, Duration, GiB, LineRate, MiB, Size, parse_rate
 
 __all__ = ["GPUS", "apu_laptop", "cx_pair", "workstation", "workstation_amd"]
+
+
+def _one_socket(
+    host: HostCpu, *, host_memory: int, dram: str, gpu: dict[str, Any], **spec: Any
+) -> PlatformSpec:
+    """A one-socket host around one GPU: ``host``'s CPU with its one host bridge ``rc0``,
+    ``host_memory`` of DRAM at ``dram`` (its theoretical rate), and the GPU of ``gpu`` (its
+    :class:`DeviceSpec` fields) with GTT = half of host memory (TTM's default page limit) and
+    SYSTEM = host memory; ``spec``: the platform's other fields (name, kernel, NICs, ...)."""
+    return PlatformSpec(
+        cpu=host.cpu,
+        dram=DramSpec(size=host_memory, bandwidth=parse_rate(dram)),
+        host_bridges=(host.host_bridge(),),
+        devices=(DeviceSpec(gtt=host_memory // 2, system=host_memory, **gpu),),
+        **spec,
+    )
+
+
+def _amdgpu(parent: str, vram: int, device: int, **fields: Any) -> dict[str, Any]:
+    """The fields of ``gpu0``, an amdgpu discrete GPU with ``vram`` in a PCIe Gen4 x16 slot
+    below ``parent`` (PCI device ID ``device``), for :func:`_one_socket`; ``fields``: more."""
+    return {
+        "name": "gpu0",
+        "driver": "amdgpu",
+        "parent": parent,
+        "memory": vram,
+        "gen": 4,
+        "width": 16,
+        "vendor": AMD_GPU,
+        "device": device,
+        **fields,
+    }
 
 
 @validate_call(config=STRICT_CALL)
@@ -65,30 +98,15 @@ def workstation(
     0x1022:0x14d8 / Intel 0x8086:0xa700; GTT = half of host memory (TTM's default page
     limit), SYSTEM = host memory.
     """
-    host = CPU_DESKTOP[cpu]
-    return PlatformSpec(
+    return _one_socket(
+        CPU_DESKTOP[cpu],
+        host_memory=host_memory,
+        dram="89.6GB/s",
+        gpu=_amdgpu("rc0", vram, 0x744C, bar=vram if resizable_bar else bar),
         name="workstation" if cpu == "amd" else "workstation-intel",
         description="desktop: one amdgpu-like dGPU with a display, an ODP-capable NIC "
         "(cost-model.md §9.3)",
         kernel=kernel,
-        cpu=host.cpu,
-        dram=DramSpec(size=host_memory, bandwidth=parse_rate("89.6GB/s")),
-        host_bridges=(host.host_bridge(),),
-        devices=(
-            DeviceSpec(
-                name="gpu0",
-                driver="amdgpu",
-                parent="rc0",
-                memory=vram,
-                bar=vram if resizable_bar else bar,
-                gtt=host_memory // 2,
-                system=host_memory,
-                gen=4,
-                width=16,
-                vendor=AMD_GPU,
-                device=0x744C,
-            ),
-        ),
         nics=((connectx("mlx5_0", "rc0", nic_model, gen=4, odp=True),) if nic else ()),
         displays=(DisplaySpec(name="display0", device="gpu0"),),
     )
@@ -119,28 +137,24 @@ def apu_laptop(
     host = CPU_DESKTOP[cpu]
     if cpu == "amd":
         host = host.with_bridge_device(0x14E8)
-    return PlatformSpec(
+    return _one_socket(
+        host,
+        host_memory=host_memory,
+        dram="76.8GB/s",
+        gpu={
+            "name": "apu0",
+            "driver": "apu",
+            "parent": "rc0",
+            "rciep": True,
+            "carve_out": True,
+            "memory": carve_out,
+            "vendor": AMD_GPU,
+            "device": 0x15BF,
+        },
         name="apu-laptop" if cpu == "amd" else "apu-laptop-intel",
         description="APU laptop: an integrated GPU with a DRAM carve-out and a display "
         "(cost-model.md §9.4)",
         kernel=kernel,
-        cpu=host.cpu,
-        dram=DramSpec(size=host_memory, bandwidth=parse_rate("76.8GB/s")),
-        host_bridges=(host.host_bridge(),),
-        devices=(
-            DeviceSpec(
-                name="apu0",
-                driver="apu",
-                parent="rc0",
-                rciep=True,
-                carve_out=True,
-                memory=carve_out,
-                gtt=host_memory // 2,
-                system=host_memory,
-                vendor=AMD_GPU,
-                device=0x15BF,
-            ),
-        ),
         displays=(DisplaySpec(name="display0", device="apu0"),),
     )
 
@@ -312,33 +326,18 @@ def workstation_amd(
     pinlab's assumptions: one socket with 8 channels of DDR5-4800 (307.2 GB/s), host bridge
     IDs as :func:`workstation`'s and :func:`cx_pair`'s; ``pinlab bench`` makes a pair of it.
     """
-    host = WORKSTATION_CPU[cpu]
     switches = (SwitchSpec(name="sw0", parent="rc0", gen=4, width=16),) if slots == "switch" else ()
     parent = "sw0" if slots == "switch" else "rc0"
-    return PlatformSpec(
+    return _one_socket(
+        WORKSTATION_CPU[cpu],
+        host_memory=host_memory,
+        dram="307.2GB/s",
+        gpu=_amdgpu(parent, vram, 0x73A3, memory_bandwidth=parse_rate("512GB/s")),
         name="workstation-amd"
         + ("" if cpu == "amd" else f"-{cpu}")
         + ("-switch" if slots == "switch" else ""),
         description="workstation: an amdgpu GPU and a ConnectX NIC",
         kernel=kernel,
-        cpu=host.cpu,
-        dram=DramSpec(size=host_memory, bandwidth=parse_rate("307.2GB/s")),
-        host_bridges=(host.host_bridge(),),
         switches=switches,
-        devices=(
-            DeviceSpec(
-                name="gpu0",
-                driver="amdgpu",
-                parent=parent,
-                memory=vram,
-                memory_bandwidth=parse_rate("512GB/s"),
-                gtt=host_memory // 2,
-                system=host_memory,
-                gen=4,
-                width=16,
-                vendor=AMD_GPU,
-                device=0x73A3,
-            ),
-        ),
         nics=(rdma_nic(nic_model, 0, parent, gen=NIC_GEN[nic_model], odp=True),),
     )

@@ -73,15 +73,8 @@ from pinlab.kernel.kernel import (
 from pinlab.kernel.ttm import TtmDevice
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.dmem import DmemCgroupController
-from pinlab.policy.proposals import (
-    PROPOSALS,
-    device_pin_cap,
-    dmem_peak,
-    dmem_pinning,
-    memlock_dmabuf_pins,
-    pin_vram_percent,
-    revocable_pins,
-)
+from pinlab.policy.proposals import PROPOSALS, ProposalSite
+from pinlab.policy.proposals.pin_vram_percent import DEFAULT_PERCENT
 from pinlab.tomlfile import parse_toml, read_toml
 from pinlab.units import UnitError, compact_size, parse_limit, parse_size, unit_validator
 
@@ -278,7 +271,7 @@ class DmemPinMaxSpec(_Strict):
 
 class PinVramPercentSpec(_Strict):
     enabled: StrictBool = True
-    percent: int = Field(default=pin_vram_percent.DEFAULT_PERCENT, ge=0, le=100, strict=True)
+    percent: int = Field(default=DEFAULT_PERCENT, ge=0, le=100, strict=True)
     drivers: list[str] = ["xe"]
 
 
@@ -291,7 +284,8 @@ class DmemPeakSpec(_Strict):
 
 
 class ProposalsSpec(_Strict):
-    """Which proposals are on (a table present and not ``enabled = false``)."""
+    """Which proposals are on (a table present and not ``enabled = false``): a field per
+    proposal of :data:`~pinlab.policy.proposals.PROPOSALS`, its id the alias."""
 
     memlock_dmabuf_pins: MemlockDmabufPinsSpec | None = Field(
         default=None, alias="memlock-dmabuf-pins"
@@ -305,19 +299,13 @@ class ProposalsSpec(_Strict):
 
     def enabled(self) -> dict[str, BaseModel]:
         """Proposal id → its settings, for the proposals switched on, in registry order."""
-        specs: dict[str, BaseModel | None] = {
-            "memlock-dmabuf-pins": self.memlock_dmabuf_pins,
-            "device-pin-cap": self.device_pin_cap,
-            "revocable-pins": self.revocable_pins,
-            DMEM_PIN_MAX: self.dmem_pin_max,
-            pin_vram_percent.NAME: self.pin_vram_percent,
-            dmem_pinning.NAME: self.dmem_pinning,
-            dmem_peak.NAME: self.dmem_peak,
+        specs: dict[str | None, BaseModel | None] = {
+            info.alias: getattr(self, name) for name, info in type(self).model_fields.items()
         }
         return {
             name: spec
-            for name, spec in specs.items()
-            if spec is not None and getattr(spec, "enabled", True)
+            for name in PROPOSALS
+            if (spec := specs[name]) is not None and getattr(spec, "enabled", True)
         }
 
 
@@ -570,13 +558,13 @@ def apply_policy(
             except KernelError as e:  # validated names: only a clash with this tree's files
                 raise PolicyError(source, toml_path(("cgroups", path)), str(e)) from None
     applied = AppliedPolicy(config, kernel, tree, dmem)
-    devices = list(ttm_devices)
+    site = ProposalSite(kernel, tree, dmem, list(ttm_devices))
     wanted = None if only_proposals is None else set(only_proposals)
     try:
         for name, spec in config.proposals.enabled().items():
             if wanted is not None and name not in wanted:
                 continue
-            applied.proposals[name] = _install(name, spec, kernel, tree, dmem, devices)
+            applied.proposals[name] = PROPOSALS[name].from_policy(spec, site)
     except ValueError as e:
         applied.uninstall()
         raise PolicyError(source, f"proposals.{name}", str(e)) from None
@@ -606,26 +594,3 @@ def preview_policy(config: PolicyConfig, source: str = "policy") -> AppliedPolic
     for name, size in config.regions.items():
         dmem.register_region(DmemRegion(name, size))
     return apply_policy(config, kernel, tree, dmem, source=source, only_proposals=[DMEM_PIN_MAX])
-
-
-def _install(
-    name: str,
-    spec: BaseModel,
-    kernel: Kernel,
-    tree: CgroupTree,
-    dmem: DmemCgroupController | None,
-    devices: list[TtmDevice],
-) -> Any:
-    if isinstance(spec, MemlockDmabufPinsSpec):
-        return memlock_dmabuf_pins.install(kernel, device_memory_only=spec.device_memory_only)
-    if isinstance(spec, DevicePinCapSpec):
-        return device_pin_cap.install(kernel, spec.max_per_device, spec.per_device)
-    if isinstance(spec, RevocablePinsSpec):
-        if not devices:
-            revocable_pins.RevocablePins.check_profile(kernel)
-            raise ValueError("expected the GPUs' TTM devices to act on (ttm_devices), found none")
-        return revocable_pins.install(kernel, devices)
-    if isinstance(spec, PinVramPercentSpec):
-        return pin_vram_percent.install(kernel, spec.percent, spec.drivers)
-    module = PROPOSALS[name]
-    return module.install(kernel, tree, dmem=dmem)

@@ -1,8 +1,11 @@
 """Opt-in policies proposed upstream but never merged (policy-semantics.md §1.11).
 
-:data:`PROPOSALS` maps each policy's id to its module. Every module's docstring says who
-proposed it and what it changes, and the module offers ``install(...)`` (returning the policy
-object, whose ``uninstall()`` switches it off again):
+:data:`PROPOSALS` maps each policy's id (the module's ``NAME``) to its module, in the order
+policy files, ``pinlab matrix`` and the reports list them; it is the one list of proposals.
+Every module's docstring says who proposed it and what it changes, and the module offers
+``install(...)`` (returning the policy object, whose ``uninstall()`` switches it off again)
+and ``from_policy(settings, site)``, the same from its ``[proposals.<id>]`` table of a policy
+file on a :class:`ProposalSite`:
 
 * ``memlock-dmabuf-pins`` -- charge ``dma_buf_pin`` to the pinner's ``pinned_vm`` against
   RLIMIT_MEMLOCK (Jason Gunthorpe, 2021): ``install(kernel)``;
@@ -27,28 +30,28 @@ from types import ModuleType
 from pinlab.policy.proposals import (
     device_pin_cap,
     dmem_peak,
+    dmem_pin_max,
     dmem_pinning,
     memlock_dmabuf_pins,
     pin_vram_percent,
     revocable_pins,
 )
+from pinlab.policy.proposals._base import ProposalSite
 
 PROPOSALS: dict[str, ModuleType] = {
-    memlock_dmabuf_pins.NAME: memlock_dmabuf_pins,
-    device_pin_cap.NAME: device_pin_cap,
-    revocable_pins.NAME: revocable_pins,
+    module.NAME: module
+    for module in (
+        memlock_dmabuf_pins,
+        device_pin_cap,
+        revocable_pins,
+        dmem_pin_max,
+        pin_vram_percent,
+        dmem_pinning,
+        dmem_peak,
+    )
 }
-"""Policy id → module. Every module has ``install``; the id is the policy's ``name``."""
-
-try:
-    from pinlab.policy.proposals import dmem_pin_max
-except ImportError:  # pragma: no cover - the cgroup half may be absent in a partial checkout
-    pass
-else:
-    PROPOSALS[dmem_pin_max.POLICY_NAME] = dmem_pin_max
-
-for _module in (pin_vram_percent, dmem_pinning, dmem_peak):
-    PROPOSALS[_module.NAME] = _module
+"""Policy id → module. Every module has ``NAME``, ``install`` and ``from_policy``; the id is
+the policy's ``name``."""
 
 
 def summary(name: str) -> str:
@@ -57,4 +60,4 @@ def summary(name: str) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else name
 
 
-__all__ = ["PROPOSALS", "summary"]
+__all__ = ["PROPOSALS", "ProposalSite", "summary"]

@@ -1,15 +1,34 @@
-"""What the pin proposals share: a name, install bookkeeping, denial counters and the charge
-held once per pinned buffer."""
+"""What the pin proposals share: a name, install bookkeeping, denial counters, the charge
+held once per pinned buffer, and the machine a policy file switches them on for."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from pinlab.kernel.dma_buf import DmaBuf, DmaBufAttachment
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel, Task
 from pinlab.kernel.pin_hooks import BufferLocation, PinHook
+
+if TYPE_CHECKING:
+    from pinlab.kernel.ttm import TtmDevice
+    from pinlab.policy.cgroup import CgroupTree
+    from pinlab.policy.dmem import DmemCgroupController
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalSite:
+    """Where a policy file switches a proposal on (``pinlab.policy.config.apply_policy``): the
+    kernel, the cgroup tree, its dmem controller (None on a kernel without one) and the GPUs'
+    TTM devices. Each proposal module's ``from_policy(settings, site)`` takes what its
+    ``install`` needs from here; ``settings`` is its ``[proposals.<id>]`` table, validated."""
+
+    kernel: Kernel
+    tree: CgroupTree
+    dmem: DmemCgroupController | None
+    devices: Sequence[TtmDevice] = ()
 
 
 class PinHookPolicy:

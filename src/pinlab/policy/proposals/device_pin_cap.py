@@ -30,11 +30,12 @@ the PR checks before pinning. The refusal the importer sees is the same.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pin_hooks import BufferLocation
-from pinlab.policy.proposals._base import DevicePinBudget
+from pinlab.policy.proposals._base import DevicePinBudget, ProposalSite
 
 NAME = "device-pin-cap"
 
@@ -86,3 +87,8 @@ def install(
     policy = DevicePinCap(max_per_device, per_device)
     policy.install(kernel)
     return policy
+
+
+def from_policy(settings: Any, site: ProposalSite) -> DevicePinCap:
+    """``[proposals.device-pin-cap]`` of a policy file (``max_per_device``, ``per_device``)."""
+    return install(site.kernel, settings.max_per_device, settings.per_device)

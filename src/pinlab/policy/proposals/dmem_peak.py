@@ -10,12 +10,15 @@ rules are :mod:`pinlab.policy.dmem_peak`'s.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pinlab.kernel.kernel import Kernel
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.dmem import DmemCgroupController
 from pinlab.policy.dmem_peak import NAME, DmemPeakFile, add_peak_file
+from pinlab.policy.proposals._base import ProposalSite
 
-__all__ = ["NAME", "DmemPeakFile", "install"]
+__all__ = ["NAME", "DmemPeakFile", "from_policy", "install"]
 
 
 def install(kernel: Kernel, tree: CgroupTree, *, dmem: DmemCgroupController | None) -> DmemPeakFile:
@@ -27,3 +30,8 @@ def install(kernel: Kernel, tree: CgroupTree, *, dmem: DmemCgroupController | No
             "controller (6.14 on)"
         )
     return add_peak_file(tree, dmem)
+
+
+def from_policy(settings: Any, site: ProposalSite) -> DmemPeakFile:
+    """``[proposals.dmem-peak]`` of a policy file: ``dmem.peak`` in the site's tree."""
+    return install(site.kernel, site.tree, dmem=site.dmem)

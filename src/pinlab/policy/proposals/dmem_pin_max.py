@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.dmem import DmemRegion
@@ -59,9 +60,14 @@ from pinlab.policy.cgroup import CfType, Cgroup, CgroupFile, CgroupSubsys, Cgrou
 from pinlab.policy.dmem import DmemCgroupController, PoolTable, RegionPool
 from pinlab.policy.dmem_limits import dmemcg_limit_write, format_limit
 from pinlab.policy.page_counter import PAGE_COUNTER_MAX
-from pinlab.policy.proposals._base import BufferCharge, BufferCharges, PinHookPolicy
+from pinlab.policy.proposals._base import (
+    BufferCharge,
+    BufferCharges,
+    PinHookPolicy,
+    ProposalSite,
+)
 
-POLICY_NAME = "dmem-pin-max"
+NAME = "dmem-pin-max"
 DENIAL_ERRNO = Errno.ENOMEM
 
 
@@ -111,7 +117,7 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
         warnings: page_counter WARNs (an uncharge of more than was charged).
     """
 
-    name = POLICY_NAME
+    name = NAME
 
     def __init__(self, tree: CgroupTree, dmem: DmemCgroupController | None = None) -> None:
         PinHookPolicy.__init__(self)
@@ -125,7 +131,7 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
         self._pools: PoolTable[PinPool] = PoolTable(
             tree, lambda cgrp, region, parent: PinPool(cgrp, region, parent, self.warnings)
         )
-        self._held = BufferCharges(POLICY_NAME, PinCharge)
+        self._held = BufferCharges(NAME, PinCharge)
         self.charged = 0
         tree.register(self)
 
@@ -200,7 +206,7 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
                 KernelError(
                     DENIAL_ERRNO,
                     "dma_buf_pin",
-                    f"{POLICY_NAME}: {limit.cgroup.path} dmem.pin.max {region.name} "
+                    f"{NAME}: {limit.cgroup.path} dmem.pin.max {region.name} "
                     f"{format_limit(limit.cnt.max)}, {limit.cnt.usage} pinned + {size} "
                     "would exceed it",
                 )
@@ -267,7 +273,7 @@ class DmemPinMax(PinHookPolicy, CgroupSubsys):
 
     def __repr__(self) -> str:
         denied = sum(self.denials.values())
-        return f"<{POLICY_NAME}: {self.held} buffers held, {denied} pins denied>"
+        return f"<{NAME}: {self.held} buffers held, {denied} pins denied>"
 
 
 def install(
@@ -278,3 +284,8 @@ def install(
     policy = DmemPinMax(tree, dmem)
     policy.install(kernel)
     return policy
+
+
+def from_policy(settings: Any, site: ProposalSite) -> DmemPinMax:
+    """``[proposals.dmem-pin-max]`` of a policy file: its files in the site's cgroup tree."""
+    return install(site.kernel, site.tree, dmem=site.dmem)

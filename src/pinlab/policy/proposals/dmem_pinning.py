@@ -33,13 +33,19 @@ protection of the cgroup's *other* BOs would change.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import Kernel, Task
 from pinlab.policy.cgroup import Cgroup, CgroupFile, CgroupSubsys, CgroupTree
 from pinlab.policy.dmem import DmemCgroupController, DmemPool
-from pinlab.policy.proposals._base import BufferCharge, BufferCharges, PinHookPolicy
+from pinlab.policy.proposals._base import (
+    BufferCharge,
+    BufferCharges,
+    PinHookPolicy,
+    ProposalSite,
+)
 
 NAME = "dmem-pinning"
 DENIAL_ERRNO = Errno.ENOSPC
@@ -151,3 +157,8 @@ def install(kernel: Kernel, tree: CgroupTree, *, dmem: DmemCgroupController | No
     policy = DmemPinning(tree, dmem)
     policy.install(kernel)
     return policy
+
+
+def from_policy(settings: Any, site: ProposalSite) -> DmemPinning:
+    """``[proposals.dmem-pinning]`` of a policy file: ``dmem.pinned`` in the site's tree."""
+    return install(site.kernel, site.tree, dmem=site.dmem)

@@ -31,11 +31,12 @@ dma-buf pins of one process share one budget of L pages.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pinlab.kernel.dma_buf import DmaBufAttachment
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel, MmStruct, Task
-from pinlab.policy.proposals._base import PinHookPolicy
+from pinlab.policy.proposals._base import PinHookPolicy, ProposalSite
 from pinlab.policy.rlimit import charge_pinned_vm, npages, uncharge_pinned_vm
 
 NAME = "memlock-dmabuf-pins"
@@ -92,3 +93,8 @@ def install(kernel: Kernel, *, device_memory_only: bool = False) -> MemlockDmabu
     policy = MemlockDmabufPins(device_memory_only=device_memory_only)
     policy.install(kernel)
     return policy
+
+
+def from_policy(settings: Any, site: ProposalSite) -> MemlockDmabufPins:
+    """``[proposals.memlock-dmabuf-pins]`` of a policy file (``device_memory_only``)."""
+    return install(site.kernel, device_memory_only=settings.device_memory_only)

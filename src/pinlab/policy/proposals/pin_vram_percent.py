@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pin_hooks import BufferLocation
-from pinlab.policy.proposals._base import DevicePinBudget
+from pinlab.policy.proposals._base import DevicePinBudget, ProposalSite
 
 NAME = "pin-vram-percent"
 DEFAULT_PERCENT = 50
@@ -94,3 +95,8 @@ def install(
     policy = PinVramPercent(percent, drivers)
     policy.install(kernel)
     return policy
+
+
+def from_policy(settings: Any, site: ProposalSite) -> PinVramPercent:
+    """``[proposals.pin-vram-percent]`` of a policy file (``percent``, ``drivers``)."""
+    return install(site.kernel, settings.percent, settings.drivers)

@@ -31,10 +31,12 @@ refuses no request, it takes memory back.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from pinlab.kernel.dma_buf import DmaBuf, dma_buf_attach_revocable, dma_buf_invalidate_mappings
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.ttm import TtmBufferObject, TtmDevice
+from pinlab.policy.proposals._base import ProposalSite
 
 NAME = "revocable-pins"
 
@@ -117,3 +119,12 @@ def install(kernel: Kernel, devices: Iterable[TtmDevice]) -> RevocablePins:
     policy = RevocablePins()
     policy.install(kernel, devices)
     return policy
+
+
+def from_policy(settings: Any, site: ProposalSite) -> RevocablePins:
+    """``[proposals.revocable-pins]`` of a policy file, for the site's GPUs; ``ValueError``
+    outside 7.1 or without GPUs to act on."""
+    if not site.devices:
+        RevocablePins.check_profile(site.kernel)
+        raise ValueError("expected the GPUs' TTM devices to act on (ttm_devices), found none")
+    return install(site.kernel, site.devices)
