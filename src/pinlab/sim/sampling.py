@@ -18,7 +18,10 @@ Here the sources say when they change, and a tick reads only those:
 * the flow network names the links that carried anything since the last tick
   (:meth:`FlowNetwork.take_touched <pinlab.sim.flows.FlowNetwork.take_touched>`); the
   sampler keeps the byte count each link had at the last tick in an array by link index, and
-  the links whose last point is not 0 (an idle one records its drop to 0 once).
+  the links whose last point is not 0 (an idle one records its drop to 0 once). The touched
+  links' utilisations are computed in one vector operation (rounded exactly as Python
+  rounds, :func:`round6`), and only the series whose value changed get a point in Python;
+  an idle link's drop to 0 needs no computation at all.
 
 The points are exactly those of reading every source on every tick: a source that did not
 change would have stored nothing. Two details of that reading are kept: the first tick (at
@@ -30,7 +33,9 @@ once.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
 
 from pinlab.drivers.base import ExporterDriver
 from pinlab.sim.flows import Link
@@ -140,8 +145,10 @@ class Sampler:
 
     __slots__ = (
         "_before",
+        "_capacity",
         "_dirty",
         "_last",
+        "_last_value",
         "_link_series",
         "_link_ticks",
         "_links",
@@ -168,9 +175,13 @@ class Sampler:
             stale = _NodeProbe(self._next(), self._dirty, node, series)
             node.machine.system.detector.on_incident = stale.mark
             stale.mark()
-        self._links: list[Link] = []  # the network's links by index
-        self._before: list[float] = []  # bytes carried at the last tick, by link index
+        # by link index: the network's links, their capacities, the bytes each had carried
+        # at the last tick, its series and that series' last value (NaN: no point yet)
+        self._links: list[Link] = []
+        self._capacity = np.empty(0)
+        self._before = np.empty(0)
         self._link_series: list[Series | None] = []
+        self._last_value = np.empty(0)
         self._nonzero: set[int] = set()  # links whose last point is not 0
         self._link_ticks = 0  # ticks after time 0 so far
         self._last = 0.0
@@ -208,51 +219,91 @@ class Sampler:
         net = self.sim.net
         net.advance()  # bring every busy link's byte count up to now, once
         links = self._links
-        before = self._before
         series = self._link_series
         if len(links) < len(net.links):  # links added since the last tick
-            links.extend(itertools.islice(net.links.values(), len(links), None))
-            grow = len(links) - len(before)
-            before.extend([0.0] * grow)
-            series.extend([None] * grow)
+            added = list(itertools.islice(net.links.values(), len(links), None))
+            links.extend(added)
+            series.extend([None] * len(added))
+            self._capacity = np.append(self._capacity, [link.capacity for link in added])
+            self._before = np.append(self._before, np.zeros(len(added)))
+            self._last_value = np.append(self._last_value, np.full(len(added), np.nan))
         self._link_ticks += 1
         first = self._link_ticks == 1
         touched = net.take_touched()
-        candidates: list[Link]
-        if self._link_ticks == 2:
-            candidates = links
-        else:
-            # the idle links still to record their drop to 0, in any order: each has its
-            # series bound already (only a new binding's order shows, in the recorder)
-            candidates = touched
-            candidates.extend(
-                links[i] for i in self._nonzero.difference(link.index for link in touched)
-            )
         nonzero = self._nonzero
-        for link in candidates:
-            i = link.index
-            carried = link.bytes_carried
-            previous = before[i]
-            if first and carried == previous:
-                continue
-            s = series[i]
-            if s is None:
-                s = series[i] = rec.bind(f"link.{link.name}.utilisation")
-            # Series.set, inline: this loop runs for every busy link at every tick
-            value = round((carried - previous) / (link.capacity * dt), 6)
-            points = s.points
-            if not points:
-                points.append((now, value))
-            elif points[-1][1] != value:
-                if points[-1][0] == now:
-                    points[-1] = (now, value)
-                else:
-                    points.append((now, value))
-            before[i] = carried
-            if value != 0:  # the series' last point is ``value`` now
-                nonzero.add(i)
+        if self._link_ticks == 2:
+            self._record(rec, now, dt, links, False)
+            return
+        self._record(rec, now, dt, touched, first)
+        # The links whose last point is not 0 and that were idle all along since the last
+        # tick: each was recorded then (``before`` holds its count), carried nothing since,
+        # so its utilisation is 0 exactly -- a new point, as its last one is not. Their
+        # series are bound already, so the order they are visited in cannot show.
+        idle = nonzero.difference([link.index for link in touched])
+        nonzero.difference_update(idle)
+        self._last_value[list(idle)] = 0.0
+        point = (now, 0.0)
+        for i in idle:
+            points = cast("Series", series[i]).points
+            if points[-1][0] == now:
+                points[-1] = point
             else:
-                nonzero.discard(i)
+                points.append(point)
+
+    def _record(
+        self, rec: Recorder, now: float, dt: float, candidates: list[Link], first: bool
+    ) -> None:
+        """The utilisation of each of ``candidates`` since the last tick, onto its series
+        (bound here, in this order, on its first point); at the first tick, only the links
+        that carried something."""
+        if not candidates:
+            return
+        index = np.array([link.index for link in candidates], dtype=np.intp)
+        carried = np.array([link.bytes_carried for link in candidates])
+        previous = self._before[index]
+        if first:  # only the links that carried something
+            moved = carried != previous
+            index, carried, previous = index[moved], carried[moved], previous[moved]
+        values = round6((carried - previous) / (self._capacity[index] * dt))
+        self._before[index] = carried
+        # a point where the value differs from the series' last (or it has none: NaN)
+        changed = values != self._last_value[index]
+        self._last_value[index] = values
+        nonzero = self._nonzero
+        busy = values != 0
+        nonzero.update(index[busy].tolist())
+        nonzero.difference_update(index[~busy].tolist())
+        series = self._link_series
+        links = self._links
+        for i, value in zip(index[changed].tolist(), values[changed].tolist(), strict=True):
+            s = series[i]
+            if s is None:  # bound in the candidates' order
+                s = series[i] = rec.bind(f"link.{links[i].name}.utilisation")
+            points = s.points  # Series.set, inline: the value differs from the last point's
+            if points and points[-1][0] == now:
+                points[-1] = (now, value)
+            else:
+                points.append((now, value))
+
+
+def round6(x: np.ndarray) -> np.ndarray:
+    """``round(v, 6)`` of each element, bit for bit as Python rounds a float.
+
+    Python rounds correctly: the double nearest to ``N / 10**6``, ``N`` the exact value of
+    ``v * 10**6`` rounded half to even. ``rint(v * 1e6) / 1e6`` is that double whenever the
+    product, rounded to a double, is not within a few ulps of a half-integer (then ``rint``
+    finds the same ``N``, and dividing an integer below 2**53 by the exact ``1e6`` is one
+    correctly rounded operation); the elements for which that cannot be vouched (near a
+    half, or ``N`` too large to be exact) are rounded by Python itself."""
+    with np.errstate(over="ignore", invalid="ignore"):  # huge elements: Python's, below
+        scaled = x * 1e6
+        out = np.rint(scaled) / 1e6
+        size = np.abs(scaled)
+        near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= 4 * np.spacing(size)
+        doubtful = ~(size < 2.0**52) | near_half
+    for k in np.flatnonzero(doubtful).tolist():
+        out[k] = round(float(x[k]), 6)
+    return out
 
 
 def _order_of(probe: _Probe) -> int:
