@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pinlab.kernel.limits import U64_MAX
 from pinlab.kernel.profile import FenceFormat
 
 FenceCallback = Callable[["DmaFence"], None]
@@ -83,15 +84,14 @@ class DmaFence:
         ``dma_buf_debug_show`` itself): ``<driver> <timeline> <un>signalled``.
         """
         state = "signalled" if self.signaled else "unsignalled"
-        u64 = (1 << 64) - 1
         names = self.timeline
         if fmt is FenceFormat.CONTEXT_FIRST:
             timeline = "" if self.signaled else names.timeline_name
             driver = "" if self.signaled else names.driver_name
-            return f"{self.context & u64}:{self.seqno & u64} {timeline} {driver} {state}"
+            return f"{self.context & U64_MAX}:{self.seqno & U64_MAX} {timeline} {driver} {state}"
         if fmt is FenceFormat.EXCLUSIVE_SHARED:
             return f"{names.driver_name} {names.timeline_name} {state}"
-        return f"{names.driver_name} {names.timeline_name} seq {self.seqno & u64} {state}"
+        return f"{names.driver_name} {names.timeline_name} seq {self.seqno & U64_MAX} {state}"
 
     def __repr__(self) -> str:
         state = "signalled" if self.signaled else "unsignalled"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from pinlab.kernel.errno import Errno, KernelHang
 from pinlab.kernel.fence import DmaFence, FenceTimeline
 from pinlab.kernel.file import FdTable
+from pinlab.kernel.limits import ULONG_MAX
 from pinlab.kernel.profile import KernelProfile, get_profile
 from pinlab.kernel.warn import WarnLog
 
@@ -63,8 +64,8 @@ class DeferredWaiter:
         return [f for f in pending if not f.signaled]
 
 
-RLIM_INFINITY = (1 << 64) - 1
-"""``RLIM_INFINITY``: no limit."""
+RLIM_INFINITY = ULONG_MAX
+"""``RLIM_INFINITY``: no limit (``(~0UL)``, include/uapi/asm-generic/resource.h)."""
 RLIMIT_MEMLOCK = 8
 """The resource number of ``RLIMIT_MEMLOCK``."""
 CAP_IPC_LOCK = 14

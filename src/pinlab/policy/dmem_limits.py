@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from pinlab.kernel.dmem import DmemRegion
 from pinlab.kernel.errno import Errno, KernelError
+from pinlab.kernel.limits import U64_MAX
 from pinlab.policy.cgroup import Cgroup
 from pinlab.policy.page_counter import PAGE_COUNTER_MAX
 
-U64_MAX = 2**64 - 1
 _SHIFTS = {"k": 10, "m": 20, "g": 30, "t": 40, "p": 50, "e": 60}
 _SPACE = " \t\n\r\v\f"
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from pinlab.kernel.errno import Errno, err
 from pinlab.kernel.kernel import CAP_IPC_LOCK, Kernel, MmStruct, Task, UserStruct
+from pinlab.kernel.limits import ULONG_MAX
 from pinlab.policy.rlimit import (
-    ULONG_MAX,
     __account_locked_vm,
     kernel_warn,
     lock_limit_pages,

@@ -43,6 +43,7 @@ from pinlab.kernel.kernel import (
     Task,
     UserStruct,
 )
+from pinlab.kernel.limits import ULONG_MAX
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_ON_DEMAND,
@@ -91,7 +92,6 @@ PAGE_SHIFT = 12
 PAGE_SIZE = 1 << PAGE_SHIFT
 TASK_SIZE = 1 << 47
 """x86-64 user address space (4-level paging): the model's only "unmapped" region."""
-ULONG_MAX = (1 << 64) - 1
 UINT_MAX = (1 << 32) - 1
 IORING_MAX_BUF_LEN = 1 << 30
 """``io_validate_user_buf_range``: one registered buffer is at most 1 GiB (``SZ_1G``)."""
