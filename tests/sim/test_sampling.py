@@ -19,6 +19,7 @@ from pinlab.drivers.base import ExporterDriver
 from pinlab.kernel import get_profile
 from pinlab.kernel.errno import KernelError
 from pinlab.platform.presets import PRESETS
+from pinlab.sim import sampling
 from pinlab.sim.collective import Collective
 from pinlab.sim.engine import Ctx, Simulation
 from pinlab.sim.flows import FlowNetwork
@@ -102,11 +103,14 @@ def run_both(monkeypatch: pytest.MonkeyPatch, until: float) -> tuple[Simulation,
     return sim, reference
 
 
+@pytest.mark.parametrize("vector_min", [sampling.VECTOR_MIN, 0], ids=["small-case", "arrays"])
 def test_series_on_change_equal_reading_everything_every_tick(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, vector_min: int
 ) -> None:
     """Evictions, migrations, ODP faults, denials, links busy and idle, a tenant that starts
-    late: every series point is what reading every source on every tick gives."""
+    late: every series point is what reading every source on every tick gives -- with the
+    links of a tick recorded one by one (few of them) and as arrays (many)."""
+    monkeypatch.setattr(sampling, "VECTOR_MIN", vector_min)
     sim, reference = run_both(monkeypatch, 0.4)
     assert sim.recorder.series_csv() == reference.rec.series_csv()
     assert sim.tenants["greedy"].proc.stats.total > 0  # the denials were sampled

@@ -256,7 +256,8 @@ class Sampler:
         """The utilisation of each of ``candidates`` since the last tick, onto its series
         (bound here, in this order, on its first point); at the first tick, only the links
         that carried something."""
-        if not candidates:
+        if len(candidates) < VECTOR_MIN:
+            self._record_each(rec, now, dt, candidates, first)
             return
         index = np.array([link.index for link in candidates], dtype=np.intp)
         carried = np.array([link.bytes_carried for link in candidates])
@@ -284,6 +285,42 @@ class Sampler:
                 points[-1] = (now, value)
             else:
                 points.append((now, value))
+
+    def _record_each(
+        self, rec: Recorder, now: float, dt: float, candidates: list[Link], first: bool
+    ) -> None:
+        """:meth:`_record` for a few candidates, link by link (numpy's per-call cost would
+        exceed the work): the same points, ``round`` in place of :func:`round6`."""
+        before = self._before
+        last_value = self._last_value
+        series = self._link_series
+        nonzero = self._nonzero
+        for link in candidates:
+            i = link.index
+            carried = float(link.bytes_carried)
+            previous = float(before[i])
+            if first and carried == previous:
+                continue
+            value = round((carried - previous) / (link.capacity * dt), 6)
+            before[i] = carried
+            if value != last_value[i]:  # NaN (no point yet) differs from every value
+                s = series[i]
+                if s is None:
+                    s = series[i] = rec.bind(f"link.{link.name}.utilisation")
+                points = s.points
+                if points and points[-1][0] == now:
+                    points[-1] = (now, value)
+                else:
+                    points.append((now, value))
+                last_value[i] = value
+            if value != 0:
+                nonzero.add(i)
+            else:
+                nonzero.discard(i)
+
+
+VECTOR_MIN = 64
+"""Candidates from which a tick's link utilisations are computed as arrays."""
 
 
 def round6(x: np.ndarray) -> np.ndarray:
