@@ -45,7 +45,10 @@ platform, the kernels and the report is excluded; it is shown separately as end-
 time). The bare loop is counted the same way. Both wrappers cost one call per ``run`` or
 environment, not per event.
 
-Usage: ``python benchmarks/bench_sim.py [--quick] [--rounds N] [--max-accelerators N]``.
+Usage: ``python benchmarks/bench_sim.py [--quick] [--rounds N] [--max-accelerators N]
+[--passes N]``. ``--passes N`` runs the scaling N times, alternately up and down the sizes, and
+takes each size's median: the sizes run minutes apart, and a machine whose speed drifts (a
+shared virtual machine's does, by 20-40 % over minutes, seen here) tilts one ascending pass.
 ``--quick``: one round, a shorter bare loop, scaling up to 1 024 accelerators (about 15 s on a
 2-core machine). The full scaling run takes minutes at 131 072 accelerators and several GiB;
 ``--max-accelerators`` stops it earlier. Always exits 0: it reports, it does not judge.
@@ -189,12 +192,13 @@ def scale_child(nodes: int) -> dict[str, Any]:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     per_iteration = None
-    starts = [r.data_start for r in results if getattr(r, "data_start", None) is not None]
+    starts: list[float] = [t for r in results if (t := getattr(r, "data_start", None)) is not None]
+    ends: list[float] = [t for r in results if (t := getattr(r, "data_end", None)) is not None]
     if starts and all(getattr(r, "iterations", 0) == ITERATIONS for r in results):
         # the step in which the first data phase began and the one in which the last
         # tenant's third iteration ended: a step runs the events before its bound
         first = bisect.bisect_right(bounds, min(starts))
-        last = bisect.bisect_right(bounds, max(r.data_end for r in results))
+        last = bisect.bisect_right(bounds, max(ends))
         per_iteration = (walls[last] - walls[first]) / ITERATIONS
     return {
         "wall": wall,
@@ -213,6 +217,27 @@ def scale_point(nodes: int) -> dict[str, Any]:
     return dict(json.loads(out.splitlines()[-1]))
 
 
+def _median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One size's figures over several passes: the run at the (lower) median wall time, its
+    figures together (of two, the faster), with the median iteration time."""
+    row = dict(sorted(runs, key=lambda r: r["wall"])[(len(runs) - 1) // 2])
+    iterations = [r["iteration"] for r in runs if r["iteration"]]
+    row["iteration"] = statistics.median(iterations) if iterations else None
+    return row
+
+
+def _print_row(accelerators: int, row: dict[str, Any]) -> None:
+    iteration = row["iteration"]
+    per_iter = f"{iteration / accelerators * 1e6:7.2f}us" if iteration else "      -"
+    print(
+        f"  {accelerators:>7} {accelerators // ACCELERATORS_PER_NODE:>6} "
+        f"{row['events']:>9,} {row['wall']:>7.2f}s {row['cpu']:>7.2f}s "
+        f"{row['wall'] / accelerators * 1e3:>7.3f}ms {row['memory'] / 2**20:>7.0f}Mi "
+        f"{row['memory'] / accelerators / 1024:>6.1f}Ki {per_iter}",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, a shorter bare loop")
@@ -224,8 +249,18 @@ def main(argv: list[str] | None = None) -> int:
         help=f"largest scaling point (default {MAX_ACCELERATORS:,}; --quick: "
         f"{QUICK_MAX_ACCELERATORS:,})",
     )
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=1,
+        help="scaling passes, alternately up and down the sizes; each size's figures are "
+        "the median over the passes (a machine whose speed drifts during the run biases a "
+        "single ascending pass's growth; alternating directions cancels a steady drift)",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.passes < 1:
+        parser.error(f"--passes: expected a count >= 1, found {args.passes}")
     if args.child:
         print(json.dumps(scale_child(args.child)))
         return 0
@@ -267,21 +302,22 @@ def main(argv: list[str] | None = None) -> int:
         f"  {'accel':>7} {'nodes':>6} {'events':>9} {'wall':>8} {'cpu':>8} {'wall/acc':>9} "
         f"{'peak mem':>9} {'mem/acc':>8} {'iter/acc':>9}"
     )
-    rows: list[tuple[int, dict[str, Any]]] = []
+    sizes: list[int] = []
     accelerators = MIN_ACCELERATORS
     while accelerators <= largest:
-        row = scale_point(accelerators // ACCELERATORS_PER_NODE)
-        rows.append((accelerators, row))
-        iteration = row["iteration"]
-        per_iter = f"{iteration / accelerators * 1e6:7.2f}us" if iteration else "      -"
-        print(
-            f"  {accelerators:>7} {accelerators // ACCELERATORS_PER_NODE:>6} "
-            f"{row['events']:>9,} {row['wall']:>7.2f}s {row['cpu']:>7.2f}s "
-            f"{row['wall'] / accelerators * 1e3:>7.3f}ms {row['memory'] / 2**20:>7.0f}Mi "
-            f"{row['memory'] / accelerators / 1024:>6.1f}Ki {per_iter}",
-            flush=True,
-        )
+        sizes.append(accelerators)
         accelerators *= 2
+    runs: dict[int, list[dict[str, Any]]] = {size: [] for size in sizes}
+    for k in range(args.passes):
+        for size in sizes if k % 2 == 0 else sizes[::-1]:
+            runs[size].append(scale_point(size // ACCELERATORS_PER_NODE))
+            if args.passes == 1:
+                _print_row(size, runs[size][0])
+    rows = [(size, _median_row(runs[size])) for size in sizes]
+    if args.passes > 1:
+        for size, row in rows:
+            _print_row(size, row)
+        print(f"  (each row: the median of {args.passes} passes, alternately up and down)")
     if len(rows) >= 2:
         per_acc = [row["wall"] / acc for acc, row in rows]
         steps = [b / a for a, b in itertools.pairwise(per_acc)]
