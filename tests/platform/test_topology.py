@@ -400,6 +400,18 @@ def test_cluster_paths() -> None:
         build_cluster(cluster(nodes=2), Kernel("6.16"))  # type: ignore[arg-type]
 
 
+def test_cluster_nodes_by_name_or_index_and_unknown_names() -> None:
+    c = build_cluster(cluster(nodes=12), "6.16")
+    assert c.names[3] == "node03"
+    assert c.machine(3) is c.machine("node03")
+    assert c.built == 1
+    with pytest.raises(KeyError, match="no node named 'node3' in cluster"):
+        c.machine("node3")  # the names are zero-padded
+    with pytest.raises(KeyError, match="no node named 'node12'"):
+        c.machine("node12")
+    assert c.built == 1
+
+
 def test_cluster_nodes_share_routes_a_lone_machine_computes_alike() -> None:
     """A cluster's nodes are built alike, so one node's routes and NIC-end rates serve all
     (Machine.share_routes); each answer is what a machine built alone computes."""

@@ -272,3 +272,29 @@ def test_a_builtin_scenario_is_deterministic() -> None:
     other = run_variant(cfg, "odp", seed=99).summary()
     same = run_variant(cfg, "odp").summary()
     assert other["metrics"] == same["metrics"] and other["seed"] == 99
+
+
+def test_cluster_nodes_share_one_validated_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster's nodes are built alike, so the policy document is read and validated once,
+    not once per node -- and every node still gets its own cgroup tree and proposal objects
+    on its own kernel (one kernel per node, ``platform/cluster.py``)."""
+    from pinlab.scenarios import runner
+
+    calls: list[str] = []
+    real = runner.validate_policy
+
+    def counting(doc: dict[str, object], source: str) -> object:
+        calls.append(source)
+        return real(doc, source)
+
+    monkeypatch.setattr(runner, "validate_policy", counting)
+    cfg = load_scenario("cluster-128")
+    resolved = cfg.resolve("default-memlock")
+    sim, applied = runner.build_simulation(resolved, cfg.platform_spec("default-memlock"))
+    assert len(applied) == len(sim.nodes) == 16
+    assert len(calls) == 1
+    assert len({id(a.config) for a in applied.values()}) == 1
+    assert len({id(a.tree) for a in applied.values()}) == 16
+    assert {id(a.kernel) for a in applied.values()} == {id(n.kernel) for n in sim.nodes.values()}
+    proposals = [p for a in applied.values() for p in a.proposals.values()]
+    assert len(proposals) == 16 and len({id(p) for p in proposals}) == 16
