@@ -279,15 +279,15 @@ def test_cluster_nodes_share_one_validated_policy(monkeypatch: pytest.MonkeyPatc
     not once per node -- and every node still gets its own cgroup tree and proposal objects
     on its own kernel (one kernel per node, ``platform/cluster.py``)."""
     from pinlab.scenarios import runner
+    from pinlab.scenarios.policy import validate_policy as real
 
     calls: list[str] = []
-    real = runner.validate_policy
 
     def counting(doc: dict[str, object], source: str) -> object:
         calls.append(source)
         return real(doc, source)
 
-    monkeypatch.setattr(runner, "validate_policy", counting)
+    monkeypatch.setattr("pinlab.scenarios.runner.validate_policy", counting)
     cfg = load_scenario("cluster-128")
     resolved = cfg.resolve("default-memlock")
     sim, applied = runner.build_simulation(resolved, cfg.platform_spec("default-memlock"))
