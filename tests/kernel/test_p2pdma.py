@@ -24,9 +24,7 @@ from pinlab.kernel.p2pdma import (
     pci_p2pdma_map_type,
 )
 from pinlab.kernel.pci import (
-    PciAcs,
     PciDev,
-    PciExpType,
     PciTopology,
     find_parent_pci_dev,
     pci_upstream_bridge,
@@ -40,6 +38,7 @@ from pinlab.kernel.pci_ids import (
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
 )
+from pinlab.kernel.pci_regs import PciAcs, PciExpType
 
 SKYLAKE_E = 0x2020  # whitelisted, no flag
 SKYLAKE_E_2 = 0x2030  # whitelisted, no flag

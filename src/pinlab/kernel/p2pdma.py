@@ -42,7 +42,6 @@ from collections.abc import Sequence
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.pci import (
-    PciAcs,
     PciDev,
     PciHostBridge,
     PciTopology,
@@ -51,6 +50,7 @@ from pinlab.kernel.pci import (
     pci_upstream_bridge,
 )
 from pinlab.kernel.pci_ids import X86_VENDOR_AMD, P2pdmaWhitelistFlag
+from pinlab.kernel.pci_regs import PciAcs
 
 __all__ = [
     "PCI_P2PDMA_MAP_BUS_ADDR",

@@ -19,7 +19,8 @@ from pinlab.drivers.display import DisplayEngine
 from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.errors import ConfigError
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pci import PciAcs, PciDev, PciHostBridge, PciTopology
+from pinlab.kernel.pci import PciDev, PciHostBridge, PciTopology
+from pinlab.kernel.pci_regs import PciAcs
 from pinlab.kernel.profile import KernelProfile
 from pinlab.platform import rdma_model
 from pinlab.platform.cost import CostModel
