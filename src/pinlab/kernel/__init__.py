@@ -14,7 +14,8 @@ Modules, each named after the kernel code it models:
 * :mod:`~pinlab.kernel.dma_buf` -- the dma-buf core (drivers/dma-buf/dma-buf.c);
 * :mod:`~pinlab.kernel.range_alloc`, :mod:`~pinlab.kernel.ttm` -- TTM and its allocator;
 * :mod:`~pinlab.kernel.dmem` -- the interface TTM uses to charge the dmem cgroup controller;
-* :mod:`~pinlab.kernel.pci`, :mod:`~pinlab.kernel.p2pdma` -- the PCI tree and P2PDMA distance;
+* :mod:`~pinlab.kernel.pci`, :mod:`~pinlab.kernel.pci_regs`, :mod:`~pinlab.kernel.p2pdma` --
+  the PCI tree, its register-level definitions and P2PDMA distance;
 * :mod:`~pinlab.kernel.umem` -- RDMA dma-buf umems (pinned and dynamic);
 * :mod:`~pinlab.kernel.bufinfo` -- debugfs ``dma_buf/bufinfo``, rendered and parsed.
 
