@@ -4,6 +4,7 @@ every tick, at the cost of what changed; and the collective ring that stays O(1)
 from __future__ import annotations
 
 import math
+import pickle
 import random
 from collections.abc import Generator
 from functools import partial
@@ -116,6 +117,72 @@ def test_series_on_change_equal_reading_everything_every_tick(
     assert sim.tenants["greedy"].proc.stats.total > 0  # the denials were sampled
     used = sim.recorder.series["device.node/gpu0.vram.used"].points
     assert len(used) > 3  # and the memory moved
+
+
+def busy_workstation() -> Simulation:
+    """``run_both``'s workload without the reference: links busy and idle, moves, denials."""
+    sim = Simulation(
+        PRESETS["workstation"](), get_profile("6.16", move_notify=True), sample_interval=0.005
+    )
+    sim.spawn("odp", partial(sender, odp=True))
+    sim.spawn("hog", partial(hog, count=32))
+    sim.spawn("greedy", greedy, start=0.03)
+    return sim
+
+
+@pytest.mark.parametrize("vector_min", [sampling.VECTOR_MIN, 0], ids=["small-case", "arrays"])
+def test_reading_the_series_mid_run_changes_no_point(
+    monkeypatch: pytest.MonkeyPatch, vector_min: int
+) -> None:
+    """The link points are held until read (``LinkPoints``, ``SeriesMap``): reading every
+    series at several times during the run -- which turns the held points into series, and
+    later ticks append to those -- gives the very points of a run read only at its end."""
+    monkeypatch.setattr(sampling, "VECTOR_MIN", vector_min)
+    untouched, read = busy_workstation(), busy_workstation()
+    seen = []
+    for until in (0.0123, 0.1, 0.25):
+        untouched.env.run(until=until)
+        read.env.run(until=until)
+        seen.append(read.recorder.series_csv())
+    untouched.run(0.4)
+    read.run(0.4)
+    final = untouched.recorder.series_csv()
+    assert read.recorder.series_csv() == final
+    assert "link." in seen[1]  # the links had points to flush mid-run
+    assert seen[0] != seen[1] != seen[2] != final
+
+
+def test_link_points_become_series_only_when_a_read_could_see_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Looking up a device's or a tenant's series leaves the links' points held; looking up
+    a link's series, or listing the names, flushes them, once; pickled, the series are the
+    flushed ones."""
+    flushes = {"n": 0}
+    real = sampling.LinkPoints.flush
+
+    def counting(self: sampling.LinkPoints, into: dict[str, Any]) -> None:
+        flushes["n"] += 1
+        real(self, into)
+
+    monkeypatch.setattr(sampling.LinkPoints, "flush", counting)
+    sim = busy_workstation()
+    sim.run(0.2)
+    series = sim.recorder.series
+    assert series["device.node/gpu0.vram.used"].points
+    assert "tenant.odp.bytes" in series and series.get("tenant.hog.bytes") is not None
+    assert flushes["n"] == 0
+    links = [k for k in series if k.startswith("link.")]  # listing the names flushes
+    assert flushes["n"] == 1 and links
+    assert all(series[k].points for k in links) and flushes["n"] == 1  # nothing held since
+    expected = sim.recorder.series_csv()
+    sim.env.run(until=0.3)  # more points held
+    assert series.get(links[0]) is not None and flushes["n"] == 2
+    sim.env.run(until=0.4)
+    copy = pickle.loads(pickle.dumps(series))
+    assert flushes["n"] == 3
+    assert {k: v.points for k, v in copy.items()} == {k: v.points for k, v in series.items()}
+    assert sim.recorder.series_csv() != expected
 
 
 def test_an_idle_tick_reads_no_device(monkeypatch: pytest.MonkeyPatch) -> None:

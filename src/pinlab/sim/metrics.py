@@ -26,9 +26,9 @@ import csv
 import dataclasses
 import io
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -239,6 +239,96 @@ class Series:
         return max((v for _, v in self.points), default=0.0)
 
 
+class HeldSeries(Protocol):
+    """Series points a source keeps in its own form until someone reads them (the links' of
+    :mod:`pinlab.sim.sampling`, one array pair per tick): :class:`SeriesMap` asks it to
+    :meth:`flush` them into :class:`Series` before any read that could see them."""
+
+    @property
+    def pending(self) -> bool:
+        """Whether it holds points not flushed yet."""
+        ...
+
+    def owns(self, key: str) -> bool:
+        """Whether series ``key`` could receive its points (a test on the name alone)."""
+        ...
+
+    def flush(self, into: dict[str, Series]) -> None:
+        """Append the points held, in time order, to their series in ``into`` (created
+        where missing), and hold none."""
+        ...
+
+
+class SeriesMap(MutableMapping[str, Series]):
+    """The recorder's series by name: a dict, and the sources that hold some of its points
+    until they are read (:class:`HeldSeries`).
+
+    A read that could see a held point flushes its source first, so every read sees exactly
+    the series of a recorder that stored each point as it came: looking up a name the source
+    :meth:`~HeldSeries.owns` flushes it, and so does anything that lists the names
+    (iterating, ``len``, ``keys``/``items``/``values``); looking up any other name does not.
+    What is never read is never turned into :class:`Series` objects: at 131 072 accelerators
+    the 1.8 M link series (``cluster-128``'s links), which a run that writes no
+    ``series.csv`` or trace never reads. Pickling flushes."""
+
+    __slots__ = ("_data", "_sources")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Series] = {}
+        self._sources: list[HeldSeries] = []
+
+    def hold(self, source: HeldSeries) -> None:
+        """Let ``source`` keep its points until they are read."""
+        self._sources.append(source)
+
+    def _flush(self, key: str | None = None) -> None:
+        """Flush the sources holding points (only those owning ``key``, if given)."""
+        for source in self._sources:
+            if source.pending and (key is None or source.owns(key)):
+                source.flush(self._data)
+
+    def __getitem__(self, key: str) -> Series:
+        if self._sources:
+            self._flush(key)
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self._sources:
+            self._flush(key)
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        if self._sources:
+            self._flush(key)
+        return key in self._data
+
+    def __setitem__(self, key: str, value: Series) -> None:
+        self._flush(key)
+        self._data[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._flush(key)
+        del self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self._flush()
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        self._flush()
+        return len(self._data)
+
+    def __getstate__(self) -> dict[str, Series]:
+        self._flush()
+        return self._data
+
+    def __setstate__(self, state: dict[str, Series]) -> None:
+        self._data = state
+        self._sources = []
+
+
 SINGLE_NODE = "node"  # the node name of a single-node platform (pinlab.sim.engine)
 
 
@@ -343,7 +433,7 @@ class Recorder:
     tracing: bool = True
 
     def __init__(self) -> None:
-        self.series: dict[str, Series] = {}
+        self.series: SeriesMap = SeriesMap()
         self.tenants: dict[str, TenantStats] = {}
         self.faults: list[FaultRecord] = []
         self.events: list[tuple[float, str, str]] = []  # (t, kind, detail) instants
@@ -380,7 +470,7 @@ class Recorder:
 
     def bind(self, key: str) -> Series:
         """Series ``key``, created empty on first use (a sampler binds its series once)."""
-        series = self.series.get(key)
+        series: Series | None = self.series.get(key)
         if series is None:
             series = self.series[key] = Series()
         return series

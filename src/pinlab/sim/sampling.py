@@ -20,8 +20,11 @@ Here the sources say when they change, and a tick reads only those:
   sampler keeps the byte count each link had at the last tick in an array by link index, and
   the links whose last point is not 0 (an idle one records its drop to 0 once). The touched
   links' utilisations are computed in one vector operation (rounded exactly as Python
-  rounds, :func:`round6`), and only the series whose value changed get a point in Python;
-  an idle link's drop to 0 needs no computation at all.
+  rounds, :func:`round6`), and only the links whose value changed get a point; an idle
+  link's drop to 0 needs no computation at all. The links' points are held as arrays, one
+  pair per tick, and become :class:`Series` only when the recorder's series are read
+  (:class:`LinkPoints`): a large cluster's run that writes no ``series.csv`` or trace never
+  pays for a million series.
 
 The points are exactly those of reading every source on every tick: a source that did not
 change would have stored nothing. Two details of that reading are kept: the first tick (at
@@ -33,7 +36,8 @@ once.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -149,11 +153,11 @@ class Sampler:
         "_dirty",
         "_last",
         "_last_value",
-        "_link_series",
         "_link_ticks",
         "_links",
         "_nonzero",
         "_order",
+        "_points",
         "_polled",
         "sim",
     )
@@ -176,12 +180,13 @@ class Sampler:
             node.machine.system.detector.on_incident = stale.mark
             stale.mark()
         # by link index: the network's links, their capacities, the bytes each had carried
-        # at the last tick, its series and that series' last value (NaN: no point yet)
+        # at the last tick and its series' last value (NaN: no point yet)
         self._links: list[Link] = []
         self._capacity = np.empty(0)
         self._before = np.empty(0)
-        self._link_series: list[Series | None] = []
         self._last_value = np.empty(0)
+        self._points = LinkPoints()  # the links' points, until read
+        rec.series.hold(self._points)
         self._nonzero: set[int] = set()  # links whose last point is not 0
         self._link_ticks = 0  # ticks after time 0 so far
         self._last = 0.0
@@ -219,11 +224,10 @@ class Sampler:
         net = self.sim.net
         net.advance()  # bring every busy link's byte count up to now, once
         links = self._links
-        series = self._link_series
         if len(links) < len(net.links):  # links added since the last tick
             added = list(itertools.islice(net.links.values(), len(links), None))
             links.extend(added)
-            series.extend([None] * len(added))
+            self._points.names.extend([link.name for link in added])
             self._capacity = np.append(self._capacity, [link.capacity for link in added])
             self._before = np.append(self._before, np.zeros(len(added)))
             self._last_value = np.append(self._last_value, np.full(len(added), np.nan))
@@ -232,32 +236,24 @@ class Sampler:
         touched = net.take_touched()
         nonzero = self._nonzero
         if self._link_ticks == 2:
-            self._record(rec, now, dt, links, False)
+            self._record(now, dt, links, False)
             return
-        self._record(rec, now, dt, touched, first)
+        self._record(now, dt, touched, first)
         # The links whose last point is not 0 and that were idle all along since the last
         # tick: each was recorded then (``before`` holds its count), carried nothing since,
-        # so its utilisation is 0 exactly -- a new point, as its last one is not. Their
-        # series are bound already, so the order they are visited in cannot show.
-        idle = nonzero.difference([link.index for link in touched])
-        nonzero.difference_update(idle)
-        self._last_value[list(idle)] = 0.0
-        point = (now, 0.0)
-        for i in idle:
-            points = cast("Series", series[i]).points
-            if points[-1][0] == now:
-                points[-1] = point
-            else:
-                points.append(point)
+        # so its utilisation is 0 exactly -- a new point, as its last one is not.
+        idle = list(nonzero.difference([link.index for link in touched]))
+        if idle:
+            nonzero.difference_update(idle)
+            self._last_value[idle] = 0.0
+            self._points.append(now, idle, [0.0] * len(idle))
 
-    def _record(
-        self, rec: Recorder, now: float, dt: float, candidates: list[Link], first: bool
-    ) -> None:
-        """The utilisation of each of ``candidates`` since the last tick, onto its series
-        (bound here, in this order, on its first point); at the first tick, only the links
-        that carried something."""
+    def _record(self, now: float, dt: float, candidates: list[Link], first: bool) -> None:
+        """The utilisation of each of ``candidates`` since the last tick, a point where it
+        differs from the link's last; at the first tick, only the links that carried
+        something."""
         if len(candidates) < VECTOR_MIN:
-            self._record_each(rec, now, dt, candidates, first)
+            self._record_each(now, dt, candidates, first)
             return
         index = np.array([link.index for link in candidates], dtype=np.intp)
         carried = np.array([link.bytes_carried for link in candidates])
@@ -274,27 +270,17 @@ class Sampler:
         busy = values != 0
         nonzero.update(index[busy].tolist())
         nonzero.difference_update(index[~busy].tolist())
-        series = self._link_series
-        links = self._links
-        for i, value in zip(index[changed].tolist(), values[changed].tolist(), strict=True):
-            s = series[i]
-            if s is None:  # bound in the candidates' order
-                s = series[i] = rec.bind(f"link.{links[i].name}.utilisation")
-            points = s.points  # Series.set, inline: the value differs from the last point's
-            if points and points[-1][0] == now:
-                points[-1] = (now, value)
-            else:
-                points.append((now, value))
+        if changed.any():
+            self._points.append(now, index[changed], values[changed])
 
-    def _record_each(
-        self, rec: Recorder, now: float, dt: float, candidates: list[Link], first: bool
-    ) -> None:
+    def _record_each(self, now: float, dt: float, candidates: list[Link], first: bool) -> None:
         """:meth:`_record` for a few candidates, link by link (numpy's per-call cost would
         exceed the work): the same points, ``round`` in place of :func:`round6`."""
         before = self._before
         last_value = self._last_value
-        series = self._link_series
         nonzero = self._nonzero
+        index: list[int] = []
+        values: list[float] = []
         for link in candidates:
             i = link.index
             carried = float(link.bytes_carried)
@@ -304,19 +290,70 @@ class Sampler:
             value = round((carried - previous) / (link.capacity * dt), 6)
             before[i] = carried
             if value != last_value[i]:  # NaN (no point yet) differs from every value
-                s = series[i]
-                if s is None:
-                    s = series[i] = rec.bind(f"link.{link.name}.utilisation")
-                points = s.points
-                if points and points[-1][0] == now:
-                    points[-1] = (now, value)
-                else:
-                    points.append((now, value))
+                index.append(i)
+                values.append(value)
                 last_value[i] = value
             if value != 0:
                 nonzero.add(i)
             else:
                 nonzero.discard(i)
+        if index:
+            self._points.append(now, index, values)
+
+
+_Indices = Sequence[int] | np.ndarray
+_Values = Sequence[float] | np.ndarray
+
+
+class LinkPoints:
+    """The links' utilisation points (series ``link.<name>.utilisation``), held as one pair
+    of sequences per tick -- the links' indices and their new values -- until the recorder's
+    series are read (:class:`~pinlab.sim.metrics.SeriesMap`, :class:`HeldSeries
+    <pinlab.sim.metrics.HeldSeries>`).
+
+    A tick of a large cluster gives up to every link a point (at 131 072 accelerators, 1.8 M
+    at the second tick), and making a :class:`Series` and a tuple for each costs more than
+    computing the values; a run that writes neither ``series.csv`` nor a trace never reads
+    them. Held, a point costs two array entries; a flush creates the series a recorder
+    storing each point at once would have (points on change only, in time order)."""
+
+    __slots__ = ("_ticks", "names")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []  # by link index
+        self._ticks: list[tuple[float, _Indices, _Values]] = []
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._ticks)
+
+    def owns(self, key: str) -> bool:
+        return key.startswith("link.") and key.endswith(".utilisation")
+
+    def append(self, now: float, index: _Indices, values: _Values) -> None:
+        """The points at ``now`` of the links ``index`` (distinct, one point per link and
+        tick, ticks in time order): ``values``, each differing from the link's last."""
+        self._ticks.append((now, index, values))
+
+    def flush(self, into: dict[str, Series]) -> None:
+        ticks = self._ticks
+        if not ticks:
+            return
+        index = np.concatenate([np.asarray(i, dtype=np.intp) for _, i, _ in ticks])
+        values = np.concatenate([np.asarray(v, dtype=float) for _, _, v in ticks])
+        times = np.repeat([t for t, _, _ in ticks], [len(i) for _, i, _ in ticks])
+        ticks.clear()
+        order = np.argsort(index, kind="stable")  # by link, each link's points in time order
+        index, times_list, values_list = index[order], times[order].tolist(), values[order].tolist()
+        bounds = [0, *(np.flatnonzero(np.diff(index)) + 1).tolist(), len(index)]
+        names = self.names
+        firsts = index[bounds[:-1]].tolist()
+        for a, b, i in zip(bounds[:-1], bounds[1:], firsts, strict=True):
+            key = f"link.{names[i]}.utilisation"
+            series = into.get(key)
+            if series is None:
+                series = into[key] = Series()
+            series.points.extend(zip(times_list[a:b], values_list[a:b], strict=True))
 
 
 VECTOR_MIN = 64
