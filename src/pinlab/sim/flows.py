@@ -89,6 +89,7 @@ _MARGIN = 1e-9  # relative; a kept rate must lie this far below the threshold (r
 _INF = float("inf")
 _SATURATED = 1.0 - 1e-9  # a link loaded to this fraction of its capacity counts as saturated
 _SLOTS = 64  # initial size of the finish-time array; it doubles when full
+_IDLE: dict[Transfer, float] = {}  # the transfers of every idle link (read only)
 
 
 @dataclass(eq=False, slots=True)
@@ -104,8 +105,10 @@ class Link:
     bytes_carried: float = 0.0
     busy_time: float = 0.0
     index: int = -1
-    # active transfers crossing the link -> how many times each crosses it (start order)
-    _transfers: dict[Transfer, float] = field(default_factory=dict, init=False, repr=False)
+    # active transfers crossing the link -> how many times each crosses it (start order);
+    # an idle link's is the shared empty ``_IDLE`` (a dict emptied keeps its table, and a
+    # large cluster's million links are idle most of the time)
+    _transfers: dict[Transfer, float] = field(default_factory=lambda: _IDLE, init=False, repr=False)
     _uses: float = field(default=0.0, init=False, repr=False)  # sum of the counts above
     _load: float = field(default=0.0, init=False, repr=False)  # bytes/s, sum of rate x uses
     _since: float = field(default=0.0, init=False, repr=False)  # counters are current up to here
@@ -416,6 +419,7 @@ class FlowNetwork:
                 del link._transfers[t]
                 link._uses -= uses
                 if not link._transfers:
+                    link._transfers = _IDLE
                     del self._busy[link]
                 seeds.append(link)
             t.rate = 0.0
@@ -426,7 +430,8 @@ class FlowNetwork:
         for t in started:
             self._claim(t)
             for link, uses in t._uses:
-                if not link._transfers:
+                if not link._transfers:  # ``_IDLE``: never written to
+                    link._transfers = {}
                     self._busy[link] = None
                     self._touched[link] = None
                 link._transfers[t] = uses
