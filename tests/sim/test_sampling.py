@@ -119,6 +119,51 @@ def test_series_on_change_equal_reading_everything_every_tick(
     assert len(used) > 3  # and the memory moved
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("starts", [(0.0, 0.001, 0.0099, 0.0101), (0.0101, 0.015, 0.0199)])
+@pytest.mark.parametrize("vector_min", [sampling.VECTOR_MIN, 0], ids=["small-case", "arrays"])
+def test_links_busy_in_bursts_equal_reading_everything_every_tick(
+    monkeypatch: pytest.MonkeyPatch, vector_min: int, starts: tuple[float, ...], seed: int
+) -> None:
+    """Links busy in short bursts -- within one tick's interval, across several, idle for a
+    tick or many -- from the first interval on, or only from the second (the first and second
+    ticks are special), and the same points as reading every link on every tick."""
+    monkeypatch.setattr(sampling, "VECTOR_MIN", vector_min)
+    reference = PollEverything()
+    real = Simulation.sample
+
+    def both(sim: Simulation) -> None:
+        real(sim)
+        reference(sim)
+
+    monkeypatch.setattr(Simulation, "sample", both)
+    sim = workstation()  # a tick every 0.01 s
+    links = list(sim.net.links.values())[:6]
+    rng = random.Random(seed)
+
+    def bursts(link_no: int) -> Generator[simpy.Event, Any, None]:
+        link = links[link_no]
+        yield sim.env.timeout(rng.choice(starts))
+        for _ in range(12):
+            seconds = rng.choice([0.0005, 0.004, 0.012, 0.031])
+            yield sim.net.transfer(seconds * link.capacity / 2, [link])  # two at a time, some
+            yield sim.env.timeout(rng.choice([0.0, 0.003, 0.01, 0.02, 0.05]))
+
+    for k in range(len(links)):
+        sim.env.process(bursts(k))
+        sim.env.process(bursts(k % 3))
+    sim.run(1.5)
+    assert sim.recorder.series_csv() == reference.rec.series_csv()
+    drops = [
+        p
+        for key, s in sim.recorder.series.items()
+        if key.startswith("link.")
+        for p in s.points[1:]
+        if p[1] == 0
+    ]
+    assert len(drops) > 10  # links went idle again and again
+
+
 def busy_workstation() -> Simulation:
     """``run_both``'s workload without the reference: links busy and idle, moves, denials."""
     sim = Simulation(

@@ -15,10 +15,12 @@ Here the sources say when they change, and a tick reads only those:
   transfers (``TenantStats.on_change``) and denials (``ProcessStats.on_deny``) put their
   :class:`_Probe` on the dirty list once; the tick reads the dirty probes, in construction
   order, into series bound once;
-* the flow network names the links that carried anything since the last tick
-  (:meth:`FlowNetwork.take_touched <pinlab.sim.flows.FlowNetwork.take_touched>`); the
-  sampler keeps the byte count each link had at the last tick in an array by link index, and
-  the links whose last point is not 0 (an idle one records its drop to 0 once). The touched
+* the flow network names the links that carried anything since the last tick, with their
+  byte counters, in one pass over them (:meth:`FlowNetwork.take_touched
+  <pinlab.sim.flows.FlowNetwork.take_touched>`: at a million links, reading a link object is
+  a cache miss, so each is read once per tick); the sampler keeps, in arrays by link index,
+  the byte count each link had at the last tick and whether its last point is not 0 (an
+  idle one records its drop to 0 once). The touched
   links' utilisations are computed in one vector operation (rounded exactly as Python
   rounds, :func:`round6`), and only the links whose value changed get a point; an idle
   link's drop to 0 needs no computation at all. The links' points are held as arrays, one
@@ -144,10 +146,15 @@ class _TenantProbe(_Probe):
         self.denials.set(now, tenant.proc.stats.total)
 
 
+_Indices = Sequence[int] | np.ndarray
+_Values = Sequence[float] | np.ndarray
+
+
 class Sampler:
     """The series of one :class:`~pinlab.sim.engine.Simulation` (module docstring)."""
 
     __slots__ = (
+        "_any_nonzero",
         "_before",
         "_capacity",
         "_dirty",
@@ -187,7 +194,8 @@ class Sampler:
         self._last_value = np.empty(0)
         self._points = LinkPoints()  # the links' points, until read
         rec.series.hold(self._points)
-        self._nonzero: set[int] = set()  # links whose last point is not 0
+        self._nonzero = np.empty(0, dtype=bool)  # whether the link's last point is not 0
+        self._any_nonzero = False  # whether any is
         self._link_ticks = 0  # ticks after time 0 so far
         self._last = 0.0
 
@@ -231,78 +239,80 @@ class Sampler:
             self._capacity = np.append(self._capacity, [link.capacity for link in added])
             self._before = np.append(self._before, np.zeros(len(added)))
             self._last_value = np.append(self._last_value, np.full(len(added), np.nan))
+            self._nonzero = np.append(self._nonzero, np.zeros(len(added), dtype=bool))
         self._link_ticks += 1
         first = self._link_ticks == 1
-        touched = net.take_touched()
-        nonzero = self._nonzero
+        index, carried = net.take_touched()
         if self._link_ticks == 2:
-            self._record(now, dt, links, False)
+            self._record(
+                now, dt, np.arange(len(links)), [link.bytes_carried for link in links], False
+            )
+            self._any_nonzero = bool(self._nonzero.any())
             return
-        self._record(now, dt, touched, first)
-        # The links whose last point is not 0 and that were idle all along since the last
-        # tick: each was recorded then (``before`` holds its count), carried nothing since,
-        # so its utilisation is 0 exactly -- a new point, as its last one is not.
-        idle = list(nonzero.difference([link.index for link in touched]))
-        if idle:
-            nonzero.difference_update(idle)
+        idle = None
+        if self._any_nonzero:
+            # The links whose last point is not 0 and that were idle all along since the
+            # last tick: each was recorded then (``before`` holds its count), carried
+            # nothing since, so its utilisation is 0 exactly -- a new point, as its last one
+            # is not.
+            idle = self._nonzero.copy()
+            idle[index] = False
+            idle = np.flatnonzero(idle)
+        self._record(now, dt, index, carried, first)
+        if idle is not None and len(idle):
+            self._nonzero[idle] = False
             self._last_value[idle] = 0.0
-            self._points.append(now, idle, [0.0] * len(idle))
+            self._points.append(now, idle, np.zeros(len(idle)))
+        self._any_nonzero = bool(self._nonzero.any())
 
-    def _record(self, now: float, dt: float, candidates: list[Link], first: bool) -> None:
-        """The utilisation of each of ``candidates`` since the last tick, a point where it
-        differs from the link's last; at the first tick, only the links that carried
-        something."""
-        if len(candidates) < VECTOR_MIN:
-            self._record_each(now, dt, candidates, first)
+    def _record(
+        self, now: float, dt: float, index: _Indices, carried: Sequence[float], first: bool
+    ) -> None:
+        """The utilisation since the last tick of each link ``index`` (its byte counter now:
+        ``carried``), a point where it differs from the link's last; at the first tick, only
+        the links that carried something."""
+        if len(index) < VECTOR_MIN:
+            self._record_each(now, dt, index, carried, first)
             return
-        index = np.array([link.index for link in candidates], dtype=np.intp)
-        carried = np.array([link.bytes_carried for link in candidates])
-        previous = self._before[index]
+        at = np.asarray(index, dtype=np.intp)
+        now_carried = np.asarray(carried, dtype=float)
+        previous = self._before[at]
         if first:  # only the links that carried something
-            moved = carried != previous
-            index, carried, previous = index[moved], carried[moved], previous[moved]
-        values = round6((carried - previous) / (self._capacity[index] * dt))
-        self._before[index] = carried
+            moved = now_carried != previous
+            at, now_carried, previous = at[moved], now_carried[moved], previous[moved]
+        values = round6((now_carried - previous) / (self._capacity[at] * dt))
+        self._before[at] = now_carried
         # a point where the value differs from the series' last (or it has none: NaN)
-        changed = values != self._last_value[index]
-        self._last_value[index] = values
-        nonzero = self._nonzero
-        busy = values != 0
-        nonzero.update(index[busy].tolist())
-        nonzero.difference_update(index[~busy].tolist())
+        changed = values != self._last_value[at]
+        self._last_value[at] = values
+        self._nonzero[at] = values != 0
         if changed.any():
-            self._points.append(now, index[changed], values[changed])
+            self._points.append(now, at[changed], values[changed])
 
-    def _record_each(self, now: float, dt: float, candidates: list[Link], first: bool) -> None:
-        """:meth:`_record` for a few candidates, link by link (numpy's per-call cost would
-        exceed the work): the same points, ``round`` in place of :func:`round6`."""
+    def _record_each(
+        self, now: float, dt: float, index: _Indices, carried: Sequence[float], first: bool
+    ) -> None:
+        """:meth:`_record` for a few links, one by one (numpy's per-call cost would exceed
+        the work): the same points, ``round`` in place of :func:`round6`."""
         before = self._before
         last_value = self._last_value
         nonzero = self._nonzero
-        index: list[int] = []
+        links = self._links
+        changed: list[int] = []
         values: list[float] = []
-        for link in candidates:
-            i = link.index
-            carried = float(link.bytes_carried)
+        for i, now_carried in zip(index, carried, strict=True):
             previous = float(before[i])
-            if first and carried == previous:
+            if first and now_carried == previous:
                 continue
-            value = round((carried - previous) / (link.capacity * dt), 6)
-            before[i] = carried
+            value = round((now_carried - previous) / (links[i].capacity * dt), 6)
+            before[i] = now_carried
             if value != last_value[i]:  # NaN (no point yet) differs from every value
-                index.append(i)
+                changed.append(i)
                 values.append(value)
                 last_value[i] = value
-            if value != 0:
-                nonzero.add(i)
-            else:
-                nonzero.discard(i)
-        if index:
-            self._points.append(now, index, values)
-
-
-_Indices = Sequence[int] | np.ndarray
-_Values = Sequence[float] | np.ndarray
+            nonzero[i] = value != 0
+        if changed:
+            self._points.append(now, changed, values)
 
 
 class LinkPoints:
