@@ -85,7 +85,8 @@ def greedy(ctx: Ctx) -> Generator[simpy.Event, Any, None]:
     yield ctx.sleep(10.0)
 
 
-def run_both(monkeypatch: pytest.MonkeyPatch, until: float) -> tuple[Simulation, PollEverything]:
+def with_reference(monkeypatch: pytest.MonkeyPatch) -> PollEverything:
+    """Every simulation's ticks, from now on, also read by a :class:`PollEverything`."""
     reference = PollEverything()
     real = Simulation.sample
 
@@ -94,6 +95,11 @@ def run_both(monkeypatch: pytest.MonkeyPatch, until: float) -> tuple[Simulation,
         reference(sim)
 
     monkeypatch.setattr(Simulation, "sample", both)
+    return reference
+
+
+def run_both(monkeypatch: pytest.MonkeyPatch, until: float) -> tuple[Simulation, PollEverything]:
+    reference = with_reference(monkeypatch)
     sim = Simulation(
         PRESETS["workstation"](), get_profile("6.16", move_notify=True), sample_interval=0.005
     )
@@ -129,14 +135,7 @@ def test_links_busy_in_bursts_equal_reading_everything_every_tick(
     tick or many -- from the first interval on, or only from the second (the first and second
     ticks are special), and the same points as reading every link on every tick."""
     monkeypatch.setattr(sampling, "VECTOR_MIN", vector_min)
-    reference = PollEverything()
-    real = Simulation.sample
-
-    def both(sim: Simulation) -> None:
-        real(sim)
-        reference(sim)
-
-    monkeypatch.setattr(Simulation, "sample", both)
+    reference = with_reference(monkeypatch)
     sim = workstation()  # a tick every 0.01 s
     links = list(sim.net.links.values())[:6]
     rng = random.Random(seed)
