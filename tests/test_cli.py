@@ -64,3 +64,21 @@ def test_bufinfo_malformed_file_names_the_line(
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 0
     assert "usage" in capsys.readouterr().out
+
+
+def test_the_executable_freezes_the_heap_for_its_exit_after_the_command() -> None:
+    """``pinlab`` (``console_main``) runs the command, then freezes the heap for the
+    interpreter's exit: the child's exit status is the command's, and its collector holds
+    the heap frozen once the command returned (``gcpolicy.freeze_for_exit``)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, sys; import pinlab.cli as cli; sys.argv = ['pinlab', 'profiles', '--json'];"
+        "before = gc.get_freeze_count(); status = cli.console_main();"
+        "print(before, gc.get_freeze_count() > 0, status, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split() == ["0", "True", "0"]
+    assert done.stdout.startswith(("[", "{"))  # the command's own output came first

@@ -75,7 +75,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["YOUNG_THRESHOLD", "frozen_heap", "retune", "tuned_collector"]
+__all__ = ["YOUNG_THRESHOLD", "freeze_for_exit", "frozen_heap", "retune", "tuned_collector"]
 
 YOUNG_THRESHOLD = 100_000
 """The least number of net container allocations between young collections inside
@@ -158,3 +158,16 @@ def retune() -> None:
     if young:
         gc.freeze()
         gc.set_threshold(max(young, _heap_size()), *older)
+
+
+def freeze_for_exit() -> None:
+    """Freeze the whole heap for the interpreter's exit (a process about to end only: the
+    collector stays off the heap from here on).
+
+    Finalising, CPython runs one full collection, which traverses every tracked object: the
+    run results the command line still holds, whose collection reclaims nothing. After a
+    ``pinlab run`` of ``cluster-128`` at 4 096 nodes (32 768 accelerators) the process took
+    7.8 s from its last output to its end, 0.1 s with the heap frozen (``gc.freeze``: O(1)).
+    Files are closed and flushed by then (the commands write through ``with`` blocks), and
+    ``atexit`` handlers and ``weakref.finalize`` callbacks still run."""
+    gc.freeze()

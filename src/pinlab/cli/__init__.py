@@ -51,7 +51,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from pinlab import __version__, provenance
+from pinlab import __version__, gcpolicy, provenance
 from pinlab.cli import (
     advise,
     bench,
@@ -157,3 +157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     return result
+
+
+def console_main() -> int:
+    """The ``pinlab`` executable and ``python -m pinlab.cli``: :func:`main`, then the heap
+    frozen for the interpreter's exit (:func:`pinlab.gcpolicy.freeze_for_exit`), since the
+    process ends next. In-process callers use :func:`main`, which leaves the collector as
+    it found it."""
+    code = main()
+    gcpolicy.freeze_for_exit()
+    return code

@@ -3,6 +3,6 @@
 
 import sys
 
-from pinlab.cli import main
+from pinlab.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())
