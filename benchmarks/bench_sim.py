@@ -77,7 +77,7 @@ from typing import Any
 
 import simpy
 
-from pinlab.gcpolicy import tuned_collector
+from pinlab.gcpolicy import freeze_for_exit, tuned_collector
 from pinlab.scenarios.runner import load_scenario, run_scenario
 
 SCENARIO = "cluster-128"
@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.passes < 1:
         parser.error(f"--passes: expected a count >= 1, found {args.passes}")
     if args.child:
-        print(json.dumps(scale_child(args.child)))
+        print(json.dumps(scale_child(args.child)), flush=True)
+        freeze_for_exit()  # as the pinlab executable does: no full collection at exit
         return 0
     rounds = args.rounds or (1 if args.quick else 3)
     bare_events = 200_000 if args.quick else 1_000_000
