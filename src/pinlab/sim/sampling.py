@@ -225,10 +225,10 @@ class Sampler:
         dt = now - self._last
         if dt <= 0:
             return
-        self._sample_links(rec, now, dt)
+        self._sample_links(now, dt)
         self._last = now
 
-    def _sample_links(self, rec: Recorder, now: float, dt: float) -> None:
+    def _sample_links(self, now: float, dt: float) -> None:
         net = self.sim.net
         net.advance()  # bring every busy link's byte count up to now, once
         links = self._links
