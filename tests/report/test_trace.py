@@ -180,3 +180,54 @@ def test_staged_pipeline_stages_are_joined_by_flows() -> None:
         assert pname[s["pid"]] == "gaudi0" and pname[f["pid"]].startswith("efa")
     assert not [e for e in json.loads(trace_json(result, categories=["copy", "transfer"]))[
         "traceEvents"] if e["ph"] in "stf"]  # fmt: skip
+
+
+def test_log_shares_equal_thread_names_and_args(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorder.log keeps one object per distinct thread name and argument set: equal ones
+    are the first one logged, arguments of other types (4096 and 4096.0) stay apart, and
+    past SHARED_ARGS distinct sets an entry keeps its own; trace.json is the same."""
+    from pinlab.sim import metrics
+    from pinlab.sim.metrics import TraceSlice
+
+    def entry(thread_of: str, nbytes: float, location: str = "vram") -> TraceSlice:
+        thread = "".join(["dma ", thread_of])  # a fresh string each time, as f-strings make
+        args = {"bytes": nbytes, "location": location}
+        return TraceSlice("gpu0", thread, "read", "transfer", 0, 1, args)
+
+    rec = Recorder()
+    made = [entry("a", 4096), entry("a", 4096), entry("a", 4096.0), entry("b", 4096, "gtt")]
+    fresh = [s.thread for s in made]
+    assert fresh[0] is not fresh[1]
+    for s in made:
+        rec.log(s)
+    first, second, as_float, other = rec.slices
+    assert second.thread is first.thread and second.args is first.args
+    assert as_float.args is not first.args and as_float.args == {
+        "bytes": 4096.0,
+        "location": "vram",
+    }
+    assert first.args is not None and as_float.args is not None
+    assert isinstance(as_float.args["bytes"], float) and isinstance(first.args["bytes"], int)
+    assert other.thread == "dma b" and other.args == {"bytes": 4096, "location": "gtt"}
+
+    monkeypatch.setattr(metrics, "SHARED_ARGS", 3)
+    capped = Recorder()
+    for n in (1, 2, 3, 4, 4, 1):
+        capped.log(entry("a", n))
+    args = [s.args for s in capped.slices]
+    assert args[5] is args[0]  # shared
+    assert args[4] is not args[3] and args[4] == args[3]  # the 4th set came after the cap
+
+    # the trace written from shared entries is the one written from copies of them
+    copies = Recorder()
+    for s in rec.slices:
+        copies.slices.append(TraceSlice(s.process, str(s.thread), s.name, s.cat, s.start, s.dur,
+                                        dict(s.args or {})))  # fmt: skip
+
+    def written(r: Recorder) -> str:
+        return trace_json(RunResult("t", "shared", "5.16", 1, 1.0, {}, {}, r))
+
+    assert written(rec) == written(copies)
+    args = [e["args"] for e in json.loads(written(rec))["traceEvents"] if e["ph"] == "X"]
+    assert [a["bytes"] for a in args] == [4096, 4096, 4096.0, 4096]
+    assert [type(a["bytes"]) for a in args] == [int, int, float, int]
