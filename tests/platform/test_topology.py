@@ -412,9 +412,9 @@ def test_cluster_nodes_by_name_or_index_and_unknown_names() -> None:
     assert c.built == 1
 
 
-def test_cluster_nodes_share_routes_a_lone_machine_computes_alike() -> None:
+def test_cluster_nodes_share_with_a_lone_machine_computes_alike() -> None:
     """A cluster's nodes are built alike, so one node's routes and NIC-end rates serve all
-    (Machine.share_routes); each answer is what a machine built alone computes."""
+    (Machine.share_with); each answer is what a machine built alone computes."""
     c = build_cluster(cluster(nodes=3), "6.16")
     node0, node1, node2 = (c.machine(i) for i in range(3))
     alone = build(c.spec.node, Kernel(c.profile), c.base_cost, overrides=c.overrides)
@@ -428,6 +428,21 @@ def test_cluster_nodes_share_routes_a_lone_machine_computes_alike() -> None:
             assert end == alone.nic_end(nic, dev, 1 << 20, write=False)
         assert node1.pcie_path(nic, dev) is node2.pcie_path(nic, dev)
     assert alone.pcie_path(nic, "host:0") is not node0.pcie_path(nic, "host:0")
+    # one link graph and tree for the cluster, equal to a lone machine's; kernels their own
+    assert node1.links is node0.links and node2.links is node0.links
+    assert {n: repr(link) for n, link in node2.links.items()} == {
+        n: repr(link) for n, link in alone.links.items()
+    }
+    assert node2.links is not alone.links
+    assert node2._nodes is node0._nodes
+
+    def tree(m: Machine) -> dict[str, tuple[object, ...]]:
+        return {
+            n: (t.kind, t.socket, t.uplink, t.depth, t.mps, t.mrrs) for n, t in m._nodes.items()
+        }
+
+    assert tree(node2) == tree(alone)
+    assert node1.kernel is not node0.kernel and node1.pdevs[nic] is not node0.pdevs[nic]
 
 
 def test_driver_options_reach_the_drivers() -> None:

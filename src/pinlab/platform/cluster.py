@@ -85,7 +85,8 @@ class Cluster:
 
     ``cost`` is the effective cost model (every node's ``machine.cost`` equals it);
     ``base_cost`` and ``overrides`` are what each node is built from. The nodes, built alike,
-    share one cache of routes and NIC-end rates (:meth:`Machine.share_routes`).
+    share one link graph, PCIe tree and cache of routes and NIC-end rates
+    (:meth:`Machine.share_with`).
 
     ``fabric`` holds cluster-level links (``fabric:core`` when the spec has a core
     bandwidth); node links are reached through :meth:`link` with qualified names.
@@ -122,7 +123,7 @@ class Cluster:
             )
             first = next(iter(self._machines.values()), None)
             if first is not None:
-                m.share_routes(first)  # every node is built alike: one set of routes
+                m.share_with(first)  # every node is built alike: one set of links and routes
             self._machines[name] = m
         return m
 
