@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from pinlab.cli import main
 from pinlab.report.trace import CATEGORIES, parse_categories, trace_json
@@ -231,3 +234,39 @@ def test_log_shares_equal_thread_names_and_args(monkeypatch: pytest.MonkeyPatch)
     args = [e["args"] for e in json.loads(written(rec))["traceEvents"] if e["ph"] == "X"]
     assert [a["bytes"] for a in args] == [4096, 4096, 4096.0, 4096]
     assert [type(a["bytes"]) for a in args] == [int, int, float, int]
+
+
+@given(
+    st.lists(st.integers(1, 40), min_size=1, max_size=30),
+    st.integers(2, 64),
+    st.integers(1, 2000),
+)
+@example([4, 4], 2, 2)  # the first factor leaves exactly as many as may stay: it is the one
+def test_the_cap_picks_its_factor_from_the_sizes_alone(
+    lengths: list[int], factor: int, excess: int
+) -> None:
+    """The size cap's search for a decimation / merge factor counts what a factor would leave
+    from the track and thread sizes (_decimated_count, _merged_count) instead of building each
+    candidate: the counts are exactly what _decimate and _coarsen leave, and the factor found
+    is the one doubling and building would have found."""
+    from pinlab.report import trace as tr
+
+    counters = [(f"p{k}", "c", "a", t, 0.0) for k, n in enumerate(lengths) for t in range(n)]
+    slices = [
+        tr._Slice(f"p{k}", "t", "x", "transfer", 2 * i, 2 * i + 1, {"bytes": 1}, None)
+        for k, n in enumerate(lengths)
+        for i in range(n)
+    ]
+    sizes = Counter(lengths)
+    assert tr._decimated_count(sizes, factor) == len(tr._decimate(counters, factor))
+    assert tr._merged_count(sizes, factor) == len(tr._coarsen(slices, "transfer", factor))
+
+    total = len(counters)
+    excess = min(excess, total)
+    f = first = tr._factor(total, excess)
+    built = tr._decimate(counters, f)
+    while len(built) > total - excess and f < total:  # the search as it was: build each one
+        f = min(total, f * 2)
+        built = tr._decimate(counters, f)
+    count = partial(tr._decimated_count, sizes)
+    assert tr._smallest_factor(count, first, total, total - excess) == f

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pinlab import provenance
@@ -166,6 +167,31 @@ def _counters(rec: Recorder) -> list[tuple[str, str, str, int, float]]:
     return out
 
 
+def _merged_count(sizes: Counter[int], factor: int) -> int:
+    """How many slices :func:`_coarsen` leaves of groups of these ``sizes`` (size -> how many
+    groups): one per ``factor`` consecutive slices of a group."""
+    return sum(count * -(-size // factor) for size, count in sizes.items())
+
+
+def _decimated_count(lengths: Counter[int], factor: int) -> int:
+    """How many points :func:`_decimate` keeps of tracks of these ``lengths`` (length -> how
+    many tracks): every ``factor``-th point from the first, and the last when not among them."""
+    return sum(
+        count * (-(-n // factor) + (1 if (n - 1) % factor else 0)) for n, count in lengths.items()
+    )
+
+
+def _smallest_factor(count: Callable[[int], int], factor: int, limit: int, most: int) -> int:
+    """The first of ``factor``, ``2 factor``, ``4 factor`` ... (capped at ``limit``) for which
+    ``count(factor) <= most``, or ``limit``. The sizes alone decide how many a factor leaves, so
+    the search builds nothing: a large cluster's counters (10^6 points on 10^5 tracks of a few
+    points each) cannot come below a point or two per track, and building each candidate
+    doubled the factor all the way to ``limit``, ~20 passes over every point."""
+    while count(factor) > most and factor < limit:
+        factor = min(limit, factor * 2)
+    return factor
+
+
 def _decimate(
     counters: list[tuple[str, str, str, int, float]], factor: int
 ) -> list[tuple[str, str, str, int, float]]:
@@ -240,22 +266,24 @@ def trace_json(
             break
         if step == "counter":
             if counters:
-                full, before = counters, len(counters)
-                f = _factor(before, excess)
-                counters = _decimate(full, f)
-                while len(counters) > before - excess and f < before:
-                    f = min(before, f * 2)
-                    counters = _decimate(full, f)
+                before = len(counters)
+                lengths = Counter(Counter(c[:3] for c in counters).values())
+                f = _smallest_factor(
+                    partial(_decimated_count, lengths),
+                    _factor(before, excess),
+                    before,
+                    before - excess,
+                )
+                counters = _decimate(counters, f)
                 dropped.append(f"counters decimated 1 in {f} ({before} -> {len(counters)})")
             continue
-        n = sum(1 for s in slices if s.cat == step)
+        groups = Counter((s.process, s.thread) for s in slices if s.cat == step)
+        n = sum(groups.values())
         if not n:
             continue
-        f = _factor(n, excess)
+        sizes = Counter(groups.values())  # the other slices stay: n - excess merged at most
+        f = _smallest_factor(partial(_merged_count, sizes), _factor(n, excess), n, n - excess)
         coarse = _coarsen(slices, step, f)
-        while len(coarse) > len(slices) - excess and f < n:
-            f = min(n, f * 2)
-            coarse = _coarsen(slices, step, f)
         dropped.append(
             f"{step} slices merged per thread, {f} per slice "
             f"({n} -> {n - (len(slices) - len(coarse))})"
