@@ -394,3 +394,30 @@ def test_table_body_is_the_template_loop_it_replaces(
 @given(st.text())
 def test_escape_text_escapes_as_markupsafe_does(text: str) -> None:
     assert escape_text(text) == str(escape(text))
+
+
+def test_long_tables_show_their_first_rows_and_say_how_many_are_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A metric table longer than SHOWN_ROWS shows that many rows, then one saying how many
+    more summary.json holds; its heading counts them all. Shorter tables are whole."""
+    from pinlab.report import html as report_html
+
+    result = make_result(devices=2, tenants=tuple(f"t{i}" for i in range(20)))
+    whole = render_run_html(result, make_verdict())
+    metrics = len(result.metrics)
+    assert "more rows, not shown" not in whole
+    assert f"All {metrics} metrics" in whole
+
+    monkeypatch.setattr(report_html, "SHOWN_ROWS", 4)
+    page = render_run_html(result, make_verdict())
+    assert f"All {metrics} metrics" in page
+    assert "Tenants (20 rows)" in page  # the heading counts every tenant
+    assert page.count("more rows, not shown: every value is in summary.json") >= 2
+    assert f'<td colspan="4">{metrics - 4:,} more rows' in page  # the all-metrics table
+    assert ">16 more rows, not shown" in page  # 20 tenants, 4 shown
+    first = sorted(f"t{i}" for i in range(20))  # t0 t1 t10 t11 | t12 ...: in name order
+    assert all(f"<td>{t}</td>" in page for t in first[:4])
+    assert "<td>t12</td>" not in page and "<td>t12</td>" in whole
+    assert_self_contained(page)
+    assert_ids_unique_and_resolved(page)

@@ -33,6 +33,7 @@ import base64
 import fnmatch
 import functools
 import hashlib
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,6 +90,12 @@ _LINK_ORDER = (SUMMARY_FILE, SERIES_FILE, CONFIG_FILE, TRACE_FILE, BUFINFO_FILE)
 
 COLLAPSE_ROWS = 16
 """Metric tables with more rows than this are shown folded (``<details>``)."""
+
+SHOWN_ROWS = 5000
+"""A metric table shows at most this many rows, then one saying how many more
+``summary.json`` holds: the 3-iteration all-reduce of ``cluster-128`` at 4 096 nodes has
+600 000 metrics, a 110 MB page no browser opens usefully, whose rows took a quarter of
+``pinlab run`` to format (the built-in scenarios' largest table has 2 438)."""
 
 PLOT_PREFIX = "plot-"
 """Plot files in a run directory: ``plot-<stem>.svg`` (and ``plot-<stem>.png`` on request)."""
@@ -177,17 +184,24 @@ class _Table:
     rows: list[list[tuple[str, str]]]
     row_classes: list[str] = field(default_factory=list)
     column_classes: list[str] = field(default_factory=list)
+    omitted: int = 0  # rows of the table left out after ``rows`` (:data:`SHOWN_ROWS`)
+
+    @property
+    def count(self) -> int:
+        """The table's rows, those left out included."""
+        return len(self.rows) + self.omitted
 
     @property
     def collapsed(self) -> bool:
         """Long tables (a 128-device cluster) start folded away."""
-        return len(self.rows) > COLLAPSE_ROWS
+        return self.count > COLLAPSE_ROWS
 
     @property
     def body(self) -> Markup:
         """The ``<tbody>`` rows, one ``<tr>`` line each, as the template's loop wrote them: a
         cluster's table holds tens of thousands of cells, and escaping them one
-        ``{{ }}`` at a time was most of a run page's rendering."""
+        ``{{ }}`` at a time was most of a run page's rendering. Rows left out are counted in
+        a last row that says where they are."""
         lines = []
         for i, row in enumerate(self.rows):
             cls = self.row_classes[i] if i < len(self.row_classes) else ""
@@ -199,6 +213,11 @@ class _Table:
             )
             head = f'<tr class="{escape_text(cls)}">' if cls else "<tr>"
             lines.append(f"{head}{cells}</tr>\n")
+        if self.omitted:
+            lines.append(
+                f'<tr class="omitted"><td colspan="{len(self.columns)}">{self.omitted:,} more '
+                f"rows, not shown: every value is in {SUMMARY_FILE}</td></tr>\n"
+            )
         return Markup("".join(lines))
 
 
@@ -276,11 +295,13 @@ def _pivot(
     for c in columns:
         unit = next((row[c].unit for row in cells.values() if c in row), "")
         headers.append(c.replace("_", " ") + (f" ({unit})" if unit in ("ratio",) else ""))
+    shown = list(itertools.islice(cells.items(), SHOWN_ROWS))
     rows = [
         [(entity, "")] + [(_fmt(row[c]) if c in row else "–", "num") for c in columns]
-        for entity, row in cells.items()
+        for entity, row in shown
     ]
-    return _Table(title, headers, rows, [], ["", *("num" for _ in columns)])
+    classes = ["", *("num" for _ in columns)]
+    return _Table(title, headers, rows, [], classes, omitted=len(cells) - len(shown))
 
 
 def _tenant_metric(name: str) -> tuple[str, str] | None:
@@ -301,6 +322,8 @@ def _region_metric(name: str) -> tuple[str, str] | None:
 
 
 def _all_metrics(result: RunResult) -> _Table:
+    names = sorted(result.metrics)
+    shown = [(name, result.metrics[name]) for name in names[:SHOWN_ROWS]]
     rows = [
         [
             (name, "name"),
@@ -308,14 +331,15 @@ def _all_metrics(result: RunResult) -> _Table:
             (_unit_text(m.unit), "unit"),
             (m.description, "desc"),
         ]
-        for name, m in sorted(result.metrics.items())
+        for name, m in shown
     ]
     return _Table(
-        f"All {len(rows)} metrics (as in summary.json)",
+        f"All {len(names)} metrics (as in summary.json)",
         ["metric", "value", "unit", "what it measures"],
         rows,
         [],
         ["", "num", "", ""],
+        omitted=len(names) - len(rows),
     )
 
 
