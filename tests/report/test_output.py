@@ -9,6 +9,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pinlab.report import output
 from pinlab.report.output import run_dir_name, write_run, write_run_dir
@@ -176,3 +178,47 @@ def test_write_run_dir_honours_umask(tmp_path: Path) -> None:
         os.umask(old_mask)
     assert path.stat().st_mode & 0o777 == 0o755
     assert (path / "a.txt").read_bytes() == b"x\n"
+
+
+_NUMBERS = st.one_of(
+    st.integers(-(2**60), 2**60),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0, 0.0, -0.0, 4096, 4096.0, 2**53, float(2**53), 0.1, 1e-300]),
+)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a.x.bytes", "b,q.y.utilisation", 'c"z.w.pinned']),
+                  st.sampled_from([0.0, 4e-10, 0.1, 0.30000000000000004, 4.049999999999994, 7.0]),
+                  _NUMBERS),
+        max_size=40,
+    ),
+    st.integers(0, 3),
+)  # fmt: skip
+def test_series_csv_writes_each_point_as_it_reads(
+    points: list[tuple[str, float, float]], cap: int
+) -> None:
+    """series.csv formats each distinct time and value once (Recorder.series_csv); every row
+    is still what formatting that point alone gives, whatever the cache holds (cap 0-3),
+    equal numbers of other types (0, 0.0, -0.0; 4096 and 4096.0) included, and names
+    with commas and quotes are quoted."""
+    import csv
+    import io
+
+    from pinlab.sim import metrics
+
+    rec = Recorder()
+    for name, t, v in points:
+        rec.series.setdefault(name, metrics.Series()).points.append((t, v))
+    expected = io.StringIO()
+    writer = csv.writer(expected, lineterminator="\n")
+    writer.writerow(["series", "time_s", "value", "unit"])
+    for name in sorted(rec.series):
+        for t, v in rec.series[name].points:
+            row = [name, metrics._csv_number(round(t, 9)), metrics._csv_number(v)]
+            writer.writerow([*row, metrics.series_unit(name)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(metrics, "_CSV_VALUES", cap)
+        assert rec.series_csv() == expected.getvalue()
+    assert rec.series_csv() == expected.getvalue()

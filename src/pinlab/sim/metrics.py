@@ -357,6 +357,11 @@ SERIES_UNITS: dict[tuple[str, str], str] = {
 ``Recorder.sample`` is called with (``docs/metrics.md``, ``series.csv``)."""
 
 
+_CSV_VALUES = 1 << 16
+"""How many distinct times, and values, :meth:`Recorder.series_csv` keeps the text of while it
+writes (a run's ticks and repeated values fit; a table as large as the points would not pay)."""
+
+
 def _csv_number(x: float) -> str:
     """``x`` as ``series.csv`` writes it: ``3`` for a whole number, else :func:`num`'s digits."""
     if x == int(x) and abs(x) < 2**53:
@@ -516,8 +521,31 @@ class Recorder:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["series", "time_s", "value", "unit"])
+        # Each distinct time and value is formatted once: a tick's time is shared by every
+        # series sampled at it, and most values repeat (0, a region's size); equal numbers --
+        # 0 and 0.0, 4096 and 4096.0 -- are written alike, so they may share their text.
+        times: dict[float, str] = {}
+        values: dict[float, str] = {}
+
+        def time_text(t: float) -> str:
+            text = times.get(t)
+            if text is None:
+                text = _csv_number(round(t, 9))
+                if len(times) < _CSV_VALUES:
+                    times[t] = text
+            return text
+
+        def value_text(v: float) -> str:
+            text = values.get(v)
+            if text is None:
+                text = _csv_number(v)
+                if len(values) < _CSV_VALUES:
+                    values[v] = text
+            return text
+
         for key in sorted(self.series):
             unit = series_unit(key)
-            for t, v in self.series[key].points:
-                writer.writerow([key, _csv_number(round(t, 9)), _csv_number(v), unit])
+            writer.writerows(
+                (key, time_text(t), value_text(v), unit) for t, v in self.series[key].points
+            )
         return buf.getvalue()
