@@ -455,7 +455,7 @@ class Recorder:
         self._flows = itertools.count(1)
         # one object per distinct thread name and argument set of the log (see ``log``)
         self._threads: dict[str, str] = {}
-        self._args: dict[tuple[tuple[str, type, float | int | str], ...], TraceArgs] = {}
+        self._args: dict[tuple[tuple[str, type, int | str], ...], TraceArgs] = {}
 
     # -- trace log -------------------------------------------------------------------------
     def add_process(self, name: str, kind: str) -> None:
@@ -468,8 +468,9 @@ class Recorder:
         A slice's thread name and ``args`` are stored once per distinct value: a cluster's
         all-reduce logs a dozen slices per accelerator, each made with a fresh thread string
         and a fresh ``{"bytes": ..., "location": ...}`` dict of one of a few values -- at
-        131 072 accelerators ~0.45 GiB of copies. Equal arguments of different types (``4096``
-        and ``4096.0``, which ``trace.json`` prints differently) are not shared."""
+        131 072 accelerators ~0.45 GiB of copies. Arguments that ``trace.json`` prints
+        differently are not shared: of different types (``4096`` and ``4096.0``), or floats
+        equal but not the same (``0.0`` and ``-0.0``: floats are keyed by their exact bits)."""
         if not self.tracing:
             return
         if isinstance(entry, TraceSlice):
@@ -478,7 +479,10 @@ class Recorder:
             entry.thread = self._threads.setdefault(thread, thread)
             args = entry.args
             if args is not None:
-                key = tuple((k, v.__class__, v) for k, v in args.items())
+                key = tuple(
+                    (k, v.__class__, v.hex() if isinstance(v, float) else v)
+                    for k, v in args.items()
+                )
                 shared = self._args.get(key)
                 if shared is not None:
                     entry.args = shared
