@@ -199,13 +199,14 @@ def test_log_shares_equal_thread_names_and_args(monkeypatch: pytest.MonkeyPatch)
 
     rec = Recorder()
     made = [entry("a", 4096), entry("a", 4096), entry("a", 4096.0), entry("b", 4096, "gtt")]
-    made += [entry("a", 0.0), entry("a", -0.0), entry("a", 0.0)]
+    made += [entry("a", 0.0), entry("a", -0.0), entry("a", 0.0), entry("a", 1), entry("a", True)]
     fresh = [s.thread for s in made]
     assert fresh[0] is not fresh[1]
     for s in made:
         rec.log(s)
-    first, second, as_float, other, zero, negative, zero_again = rec.slices
+    first, second, as_float, other, zero, negative, zero_again, one, true = rec.slices
     assert zero_again.args is zero.args and negative.args is not zero.args
+    assert true.args is not one.args  # 1 == True, but trace.json prints 1 and true
     assert second.thread is first.thread and second.args is first.args
     assert as_float.args is not first.args and as_float.args == {
         "bytes": 4096.0,
@@ -235,7 +236,7 @@ def test_log_shares_equal_thread_names_and_args(monkeypatch: pytest.MonkeyPatch)
     assert written(rec) == written(copies)
     args = [e["args"] for e in json.loads(written(rec))["traceEvents"] if e["ph"] == "X"]
     printed = sorted(repr(a["bytes"]) for a in args)  # trace.json orders slices by track
-    assert printed == sorted(["4096", "4096", "4096.0", "4096", "0.0", "-0.0", "0.0"])
+    assert printed == sorted(["4096", "4096", "4096.0", "4096", "0.0", "-0.0", "0.0", "1", "True"])
     assert '"bytes":-0.0' in written(rec)
 
 
