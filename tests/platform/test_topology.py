@@ -412,9 +412,9 @@ def test_cluster_nodes_by_name_or_index_and_unknown_names() -> None:
     assert c.built == 1
 
 
-def test_cluster_nodes_share_with_a_lone_machine_computes_alike() -> None:
-    """A cluster's nodes are built alike, so one node's routes and NIC-end rates serve all
-    (Machine.share_with); each answer is what a machine built alone computes."""
+def test_cluster_nodes_share_links_and_routes_a_lone_machine_computes_alike() -> None:
+    """A cluster's nodes are built alike, so one node's links, PCIe tree, routes and NIC-end
+    rates serve all (Machine.share_with); each is what a machine built alone has."""
     c = build_cluster(cluster(nodes=3), "6.16")
     node0, node1, node2 = (c.machine(i) for i in range(3))
     alone = build(c.spec.node, Kernel(c.profile), c.base_cost, overrides=c.overrides)
