@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Sequence, ValuesView
+from collections.abc import Collection, Sequence, ValuesView
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -116,10 +116,11 @@ class Link:
     _mark: int = field(default=0, init=False, repr=False)
     _residual: float = field(default=0.0, init=False, repr=False)
     _unfrozen: float = field(default=0.0, init=False, repr=False)
-    # its transfers in the sub-problem (a list during a re-solve, else the shared empty
-    # tuple: a link of a large cluster is idle most of the time, and a list per link is
-    # one more object the collector tracks)
-    _members: Sequence[Transfer] = field(default=(), init=False, repr=False)
+    # its transfers in the sub-problem during a re-solve (a list, or ``_transfers`` itself
+    # when all of them are: a ring step's start makes every busy link such, and a list per
+    # link per step is an allocation the collector counts and the heap pages in), else the
+    # shared empty tuple: a link of a large cluster is idle most of the time
+    _members: Collection[Transfer] = field(default=(), init=False, repr=False)
     _top: float = field(default=0.0, init=False, repr=False)  # fastest outsider (open link)
     _hi: float = field(default=0.0, init=False, repr=False)  # its fastest transfer's rate
     _hi_new: float = field(default=0.0, init=False, repr=False)  # the same, once solved
@@ -617,7 +618,7 @@ class FlowNetwork:
             transfers = link._transfers
             if link._unfrozen == link._uses:  # all members (a host link, a cap): no sum to take
                 link._residual = link.capacity
-                link._members = list(transfers)
+                link._members = transfers  # read, not changed, until the re-solve ends
                 link._top = 0.0
                 link._hi_new = 0.0
                 continue
