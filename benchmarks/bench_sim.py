@@ -250,7 +250,7 @@ def _print_growth(label: str, walls: list[tuple[int, float]], *, target: bool = 
     worst = max(range(len(steps)), key=steps.__getitem__)
     print(
         f"  {label}, {last:,} vs {first} accelerators: {growth:.2f}x; per doubling "
-        f"{mean:.2f}x (geometric mean), {steps[worst]:.2f}x at most ({walls[worst][0]:,} -> "
+        f"{mean:.2f}x (geometric mean), {steps[worst]:.3f}x at most ({walls[worst][0]:,} -> "
         f"{walls[worst + 1][0]:,}{f'; target <= {TARGET_GROWTH}x' if target else ''})"
     )
     print(f"    each doubling: {' '.join(f'{x:.2f}' for x in steps)}")
