@@ -274,3 +274,39 @@ def test_the_cap_picks_its_factor_from_the_sizes_alone(
         built = tr._decimate(counters, f)
     count = partial(tr._decimated_count, sizes)
     assert tr._smallest_factor(count, first, total, total - excess) == f
+
+
+# -- clusters: process names and the size cap's node selection (cost-model.md §10) ----------
+
+
+def test_a_cluster_links_slices_and_counters_share_one_process() -> None:
+    """On a cluster node, ``Ctx.transfer``'s slice on a link and the link's utilisation
+    counters are one trace process, ``link <node>/<link>`` (track_name), as on one node."""
+    from pinlab.platform.presets import PRESETS
+    from pinlab.platform.topology import LinkUse
+    from pinlab.sim.engine import Ctx, Simulation
+    from pinlab.sim.metrics import SINGLE_NODE, track_name, track_node
+
+    sim = Simulation(PRESETS["cluster"](nodes=2), "6.16", seed=1, sample_interval=0.01)
+
+    def move(ctx: Ctx) -> Any:
+        yield from ctx.transfer(64 << 20, [LinkUse("pcie:gaudi0", "up")], label="push")
+
+    sim.spawn("t", move, node="node1")
+    result = RunResult("t", "cluster", "6.16", 1, 0.1, {}, {}, sim.run(0.1))
+    events = json.loads(trace_json(result))["traceEvents"]
+    pname = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    (push,) = [e for e in events if e["ph"] == "X" and e["name"] == "push"]
+    assert pname[push["pid"]] == "link node1/pcie:gaudi0"
+    up = [e["args"].get("up", 0) for e in events if e["ph"] == "C" and e["pid"] == push["pid"]]
+    assert max(up) > 0  # the link's own utilisation, on the same track
+    assert not [n for n in pname.values() if "/link " in n]
+    for node, name, process in [
+        ("node1", "link pcie:gaudi0", "link node1/pcie:gaudi0"),
+        ("node1", "gaudi0", "node1/gaudi0"),
+        (SINGLE_NODE, "link pcie:gpu0", "link pcie:gpu0"),
+        (SINGLE_NODE, "gpu0", "gpu0"),
+    ]:
+        assert track_name(node, name) == process
+        assert track_node(process) == (None if node == SINGLE_NODE else node)
+    assert track_node("tenants") is None

@@ -24,6 +24,9 @@ Size cap: when more than ``max_events`` events would be written, the finest-grai
 ``count`` and ``bytes``), ODP faults, counters (decimated), copy slices, and finally instants
 (truncated) -- and ``metadata.pinlab.dropped`` says what was dropped. The result is always a
 complete, loadable file.
+
+A cluster's process names start with the node (:func:`~pinlab.sim.metrics.track_name`):
+``node3/gpu0``, and ``link node3/pcie:gpu0`` for a link, whose slices and counters share it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 
 from pinlab import provenance
 from pinlab.scenarios.result import RunResult
-from pinlab.sim.metrics import SINGLE_NODE, Recorder, TraceSlice, split_name, track_name
+from pinlab.sim.metrics import LINK_TRACK, Recorder, TraceSlice, split_name, track_name
 
 __all__ = ["CATEGORIES", "DEFAULT_MAX_EVENTS", "TRACE_FILE", "parse_categories", "trace_json"]
 
@@ -157,9 +160,11 @@ def _counters(rec: Recorder) -> list[tuple[str, str, str, int, float]]:
             process, name, arg = track_name(node, dev), f"{region} bytes", metric
         elif scope == "link" and quantity == "utilisation" and "/" in entity:
             *link, direction = entity.split("/")
-            if len(link) > 1 and link[0] == SINGLE_NODE:
-                link = link[1:]
-            process, name, arg = f"link {'/'.join(link)}", "utilisation", direction
+            if len(link) == 2:  # <node>/<link>
+                process = track_name(link[0], f"{LINK_TRACK}{link[1]}")
+            else:
+                process = f"{LINK_TRACK}{'/'.join(link)}"
+            name, arg = "utilisation", direction
         else:
             continue
         for t, v in rec.series[key].points:

@@ -395,10 +395,28 @@ keeps its own): entries repeat a handful of argument sets, and a run whose argum
 repeat should not pay a table for them."""
 
 
+LINK_TRACK = "link "
+"""The prefix of a link's trace process name: ``"link pcie:gpu0"``."""
+
+
 def track_name(node: str, name: str) -> str:
-    """The trace process name of ``name`` (a device, NIC or link) on ``node``: the bare name on
-    a single-node platform, ``"<node>/<name>"`` in a cluster."""
-    return name if node == SINGLE_NODE else f"{node}/{name}"
+    """The trace process name of ``name`` (a device, a NIC, or a link as ``"link <link>"``) on
+    ``node``: the bare name on a single-node platform; in a cluster ``"<node>/<name>"``, and
+    ``"link <node>/<link>"`` for a link, so that a link's slices and its utilisation counters
+    share one process whichever of them names it."""
+    if node == SINGLE_NODE:
+        return name
+    if name.startswith(LINK_TRACK):
+        return f"{LINK_TRACK}{node}/{name[len(LINK_TRACK) :]}"
+    return f"{node}/{name}"
+
+
+def track_node(process: str) -> str | None:
+    """The node of trace process ``process`` (:func:`track_name` undone): None on a single-node
+    platform and for the run's own tracks (the injected faults' ``tenants``). Platform names
+    hold no ``/`` (``platform.spec.Name``), so the first one ends the node's name."""
+    node, slash, _ = process.removeprefix(LINK_TRACK).partition("/")
+    return node if slash else None
 
 
 @dataclass(slots=True)
