@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -310,3 +311,88 @@ def test_a_cluster_links_slices_and_counters_share_one_process() -> None:
         assert track_name(node, name) == process
         assert track_node(process) == (None if node == SINGLE_NODE else node)
     assert track_node("tenants") is None
+
+
+@pytest.fixture(scope="module")
+def cluster() -> RunResult:
+    from pinlab.scenarios.runner import load_scenario, run_variant
+
+    cfg = load_scenario("cluster-128", sets=["platform.params.nodes=8"])
+    return run_variant(cfg, "no-limits")
+
+
+def _by_node(doc: dict[str, Any]) -> dict[str | None, Counter[str]]:
+    """Each node's non-metadata events (their JSON without pid and tid, as a multiset)."""
+    from pinlab.sim.metrics import track_node
+
+    events = doc["traceEvents"]
+    pname = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    tname = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    out: dict[str | None, Counter[str]] = defaultdict(Counter)
+    for e in events:
+        if e["ph"] != "M":
+            rest = {k: v for k, v in e.items() if k not in ("pid", "tid")}
+            rest["track"] = [pname[e["pid"]], tname.get((e["pid"], e.get("tid", 0)))]
+            out[track_node(pname[e["pid"]])][json.dumps(rest, sort_keys=True)] += 1
+    return out
+
+
+def test_a_capped_cluster_trace_keeps_every_event_of_evenly_spaced_nodes(
+    cluster: RunResult,
+) -> None:
+    """Over the cap, a cluster's trace keeps as many nodes as fit, evenly spaced with the
+    first and the last, each with every event it has uncapped, and drops the other nodes'
+    processes, metadata included; metadata.pinlab says which nodes and how many events."""
+    full = json.loads(trace_json(cluster))
+    assert full["metadata"]["pinlab"]["dropped"] == [] and "nodes" not in full["metadata"]["pinlab"]
+    nodes = _by_node(full)
+    assert sorted(n for n in nodes if n is not None) == [f"node{k}" for k in range(8)]
+    per_node = max(sum(c.values()) for n, c in nodes.items() if n is not None)
+    shared = sum(nodes.get(None, Counter()).values())
+    budget = shared + 3 * per_node + per_node // 2  # room for three nodes, not four
+    capped = json.loads(trace_json(cluster, max_events=budget))
+    meta = capped["metadata"]["pinlab"]
+    assert meta["nodes"] == ["node0", "node4", "node7"]
+    assert len(meta["dropped"]) == 1 and "of 5 nodes (3 of 8 kept" in meta["dropped"][0]
+    kept = _by_node(capped)
+    assert set(kept) <= {"node0", "node4", "node7", None}
+    for node in meta["nodes"]:
+        assert kept[node] == nodes[node]  # every event, nothing coarsened
+    assert meta["events"] == sum(sum(c.values()) for c in kept.values()) <= budget
+    left_out = sum(sum(c.values()) for n, c in nodes.items() if n not in kept)
+    assert meta["dropped"][0].startswith(f"{left_out} events of 5 nodes")
+    names = [e["args"]["name"] for e in capped["traceEvents"] if e["name"] == "process_name"]
+    assert {n.removeprefix("link ").partition("/")[0] for n in names} <= set(meta["nodes"])
+    _check_nesting(capped["traceEvents"])
+
+
+def test_a_cluster_trace_too_large_for_two_nodes_keeps_the_first_and_last(
+    cluster: RunResult,
+) -> None:
+    """Below two nodes' worth the cap keeps the first and the last node and coarsens them."""
+    doc = json.loads(trace_json(cluster, max_events=300))
+    meta = doc["metadata"]["pinlab"]
+    assert meta["nodes"] == ["node0", "node7"] and len(meta["dropped"]) > 1
+    assert meta["events"] <= 300
+    assert trace_json(cluster, max_events=300) == trace_json(cluster, max_events=300)
+
+
+@given(st.integers(1, 300), st.data())
+def test_node_selections_are_spread_over_the_nodes(count: int, data: st.DataObject) -> None:
+    """_spread orders every node once, first and last first, each prefix spread over the range;
+    _evenly picks k nodes with the first and the last and gaps within one of each other."""
+    from pinlab.report import trace as tr
+
+    order = tr._spread(count)
+    assert sorted(order) == list(range(count)) and order[:2] == [0, count - 1][: min(count, 2)]
+    if count > 2:
+        k = data.draw(st.integers(2, count))
+        picks = tr._evenly(count, k)
+        gaps = [b - a for a, b in pairwise(picks)]
+        assert len(picks) == k and picks[0] == 0 and picks[-1] == count - 1
+        assert min(gaps) >= 1 and max(gaps) - min(gaps) <= 1
+        # a prefix holding 2^L + 1 nodes holds the first L halvings: no gap over (n - 1) / 2^L
+        prefix = sorted(order[:k])
+        halvings = (k - 1).bit_length() - 1
+        assert max(b - a for a, b in pairwise(prefix)) <= -(-(count - 1) >> halvings)
+    assert tr._node_key("node2") < tr._node_key("node10") < tr._node_key("nodf1")

@@ -19,11 +19,16 @@ Tracks: one *process* per device, per NIC and per link (plus ``tenants`` for den
 Timestamps are integer nanoseconds of simulated time printed as microseconds. The output is
 deterministic: ids follow sorted names, events are sorted, keys are sorted.
 
-Size cap: when more than ``max_events`` events would be written, the finest-grained go first
--- flow arrows, then transfer slices (merged per thread into coarser slices carrying
-``count`` and ``bytes``), ODP faults, counters (decimated), copy slices, and finally instants
-(truncated) -- and ``metadata.pinlab.dropped`` says what was dropped. The result is always a
-complete, loadable file.
+Size cap: when more than ``max_events`` events (metadata aside) would be written, a cluster
+keeps every event of fewer nodes rather than coarse ones of all: as many nodes as fit beside
+the run's own tracks, evenly spaced with the first and the last (at least those two), listed
+in ``metadata.pinlab.nodes``; the other nodes' processes are left out, metadata included (at
+4 096 nodes the names alone were ~600 000 events, and one point per track of every node left
+nothing to read). Then, if still over, the finest-grained go first -- flow arrows, then
+transfer slices (merged per thread into coarser slices carrying ``count`` and ``bytes``), ODP
+faults, counters (decimated), copy slices, and finally instants (truncated) -- and
+``metadata.pinlab.dropped`` says what was dropped. The result is always a complete, loadable
+file.
 
 A cluster's process names start with the node (:func:`~pinlab.sim.metrics.track_name`):
 ``node3/gpu0``, and ``link node3/pcie:gpu0`` for a link, whose slices and counters share it.
@@ -33,7 +38,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter, defaultdict
+import re
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -41,13 +47,22 @@ from typing import Any
 
 from pinlab import provenance
 from pinlab.scenarios.result import RunResult
-from pinlab.sim.metrics import LINK_TRACK, Recorder, TraceSlice, split_name, track_name
+from pinlab.sim.metrics import (
+    LINK_TRACK,
+    Recorder,
+    TraceSlice,
+    split_name,
+    track_name,
+    track_node,
+)
 
 __all__ = ["CATEGORIES", "DEFAULT_MAX_EVENTS", "TRACE_FILE", "parse_categories", "trace_json"]
 
 TRACE_FILE = "trace.json"
 CATEGORIES = ("copy", "transfer", "odp", "counter", "instant", "flow")
 DEFAULT_MAX_EVENTS = 200_000
+MIN_NODES = 2
+"""The fewest nodes a capped cluster trace keeps: its first and its last (size cap)."""
 
 _KIND_ORDER = {"device": 0, "nic": 1, "link": 2, "tenants": 3}
 _DEVICE_METRICS = ("pinned", "used", "free")
@@ -232,6 +247,75 @@ def _factor(n: int, excess: int) -> int:
     return max(2, math.ceil(n / target))
 
 
+def _node_key(name: str) -> tuple[str | int, ...]:
+    """Natural order of node names: ``node2`` before ``node10``."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _spread(count: int) -> list[int]:
+    """``0 .. count - 1`` in an order whose every prefix is spread over the range: the first
+    and the last, then the midpoint of each gap, breadth first (:func:`_kept_nodes` counts
+    how many nodes fit along it)."""
+    if count <= 2:
+        return list(range(count))
+    order = [0, count - 1]
+    gaps = deque([(0, count - 1)])
+    while gaps:
+        low, high = gaps.popleft()
+        if high - low > 1:
+            middle = (low + high) // 2
+            order.append(middle)
+            gaps.extend(((low, middle), (middle, high)))
+    return order
+
+
+def _evenly(count: int, k: int) -> list[int]:
+    """``k`` of ``0 .. count - 1`` evenly spaced, the first and the last among them (exact
+    integer rounding: the same picks on every machine)."""
+    return [(i * (count - 1) + (k - 1) // 2) // (k - 1) for i in range(k)]
+
+
+_RETRIES = 8  # evenly spaced selections tried below the estimate before the spread one
+
+
+def _kept_nodes(per_process: Counter[str], budget: int) -> list[str] | None:
+    """The nodes, in node order, a trace of ``per_process`` events (process -> count) keeps to
+    fit in ``budget`` with the run's own tracks; None when it keeps them all.
+
+    How many fit is counted along :func:`_spread` (a prefix sum: one pass). The nodes kept are
+    then that many evenly spaced (every 4th, say), or one fewer ... when the nodes differ in
+    size and those do not fit, at most :data:`_RETRIES` times, else the spread prefix itself.
+    At least :data:`MIN_NODES` are kept, over the budget if need be (the size cap's later steps
+    then coarsen them)."""
+    per_node: Counter[str] = Counter()
+    shared = 0
+    for process, count in per_process.items():
+        node = track_node(process)
+        if node is None:
+            shared += count
+        else:
+            per_node[node] += count
+    names = sorted(per_node, key=_node_key)
+    if len(names) <= MIN_NODES:
+        return None
+    total = shared
+    prefix: list[int] = []
+    for i in _spread(len(names)):
+        size = per_node[names[i]]
+        if len(prefix) >= MIN_NODES and total + size > budget:
+            break
+        total += size
+        prefix.append(i)
+    if len(prefix) == len(names):
+        return None
+    fits = len(prefix)
+    for k in range(fits, max(MIN_NODES, fits - _RETRIES) - 1, -1):
+        chosen = _evenly(len(names), k)
+        if k == MIN_NODES or shared + sum(per_node[names[i]] for i in chosen) <= budget:
+            return [names[i] for i in chosen]
+    return [names[i] for i in sorted(prefix)]
+
+
 def trace_json(
     result: RunResult,
     *,
@@ -262,6 +346,28 @@ def trace_json(
 
     dropped: list[str] = []
     budget = max(0, int(max_events))
+    kept_nodes: list[str] | None = None
+    if total() > budget:  # a cluster: every event of fewer nodes before coarser ones of all
+        per_process = Counter(s.process for s in slices)
+        if flows_on:
+            per_process.update(s.process for s in slices if s.flow is not None)
+        per_process.update(c[0] for c in counters)
+        per_process.update(i[1] for i in instants)
+        kept_nodes = _kept_nodes(per_process, budget)
+    shown: Callable[[str], bool] = lambda _process: True  # noqa: E731
+    if kept_nodes is not None:
+        wanted = {*kept_nodes, None}
+        visible = {p: track_node(p) in wanted for p in (*rec.processes, *per_process)}
+        shown = visible.__getitem__
+        before = total()
+        slices = [s for s in slices if visible[s.process]]
+        counters = [c for c in counters if visible[c[0]]]
+        instants = [i for i in instants if visible[i[1]]]
+        nodes = len({track_node(p) for p in visible} - {None})
+        dropped.append(
+            f"{before - total()} events of {nodes - len(kept_nodes)} nodes ({len(kept_nodes)} "
+            f"of {nodes} kept, evenly spaced: metadata.pinlab.nodes)"
+        )
     if total() > budget and n_flows():
         dropped.append(f"{n_flows()} flow events")
         flows_on = False
@@ -312,7 +418,7 @@ def trace_json(
             counters = sorted(counters, key=lambda c: c[3])[:keep]
 
     # -- ids ---------------------------------------------------------------------------------
-    kinds: dict[str, str] = dict(rec.processes)
+    kinds: dict[str, str] = {p: kind for p, kind in rec.processes.items() if shown(p)}
     for s in slices:
         kinds.setdefault(s.process, "link" if s.process.startswith("link ") else "other")
     for c in counters:
@@ -421,6 +527,7 @@ def trace_json(
                 "max_events": budget,
                 "events": len(body),
                 "dropped": dropped,
+                **({} if kept_nodes is None else {"nodes": kept_nodes}),
             }
         },
     }
