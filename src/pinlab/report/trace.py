@@ -420,9 +420,9 @@ def trace_json(
     # -- ids ---------------------------------------------------------------------------------
     kinds: dict[str, str] = {p: kind for p, kind in rec.processes.items() if shown(p)}
     for s in slices:
-        kinds.setdefault(s.process, "link" if s.process.startswith("link ") else "other")
+        kinds.setdefault(s.process, "link" if s.process.startswith(LINK_TRACK) else "other")
     for c in counters:
-        kinds.setdefault(c[0], "link" if c[0].startswith("link ") else "other")
+        kinds.setdefault(c[0], "link" if c[0].startswith(LINK_TRACK) else "other")
     for i in instants:
         kinds.setdefault(i[1], "tenants" if i[1].endswith("tenants") else "other")
     order = sorted(kinds, key=lambda p: (_KIND_ORDER.get(kinds[p], 9), p))
