@@ -214,6 +214,69 @@ def test_policy_and_reference_errors(tmp_path: Path) -> None:
         load_scenario(write(tmp_path, text))
 
 
+CLUSTER_KILL = """
+[scenario]
+name = "kill"
+duration = "1s"
+[platform]
+preset = "cluster"
+params = { nodes = 2 }
+[[tenants]]
+name = "a"
+workload = "app"
+node = "*"
+[[tenants]]
+name = "b"
+workload = "app"
+node = "node1"
+[[faults]]
+at = "500ms"
+kind = "kill"
+"""
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ('target = "a"', r"faults\[0\]\.node: expected the node of the 'a' to kill \(it runs on "
+                         r"every node: a@node0 \.\.\.\), found none"),
+        ('target = "zz"', r"faults\[0\]\.target: expected a tenant \(a@node0\.\.node1, b\)"),
+        ('target = "a@node1"\nnode = "node0"', r"faults\[0\]\.node: expected node1 \(where "
+                                               r"'a@node1' runs\) or none, found 'node0'"),
+        ('target = "b"\nnode = "node0"', r"faults\[0\]\.node: expected node1"),
+        ('target = "a"\nnode = "node7"', r"faults\[0\]\.node: expected a node of the cluster "
+                                         r"\(node0\.\.node1\), found 'node7'"),
+        ('target = "node1/efa0"\nkind = "nic-reset"', None),
+    ],
+)  # fmt: skip
+def test_a_cluster_fault_names_one_tenant_or_device_of_one_node(
+    tmp_path: Path, fault: str, error: str | None
+) -> None:
+    """A kill names a tenant that runs on every node as <name>@<node>, or by its name with the
+    fault's node; a wrong or missing node is a one-line error before the run (it was a
+    KeyError mid-run); another node's NIC is named with the fault's node, which the error
+    says."""
+    text = CLUSTER_KILL + fault + "\n"
+    if error is None:  # a NIC with its node in the name
+        text = text.replace('kind = "kill"\n', "")
+        error = r"faults\[0\]\.target: expected a NIC \(efa0, .*; on a node other than node0: "
+        error += r"faults\[0\]\.node\), found 'node1/efa0'"
+    with pytest.raises(ConfigError, match=error):
+        load_scenario(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("fault", ['target = "a"\nnode = "node1"', 'target = "a@node1"'])
+def test_a_kill_of_a_tenant_on_every_node_kills_it_on_the_faults_node(
+    tmp_path: Path, fault: str
+) -> None:
+    result = run_variant(load_scenario(write(tmp_path, CLUSTER_KILL + fault + "\n")), "base")
+    (record,) = result.recorder.faults
+    assert (record.target, record.node, record.killed) == ("a@node1", "node1", 1)
+    assert result.metric("tenant.a@node1.killed") == 1
+    assert result.metric("tenant.a@node0.killed") == 0
+    assert result.metric("tenant.a@node0.bytes") == 2 * result.metric("tenant.a@node1.bytes")
+
+
 # -- resolved configuration, profile, seed ---------------------------------------------------------
 
 

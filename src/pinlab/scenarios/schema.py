@@ -475,6 +475,64 @@ def _nodes(spec: AnySpec) -> tuple[str, ...]:
     return spec.node_names() if isinstance(spec, ClusterSpec) else ()
 
 
+def _check_fault(
+    source: str,
+    i: int,
+    f: FaultSpec,
+    tenants: list[TenantSpec],
+    nodes: tuple[str, ...],
+    devices: list[str],
+    nics: list[str],
+) -> None:
+    """Fault ``i`` names a node of the cluster, and a tenant, device or NIC there: a tenant
+    that runs on every node (``node = "*"``) as ``<name>@<node>`` or by its name with the
+    fault's ``node``; a device or NIC by its name, on ``node`` (default: the first node)."""
+    where = f"faults[{i}]"
+    if f.node is not None and f.node not in nodes:
+        have = f"{nodes[0]}..{nodes[-1]}" if nodes else "none: a single-node platform"
+        raise ConfigError(
+            source, f"{where}.node", f"expected a node of the cluster ({have}), found {f.node!r}"
+        )
+    if f.kind != "kill":
+        what, names = ("a device", devices) if f.kind == "hot-unplug" else ("a NIC", nics)
+        if f.target not in names:
+            other = f"; on a node other than {nodes[0]}: {where}.node" if nodes else ""
+            have = ", ".join(names) or "none"
+            raise ConfigError(
+                source, f"{where}.target", f"expected {what} ({have}{other}), found {f.target!r}"
+            )
+        return
+    everywhere = {t.name for t in tenants if t.node == "*"}
+    placed = {t.name: t.node or (nodes[0] if nodes else None) for t in tenants if t.node != "*"}
+    name, at, on = f.target.rpartition("@")
+    if at and name in everywhere and on in nodes:
+        runs_on: str | None = on
+    elif f.target in everywhere:
+        if f.node is None:
+            raise ConfigError(
+                source,
+                f"{where}.node",
+                f"expected the node of the {f.target!r} to kill (it runs on every node: "
+                f"{f.target}@{nodes[0]} ...), found none",
+            )
+        return
+    elif f.target in placed:
+        runs_on = placed[f.target]
+    else:
+        known = sorted([*placed, *(f"{t}@{nodes[0]}..{nodes[-1]}" for t in everywhere)])
+        raise ConfigError(
+            source,
+            f"{where}.target",
+            f"expected a tenant ({', '.join(known) or 'none'}), found {f.target!r}",
+        )
+    if f.node is not None and f.node != runs_on:
+        raise ConfigError(
+            source,
+            f"{where}.node",
+            f"expected {runs_on} (where {f.target!r} runs) or none, found {f.node!r}",
+        )
+
+
 def validate_document(
     doc: Mapping[str, Any], source: str, base_dir: Path | None = None
 ) -> tuple[ResolvedScenario, AnySpec]:
@@ -550,22 +608,8 @@ def validate_document(
                 f"expected at most {MAX_EVENTS:.0e} workload iterations in a run, found "
                 f"{planned:.3g} ({t.workload} over {resolved.scenario.duration:g} s)",
             )
-    devices = {d.name for d in node.devices}
-    nics = {n.name for n in node.nics}
-    tenants = {t.name for t in resolved.tenants}
+    devices = sorted(d.name for d in node.devices)
+    nics = sorted(n.name for n in node.nics)
     for i, f in enumerate(resolved.faults):
-        where = f"faults[{i}].target"
-        if f.kind == "kill":
-            ok = f.target in tenants or any(f.target == f"{t}@{n}" for t in tenants for n in nodes)
-            expected = f"a tenant ({', '.join(sorted(tenants)) or 'none'})"
-        elif f.kind == "hot-unplug":
-            ok, expected = f.target in devices, f"a device ({', '.join(sorted(devices))})"
-        else:
-            ok, expected = f.target in nics, f"a NIC ({', '.join(sorted(nics)) or 'none'})"
-        if not ok:
-            raise ConfigError(source, where, f"expected {expected}, found {f.target!r}")
-        if f.node is not None and f.node not in nodes:
-            raise ConfigError(
-                source, f"faults[{i}].node", f"expected a node of the cluster, found {f.node!r}"
-            )
+        _check_fault(source, i, f, resolved.tenants, nodes, devices, nics)
     return resolved, spec

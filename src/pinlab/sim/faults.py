@@ -29,7 +29,10 @@ __all__ = ["FAULTS", "hot_unplug", "inject", "kill", "nic_reset"]
 
 
 def kill(sim: Simulation, target: str, node: str | None = None) -> FaultRecord:
-    """Kill tenant ``target`` (``node`` is ignored: tenants have unique names)."""
+    """Kill tenant ``target``; with ``node``, a tenant that runs on every node (named
+    ``<target>@<node>``) is killed there."""
+    if target not in sim.tenants and node is not None:
+        target = f"{target}@{node}"
     if target not in sim.tenants:
         raise KeyError(f"no tenant named {target!r} (have {', '.join(sim.tenants)})")
     sim.kill(target)
