@@ -19,6 +19,7 @@ from pinlab.platform.topology import LinkUse
 from pinlab.sim.collective import Collective
 from pinlab.sim.engine import Ctx, Simulation, Tenant
 from pinlab.sim.faults import inject
+from pinlab.sim.flows import FlowNetwork
 from pinlab.sim.metrics import TenantResult, metric
 from pinlab.sim.workloads import (
     WORKLOADS,
@@ -381,6 +382,114 @@ def test_collective_barrier_waits_for_every_member() -> None:
     assert not ev.triggered
     coll.leave("b")
     assert ev.triggered
+
+
+class _Rank:
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+
+
+def _member(
+    env: simpy.Environment, coll: Collective[_Rank], name: str, log: list[tuple[float, str]]
+) -> Generator[simpy.Event, Any, None]:
+    """Joins, waits at the first barrier, logs it, and stays in the group."""
+    coll.join(name)
+    coll.add_ranks(name, [_Rank(name)])
+    yield coll.barrier(name)
+    log.append((env.now, name))
+
+
+def test_a_group_without_a_world_forms_when_its_first_instant_ends() -> None:
+    """Tenants that join and wait in the same instant form one group, whichever process runs
+    first (nccl's workload joins and waits at once: the first tenant went through alone and
+    the second hung); one joining later is not a member and its ranks stay out of the ring."""
+    env = simpy.Environment()
+    coll: Collective[_Rank] = Collective(env, FlowNetwork(env), "g")
+    log: list[tuple[float, str]] = []
+    env.process(_member(env, coll, "a", log))
+    env.process(_member(env, coll, "b", log))
+    env.run(1.0)
+    assert log == [(0.0, "a"), (0.0, "b")] and coll.formed
+    env.process(_member(env, coll, "c", log))
+    env.run(2.0)
+    assert list(coll.members) == ["a", "b"] and list(coll.joining) == ["c"]
+    assert [r.owner for r in coll.ranks] == ["a", "b"]  # c waits to be admitted
+    coll.leave("a")
+    coll.leave("b")  # nobody left: c is admitted
+    env.run(3.0)
+    assert log[-1] == (2.0, "c") and list(coll.members) == ["c"]
+
+
+def test_a_tenant_joining_a_running_group_is_admitted_when_an_iteration_ends() -> None:
+    """A joiner waits at its first barrier while the members step -- the steps do not wait for
+    it, and its barrier completes no step -- and enters the ring after the step submitted with
+    ``last`` (the end of an iteration): a late allreduce tenant stopped both before."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    link = net.add_link("l", 1.0)
+    coll: Collective[_Rank] = Collective(env, net, "g")
+    log: list[tuple[float, str]] = []
+    steps: list[tuple[float, str, int]] = []
+
+    def iterate(name: str) -> Generator[simpy.Event, Any, None]:
+        yield from _member(env, coll, name, log)
+        for k in range(6):
+            n = len(coll.ranks)
+            yield coll.submit(name, [(1.0, [link], None, name)], 0.0, last=k % 2 == 1)
+            steps.append((env.now, name, n))
+        coll.leave(name)
+
+    env.process(iterate("a"))
+    env.process(iterate("b"))
+    env.run(0.5)
+    env.process(iterate("c"))  # joins at 0.5, mid-way through the first iteration's first step
+    env.run(100.0)
+    assert log == [(0.0, "a"), (0.0, "b"), (4.0, "c")]  # 2 steps of 2 s: an iteration
+    assert [s for s in steps if s[1] == "a"] == [(2.0, "a", 2), (4.0, "a", 2), (7.0, "a", 3),
+        (10.0, "a", 3), (13.0, "a", 3), (16.0, "a", 3)]  # fmt: skip
+    assert [s for s in steps if s[1] == "c"] == [(7.0, "c", 3), (10.0, "c", 3), (13.0, "c", 3),
+        (16.0, "c", 3), (17.0, "c", 3), (18.0, "c", 1)]  # then alone: a and b left at 16 s
+
+
+def test_a_world_holds_only_the_first_barrier() -> None:
+    """``world`` waits for that many tenants before the group forms; a member leaving later
+    does not stop the others' barriers."""
+    env = simpy.Environment()
+    coll: Collective[_Rank] = Collective(env, FlowNetwork(env), "g", world=2)
+    log: list[tuple[float, str]] = []
+    env.process(_member(env, coll, "a", log))
+    env.run(1.0)
+    assert log == []
+    env.process(_member(env, coll, "b", log))
+    env.run(2.0)
+    assert [n for _, n in log] == ["a", "b"]
+    coll.leave("b")
+    again = coll.barrier("a")
+    assert again.triggered  # one member of a formed world-2 group
+
+
+def test_late_and_same_instant_collective_tenants_across_nodes_all_move_data() -> None:
+    """On two nodes: an allreduce tenant starting 2 s after the other joins the ring at an
+    iteration's end and both keep iterating; nccl with the default world forms one
+    communicator of both nodes' ranks."""
+    sim = Simulation(PRESETS["cluster"](nodes=2), "6.16", seed=1, sample_interval=0.5)
+    params: dict[str, Any] = {"buffer": 256 * MiB, "size": 64 * MiB}
+    start(sim, "a", "allreduce", node="node0", **params)
+    start(sim, "b", "allreduce", node="node1", at=2.0, **params)
+    sim.run(5.0)
+    a, b = result(sim, "a"), result(sim, "b")
+    assert (a.world_ranks, b.world_ranks) == (8, 16)  # the ring at each one's first barrier
+    assert b.iterations > 10 and a.iterations > b.iterations
+    a_bytes = sim.recorder.series["tenant.a.bytes"].points
+    assert a_bytes[-1][0] > 4.5  # a still moved data near the end (it stopped at 3.08 s)
+
+    sim = Simulation(PRESETS["cluster"](nodes=2), "6.16", seed=1, sample_interval=0.5)
+    for node in ("node0", "node1"):
+        start(sim, f"t{node}", "nccl", node=node, minbytes=MiB, maxbytes=MiB, iters=1)
+    sim.run(5.0)
+    for node in ("node0", "node1"):
+        r = result(sim, f"t{node}")
+        assert r.world_ranks == 16 and r.rows and sim.tenants[f"t{node}"].stats.bytes > 0
 
 
 # -- faults and custom workloads -------------------------------------------------------------------

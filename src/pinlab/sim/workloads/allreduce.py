@@ -72,7 +72,12 @@ class AllreduceParams(WorkloadParams):
         "chunks read and one written per reduce step, the result read",
     )
     group: str = param("allreduce", "ranks of one group form one ring")
-    world: int = param(0, "tenants expected in the group (0: all)", ge=0)
+    world: int = param(
+        0,
+        "tenants the group waits for before it forms (0: those starting together); a later one "
+        "joins the ring at the end of an iteration",
+        ge=0,
+    )
     domain: str = param("vram", "GEM domain of the buffers", ref="domain")
 
     def events(self, duration: float) -> float:
@@ -166,8 +171,9 @@ def allreduce(ctx: Ctx, p: AllreduceParams, r: AllreduceResult) -> Gen:
             else:
                 c = p.size // n
                 plan = [(c, 1, c if s < n - 1 else 0) for s in range(2 * (n - 1))]
-            for nbytes, messages, reduced in plan:
-                yield from _ring_step(ctx, coll, ranks, nbytes, messages, r)
+            for k, (nbytes, messages, reduced) in enumerate(plan):
+                last = k == len(plan) - 1  # the iteration's end: joiners are admitted then
+                yield from _ring_step(ctx, coll, ranks, nbytes, messages, r, last=last)
                 if p.compute and reduced:
                     yield from _compute_all(ctx, ranks, 2 * reduced, write=False)
                     yield from _compute_all(ctx, ranks, reduced, write=True)
@@ -190,10 +196,14 @@ def _ring_step(
     nbytes: int,
     messages: int,
     r: AllreduceResult,
+    *,
+    last: bool = False,
 ) -> Generator[simpy.Event, Any, None]:
     """Every rank of the group sends ``nbytes`` to its successor, concurrently (this tenant
     submits its ranks' flows to the group, :meth:`Collective.submit`); ``messages`` is how many
-    message latencies the transfer pays (1 per ring step; 2(N − 1) in aggregate mode)."""
+    message latencies the transfer pays (1 per ring step; 2(N − 1) in aggregate mode); ``last``
+    marks the iteration's last step, after which tenants that joined the running group are
+    admitted to the ring (:class:`~pinlab.sim.collective.Collective`)."""
     for ep in ranks:
         yield from check_access(ctx, ep, nbytes, r, write=False)
         yield from check_access(ctx, ep, nbytes, r, write=True)
@@ -205,7 +215,7 @@ def _ring_step(
         latency = max(latency, lat * messages)
         flows.append((nbytes, links, cap, label))
     t0 = ctx.env.now
-    yield coll.submit(ctx.proc.comm, flows, latency)
+    yield coll.submit(ctx.proc.comm, flows, latency, last=last)
     elapsed = ctx.env.now - t0
     for _ in ranks:
         ctx.stats.record_transfer(nbytes, elapsed)

@@ -136,7 +136,12 @@ class NcclParams(WorkloadParams):
     )
     check: bool = param(True, "nccl-tests -c 1: print #wrong (always 0), else N/A")
     group: str = param("nccl", "ranks of one group form one communicator")
-    world: int = param(0, "tenants expected in the group (0: all)", ge=0)
+    world: int = param(
+        0,
+        "tenants the communicator waits for before it forms (0: those starting together); a "
+        "later one waits until it is empty",
+        ge=0,
+    )
 
 
 @dataclass(frozen=True, slots=True)
