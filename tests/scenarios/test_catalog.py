@@ -4,12 +4,14 @@ expansion give, without building either."""
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import re
+from collections.abc import Sequence
 
 import pytest
 
 from pinlab.scenarios.catalog import Catalog, MetricName
-from pinlab.scenarios.runner import load_scenario
+from pinlab.scenarios.runner import build_simulation, load_scenario
 
 _PLACEHOLDER = re.compile(r"<([A-Za-z]+)>")
 
@@ -30,9 +32,35 @@ def regex_lookup(catalog: Catalog, name: str) -> MetricName | None:
     return None
 
 
-def glob_matching(catalog: Catalog, pattern: str) -> list[tuple[str, MetricName]]:
-    """The definition: fnmatch over every expanded name."""
-    return [(n, e) for n, e in catalog.expanded() if fnmatch.fnmatchcase(n, pattern)]
+def glob_matching(
+    catalog: Catalog, pattern: str, links: Sequence[str] = ()
+) -> list[tuple[str, MetricName]]:
+    """The definition: fnmatch over every expanded name; a name with a placeholder known only
+    after a run (a link key) matches when one of its fillings does -- each placeholder one to
+    four characters of the pattern's own, "x" or "/", with a "/" and without "." or whitespace
+    (Catalog.matching), or one of ``links``, which is enough to witness these patterns."""
+    alphabet = sorted({c for c in pattern if c not in "*?[]!." and not c.isspace()} | {"x", "/"})
+    fillings = [
+        text
+        for k in (1, 2, 3, 4)
+        for p in itertools.product(alphabet, repeat=k)
+        if "/" in (text := "".join(p))
+    ] + list(links)
+    out = []
+    for n, e in catalog.expanded():
+        parts = _PLACEHOLDER.split(n)  # pieces, then placeholder names, alternately
+        free = [h for h in parts[1::2] if not catalog.domains.get(h)]
+        if not free:
+            if fnmatch.fnmatchcase(n, pattern):
+                out.append((n, e))
+            continue
+        for combo in itertools.product(fillings, repeat=len(free)):
+            filled = iter(combo)
+            text = "".join(p if k % 2 == 0 else next(filled) for k, p in enumerate(parts))
+            if fnmatch.fnmatchcase(text, pattern):
+                out.append((n, e))
+                break
+    return out
 
 
 def entry(name: str) -> MetricName:
@@ -81,18 +109,27 @@ def test_lookup_is_the_regex_of_each_entry(name: str) -> None:
     assert SYNTHETIC.lookup(name) == regex_lookup(SYNTHETIC, name)
 
 
-@pytest.mark.parametrize("pattern", ["a.*", "*.z", "a.p*.z", "*", "c.?.*", "[ab].*q", "plain.name"])
+@pytest.mark.parametrize(
+    "pattern",
+    ["a.*", "*.z", "a.p*.z", "*", "c.?.*", "[ab].*q", "plain.name", "a.p.?x", "b.[!q]*.q",
+     "b.x.y.q", "a.pq.x/?", "b.*/*.q", "a.p.[xy]", "a.*.* *", "a.p.x[/]y", "b.?/?.q"],
+)  # fmt: skip
 def test_matching_is_fnmatch_over_the_expansion(pattern: str) -> None:
     assert SYNTHETIC.matching(pattern) == glob_matching(SYNTHETIC, pattern)
 
 
 def test_a_cluster_catalog_agrees_with_the_definitions() -> None:
-    catalog = load_scenario("cluster-128", sets=["platform.params.nodes=3"]).catalog("no-limits")
+    cfg = load_scenario("cluster-128", sets=["platform.params.nodes=3"])
+    catalog = cfg.catalog("no-limits")
+    resolved = cfg.resolve("no-limits")
+    sim, _ = build_simulation(resolved, cfg.platform_spec("no-limits"), cfg.source, None)
+    links = list(sim.net.links)  # the keys a run reports its links under
     names = [n for n, _ in catalog.expanded()]
     probes = names + [n + "x" for n in names[::7]] + [n.replace("node", "node9") for n in names]
     probes += ["link.node0/nic0/out.bytes", "link.a b.bytes", "global.denials", "tenant.*"]
     assert [catalog.lookup(n) for n in probes] == [regex_lookup(catalog, n) for n in probes]
-    for pattern in ["tenant.*.throughput", "device.*.vram.pinned_peak", "*.denied.*", "nic.*"]:
+    for pattern in ["tenant.*.throughput", "device.*.vram.pinned_peak", "*.denied.*", "nic.*",
+                    "link.node*/net:efa0/tx.utilisation", "link.*net:efa0*"]:  # fmt: skip
         found = catalog.matching(pattern)
         assert found, pattern
-        assert found == glob_matching(catalog, pattern)
+        assert found == glob_matching(catalog, pattern, links)

@@ -157,6 +157,85 @@ def _glob_ends(pattern: str) -> tuple[str, str]:
     return pattern[: specials[0]], pattern[specials[-1] + 1 :]
 
 
+_STAR = "*"
+_HOLE_CHARS = [chr(c) for c in range(33, 127) if chr(c) not in "./"]
+"""What a link key holds besides its ``/``: no whitespace, no ``.`` (a metric's entity is one
+dotted part, ``docs/metrics.md``)."""
+
+
+def _glob_tokens(pattern: str) -> list[str | re.Pattern[str]]:
+    """An fnmatch pattern as tokens: ``"*"``, or a one-character matcher (a compiled regex of
+    ``?``, a ``[...]`` class or an escaped literal), split the way :func:`fnmatch.translate`
+    reads it (a ``[`` without its ``]`` is a literal)."""
+    tokens: list[str | re.Pattern[str]] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            if not tokens or tokens[-1] != _STAR:
+                tokens.append(_STAR)
+            i += 1
+            continue
+        end = i + 1
+        if c == "[":
+            j = i + 1
+            if j < len(pattern) and pattern[j] == "!":
+                j += 1
+            if j < len(pattern) and pattern[j] == "]":
+                j += 1
+            j = pattern.find("]", j)
+            end = i + 1 if j < 0 else j + 1
+        tokens.append(re.compile(fnmatch.translate(pattern[i:end])[4:-3], re.DOTALL))
+        i = end
+    return tokens
+
+
+def _glob_meets(tokens: list[str | re.Pattern[str]], name: str) -> bool:
+    """Whether some name of ``name``'s shape matches the fnmatch pattern of ``tokens``. Its
+    placeholders are the one known only after a run, ``<link>``: a link key, ``<link>/<dir>``
+    or ``<node>/<link>/<dir>`` -- :data:`_HOLE_CHARS` and at least one ``/`` -- so that
+    ``link.node*/net:efa0/tx.utilisation`` meets ``link.<link>.utilisation`` and ``*.denied.*``
+    does not. An intersection of two patterns, searched over (pattern token, name position,
+    placeholder state: 0 outside, 1 inside before a ``/``, 2 after one)."""
+    parts: list[str | None] = []  # the name's characters; None: a placeholder
+    pos = 0
+    for m in _PLACEHOLDER.finditer(name):
+        parts.extend(name[pos : m.start()])
+        parts.append(None)
+        pos = m.end()
+    parts.extend(name[pos:])
+    seen: set[tuple[int, int, int]] = set()
+    todo = [(0, 0, 0)]
+    while todo:
+        state = todo.pop()
+        if state in seen:
+            continue
+        seen.add(state)
+        i, j, hole = state
+        if i == len(tokens) and j == len(parts) and not hole:
+            return True
+        if hole == 2:
+            todo.append((i, j + 1, 0))  # the placeholder ends here
+        if i < len(tokens) and tokens[i] == _STAR:
+            todo.append((i + 1, j, hole))  # the star matches nothing more
+            if j < len(parts) and parts[j] is None:  # it takes placeholder characters
+                todo += [(i, j, max(hole, 1)), (i, j, 2)]
+            elif j < len(parts) and not hole:
+                todo.append((i, j + 1, 0))
+        elif i < len(tokens) and j < len(parts):
+            one = tokens[i]
+            assert not isinstance(one, str)
+            part = parts[j]
+            if part is None:
+                if one.fullmatch("/"):
+                    todo.append((i + 1, j, 2))
+                if any(one.fullmatch(c) for c in _HOLE_CHARS):
+                    todo.append((i + 1, j, max(hole, 1)))
+            elif not hole and one.fullmatch(part):
+                todo.append((i + 1, j + 1, 0))
+    return False
+
+
 @dataclass(slots=True)
 class Catalog:
     """The metric names of one variant; ``domains`` gives each placeholder's values (None:
@@ -206,12 +285,19 @@ class Catalog:
 
     def matching(self, pattern: str) -> list[tuple[str, MetricName]]:
         """The (expanded) names an fnmatch ``pattern`` matches (``tenant.*.throughput``), in
-        :meth:`expanded`'s order."""
+        :meth:`expanded`'s order. A name whose placeholder is known only after a run
+        (``link.<link>.utilisation``) matches when some value of it would
+        (``link.node*/net:efa0/tx.utilisation`` does): :func:`_glob_meets`."""
         match = re.compile(fnmatch.translate(pattern)).match  # what fnmatchcase compiles
         prefix, suffix = _glob_ends(pattern)
+        tokens = _glob_tokens(pattern)
         out: list[tuple[str, MetricName]] = []
         for shape, entry in zip(self._shaped(), self.entries, strict=True):
-            if shape.may_match(prefix, suffix):
+            if not shape.may_match(prefix, suffix):
+                continue
+            if None in shape.holes:
+                out.extend((n, entry) for n in self._names(entry) if _glob_meets(tokens, n))
+            else:
                 out.extend((n, entry) for n in self._names(entry) if match(n))
         return out
 
