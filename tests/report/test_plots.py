@@ -265,6 +265,21 @@ def test_throughput_is_the_derivative_of_the_byte_series() -> None:
     assert "fault injected" in _legend_labels(fig)
 
 
+def test_long_tenant_names_keep_their_distinct_ends_in_the_legend() -> None:
+    """A cut legend label keeps its start and its end: a tenant on every node of a cluster
+    (``trainer-job@node07``) had every entry cut to the same ``trainer-j…`` before."""
+    from pinlab.report.figure import fit_label
+
+    tenants = tuple(f"trainer-job@node{k:02d}" for k in range(4))
+    labels = _legend_labels(plots.throughput_over_time(make_result(tenants=tenants)))
+    cut = [lab for lab in labels if lab.startswith("trai")]
+    assert len(cut) == 4 and len(set(cut)) == 4  # four distinct entries
+    assert all("…" in lab and lab.split("…")[1].split()[0].endswith(f"{k:02d}")
+               for k, lab in enumerate(cut))  # fmt: skip
+    assert fit_label("trainer@node07", 9) == "trai…de07" and fit_label("short", 9) == "short"
+    assert [fit_label("abcd", n) for n in (0, 1, 2, 3, 4)] == ["", "a", "a…", "a…d", "abcd"]
+
+
 def _setup_then_transfers(rate: float) -> RunResult:
     """One tenant set up for 3.95 s, then eight 2.4 GB transfers 50 ms apart (efa-gaudi's
     pin-in-place shape), in a 5 s run; the table's throughput is over the data phase."""

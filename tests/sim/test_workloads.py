@@ -447,8 +447,14 @@ def test_a_tenant_joining_a_running_group_is_admitted_when_an_iteration_ends() -
     assert log == [(0.0, "a"), (0.0, "b"), (4.0, "c")]  # 2 steps of 2 s: an iteration
     assert [s for s in steps if s[1] == "a"] == [(2.0, "a", 2), (4.0, "a", 2), (7.0, "a", 3),
         (10.0, "a", 3), (13.0, "a", 3), (16.0, "a", 3)]  # fmt: skip
-    assert [s for s in steps if s[1] == "c"] == [(7.0, "c", 3), (10.0, "c", 3), (13.0, "c", 3),
-        (16.0, "c", 3), (17.0, "c", 3), (18.0, "c", 1)]  # then alone: a and b left at 16 s
+    assert [s for s in steps if s[1] == "c"] == [
+        (7.0, "c", 3),
+        (10.0, "c", 3),
+        (13.0, "c", 3),
+        (16.0, "c", 3),
+        (17.0, "c", 3),
+        (18.0, "c", 1),
+    ]  # then alone: a and b left at 16 s
 
 
 def test_a_world_holds_only_the_first_barrier() -> None:

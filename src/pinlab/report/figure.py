@@ -329,8 +329,15 @@ def note(ax: Axes, text: str) -> None:
 
 
 def fit_label(text: str, limit: int = LAYOUT.legend_chars) -> str:
-    """``text`` cut to ``limit`` characters (with an ellipsis) to fit the legend column."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` cut to ``limit`` characters to fit the legend column: its start and its end
+    with an ellipsis between, since the end is what tells apart the tenants of one name on
+    every node (``trainer@node07``) or numbered alike (``pressure-12``)."""
+    if len(text) <= limit:
+        return text
+    if limit < 2:
+        return text[:limit]
+    tail = (limit - 1) // 2
+    return text[: limit - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 LEGEND_ENTRY = "_legend entry"
