@@ -147,6 +147,24 @@ def test_a_nic_writing_gpu_memory_is_faster_than_one_reading_it_unless_reads_cos
     assert _one_sided(True, False, flat) == pytest.approx(_one_sided(False, True, flat), rel=0.01)
 
 
+def test_a_clients_bytes_count_when_each_sizes_run_has_ended() -> None:
+    """tenant.<client>.bytes steps up at the end of each size's run, not at its start: the
+    series reached all of a run's bytes while its messages were still on the wire."""
+    sim = Simulation(cx_pair(**CX7_H200), seed=0, sample_interval=1e-4)
+    root = {"uid": 0, "cap_ipc_lock": True}
+    base = {"sizes": [1 << 16, 1 << 20], "iterations": 200}
+    spawn(sim, "server", PerftestParams(role="server", **base), node="node1", process_args=root)
+    client = spawn(sim, "client", PerftestParams(**base), node="node0", process_args=root)
+    sim.run(1.0)
+    r = client.result
+    points = [(t, v) for t, v in sim.recorder.series["tenant.client.bytes"].points if v > 0]
+    first, total = 200 * (1 << 16), 200 * ((1 << 16) + (1 << 20))
+    assert points[0][1] == first and points[-1][1] == total
+    assert r.data_end <= points[-1][0] < r.data_end + 1e-4  # the tick after the last run's end
+    # 13 MB at under 50 GB/s take over 0.26 ms: the first step comes ticks after the start
+    assert points[0][0] - r.data_start > 2e-4
+
+
 # -- randomness --------------------------------------------------------------------------------
 
 

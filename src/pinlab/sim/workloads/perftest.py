@@ -30,7 +30,9 @@ statistics are perftest's (``print_report_lat``: sorted, the top two dropped, th
 truncated-integer standard deviation ...).
 
 The rows are in ``result.rows`` (one :class:`BwRow` or :class:`LatRow` per size);
-``pinlab bench perftest`` prints them as perftest does.
+``pinlab bench perftest`` prints them as perftest does. The client's bytes count in
+``tenant.<t>.bytes`` when each size's run ends. The messages are modelled stage by stage, not
+as flows of the network: the links' byte counters and utilisation do not see them.
 """
 
 from __future__ import annotations
@@ -221,12 +223,13 @@ def perftest(ctx: Ctx, p: PerftestParams, r: PerftestResult) -> Gen:
         row: BwRow | LatRow
         if p.kind == "bw":
             row, elapsed = _bw_run(ctx, mp, p, size, r.out_reads)
-            ctx.stats.record_transfer(size * p.iterations * p.qps, elapsed)
+            moved = size * p.iterations * p.qps
         else:
             row, elapsed = _lat_run(ctx, mp, p, size, inline)
-            ctx.stats.record_transfer(size * p.iterations, elapsed)
+            moved = size * p.iterations
         r.rows.append(row)
         yield ctx.sleep(elapsed)
+        ctx.stats.record_transfer(moved, elapsed)  # the bytes count once they have arrived
     r.sizes = len(r.rows)
     first, last = r.rows[0], r.rows[-1]
     if isinstance(last, BwRow) and isinstance(first, BwRow):
