@@ -36,7 +36,8 @@ Nothing here reads a clock: a run is a function of the configuration and the see
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from pinlab.errors import ConfigError, config_error
 from pinlab.gcpolicy import tuned_collector
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyConfig, PolicyError, apply_policy
@@ -59,6 +61,7 @@ from pinlab.scenarios.paths import deep_merge, quote
 from pinlab.scenarios.references import rename_references
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
+    SEED_MAX,
     ResolvedScenario,
     ScenarioMeta,
     apply_changes,
@@ -81,6 +84,9 @@ __all__ = [
     "BUILTIN",
     "ScenarioConfig",
     "builtin_path",
+    "check_profile",
+    "check_seed",
+    "check_sets",
     "list_scenarios",
     "load_scenario",
     "run_scenario",
@@ -268,20 +274,20 @@ class ScenarioConfig(BaseModel):
         return out
 
     def with_profile(self, profile: str) -> ScenarioConfig:
-        """A copy whose variants all run under kernel ``profile``."""
-        get_profile(profile)  # ValueError for an unknown profile
-        return self._copy(profile_override=profile)
+        """A copy whose variants all run under kernel ``profile`` (:class:`ConfigError` for
+        one that is not a profile)."""
+        return self._copy(profile_override=check_profile(profile))
 
     def with_seed(self, seed: int) -> ScenarioConfig:
-        """A copy with run seed ``seed``."""
-        return self._copy(seed_override=int(seed))
+        """A copy with run seed ``seed`` (:class:`ConfigError` unless 0 … 2^63-1)."""
+        return self._copy(seed_override=check_seed(seed))
 
     def with_set(self, *exprs: str) -> ScenarioConfig:
         """A copy with more ``key=value`` overrides (``pinlab run --set``), validated now:
         ``cfg.with_set("duration=5s", "tenants.hog.params.chunk=512MiB")``."""
         variants = copy.deepcopy(self.variant_docs)
         claim = copy.deepcopy(self.claim_document)
-        sets = self.sets + _parse_sets(exprs, variants, claim)
+        sets = self.sets + _parse_sets(check_sets(exprs, "with_set"), variants, claim)
         out = self._copy(variant_docs=variants, claim_document=claim, sets=sets)
         out.validate_all()
         return out
@@ -291,6 +297,49 @@ class ScenarioConfig(BaseModel):
         for variant in self.variants:
             self.resolve(variant)
         self.bound_claim  # noqa: B018 - binding is the check
+
+
+def check_profile(profile: object, source: str = "profile") -> str:
+    """``profile``, a kernel profile's name; else :class:`ConfigError` naming ``source`` (the
+    argument that gave it), as ``--profile`` is refused."""
+    if not isinstance(profile, str) or profile not in KERNEL_PRESETS:
+        known = ", ".join(KERNEL_PRESETS)
+        raise ConfigError(source, "", f"expected a kernel profile ({known}), found {profile!r}")
+    return profile
+
+
+def check_seed(seed: object, source: str = "seed") -> int:
+    """``seed`` as an int, if it is an integer 0 … 2^63-1 (what ``[scenario] seed`` takes); a
+    bool or a float is no seed, not even 1.0: else :class:`ConfigError` naming ``source``."""
+    value: int | None = None
+    if not isinstance(seed, bool):
+        try:
+            value = operator.index(seed)  # type: ignore[arg-type]
+        except TypeError:
+            value = None
+    if value is None or not 0 <= value <= SEED_MAX:
+        raise ConfigError(source, "", f"expected an integer seed from 0 to 2^63-1, found {seed!r}")
+    return value
+
+
+def check_sets(exprs: object, source: str = "sets") -> tuple[str, ...]:
+    """``exprs`` as a tuple of ``key=value`` strings; a bare string would be read one character
+    at a time, so it is refused, as is anything else that is not a list of strings:
+    :class:`ConfigError` naming ``source`` (the argument)."""
+    if isinstance(exprs, str | bytes):
+        raise ConfigError(
+            source,
+            "",
+            f"expected a list of key=value strings, found the string {exprs!r} "
+            f"(a list of one: [{exprs!r}])",
+        )
+    if not isinstance(exprs, Iterable) or isinstance(exprs, Mapping):
+        raise ConfigError(source, "", f"expected a list of key=value strings, found {exprs!r}")
+    out = tuple(exprs)
+    for i, expr in enumerate(out):
+        if not isinstance(expr, str):
+            raise ConfigError(f"{source}[{i}]", "", f"expected a key=value string, found {expr!r}")
+    return out
 
 
 def _read(path: Path, source: str) -> dict[str, Any]:
@@ -324,6 +373,7 @@ def load_scenario(
     --policy``, e.g. the output of ``pinlab inspect --policy`` or ``pinlab advise``): each
     variant runs under that policy and differs from the others only in the rest. Every variant
     is validated now; :class:`ConfigError` (one line) on the first problem."""
+    sets = check_sets(sets)
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         path = builtin_path(name_or_path)
         source = f"{name_or_path}.toml"
