@@ -214,6 +214,42 @@ def test_policy_and_reference_errors(tmp_path: Path) -> None:
         load_scenario(write(tmp_path, text))
 
 
+PERFTEST = """
+[scenario]
+name = "pt"
+duration = "1s"
+[platform]
+preset = "cx-pair"
+[[tenants]]
+name = "srv"
+workload = "perftest"
+node = "node1"
+params = { role = "server", iterations = 5 }
+[[tenants]]
+name = "cli"
+workload = "perftest"
+node = "node0"
+params = { role = "client", iterations = 5 }
+"""
+
+
+def test_a_reference_left_at_none_that_names_nothing_needs_nothing(tmp_path: Path) -> None:
+    # perftest's device None is host memory: a platform of NICs alone (cx-pair) runs it, as
+    # `pinlab bench perftest` does; a device named there is still refused
+    cfg = load_scenario(write(tmp_path, PERFTEST))
+    assert run_variant(cfg, "base").metric("tenant.cli.sizes") == 1
+    text = PERFTEST.replace('role = "client"', 'role = "client", device = "gpu0"')
+    expected = (
+        r"tenants\.cli\.params\.device: expected an exporting device on platform .*, found none"
+    )
+    with pytest.raises(ConfigError, match=expected):
+        load_scenario(write(tmp_path, text))
+    # kv-transfer's device None is the node's first device, which must exist
+    text = PERFTEST + '[[tenants]]\nname = "kv"\nworkload = "kv-transfer"\nnode = "node0"\n'
+    with pytest.raises(ConfigError, match=r"tenants\.kv\.params\.device: expected an exporting"):
+        load_scenario(write(tmp_path, text))
+
+
 CLUSTER_KILL = """
 [scenario]
 name = "kill"
