@@ -259,6 +259,26 @@ CASES: dict[str, Case] = {
         ["run", "desktop-pin-hog", "--profile", "9.9"], r"--profile: expected a kernel profile"
     ),
     "a --set without =": Case(["run", "desktop-pin-hog", "--set", "duration"], r"--set duration"),
+    # a --set claim.* is named, not the scenario file it changes
+    **{
+        f"a --set {expr} of the claim": Case(["run", "odp-vs-pin", "--set", expr], message)
+        for expr, message in (
+            ("claim.bogus=1", r"^pinlab: error: --set claim\.bogus=1: claim\.bogus: unknown field"),
+            (
+                "claim.statement=3",
+                r": --set claim\.statement=3: claim\.statement: expected a string",
+            ),
+            (
+                "claim.expect=3",
+                r": --set claim\.expect=3: claim\.expect: expected an array, found 3$",
+            ),
+            ("claim.show=[1]", r"\]: claim\.show\[0\]: expected a string or a table, found 1$"),
+        )
+    },
+    "a claim column that is a number": expect(
+        scenario("show = [\n", "show = [\n  1,\n"),
+        r"^pinlab: error: s\.toml: claim\.show\[0\]: expected a string or a table, found 1$",
+    ),
 }
 
 

@@ -144,8 +144,27 @@ def test_paths_and_values() -> None:
         (["variants.zzz.seed=1"], r"^--set variants\.zzz\.seed=1: variants: expected a variant"),
         (["oops"], r"^--set oops: expected key=value"),
         (["tenants.kv.params.rate=-1"], r"params\.rate: expected a number >= 0\.0, found -1$"),
+        (["claim.bogus=1"], r"^--set claim\.bogus=1: claim\.bogus: unknown field \(expected"),
+        (["claim.camp=tabs"], r"^--set claim\.camp=tabs: claim\.camp: expected one of"),
+        (
+            ["claim.show=[1]"],
+            r"^--set claim\.show=\[1\]: claim\.show\[0\]: expected a string or a table, found 1$",
+        ),
+        (
+            ['claim.show=[{ metric = 3 }]'],
+            r"^--set .*: claim\.show\[0\]\.metric: expected a string or an array, found 3$",
+        ),
+        (
+            ['claim.expect=[{ metric = "tenant.kv.throughput", op = ">", value = 0 }]',
+             "claim.expect.0.metric=nope"],
+            r"^--set claim\.expect\.0\.metric=nope: claim\.expect\[0\]\.metric: expected a metric",
+        ),
+        (
+            ['claim.expect=[{ all = [{ metric = 3, op = ">", value = 1 }] }]'],
+            r"^--set .*: claim\.expect\[0\]\.all\[0\]\.metric: expected a string or an array",
+        ),
     ],
-)
+)  # fmt: skip
 def test_set_errors_are_one_line_and_name_the_set(
     tmp_path: Path, sets: list[str], expected: str
 ) -> None:
