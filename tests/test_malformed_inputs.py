@@ -17,12 +17,19 @@ from pathlib import Path
 import pytest
 
 from pinlab.cli import main
+from pinlab.platform.presets import dump_platform, resolve_platform
 from pinlab.scenarios.runner import builtin_path
 
 SCENARIO = builtin_path("desktop-pin-hog").read_text(encoding="utf-8")
 POLICY = (Path(__file__).parents[1] / "examples/policy/desktop.toml").read_text(encoding="utf-8")
+HOST_SMOKE = (Path(__file__).parents[1] / "examples/scenarios/host-smoke.toml").read_text(
+    encoding="utf-8"
+)
 SWEEP = (Path(__file__).parents[1] / "examples/sweeps/pin-cap.toml").read_text(encoding="utf-8")
 KV = builtin_path("odp-vs-pin").read_text(encoding="utf-8")
+BAD_KERNEL = 'kernel = "9.9"\n' + dump_platform(
+    resolve_platform("workstation").model_copy(update={"kernel": None})
+)
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -259,6 +266,43 @@ CASES: dict[str, Case] = {
         ["run", "desktop-pin-hog", "--profile", "9.9"], r"--profile: expected a kernel profile"
     ),
     "a --set without =": Case(["run", "desktop-pin-hog", "--set", "duration"], r"--set duration"),
+    # a --set claim.* is named, not the scenario file it changes
+    **{
+        f"a --set {expr} of the claim": Case(["run", "odp-vs-pin", "--set", expr], message)
+        for expr, message in (
+            ("claim.bogus=1", r"^pinlab: error: --set claim\.bogus=1: claim\.bogus: unknown field"),
+            (
+                "claim.statement=3",
+                r": --set claim\.statement=3: claim\.statement: expected a string",
+            ),
+            (
+                "claim.expect=3",
+                r": --set claim\.expect=3: claim\.expect: expected an array, found 3$",
+            ),
+            ("claim.show=[1]", r"\]: claim\.show\[0\]: expected a string or a table, found 1$"),
+        )
+    },
+    "a platform file's unknown kernel, by --platform": Case(
+        ["run", "examples/host-smoke.toml", "--platform", "p.toml", "--quiet", "--no-report"],
+        r"^pinlab: error: \S*p\.toml: kernel: expected a kernel profile \(5\.16, .*found \"9\.9\"$",
+        {"p.toml": BAD_KERNEL, "examples/host-smoke.toml": HOST_SMOKE},
+    ),
+    "a platform file's unknown kernel, by [platform] file": Case(
+        ["run", "s.toml", "--quiet", "--no-report"],
+        r"^pinlab: error: \S*p\.toml: kernel: expected a kernel profile",
+        {
+            "p.toml": BAD_KERNEL,
+            "s.toml": edit(
+                edit(KV, 'preset = "workstation"', 'file = "p.toml"#'),
+                "params = { resizable_bar = true }",
+                "",
+            ),
+        },
+    ),
+    "a claim column that is a number": expect(
+        scenario("show = [\n", "show = [\n  1,\n"),
+        r"^pinlab: error: s\.toml: claim\.show\[0\]: expected a string or a table, found 1$",
+    ),
 }
 
 

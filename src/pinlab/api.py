@@ -10,15 +10,24 @@ seed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
+from pinlab.errors import ConfigError
 from pinlab.scenarios.claims import judge as _judge
 from pinlab.scenarios.result import METRICS_SCHEMA, SERIES_SCHEMA, RunResult, Verdict
-from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, run_variant
+from pinlab.scenarios.runner import (
+    BUILTIN,
+    ScenarioConfig,
+    check_profile,
+    check_seed,
+    check_sets,
+    run_variant,
+)
 from pinlab.scenarios.runner import load_scenario as _load
 
 __all__ = [
@@ -50,6 +59,16 @@ def load_scenario(
     ``platform`` a platform file replacing ``[platform]``, ``profile`` and ``seed`` override
     the kernel profile and the seed of every variant. :class:`~pinlab.errors.ConfigError`
     (one line) on the first problem."""
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise ConfigError(
+            "name_or_path",
+            "",
+            f"expected a built-in scenario ({', '.join(BUILTIN)}) or a scenario file's path, "
+            f"found {name_or_path!r}",
+        )
+    if platform is not None and not isinstance(platform, str | os.PathLike):
+        raise ConfigError("platform", "", f"expected a platform file's path, found {platform!r}")
+    _check_overrides(sets, profile, seed)
     cfg = _load(name_or_path, sets=sets, platform=platform)
     if profile is not None:
         cfg = cfg.with_profile(profile)
@@ -58,9 +77,58 @@ def load_scenario(
     return cfg
 
 
+def _check_overrides(sets: object, profile: object, seed: object) -> None:
+    """The arguments of :func:`load_scenario` and :func:`run`, checked before any work."""
+    check_sets(sets)
+    if profile is not None:
+        check_profile(profile)
+    if seed is not None:
+        check_seed(seed)
+
+
+def _check_scenario(scenario: object) -> ScenarioConfig:
+    if not isinstance(scenario, ScenarioConfig):
+        raise ConfigError(
+            "scenario", "", f"expected a Scenario (pinlab.load_scenario), found {scenario!r}"
+        )
+    return scenario
+
+
 def judge(scenario: Scenario, results: Sequence[RunResult]) -> Verdict:
-    """The verdict on ``scenario``'s claim from ``results`` (variants in run order)."""
-    return _judge(scenario, list(results))
+    """The verdict on ``scenario``'s claim from ``results`` (variants in run order): at least
+    one result, each of a different variant of ``scenario`` -- a verdict over no run would
+    hold vacuously (an expectation on every variant holds in each of none)."""
+    cfg = _check_scenario(scenario)
+    if isinstance(results, str | bytes) or not isinstance(results, Sequence):
+        raise ConfigError(
+            "results", "", f"expected a list of RunResult (pinlab.run_variant), found {results!r}"
+        )
+    if not results:
+        raise ConfigError(
+            "results",
+            "",
+            f"expected at least one RunResult of {cfg.name} ({', '.join(cfg.variants)}), "
+            "found none",
+        )
+    seen: set[str] = set()
+    for i, r in enumerate(results):
+        if not isinstance(r, RunResult):
+            raise ConfigError(f"results[{i}]", "", f"expected a RunResult, found {r!r}")
+        if r.variant not in cfg.variants:
+            raise ConfigError(
+                f"results[{i}]",
+                "",
+                f"expected a result of a variant of {cfg.name} ({', '.join(cfg.variants)}), "
+                f"found one of variant {r.variant!r}",
+            )
+        if r.variant in seen:
+            raise ConfigError(
+                f"results[{i}]",
+                "",
+                f"expected one result per variant, found a second of {r.variant!r}",
+            )
+        seen.add(r.variant)
+    return _judge(cfg, list(results))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +203,14 @@ def run(
     """Run ``scenario`` (a :class:`Scenario`, a built-in name or a file) -- every variant, or
     those named -- and judge its claim. ``sets``, ``profile`` and ``seed`` override as in
     :func:`load_scenario`."""
+    if not isinstance(scenario, ScenarioConfig | str | os.PathLike):
+        raise ConfigError(
+            "scenario",
+            "",
+            f"expected a Scenario, a built-in scenario ({', '.join(BUILTIN)}) or a scenario "
+            f"file's path, found {scenario!r}",
+        )
+    _check_overrides(sets, profile, seed)
     cfg = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
     if sets:
         cfg = cfg.with_set(*sets)

@@ -144,8 +144,27 @@ def test_paths_and_values() -> None:
         (["variants.zzz.seed=1"], r"^--set variants\.zzz\.seed=1: variants: expected a variant"),
         (["oops"], r"^--set oops: expected key=value"),
         (["tenants.kv.params.rate=-1"], r"params\.rate: expected a number >= 0\.0, found -1$"),
+        (["claim.bogus=1"], r"^--set claim\.bogus=1: claim\.bogus: unknown field \(expected"),
+        (["claim.camp=tabs"], r"^--set claim\.camp=tabs: claim\.camp: expected one of"),
+        (
+            ["claim.show=[1]"],
+            r"^--set claim\.show=\[1\]: claim\.show\[0\]: expected a string or a table, found 1$",
+        ),
+        (
+            ['claim.show=[{ metric = 3 }]'],
+            r"^--set .*: claim\.show\[0\]\.metric: expected a string or an array, found 3$",
+        ),
+        (
+            ['claim.expect=[{ metric = "tenant.kv.throughput", op = ">", value = 0 }]',
+             "claim.expect.0.metric=nope"],
+            r"^--set claim\.expect\.0\.metric=nope: claim\.expect\[0\]\.metric: expected a metric",
+        ),
+        (
+            ['claim.expect=[{ all = [{ metric = 3, op = ">", value = 1 }] }]'],
+            r"^--set .*: claim\.expect\[0\]\.all\[0\]\.metric: expected a string or an array",
+        ),
     ],
-)
+)  # fmt: skip
 def test_set_errors_are_one_line_and_name_the_set(
     tmp_path: Path, sets: list[str], expected: str
 ) -> None:
@@ -211,6 +230,42 @@ def test_policy_and_reference_errors(tmp_path: Path) -> None:
         load_scenario(write(tmp_path, text))
     text = SMALL + '\n[platform.devices.gpu9]\ndriver = "amdgpu"\n'
     with pytest.raises(ConfigError, match=r"platform\.devices\.gpu9: expected one of"):
+        load_scenario(write(tmp_path, text))
+
+
+PERFTEST = """
+[scenario]
+name = "pt"
+duration = "1s"
+[platform]
+preset = "cx-pair"
+[[tenants]]
+name = "srv"
+workload = "perftest"
+node = "node1"
+params = { role = "server", iterations = 5 }
+[[tenants]]
+name = "cli"
+workload = "perftest"
+node = "node0"
+params = { role = "client", iterations = 5 }
+"""
+
+
+def test_a_reference_left_at_none_that_names_nothing_needs_nothing(tmp_path: Path) -> None:
+    # perftest's device None is host memory: a platform of NICs alone (cx-pair) runs it, as
+    # `pinlab bench perftest` does; a device named there is still refused
+    cfg = load_scenario(write(tmp_path, PERFTEST))
+    assert run_variant(cfg, "base").metric("tenant.cli.sizes") == 1
+    text = PERFTEST.replace('role = "client"', 'role = "client", device = "gpu0"')
+    expected = (
+        r"tenants\.cli\.params\.device: expected an exporting device on platform .*, found none"
+    )
+    with pytest.raises(ConfigError, match=expected):
+        load_scenario(write(tmp_path, text))
+    # kv-transfer's device None is the node's first device, which must exist
+    text = PERFTEST + '[[tenants]]\nname = "kv"\nworkload = "kv-transfer"\nnode = "node0"\n'
+    with pytest.raises(ConfigError, match=r"tenants\.kv\.params\.device: expected an exporting"):
         load_scenario(write(tmp_path, text))
 
 

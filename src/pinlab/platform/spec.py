@@ -34,7 +34,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pinlab.drivers import EXPORTERS, IMPORTERS
 from pinlab.drivers.rdma import RdmaDevice
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, show_value
 from pinlab.kernel.pci_ids import (
     PCI_ANY_ID,
     PCI_P2PDMA_WHITELIST_V6_0,
@@ -43,6 +43,7 @@ from pinlab.kernel.pci_ids import (
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
 )
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cost import CostModel, LinkLayer, NicModelName, PcieBarRead, RcClass
 from pinlab.units import Duration, LineRate, PciId, Rate, Size
 
@@ -142,6 +143,21 @@ def _bar_row(value: str) -> str:
 
 
 BarReadRow = Annotated[str, AfterValidator(_bar_row)]
+
+
+def _kernel_profile(value: str | None) -> str | None:
+    # checked where the platform is read, whoever reads it: a scenario's [kernel] profile
+    # may override it, but a bad one is the platform file's error, not the scenario's
+    if value is not None and value not in KERNEL_PRESETS:
+        raise PydanticCustomError(
+            "pinlab_kernel",
+            "expected a kernel profile ({expected}), found {found}",
+            {"expected": ", ".join(KERNEL_PRESETS), "found": show_value(value)},
+        )
+    return value
+
+
+KernelName = Annotated[str | None, AfterValidator(_kernel_profile)]
 """A row of the cost model's ``pcie.bar_read`` table (a device's BAR read latency)."""
 
 ExporterName = Annotated[str, AfterValidator(_exporter_driver)]
@@ -456,7 +472,7 @@ class PlatformSpec(_Spec):
     kind: Literal["node"] = "node"
     name: Name
     description: str = ""
-    kernel: str | None = Field(
+    kernel: KernelName = Field(
         default=None, description="suggested kernel profile (§9 'kernel preset')"
     )
     cpu: CpuSpec = Field(default_factory=CpuSpec)

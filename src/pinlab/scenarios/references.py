@@ -6,9 +6,10 @@ have would otherwise surface as a ``KeyError`` or ``-ENODEV`` in the middle of a
 as a run that "holds" because the tenant never did anything -- so :func:`check_references`
 refuses it with the one-line :class:`~pinlab.errors.ConfigError` of every other bad input,
 naming the names the platform does have. A default (``None``, ``"auto"``, ``"all"``) means the
-workload picks one itself; then the platform must have at least one. A domain is checked by the
-device's driver (:meth:`~pinlab.drivers.base.ExporterDriver.domain_error`), on the device the
-tenant names, else its display's device, else the node's first device.
+workload picks one itself; then the platform must have at least one -- unless the parameter is
+declared ``ref_optional``, whose None names nothing (perftest's ``device``: host memory). A
+domain is checked by the device's driver (:meth:`~pinlab.drivers.base.ExporterDriver.domain_error`),
+on the device the tenant names, else its display's device, else the node's first device.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from pinlab.drivers import EXPORTERS
 from pinlab.errors import ConfigError, show_value
 from pinlab.platform.spec import PlatformSpec
-from pinlab.sim.workloads.base import Ref, WorkloadParams, param_ref
+from pinlab.sim.workloads.base import Ref, WorkloadParams, param_ref, param_ref_optional
 
 __all__ = ["check_references", "rename_references"]
 
@@ -69,6 +70,8 @@ def check_references(params: WorkloadParams, node: PlatformSpec, source: str, wh
         if ref is None:
             continue
         value = getattr(params, name)
+        if value is None and param_ref_optional(model, name):
+            continue  # names nothing: the workload needs no such thing on the platform
         field = f"{where}.params.{name}"
         if ref == "domain":
             domains.append((field, str(value)))

@@ -36,7 +36,9 @@ Nothing here reads a clock: a run is a function of the configuration and the see
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,9 +46,10 @@ from typing import Any
 import tomli_w
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
-from pinlab.errors import ConfigError, config_error
+from pinlab.errors import ConfigError, config_error, toml_path
 from pinlab.gcpolicy import tuned_collector
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyConfig, PolicyError, apply_policy
@@ -59,6 +62,7 @@ from pinlab.scenarios.paths import deep_merge, quote
 from pinlab.scenarios.references import rename_references
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
+    SEED_MAX,
     ResolvedScenario,
     ScenarioMeta,
     apply_changes,
@@ -81,6 +85,9 @@ __all__ = [
     "BUILTIN",
     "ScenarioConfig",
     "builtin_path",
+    "check_profile",
+    "check_seed",
+    "check_sets",
     "list_scenarios",
     "load_scenario",
     "run_scenario",
@@ -122,6 +129,7 @@ class ScenarioConfig(BaseModel):
     variant_docs: dict[str, dict[str, Any]]
     claim_document: dict[str, Any] = {}
     sets: tuple[tuple[tuple[str, ...], Any, str], ...] = ()
+    claim_sets: tuple[tuple[str, str], ...] = ()
     profile_override: str | None = None
     seed_override: int | None = None
     _resolved: dict[str, ResolvedScenario] = PrivateAttr(default_factory=dict)
@@ -156,7 +164,7 @@ class ScenarioConfig(BaseModel):
         try:
             return ClaimSpec.model_validate(self.claim_document)
         except ValidationError as e:
-            raise config_error(e, self.source, "claim", ClaimSpec) from None
+            raise self._blame_claim(_claim_error(e, self.source, self.claim_document)) from None
 
     @property
     def camp(self) -> str:
@@ -174,7 +182,10 @@ class ScenarioConfig(BaseModel):
         """The claim checked against every variant (:func:`~pinlab.scenarios.claims.bind_claim`)."""
         if self._bound is None:
             catalogs = {v: self.catalog(v) for v in self.variants}
-            self._bound = bind_claim(self.claim, catalogs, self.source, self._written_name())
+            try:
+                self._bound = bind_claim(self.claim, catalogs, self.source, self._written_name())
+            except ConfigError as e:
+                raise self._blame_claim(e) from None
         return self._bound
 
     # -- resolution --------------------------------------------------------------------------
@@ -242,6 +253,8 @@ class ScenarioConfig(BaseModel):
         where = _canonical(e.where)
         if not where:
             return e
+        if where == "claim" or where.startswith("claim."):  # statement and camp resolve too
+            return self._blame_claim(e)
         for path, _value, text in self.sets:
             key = ".".join(normalise_path(list(path)))
             if where == key or where.startswith(key + ".") or key.startswith(where + "."):
@@ -258,6 +271,17 @@ class ScenarioConfig(BaseModel):
                     )
         return e
 
+    def _blame_claim(self, e: ConfigError) -> ConfigError:
+        """Name the ``--set claim.<key>=...`` whose value a claim error is about (the last one
+        to set that key), not the scenario file."""
+        if e.source != self.source:
+            return e
+        where = _claim_key(e.where)
+        for key, text in reversed(self.claim_sets):
+            if where == key or where.startswith(key + ".") or key.startswith(where + "."):
+                return ConfigError(f"--set {text}", e.where, e.message)
+        return e
+
     def to_toml(self, variant: str | None = None) -> str:
         """``config.toml``: the fully resolved configuration of ``variant``."""
         return tomli_w.dumps(self.resolve(variant).document())
@@ -268,21 +292,26 @@ class ScenarioConfig(BaseModel):
         return out
 
     def with_profile(self, profile: str) -> ScenarioConfig:
-        """A copy whose variants all run under kernel ``profile``."""
-        get_profile(profile)  # ValueError for an unknown profile
-        return self._copy(profile_override=profile)
+        """A copy whose variants all run under kernel ``profile`` (:class:`ConfigError` for
+        one that is not a profile)."""
+        return self._copy(profile_override=check_profile(profile))
 
     def with_seed(self, seed: int) -> ScenarioConfig:
-        """A copy with run seed ``seed``."""
-        return self._copy(seed_override=int(seed))
+        """A copy with run seed ``seed`` (:class:`ConfigError` unless 0 … 2^63-1)."""
+        return self._copy(seed_override=check_seed(seed))
 
     def with_set(self, *exprs: str) -> ScenarioConfig:
         """A copy with more ``key=value`` overrides (``pinlab run --set``), validated now:
         ``cfg.with_set("duration=5s", "tenants.hog.params.chunk=512MiB")``."""
         variants = copy.deepcopy(self.variant_docs)
         claim = copy.deepcopy(self.claim_document)
-        sets = self.sets + _parse_sets(exprs, variants, claim)
-        out = self._copy(variant_docs=variants, claim_document=claim, sets=sets)
+        sets, claim_sets = _parse_sets(check_sets(exprs, "with_set"), variants, claim)
+        out = self._copy(
+            variant_docs=variants,
+            claim_document=claim,
+            sets=self.sets + sets,
+            claim_sets=self.claim_sets + claim_sets,
+        )
         out.validate_all()
         return out
 
@@ -291,6 +320,49 @@ class ScenarioConfig(BaseModel):
         for variant in self.variants:
             self.resolve(variant)
         self.bound_claim  # noqa: B018 - binding is the check
+
+
+def check_profile(profile: object, source: str = "profile") -> str:
+    """``profile``, a kernel profile's name; else :class:`ConfigError` naming ``source`` (the
+    argument that gave it), as ``--profile`` is refused."""
+    if not isinstance(profile, str) or profile not in KERNEL_PRESETS:
+        known = ", ".join(KERNEL_PRESETS)
+        raise ConfigError(source, "", f"expected a kernel profile ({known}), found {profile!r}")
+    return profile
+
+
+def check_seed(seed: object, source: str = "seed") -> int:
+    """``seed`` as an int, if it is an integer 0 … 2^63-1 (what ``[scenario] seed`` takes); a
+    bool or a float is no seed, not even 1.0: else :class:`ConfigError` naming ``source``."""
+    value: int | None = None
+    if not isinstance(seed, bool):
+        try:
+            value = operator.index(seed)  # type: ignore[arg-type]
+        except TypeError:
+            value = None
+    if value is None or not 0 <= value <= SEED_MAX:
+        raise ConfigError(source, "", f"expected an integer seed from 0 to 2^63-1, found {seed!r}")
+    return value
+
+
+def check_sets(exprs: object, source: str = "sets") -> tuple[str, ...]:
+    """``exprs`` as a tuple of ``key=value`` strings; a bare string would be read one character
+    at a time, so it is refused, as is anything else that is not a list of strings:
+    :class:`ConfigError` naming ``source`` (the argument)."""
+    if isinstance(exprs, str | bytes):
+        raise ConfigError(
+            source,
+            "",
+            f"expected a list of key=value strings, found the string {exprs!r} "
+            f"(a list of one: [{exprs!r}])",
+        )
+    if not isinstance(exprs, Iterable) or isinstance(exprs, Mapping):
+        raise ConfigError(source, "", f"expected a list of key=value strings, found {exprs!r}")
+    out = tuple(exprs)
+    for i, expr in enumerate(out):
+        if not isinstance(expr, str):
+            raise ConfigError(f"{source}[{i}]", "", f"expected a key=value string, found {expr!r}")
+    return out
 
 
 def _read(path: Path, source: str) -> dict[str, Any]:
@@ -324,6 +396,7 @@ def load_scenario(
     --policy``, e.g. the output of ``pinlab inspect --policy`` or ``pinlab advise``): each
     variant runs under that policy and differs from the others only in the rest. Every variant
     is validated now; :class:`ConfigError` (one line) on the first problem."""
+    sets = check_sets(sets)
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         path = builtin_path(name_or_path)
         source = f"{name_or_path}.toml"
@@ -367,13 +440,15 @@ def load_scenario(
                     "(the claim is the scenario's: its expectations name variants)",
                 )
     variant_docs = {str(k): dict(v) for k, v in variants.items()}
+    parsed, claim_sets = _parse_sets(sets, variant_docs, claim)
     cfg = ScenarioConfig(
         source=source,
         base_dir=str(path.parent),
         document=data,
         variant_docs=variant_docs,
         claim_document=claim,
-        sets=_parse_sets(sets, variant_docs, claim),
+        sets=parsed,
+        claim_sets=claim_sets,
     )
     cfg.validate_all()
     return cfg
@@ -405,10 +480,12 @@ def _without_policy(changes: Mapping[str, Any]) -> dict[str, Any]:
 
 def _parse_sets(
     exprs: Sequence[str], variants: dict[str, dict[str, Any]], claim: dict[str, Any]
-) -> tuple[tuple[tuple[str, ...], Any, str], ...]:
+) -> tuple[tuple[tuple[tuple[str, ...], Any, str], ...], tuple[tuple[str, str], ...]]:
     """``--set`` expressions: ``variants.<v>.<key>=...`` joins that variant's changes and
-    ``claim.<key>=...`` changes the claim (both in place); the rest apply to every variant."""
+    ``claim.<key>=...`` changes the claim (both in place); the rest apply to every variant.
+    Returns the rest, and each claim set's key (:func:`_claim_key`) with its expression."""
     parsed: list[tuple[tuple[str, ...], Any, str]] = []
+    claim_sets: list[tuple[str, str]] = []
     for expr in exprs:
         p, value = parse_set(expr)
         if p[0] == "variants":
@@ -428,9 +505,65 @@ def _parse_sets(
             if len(p) == 1:
                 raise ConfigError(f"--set {expr}", "claim", "expected a key inside the claim")
             apply_set(claim, list(p[1:]), value, f"--set {expr}")
+            claim_sets.append((_claim_key(".".join(p)), expr))
             continue
         parsed.append((tuple(p), value, expr))
-    return tuple(parsed)
+    return tuple(parsed), tuple(claim_sets)
+
+
+def _claim_key(where: str) -> str:
+    """A claim field path as one dotted key, so that a ``--set`` key and an error's field path
+    compare: ``claim."expect[0]".op`` and ``claim.expect.0.op`` both → ``claim.expect.0.op``."""
+    return re.sub(r"\[(\d+)\]", r".\1", where.replace('"', "").replace("'", "")).strip(".")
+
+
+def _user_loc(err: Mapping[str, Any], doc: Any) -> tuple[str | int, ...]:
+    """The location of a pydantic error in the user's document: without the union members'
+    tags pydantic puts in it (``show[0].str``, ``expect[0].comparison``), which name no key of
+    the document. A key the document lacks stays only as a missing field's name."""
+    loc = list(err.get("loc", ()))
+    out: list[str | int] = []
+    node = doc
+    for i, part in enumerate(loc):
+        in_list = isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node)
+        if in_list or (isinstance(part, str) and isinstance(node, dict) and part in node):
+            out.append(part)
+            node = node[part]
+        elif i == len(loc) - 1 and err.get("type") == "missing":
+            out.append(part)
+    return tuple(out)
+
+
+def _claim_error(e: ValidationError, source: str, doc: Mapping[str, Any]) -> ConfigError:
+    """A ``[claim]`` validation error as one line at the user's field path (:func:`_user_loc`).
+    Of a union's members the one that got furthest into the value is the user's intent (a
+    table in ``show`` is an operand, not a failed string); members that fail at the same place
+    are alternatives: ``expected a string or an array, found 3``."""
+    located = [(_user_loc(err, doc), err) for err in e.errors(include_url=False)]
+    deepest = max(len(loc) for loc, _ in located)
+    loc = next(loc for loc, _ in located if len(loc) == deepest)
+    messages: list[str] = []
+    for where, err in located:
+        if where != loc:
+            continue
+        details: Any = {k: v for k, v in err.items() if k != "msg"} | {"loc": loc}
+        try:
+            one = ValidationError.from_exception_data(e.title, [details])
+        except (KeyError, TypeError, ValueError):  # a custom error type: pydantic's own line
+            return config_error(e, source, "claim", ClaimSpec)
+        messages.append(config_error(one, source, "claim", ClaimSpec).message)
+    parts = [m.removeprefix("expected ").rpartition(", found ") for m in messages]
+    message = messages[0]
+    if len(messages) > 1 and all(
+        m.startswith("expected ") and p[1] for m, p in zip(messages, parts, strict=True)
+    ):
+        alternatives = " or ".join(dict.fromkeys(expected for expected, _, _ in parts))
+        message = f"expected {alternatives}, found {parts[0][2]}"
+    # an error of another place; a member that failed on the way to ``loc`` is not one
+    others = sum(1 for where, _ in located if where != loc[: len(where)])
+    if others:
+        message += f" (and {others} more)"
+    return ConfigError(source, toml_path(("claim", *loc)), message)
 
 
 def _canonical(where: str) -> str:

@@ -52,19 +52,29 @@ the platform before anything runs (a name that does not exist is a config error)
 
 
 def param(
-    default: Any, description: str, *, unit: str = "", ref: Ref | None = None, **constraints: Any
+    default: Any,
+    description: str,
+    *,
+    unit: str = "",
+    ref: Ref | None = None,
+    ref_optional: bool = False,
+    **constraints: Any,
 ) -> Any:
     """A parameter field: its default (a size or time written as a scenario file writes it,
     ``"1GiB"``, so it is validated and shown like a user's value), its unit (``B``, ``s``,
     ``B/s``, ``1/s``, ``ratio``; none for names, counts and switches, kept in the field's
     JSON schema as ``unit``), what it names on the platform (``ref``, :data:`Ref`; a None or
-    ``"auto"``/``"all"`` value means the workload's default choice, which must exist too) and
-    what it means; ``constraints`` are pydantic's (``ge=0``)."""
+    ``"auto"``/``"all"`` value means the workload's default choice, which must exist too --
+    unless ``ref_optional``: then None names nothing and the workload needs none, as
+    perftest's ``device`` None is host memory) and what it means; ``constraints`` are
+    pydantic's (``ge=0``)."""
     extra: dict[str, Any] = {}
     if unit:
         extra["unit"] = unit
     if ref:
         extra["ref"] = ref
+    if ref_optional:
+        extra["ref_optional"] = True
     return Field(
         default=default, description=description, json_schema_extra=extra or None, **constraints
     )
@@ -75,6 +85,13 @@ def param_ref(model: type[BaseModel], name: str) -> Ref | None:
     extra = model.model_fields[name].json_schema_extra
     ref = extra.get("ref") if isinstance(extra, dict) else None
     return ref if ref in ("device", "nic", "display", "domain") else None  # type: ignore[return-value]
+
+
+def param_ref_optional(model: type[BaseModel], name: str) -> bool:
+    """Whether parameter ``name`` of ``model`` left at None names nothing on the platform
+    (:func:`param`'s ``ref_optional``)."""
+    extra = model.model_fields[name].json_schema_extra
+    return isinstance(extra, dict) and extra.get("ref_optional") is True
 
 
 def param_unit(model: type[BaseModel], name: str) -> str:

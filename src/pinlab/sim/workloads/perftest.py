@@ -102,6 +102,7 @@ class PerftestParams(WorkloadParams):
         None,
         "device whose memory holds the buffer (dma-buf MR); None: host memory",
         ref="device",
+        ref_optional=True,
     )
     nic: str | None = param(None, "the RDMA NIC (-d; default the node's first)", ref="nic")
     group: str = param("perftest", "the client and its server share a group name")

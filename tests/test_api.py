@@ -1,0 +1,117 @@
+"""Bad arguments to the public API (``docs/api.md``) raise the one-line ``ConfigError`` that
+names the argument, before any work -- never a ``ValueError``, ``TypeError`` or
+``AttributeError`` from inside, never a value silently changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import pinlab
+from pinlab.errors import ConfigError
+
+MINE = """
+[scenario]
+name = "mine"
+duration = "100ms"
+
+[claim]
+statement = "A KV transfer moves data."
+
+[[claim.expect]]
+metric = "tenant.kv.throughput"
+op = ">"
+value = 0
+
+[platform]
+preset = "workstation"
+
+[[tenants]]
+name = "kv"
+workload = "kv-transfer"
+params = { buffer = "512MiB", block = "64MiB" }
+"""
+
+PROFILE = r"^profile: expected a kernel profile \(5\.16, .*\), found '9\.9'$"
+SEED = r"^seed: expected an integer seed from 0 to 2\^63-1, found "
+
+
+@pytest.fixture(scope="module")
+def scenario() -> pinlab.Scenario:
+    return pinlab.load_scenario("odp-vs-pin")
+
+
+def test_an_unknown_profile_names_the_argument(scenario: pinlab.Scenario) -> None:
+    with pytest.raises(ConfigError, match=PROFILE):
+        pinlab.load_scenario("odp-vs-pin", profile="9.9")
+    with pytest.raises(ConfigError, match=PROFILE):
+        pinlab.run(scenario, profile="9.9")
+    with pytest.raises(ConfigError, match=PROFILE):
+        scenario.with_profile("9.9")
+    with pytest.raises(ConfigError, match=PROFILE):
+        pinlab.run_variant(scenario, "odp", profile="9.9")
+
+
+@pytest.mark.parametrize("seed", [1.5, 1.0, True, -1, 2**63, "1"])
+def test_a_seed_is_a_whole_number_in_range(scenario: pinlab.Scenario, seed: object) -> None:
+    message = SEED + f"{seed!r}$".replace(".", r"\.").replace("*", r"\*")
+    with pytest.raises(ConfigError, match=message):
+        pinlab.load_scenario("odp-vs-pin", seed=seed)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=message):
+        pinlab.run(scenario, seed=seed)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=message):
+        scenario.with_seed(seed)  # type: ignore[arg-type]
+
+
+def test_the_largest_seed_is_taken(scenario: pinlab.Scenario) -> None:
+    assert scenario.with_seed(2**63 - 1).scenario.seed == 2**63 - 1
+    assert scenario.with_seed(0).scenario.seed == 0
+
+
+def test_sets_is_a_list_of_strings(scenario: pinlab.Scenario) -> None:
+    bare = r"^sets: expected a list of key=value strings, found the string 'duration=1s'"
+    with pytest.raises(ConfigError, match=bare):
+        pinlab.load_scenario("odp-vs-pin", sets="duration=1s")
+    with pytest.raises(ConfigError, match=bare):
+        pinlab.run(scenario, sets="duration=1s")
+    with pytest.raises(ConfigError, match=r"^sets\[1\]: expected a key=value string, found 42$"):
+        pinlab.load_scenario("odp-vs-pin", sets=["duration=1s", 42])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match=r"^with_set\[0\]: expected a key=value string"):
+        scenario.with_set(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^sets: expected a list of key=value strings"):
+        pinlab.load_scenario("odp-vs-pin", sets=42)  # type: ignore[arg-type]
+
+
+def test_a_scenario_is_a_name_or_a_path(scenario: pinlab.Scenario) -> None:
+    with pytest.raises(ConfigError, match=r"^name_or_path: expected a built-in scenario"):
+        pinlab.load_scenario(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^scenario: expected a Scenario, a built-in"):
+        pinlab.run(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^platform: expected a platform file's path"):
+        pinlab.load_scenario("odp-vs-pin", platform=42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^scenario: expected a Scenario"):
+        pinlab.judge(None, [])  # type: ignore[arg-type]
+
+
+def test_judge_needs_results_of_the_scenario(scenario: pinlab.Scenario) -> None:
+    with pytest.raises(ConfigError, match=r"^results: expected a list of RunResult"):
+        pinlab.judge(scenario, None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^results\[0\]: expected a RunResult, found 1$"):
+        pinlab.judge(scenario, [1, 2])  # type: ignore[list-item]
+
+
+def test_judge_over_no_run_is_refused_not_held(tmp_path: Path) -> None:
+    # every expectation of MINE is on every variant: over no results it would hold vacuously
+    path = tmp_path / "mine.toml"
+    path.write_text(MINE, encoding="utf-8")
+    mine = pinlab.load_scenario(path)
+    with pytest.raises(ConfigError, match=r"^results: expected at least one RunResult of mine"):
+        pinlab.judge(mine, [])
+    result = pinlab.run_variant(mine, "base")
+    assert pinlab.judge(mine, [result]).held
+    with pytest.raises(ConfigError, match=r"^results\[1\]: expected one result per variant"):
+        pinlab.judge(mine, [result, result])
+    other = pinlab.load_scenario("odp-vs-pin")
+    with pytest.raises(ConfigError, match=r"^results\[0\]: expected a result of a variant of"):
+        pinlab.judge(other, [result])
