@@ -135,7 +135,24 @@ def test_robust_options_need_robust(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "efa-gaudi", "--robust-samples", "3"]) == 2
     assert "expected with --robust" in capsys.readouterr().err
     assert main(["run", "efa-gaudi", "--robust", "--robust-samples", "-1"]) == 2
-    assert "--robust-samples: expected a number >= 0" in capsys.readouterr().err
+    assert "--robust-samples: expected a number from 0 to 100000" in capsys.readouterr().err
+
+
+def test_robust_samples_are_bounded_by_a_sweeps_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More samples than a sweep may have points is refused before the nominal run, the bound
+    named (99999999999 used to allocate terabytes after the nominal pass)."""
+    from pinlab.sweep.spec import MAX_POINTS
+
+    out = tmp_path / "o"
+    for n in (99999999999, MAX_POINTS + 1):
+        argv = ["run", "efa-gaudi", "--robust", "--robust-samples", str(n), "--out", str(out)]
+        assert main([*argv, "--set", "scenario.duration=1s", "--no-report"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert f"expected a number from 0 to {MAX_POINTS}" in err and f"found {n}" in err
+    assert not out.exists()
 
 
 def test_suite_report_has_a_robustness_section() -> None:

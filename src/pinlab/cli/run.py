@@ -386,8 +386,14 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise UserError("--robust-samples, --jobs and --dask: expected with --robust")
     if robust and args.platform is not None:
         raise UserError("--robust: expected a scenario's own platform, found --platform")
-    if args.robust_samples is not None and args.robust_samples < 0:
-        raise UserError(f"--robust-samples: expected a number >= 0, found {args.robust_samples}")
+    if args.robust_samples is not None:
+        from pinlab.sweep.spec import MAX_POINTS
+
+        if not 0 <= args.robust_samples <= MAX_POINTS:
+            raise UserError(
+                f"--robust-samples: expected a number from 0 to {MAX_POINTS} (the reruns are one "
+                f"sweep, and a sweep has at most {MAX_POINTS} points), found {args.robust_samples}"
+            )
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
     if args.json and not robust:
@@ -606,7 +612,8 @@ def add_parsers(sub: Any) -> None:
         "--robust-samples",
         type=int,
         metavar="N",
-        help="Latin-hypercube points per scenario (default 4; 0: range ends only)",
+        help="Latin-hypercube points per scenario (default 4; 0: range ends only; at most "
+        "10^5, the points of one sweep, since the reruns are one)",
     )
     add_workers(
         robust,
