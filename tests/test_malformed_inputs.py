@@ -247,6 +247,10 @@ CASES: dict[str, Case] = {
     "a duration of 10^8 s": expect(
         scenario('duration = "120s"', 'duration = "100000000s"'), r"expected at most"
     ),
+    "perftest iterations that can never finish": Case(
+        ["bench", "perftest", "ib_write_bw", "-s", "65536", "-n", "99999999999999"],
+        r"perftest: -n: expected at most 1e\+07 workload iterations in a run",
+    ),
     # -- the command line -------------------------------------------------------------------------
     "an unknown option": Case(
         ["run", "--bogus"], r"^pinlab: error: unrecognized arguments: --bogus"

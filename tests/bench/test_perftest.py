@@ -296,6 +296,12 @@ def test_perftest_statistics_are_perftests() -> None:
         (["ib_write_bw", "-o", "4"], "perftest: -o: expected -o only with RDMA READ"),
         (["ib_write_bw", "-c", "UD"], "perftest: -c: expected RC"),
         (["ib_write_bw", "--use_cuda=0", "-I", "64", "-s", "64"], "with inline messages"),
+        (
+            ["ib_write_bw", "-n", "10000001"],
+            "perftest: -n: expected at most 1e+07 workload iterations in a run, found 10000001",
+        ),
+        (["ib_write_bw", "-n", "99999999999999"], "found 99999999999999 (99999999999999 iter"),
+        (["ib_write_lat", "-a", "-n", "300000"], "found 13800000 (300000 iterations x 23"),
     ],
 )
 def test_bad_arguments_are_one_line(argv: list[str], message: str) -> None:
@@ -303,6 +309,13 @@ def test_bad_arguments_are_one_line(argv: list[str], message: str) -> None:
         parse_args(argv)
     assert message in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+def test_iterations_up_to_a_tenants_bound_are_taken() -> None:
+    """The bound is a scenario tenant's (MAX_EVENTS): exactly that many runs."""
+    from pinlab.sim.workloads.base import MAX_EVENTS
+
+    assert parse_args(["ib_write_bw", "-n", str(MAX_EVENTS)]).params.iterations == MAX_EVENTS
 
 
 def test_bad_platform_choices_are_one_line() -> None:

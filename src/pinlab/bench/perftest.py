@@ -33,6 +33,7 @@ from pinlab.platform.presets import PRESETS, resolve_platform
 from pinlab.platform.spec import PlatformSpec
 from pinlab.sim.engine import Simulation
 from pinlab.sim.workloads import spawn
+from pinlab.sim.workloads.base import MAX_EVENTS
 from pinlab.sim.workloads.perftest import (
     ALL_SIZES,
     BwRow,
@@ -263,6 +264,16 @@ def parse_args(argv: Sequence[str]) -> Options:
         )
     except ValidationError as e:
         raise config_error(e, _SOURCE) from None
+    planned = params.events(0.0)
+    if planned > MAX_EVENTS:
+        # the bound a scenario's tenant has: every message is simulated one by one
+        trips = " x 2 trips" if kind == "lat" else ""
+        raise _bad(
+            "-n",
+            f"expected at most {MAX_EVENTS:.0e} workload iterations in a run, found "
+            f"{int(planned)} ({iters} iterations x {len(sizes)} message size"
+            f"{'s' if len(sizes) != 1 else ''} x {qps} QP{'s' if qps != 1 else ''}{trips})",
+        )
     return Options(
         test=test,
         params=params,
