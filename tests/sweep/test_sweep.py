@@ -274,6 +274,19 @@ def test_max_points_then_rerun_and_stray_files(
     assert len(ids) == len(set(ids)) == 8
 
 
+@pytest.mark.parametrize("n", ["0", "-1"])
+def test_max_points_below_one_is_refused(
+    n: str, sweep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--max-points 0`` would run nothing: refused up front, not an "incomplete" sweep
+    naming a table it never wrote."""
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep_file), "--out", str(out), "--max-points", n]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"pinlab: error: --max-points: expected at least 1, found {n}\n"
+    assert captured.out == "" and not out.exists()
+
+
 def test_a_tiny_sweep_starts_no_worker(
     sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -97,8 +97,9 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         sweep = load_sweep(args.file, validate_points=not args.dry_run)
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
-    if args.max_points is not None and args.max_points < 0:
-        raise UserError(f"--max-points: expected a number >= 0, found {args.max_points}")
+    if args.max_points is not None and args.max_points < 1:
+        # 0 would run nothing and leave no table to report
+        raise UserError(f"--max-points: expected at least 1, found {args.max_points}")
     if args.json and not args.dry_run:
         raise UserError("--json: expected with --dry-run (the points as JSON)")
     if args.dry_run:
@@ -166,7 +167,10 @@ def add_parsers(sub: Any) -> None:
         dask="run on Dask distributed: 'local' starts a LocalCluster, else a scheduler address",
     )
     sweep.add_argument(
-        "--max-points", type=int, metavar="N", help="run at most N unfinished points, then stop"
+        "--max-points",
+        type=int,
+        metavar="N",
+        help="run at most N (>= 1) unfinished points, then stop",
     )
     sweep.add_argument(
         "--dry-run",
