@@ -244,7 +244,8 @@ def test_unwritable_out_is_a_user_error(
     blocker.write_text("not a directory")
     assert main(["run", "alpha", "--out", str(blocker)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"pinlab: error: --out {blocker}: cannot write the run directory")
+    assert err == f"pinlab: error: --out {blocker}: expected a directory, found a file\n"
+    assert fake.calls == []  # refused before anything ran
 
 
 def test_bad_seed_is_rejected_by_argparse(

@@ -303,6 +303,48 @@ CASES: dict[str, Case] = {
             ),
         },
     ),
+    # an --out that cannot be a directory is refused before any work (nothing made)
+    "an empty --out": Case(
+        ["run", "desktop-pin-hog", "--out", ""],
+        r"^pinlab: error: --out: expected a directory, found an empty path$",
+    ),
+    "an --out through a file": Case(
+        ["run", "desktop-pin-hog", "--out", "f.txt/run"],
+        r"^pinlab: error: --out f\.txt/run: expected a directory, found a file at f\.txt$",
+        {"f.txt": "x"},
+    ),
+    "an explore --out that is a file": Case(
+        ["explore", "--out", "f.txt"],
+        r"^pinlab: error: --out f\.txt: expected a directory, found a file$",
+        {"f.txt": "x"},
+    ),
+    "an empty sweep --out": Case(
+        ["sweep", "w.toml", "--out", ""],
+        r"^pinlab: error: --out: expected a directory, found an empty path$",
+        {"w.toml": SWEEP},
+    ),
+    "an advise --out that is a file": Case(
+        ["advise", "desktop-pin-hog", "--protect", "x", "--out", "f.txt"],
+        r"^pinlab: error: --out f\.txt: expected a directory, found a file$",
+        {"f.txt": "x"},
+    ),
+    "a validate --out through a file": Case(
+        ["validate", "--out", "f.txt/v"],
+        r"^pinlab: error: --out f\.txt/v: expected a directory, found a file at f\.txt$",
+        {"f.txt": "x"},
+    ),
+    "an --out with a NUL byte": Case(
+        ["run", "desktop-pin-hog", "--out", "a\x00b"],
+        r"^pinlab: error: --out a\\0b: expected a directory, found a NUL byte in the path$",
+    ),
+    "a matrix --proposal that is none": Case(
+        ["matrix", "--proposal", "bogus"],
+        r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",
+    ),
+    "a matrix --profile that is none": Case(
+        ["matrix", "--profile", "9.9"],
+        r"^pinlab: error: --profile: expected a kernel profile \(5\.16, .*\), found '9\.9'$",
+    ),
     "a claim column that is a number": expect(
         scenario("show = [\n", "show = [\n  1,\n"),
         r"^pinlab: error: s\.toml: claim\.show\[0\]: expected a string or a table, found 1$",
@@ -382,3 +424,23 @@ def test_a_broken_pipe_ends_quietly() -> None:
         check=False,
     )
     assert proc.stdout and "Traceback" not in proc.stderr and proc.stderr == ""
+
+
+def test_an_out_this_process_cannot_write_is_refused_up_front(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The nearest existing directory of --out must be writable (``access(2)``, which reports
+    a read-only file system too); the test runs as root, so ``os.access`` stands in for it."""
+    real = os.access
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p).resolve() != ro and real(p, mode))
+    monkeypatch.chdir(tmp_path)
+    for out, found in (("ro", "found one this"), ("ro/new/run", "found ro, which this")):
+        assert main(["run", "desktop-pin-hog", "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"pinlab: error: --out {out}: expected a writable directory, {found} process "
+            "cannot write\n"
+        ), err
+    assert list(ro.iterdir()) == []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -19,6 +18,7 @@ from pinlab.cli.common import (
     add_set_flag,
     add_workers,
     as_user_error,
+    out_dir,
 )
 from pinlab.cli.run import run_points
 
@@ -42,6 +42,7 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
 
     _positive("--budget", args.budget)
     _positive("--jobs", args.jobs)
+    out = out_dir(args.out)
     with as_user_error():
         plan = prepare(
             args.scenario,
@@ -50,7 +51,6 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
             variant=args.variant,
             sets=args.set or [],
         )
-    out = Path(args.out)
     stderr = Console(stderr=True)
     search = partial(advise, plan, out, budget=args.budget, seed=args.seed)
     try:

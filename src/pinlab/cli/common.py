@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,7 +39,9 @@ __all__ = [
     "add_set_flag",
     "add_workers",
     "as_user_error",
+    "check_profile",
     "host_root",
+    "out_dir",
     "point_errors",
     "print_json",
     "print_table",
@@ -208,8 +211,62 @@ def host_root(args: argparse.Namespace) -> Path:
     """The ``--root`` of ``args`` as a path; :class:`UserError` when it is no directory."""
     root = Path(args.root)
     if not root.is_dir():
-        raise UserError(f"--root {args.root}: expected a directory (a host's /), found none")
+        raise UserError(
+            f"--root {args.root}: expected a directory (a host's /), found {_what_is(root)}"
+        )
     return root
+
+
+def _what_is(path: Path) -> str:
+    """What stands at ``path`` where a directory was expected, for a ``found ...``."""
+    if path.is_symlink() and not path.exists():
+        return "a broken symbolic link"
+    if not path.exists():
+        return "no such directory"
+    return "a file" if path.is_file() else "something other than a directory"
+
+
+def out_dir(text: str, flag: str = "--out") -> Path:
+    """The directory ``flag`` names (``text``), checked before any work and without writing
+    anything: a directory this process can write, or a path whose nearest existing ancestor
+    is such a directory (the rest is made when the command writes). :class:`UserError`
+    otherwise: an empty path (it would write into the current directory), a file on the way,
+    a place this process cannot write."""
+    if not text:
+        raise UserError(f"{flag}: expected a directory, found an empty path")
+    if "\x00" in text:
+        shown = text.replace("\x00", "\\0")
+        raise UserError(f"{flag} {shown}: expected a directory, found a NUL byte in the path")
+    out = Path(text)
+    existing = out
+    try:
+        while not (existing.exists() or existing.is_symlink()) and existing.parent != existing:
+            existing = existing.parent
+        found = None if existing.is_dir() else _what_is(existing)
+    except OSError as e:  # a name too long, a loop of symbolic links
+        raise UserError(
+            f"{flag} {text}: expected a directory, found a path the system refuses ({e.strerror})"
+        ) from None
+    if found is not None:
+        at = "" if existing == out else f" at {existing}"
+        raise UserError(f"{flag} {text}: expected a directory, found {found}{at}")
+    if not os.access(existing, os.W_OK | os.X_OK):  # EROFS too: access(2) reports it
+        where = "one" if existing == out else f"{existing}, which"
+        raise UserError(
+            f"{flag} {text}: expected a writable directory, found {where} this process cannot write"
+        )
+    return out
+
+
+def check_profile(option: str, profile: str | None) -> None:
+    """:class:`UserError` unless ``profile`` (the value of ``option``, None: not given) names a
+    kernel profile preset."""
+    from pinlab.kernel.profile import PRESETS
+
+    if profile is not None and profile not in PRESETS:
+        raise UserError(
+            f"{option}: expected a kernel profile ({', '.join(PRESETS)}), found {profile!r}"
+        )
 
 
 def add_workers(

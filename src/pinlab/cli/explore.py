@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -17,6 +16,7 @@ from pinlab.cli.common import (
     add_json_flag,
     add_out_flag,
     add_seed_flag,
+    out_dir,
     wide,
 )
 
@@ -56,6 +56,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     ok, skipped = targets(exporters, importers, profiles, policies)
     if not ok:
         raise UserError("explore: no combination of the selection exists (see --help)")
+    out = out_dir(args.out) if args.out is not None else None
     report = explore(
         ok,
         depth=args.depth,
@@ -69,8 +70,11 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     else:
         console = wide(console)
         print_text(report, console)
-    if args.out is not None:
-        paths = write_out(report, Path(args.out))
+    if out is not None:
+        try:
+            paths = write_out(report, out)
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write the findings: {e.strerror or e}") from None
         if not args.json:
             console.print(f"wrote {paths[0]} and {len(paths) - 1} more file(s)", highlight=False)
     return 1 if any(f.blocking for f in report.findings) else 0

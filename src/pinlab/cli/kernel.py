@@ -14,6 +14,7 @@ from pinlab.cli.common import (
     add_json_flag,
     add_listing,
     as_user_error,
+    check_profile,
     print_json,
     print_table,
     wide,
@@ -166,6 +167,7 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
     profile: where the memory ends up (in place, migrated, refused with which errno at which step),
     whether the path is P2P, and the K- items that decide it. Without
     --move-notify/--no-move-notify: both settings where they differ."""
+    from pinlab.policy.proposals import PROPOSALS
     from pinlab.report.matrix import (
         build_matrix,
         build_matrix_pair,
@@ -173,10 +175,14 @@ def _cmd_matrix(args: argparse.Namespace, console: Console) -> int:
         render_matrix,
     )
 
+    check_profile("--profile", args.profile)
+    proposals = tuple(args.proposal or ())
+    for name in proposals:
+        if name not in PROPOSALS:
+            raise UserError(f"--proposal: expected one of {', '.join(PROPOSALS)}, found {name!r}")
     with as_user_error(ValueError):
         profile = matrix_profile(args.profile, bool(args.move_notify))
     alt = None
-    proposals = tuple(args.proposal or ())
     with as_user_error(ValueError):
         if args.move_notify is None:  # neither flag: both settings where the option exists
             matrix, alt = build_matrix_pair(args.profile, proposals)

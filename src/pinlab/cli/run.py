@@ -38,6 +38,8 @@ from pinlab.cli.common import (
     add_set_flag,
     add_workers,
     as_user_error,
+    check_profile,
+    out_dir,
     point_errors,
     wide,
 )
@@ -45,13 +47,6 @@ from pinlab.cli.common import (
 DEFAULT_OUT = "pinlab-out"
 
 T = TypeVar("T")
-
-
-def _check_profile(option: str, profile: str | None) -> None:
-    if profile is not None and profile not in PRESETS:
-        raise UserError(
-            f"{option}: expected a kernel profile ({', '.join(PRESETS)}), found {profile!r}"
-        )
 
 
 def _check_profiles(
@@ -375,8 +370,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     from pinlab.scenarios import runner
 
     sets = tuple(args.set or ())
-    _check_profile("--profile", args.profile)
-    _check_profile("--compare-profile", args.compare_profile)
+    check_profile("--profile", args.profile)
+    check_profile("--compare-profile", args.compare_profile)
     names = [args.scenario] if args.scenario else list(runner.BUILTIN)
     configs = _load_configs(names, sets, args.platform, args.map or (), args.policy)
     plan = _plan(configs, args.variant)
@@ -398,9 +393,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"--jobs: expected a number of processes >= 1, found {args.jobs}")
     if args.json and not robust:
         raise UserError("--json: expected with --robust (the robustness as JSON)")
+    out = out_dir(args.out)
     plans: list[Any] = []
     quiet = args.quiet or args.json
-    out = Path(args.out)
     console = wide(console)
     stderr = Console(stderr=True)
     runs_per_variant = 2 if args.compare_profile else 1

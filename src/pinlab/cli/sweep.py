@@ -19,6 +19,7 @@ from pinlab.cli.common import (
     add_quiet_flag,
     add_workers,
     as_user_error,
+    out_dir,
     print_json,
     wide,
 )
@@ -107,7 +108,7 @@ def _cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             return print_json(points_json(sweep))
         _list_points(sweep, console)
         return 0
-    out = Path(args.out) if args.out else Path("pinlab-sweeps") / sweep.name
+    out = out_dir(args.out if args.out is not None else str(Path("pinlab-sweeps") / sweep.name))
     stderr = Console(stderr=True)
     points = partial(run_sweep, sweep, out, max_points=args.max_points)
     label = f"sweep {sweep.name}"

@@ -12,6 +12,7 @@ from pinlab.cli.common import (
     add_json_flag,
     add_out_flag,
     as_user_error,
+    out_dir,
     print_json,
     wide,
 )
@@ -75,7 +76,7 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
             console,
             directory=args.dir,
             holdout=args.holdout,
-            out=args.out,
+            out=None if args.out is None else out_dir(args.out),
             as_json=args.json,
         )
 
