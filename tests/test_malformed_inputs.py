@@ -349,6 +349,29 @@ CASES: dict[str, Case] = {
         scenario("show = [\n", "show = [\n  1,\n"),
         r"^pinlab: error: s\.toml: claim\.show\[0\]: expected a string or a table, found 1$",
     ),
+    # -- pasted command output (inspect --paste) ----------------------------------------------
+    "a cpuinfo paste whose cpu family is not a number": Case(
+        ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],
+        r"^pinlab: error: c\.txt: cpuinfo: line 3: cpu family: expected a decimal CPU family "
+        r'number 0 to 255 \(like 6 or 25\), found "abc"$',
+        {"c.txt": "processor : 0\nvendor_id : GenuineIntel\ncpu family : abc\nmodel name : X\n"},
+    ),
+    "a cpuinfo paste whose cpu family is negative": Case(
+        ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],
+        r'c\.txt: cpuinfo: line 1: cpu family: expected .*, found "-25"$',
+        {"c.txt": "cpu family : -25\n"},
+    ),
+    "a binary ulimit -l paste": Case(
+        ["inspect", "--out", "o.toml", "--paste", "ulimit-l=b.bin"],
+        r"^pinlab: error: b\.bin: ulimit -l: line 1: expected a number of KiB or 'unlimited', "
+        r'found "[^\x00-\x1f\x7f]{1,200}" \(300 characters\)$',
+        {"b.bin": bytes(range(1, 256)) + bytes(range(1, 46))},
+    ),
+    "a paste with C1 controls and line separators": Case(
+        ["inspect", "--out", "o.toml", "--paste", "uname-r=u.txt"],
+        r'u\.txt: uname -r: line 1: .*, found "x\\x9b\[31my\\u2028z"$',
+        {"u.txt": "x\x9b[31my\u2028z\n".encode()},
+    ),
 }
 
 

@@ -49,7 +49,8 @@ class ConfigError(ValueError):
         super().__init__(one_line(": ".join([*parts, message])))
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0 and C1 controls (``\\x9b`` is a terminal's CSI) and the Unicode line separators."""
 
 
 def exactly_one(names: str, first: object, second: object) -> None:
@@ -62,7 +63,8 @@ def exactly_one(names: str, first: object, second: object) -> None:
 
 def one_line(text: str) -> str:
     """``text`` with control characters (a newline in a ``--set`` value or a cgroup name the
-    user typed) shown as escapes, so that the error stays the one line it promises."""
+    user typed, a terminal escape in a pasted file) shown as escapes, so that the error stays
+    the one line it promises."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 

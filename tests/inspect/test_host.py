@@ -381,6 +381,21 @@ def test_cpu_hygon_and_arm_are_other(tmp_path: Path) -> None:
     assert (cpu.status, cpu.vendor, cpu.family, cpu.sockets) == (OK, "other", 0, 1)
 
 
+@pytest.mark.parametrize("family", ["300", "-25", "abc"])
+def test_a_cpu_family_that_is_not_one_is_malformed_not_fatal(tmp_path: Path, family: str) -> None:
+    workstation(tmp_path)
+    text = (tmp_path / "proc/cpuinfo").read_text()
+    (tmp_path / "proc/cpuinfo").write_text(
+        text.replace("cpu family\t: 25", f"cpu family\t: {family}")
+    )
+    cpu = read_cpu(tmp_path)
+    assert cpu.status == (
+        "unreadable: malformed cpuinfo: line 3: cpu family: expected a decimal CPU family "
+        f'number 0 to 255 (like 6 or 25), found "{family}"'
+    )
+    assert inspect_host(tmp_path).cpu == cpu
+
+
 def test_meminfo_and_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     workstation(tmp_path)
     assert read_meminfo(tmp_path).total == 64 * GiB

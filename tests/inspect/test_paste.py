@@ -153,8 +153,9 @@ def test_uname(release: str) -> None:
         ("uname-r", "Linux\n", "expected a release like"),
         ("lspci-tv", "hello world\n", "expected a tree line"),
         ("lspci-vvv", "not a device\n", "expected a device line"),
-        ("nvidia-smi-topo", TOPO.replace("PIX", "PXQ", 1), "found 'PXQ'"),
-        ("lsmod", "Module Size Used by\nnvidia lots 0\n", "expected '<module> <size> ...'"),
+        ("nvidia-smi-topo", TOPO.replace("PIX", "PXQ", 1), 'found "PXQ"'),
+        ("lsmod", "Module Size Used by\nnvidia lots 0\n", "line 2: expected '<module> <size> ...'"),
+        ("config", "hello\n", "expected a kernel config of CONFIG_ lines, found no CONFIG_ line"),
         ("bogus", "", "expected one of lspci-tv"),
     ],
 )
@@ -162,3 +163,47 @@ def test_bad_pastes_are_one_line_errors(kind: str, text: str, message: str) -> N
     with pytest.raises(ConfigError) as e:
         snapshot_from_pastes({kind: text})
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+CPUINFO = (
+    "processor : 0\nvendor_id : GenuineIntel\ncpu family : {}\nmodel name : X\nphysical id : 0\n"
+)
+
+
+@pytest.mark.parametrize("family", ["abc", "-25", "300", "99999999999999999999", "0x19", ""])
+def test_a_bad_cpu_family_is_one_line_naming_the_file(family: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({"cpuinfo": CPUINFO.format(family)}, files={"cpuinfo": "c.txt"})
+    assert str(e.value) == (
+        "c.txt: cpuinfo: line 3: cpu family: expected a decimal CPU family number 0 to 255 "
+        f'(like 6 or 25), found "{family}"'
+    )
+
+
+@pytest.mark.parametrize("family", ["0", "6", "25", "255"])
+def test_a_cpu_family_of_0_to_255_is_read(family: str) -> None:
+    cpu = snapshot_from_pastes({"cpuinfo": CPUINFO.format(family)}).cpu
+    assert cpu is not None and cpu.family == int(family)
+
+
+@pytest.mark.parametrize(
+    ("kind", "source"),
+    [
+        ("lspci-tv", "lspci -tv"),
+        ("lspci-vvv", "lspci -vvv"),
+        ("nvidia-smi-topo", "nvidia-smi topo -m"),
+        ("ulimit-l", "ulimit -l"),
+        ("uname-r", "uname -r"),
+        ("lsmod", "lsmod"),
+        ("config", "config"),
+    ],
+)
+def test_a_bad_paste_names_its_file_and_shows_what_was_found_short(kind: str, source: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({kind: "hi\n"}, files={kind: "afile"})
+    assert str(e.value).startswith(f"afile: {source}: line 1: expected "), str(e.value)
+    long = "\x01\ufffd" * 500
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({kind: long}, files={kind: "afile"})
+    text = str(e.value)
+    assert len(text) < 350 and "\x01" not in text and "\n" not in text, text

@@ -31,10 +31,12 @@ def _write(what: str, path: str, write: Any) -> None:
         ) from None
 
 
-def _pastes(items: list[str]) -> dict[str, str]:
+def _pastes(items: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(the text of each kind, the file it was read from)."""
     from pinlab.inspect.paste import PASTE_KINDS
 
     out: dict[str, str] = {}
+    files: dict[str, str] = {}
     for item in items:
         kind, sep, path = item.partition("=")
         if not sep or kind not in PASTE_KINDS:
@@ -47,7 +49,8 @@ def _pastes(items: list[str]) -> dict[str, str]:
             raise UserError(
                 f"--paste {item}: expected a readable file, found: {e.strerror}"
             ) from None
-    return out
+        files[kind] = path
+    return out, files
 
 
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
@@ -76,7 +79,8 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out)
     if args.paste:
         with as_user_error():
-            snap = snapshot_from_pastes(_pastes(args.paste))
+            texts, files = _pastes(args.paste)
+            snap = snapshot_from_pastes(texts, files=files)
         plan = snap.plan()
         report = None
         source = snap.source

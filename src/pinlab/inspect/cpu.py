@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinlab.errors import show_value
 from pinlab.inspect.source import (
     OK,
     ROOT,
@@ -54,10 +55,26 @@ class CpuInfo(SourceRecord):
 # -- reading ------------------------------------------------------------------------------------
 
 
+_FAMILY_MAX = 0xFF
+"""The largest x86 family (``boot_cpu_data.x86`` is a byte)."""
+
+
+def _family(value: str, lineno: int) -> int:
+    """The ``cpu family`` of ``/proc/cpuinfo``: decimal, as the kernel prints it, 0 … 255."""
+    if re.fullmatch(r"[0-9]{1,3}", value) and int(value) <= _FAMILY_MAX:
+        return int(value)
+    raise ValueError(
+        f"line {lineno}: cpu family: expected a decimal CPU family number 0 to {_FAMILY_MAX} "
+        f"(like 6 or 25), found {show_value(value)}"
+    )
+
+
 def _parse_cpuinfo(text: str) -> tuple[str, int, str, set[str]]:
+    """(vendor_id, family, model name, physical ids); ``ValueError`` naming the line for a
+    ``cpu family`` that is not one."""
     vendor_id, family, model = "", 0, ""
     packages: set[str] = set()
-    for line in text.splitlines():
+    for lineno, line in enumerate(text.splitlines(), 1):
         key, sep, value = line.partition(":")
         if not sep:
             continue
@@ -65,7 +82,7 @@ def _parse_cpuinfo(text: str) -> tuple[str, int, str, set[str]]:
         if key == "vendor_id" and not vendor_id:
             vendor_id = value
         elif key == "cpu family" and not family:
-            family = int(value)
+            family = _family(value, lineno)
         elif key == "model name" and not model:
             model = value
         elif key == "physical id":

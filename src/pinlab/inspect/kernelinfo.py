@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pinlab.errors import show_value
 from pinlab.inspect.cgroup import CgroupInfo
 from pinlab.inspect.source import (
     MISSING,
@@ -129,12 +130,14 @@ def parse_kallsyms(text: str) -> tuple[str, ...]:
 def parse_modules(text: str) -> tuple[str, ...]:
     """Module names of ``/proc/modules`` or pasted ``lsmod`` output (its header skipped)."""
     names = []
-    for line in text.splitlines():
+    for lineno, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if not parts or parts[0] == "Module":
             continue
         if len(parts) < 2 or not parts[1].isdigit():
-            raise ValueError(f"expected '<module> <size> ...', found {line.strip()!r}")
+            raise ValueError(
+                f"line {lineno}: expected '<module> <size> ...', found {show_value(line.strip())}"
+            )
         names.append(parts[0])
     return tuple(sorted(set(names)))
 

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, show_value
 from pinlab.inspect.cpu import _parse_cpuinfo
 from pinlab.inspect.kernelinfo import (
     CONFIG_OPTIONS,
@@ -53,17 +53,19 @@ __all__ = [
     "snapshot_from_pastes",
 ]
 
-PASTE_KINDS = (
-    "lspci-tv",
-    "lspci-vvv",
-    "nvidia-smi-topo",
-    "ulimit-l",
-    "uname-r",
-    "lsmod",
-    "config",
-    "kallsyms",
-    "cpuinfo",
-)
+PASTE_KINDS = {
+    "lspci-tv": "lspci -tv",
+    "lspci-vvv": "lspci -vvv",
+    "nvidia-smi-topo": "nvidia-smi topo -m",
+    "ulimit-l": "ulimit -l",
+    "uname-r": "uname -r",
+    "lsmod": "lsmod",
+    "config": "config",
+    "kallsyms": "kallsyms",
+    "cpuinfo": "cpuinfo",
+}
+"""The kinds of paste ``--paste KIND=FILE`` takes, each with how an error names it (the
+command that printed it)."""
 
 VENDOR_NAMES = (
     ("[AMD/ATI]", 0x1002),
@@ -212,7 +214,8 @@ def parse_lspci_tree(text: str, source: str = "lspci -tv") -> list[TreeEntry]:
             raise _fail(
                 source,
                 f"line {lineno}",
-                f"expected a tree line like '+-01.0-[01]----00.0  name', found {line.strip()!r}",
+                "expected a tree line like '+-01.0-[01]----00.0  name', "
+                f"found {show_value(line.strip())}",
             )
     if not out:
         raise _fail(source, "line 1", "expected an lspci -tv tree, found no function")
@@ -268,7 +271,8 @@ def parse_lspci_verbose(text: str, source: str = "lspci -vvv") -> list[VerboseEn
             raise _fail(
                 source,
                 f"line {lineno}",
-                f"expected a device line like '0000:03:00.0 3D controller: ...', found {header!r}",
+                "expected a device line like '0000:03:00.0 3D controller: ...', "
+                f"found {show_value(header)}",
             )
         domain = m[1] or "0000"
         address = f"{domain}:{m[2]}:{m[3]}.{m[4]}"
@@ -360,7 +364,9 @@ def parse_ulimit(text: str, source: str = "ulimit -l") -> int | None:
             if word.isdigit():
                 return int(word) * KiB
     raise _fail(
-        source, "line 1", f"expected a number of KiB or 'unlimited', found {text.strip()!r}"
+        source,
+        "line 1",
+        f"expected a number of KiB or 'unlimited', found {show_value(text.strip())}",
     )
 
 
@@ -370,7 +376,9 @@ def parse_uname(text: str, source: str = "uname -r") -> str:
         if re.match(r"^\d+\.\d+", word):
             return word
     raise _fail(
-        source, "line 1", f"expected a release like '6.8.0-52-generic', found {text.strip()!r}"
+        source,
+        "line 1",
+        f"expected a release like '6.8.0-52-generic', found {show_value(text.strip())}",
     )
 
 
@@ -428,29 +436,50 @@ def _tree_and_verbose(
     return sorted(fns, key=lambda f: f.address), notes
 
 
-def snapshot_from_pastes(pastes: Mapping[str, str], *, source: str = "pasted output") -> Snapshot:
+def snapshot_from_pastes(
+    pastes: Mapping[str, str],
+    *,
+    source: str = "pasted output",
+    files: Mapping[str, str] | None = None,
+) -> Snapshot:
     """A snapshot from pasted outputs by kind (:data:`PASTE_KINDS`); unknown kinds and
-    unreadable text are one-line :class:`ConfigError`\\ s."""
+    unreadable text are one-line :class:`ConfigError`\\ s. ``files`` names the file each kind
+    was read from, for the errors (``afile: ulimit -l: line 1: expected ...``)."""
     for kind in pastes:
         if kind not in PASTE_KINDS:
-            raise _fail(source, kind, f"expected one of {', '.join(PASTE_KINDS)}, found {kind!r}")
+            raise _fail(
+                source, kind, f"expected one of {', '.join(PASTE_KINDS)}, found {show_value(kind)}"
+            )
+    named = files or {}
+
+    def src(kind: str) -> str:
+        what = PASTE_KINDS[kind]
+        return f"{named[kind]}: {what}" if kind in named else what
+
     notes: list[str] = []
-    tree = parse_lspci_tree(pastes["lspci-tv"]) if "lspci-tv" in pastes else None
-    verbose = parse_lspci_verbose(pastes["lspci-vvv"]) if "lspci-vvv" in pastes else None
+    tree = parse_lspci_tree(pastes["lspci-tv"], src("lspci-tv")) if "lspci-tv" in pastes else None
+    verbose = (
+        parse_lspci_verbose(pastes["lspci-vvv"], src("lspci-vvv"))
+        if "lspci-vvv" in pastes
+        else None
+    )
     fns, pci_notes = _tree_and_verbose(tree, verbose)
     notes += pci_notes
     topo_sockets = 0
     if not fns and "nvidia-smi-topo" in pastes:
-        fns, topo_notes, topo_sockets = topo_functions(parse_topo_matrix(pastes["nvidia-smi-topo"]))
+        matrix = parse_topo_matrix(pastes["nvidia-smi-topo"], src("nvidia-smi-topo"))
+        fns, topo_notes, topo_sockets = topo_functions(matrix)
         notes += topo_notes
-    release = parse_uname(pastes["uname-r"]) if "uname-r" in pastes else ""
+    release = parse_uname(pastes["uname-r"], src("uname-r")) if "uname-r" in pastes else ""
     config: dict[str, str] = {}
     config_source = None
     if "config" in pastes:
         try:
             options = parse_kernel_config(pastes["config"])
         except ValueError as e:
-            raise _fail("config", "line 1", f"expected a kernel config ({e})") from None
+            raise _fail(
+                src("config"), "line 1", f"expected a kernel config of CONFIG_ lines, found {e}"
+            ) from None
         config = {k: options[k] for k in CONFIG_OPTIONS if k in options}
         config_source = "pasted config"
     modules = symbols = None
@@ -458,17 +487,20 @@ def snapshot_from_pastes(pastes: Mapping[str, str], *, source: str = "pasted out
         try:
             modules = list(parse_modules(pastes["lsmod"]))
         except ValueError as e:
-            raise _fail("lsmod", "line 1", str(e)) from None
+            raise _fail(src("lsmod"), "", str(e)) from None
     if "kallsyms" in pastes:
         symbols = list(parse_kallsyms(pastes["kallsyms"]))
     limits = LimitFacts()
     if "ulimit-l" in pastes:
-        soft = parse_ulimit(pastes["ulimit-l"])
+        soft = parse_ulimit(pastes["ulimit-l"], src("ulimit-l"))
         limits = LimitFacts(memlock_soft=soft, memlock_hard=soft, memlock_known=True)
         notes.append("ulimit -l gives the soft limit; the hard limit is assumed equal")
     cpu = None
     if "cpuinfo" in pastes:
-        vendor_id, family, model, packages = _parse_cpuinfo(pastes["cpuinfo"])
+        try:
+            vendor_id, family, model, packages = _parse_cpuinfo(pastes["cpuinfo"])
+        except ValueError as e:
+            raise _fail(src("cpuinfo"), "", str(e)) from None
         cpu = CpuFacts(
             vendor_id=vendor_id, family=family, model=model, sockets=max(len(packages), 1)
         )

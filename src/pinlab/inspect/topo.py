@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, show_value
 from pinlab.inspect.pci import PciFunction
 
 __all__ = ["TopoMatrix", "parse_topo_matrix", "topo_functions"]
@@ -51,7 +51,9 @@ def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> TopoMatr
     devices = [c for c in columns if re.fullmatch(r"(GPU|NIC)\d+|[a-z][a-z0-9_]*\d", c)]
     if not devices:
         raise _fail(
-            source, f"line {header_no}", f"expected columns GPU0 ... NIC0 ..., found {header!r}"
+            source,
+            f"line {header_no}",
+            f"expected columns GPU0 ... NIC0 ..., found {show_value(header)}",
         )
     cells: dict[tuple[str, str], str] = {}
     numa: dict[str, int] = {}
@@ -73,7 +75,9 @@ def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> TopoMatr
         name = parts[0]
         if name not in devices:
             raise _fail(
-                source, f"line {lineno}", f"expected a row of {', '.join(devices)}, found {name!r}"
+                source,
+                f"line {lineno}",
+                f"expected a row of {', '.join(devices)}, found {show_value(name)}",
             )
         values = parts[1 : 1 + len(devices)]
         if len(values) < len(devices):
@@ -88,7 +92,7 @@ def parse_topo_matrix(text: str, source: str = "nvidia-smi topo -m") -> TopoMatr
                     source,
                     f"line {lineno}",
                     f"expected X, SYS, NODE, PHB, PXB, PIX or NV# in row {name} column {col}, "
-                    f"found {value!r}",
+                    f"found {show_value(value)}",
                 )
             cells[(name, col)] = value
         rest = parts[1 + len(devices) :]
