@@ -109,6 +109,12 @@ def test_unreadable_sources_are_statuses_not_crashes(tmp_path: Path) -> None:
     assert snap.kernel.option("DMABUF_MOVE_NOTIFY") is None  # unknown, not "off"
 
 
+PCI = (
+    "pinlab_snapshot = 1\n[[pci]]\naddress = '0000:03:00.0'\nroot_bus = '0000:00'\n"
+    "vendor = '0x10de'\ndevice = '0'\nclass_code = '0'\n"
+)
+
+
 @pytest.mark.parametrize(
     ("text", "where", "message"),
     [
@@ -121,14 +127,23 @@ def test_unreadable_sources_are_statuses_not_crashes(tmp_path: Path) -> None:
             "lots",
         ),
         (
-            "pinlab_snapshot = 1\n[[pci]]\naddress = 'a'\nroot_bus = 'b'\nvendor = 'xyz'\n"
-            "device = '0'\nclass_code = '0'\n",
+            "pinlab_snapshot = 1\n[[pci]]\naddress = '0000:03:00.0'\nroot_bus = '0000:00'\n"
+            "vendor = 'xyz'\ndevice = '0'\nclass_code = '0'\n",
             "pci[0].vendor",
             "hexadecimal",
         ),
+        # the fields the platform and doctor read a PCI tree by are checked, not trusted
+        (PCI.replace("0000:03:00.0", "a"), "pci[0].address", 'like "0000:03:00.0", found "a"'),
+        (PCI.replace("'0000:00'", "'00'"), "pci[0].root_bus", 'like "0000:00", found "00"'),
+        (PCI + "parent = '3'\n", "pci[0].parent", 'expected a PCI address like "0000:03:00.0"'),
+        (PCI + "port_type = 'sideways'\n", "pci[0].port_type", 'found "sideways"'),
+        (PCI + "port_type_source = 'guess'\n", "pci[0].port_type_source", 'found "guess"'),
     ],
 )
 def test_bad_snapshot_is_one_line(text: str, where: str, message: str) -> None:
+    """The snapshot file (a user's edit of it too) is validated up front, one line per
+    problem naming the field."""
+    parse_snapshot(PCI, "s.toml")  # the base of the PCI cases is itself good
     with pytest.raises(ConfigError) as e:
         parse_snapshot(text, "s.toml")
     line = str(e.value)

@@ -15,10 +15,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic_core import PydanticCustomError
 
+from pinlab.errors import show_value
 from pinlab.inspect.source import (
     MISSING,
     OK,
@@ -57,6 +59,48 @@ _PCI_EXT_CAP_ID_ACS = 0x000D
 _PCI_ACS_REDIR = 0x0004 | 0x0008 | 0x0020  # RR | CR | EC (pci_bridge_has_acs_redir)
 
 
+PORT_TYPES = (*_PCIE_TYPES.values(), "conventional")
+"""The ``port_type`` values a function may have."""
+PORT_TYPE_SOURCES = ("", "config", "tree")
+"""Where a ``port_type`` came from (``""``: not known)."""
+
+_ADDR = re.compile(r"^([0-9a-f]{4,}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+_BUS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}$")
+
+
+def _shaped(pattern: re.Pattern[str], like: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise PydanticCustomError(
+                "pinlab_pci",
+                "expected {like}, found {found}",
+                {"like": like, "found": show_value(value)},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _one_of(allowed: tuple[str, ...]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in allowed:
+            shown = ", ".join(show_value(a) for a in allowed)
+            raise PydanticCustomError(
+                "pinlab_pci",
+                "expected one of {allowed}, found {found}",
+                {"allowed": shown, "found": show_value(value)},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+PciAddress = Annotated[str, _shaped(_ADDR, 'a PCI address like "0000:03:00.0"')]
+"""``DDDD:BB:SS.F``, lower-case hex, as sysfs names a function."""
+PciBus = Annotated[str, _shaped(_BUS, 'a PCI bus like "0000:00"')]
+"""``DDDD:BB``, a host bridge's root bus."""
+
+
 class PciFunction(BaseModel, Record):
     """One PCI function of ``/sys/bus/pci/devices``.
 
@@ -76,9 +120,9 @@ class PciFunction(BaseModel, Record):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    address: str
-    root_bus: str
-    parent: str | None = None
+    address: PciAddress
+    root_bus: PciBus
+    parent: PciAddress | None = None
     vendor: HexId
     device: HexId
     class_code: HexId
@@ -88,8 +132,8 @@ class PciFunction(BaseModel, Record):
     link_speed: float | None = None
     link_width: int | None = None
     virtfn: bool = False
-    port_type: str | None = None
-    port_type_source: str = ""
+    port_type: Annotated[str, _one_of(PORT_TYPES)] | None = None
+    port_type_source: Annotated[str, _one_of(PORT_TYPE_SOURCES)] = ""
     acs_ctrl: HexId | None = None
     iommu_group: int | None = None
     vram_total: Size | None = None
@@ -183,7 +227,6 @@ class PciInfo(SourceRecord):
 
 # -- reading ------------------------------------------------------------------------------------
 
-_ADDR = re.compile(r"^([0-9a-f]{4,}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 _HOST = re.compile(r"^pci([0-9a-f]{4,}):([0-9a-f]{2})$")
 _IORESOURCE_MEM = 0x200
 _PCI_NUM_BARS = 6
