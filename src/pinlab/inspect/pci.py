@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,13 +69,15 @@ _ADDR = re.compile(r"^([0-9a-f]{4,}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 _BUS = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}$")
 
 
-def _shaped(pattern: re.Pattern[str], like: str) -> AfterValidator:
+def _checked(ok: Callable[[str], object], expected: str) -> AfterValidator:
+    """A field validator: the value if ``ok(value)``, else ``expected ..., found ...``."""
+
     def check(value: str) -> str:
-        if not pattern.match(value):
+        if not ok(value):
             raise PydanticCustomError(
                 "pinlab_pci",
-                "expected {like}, found {found}",
-                {"like": like, "found": show_value(value)},
+                "expected {expected}, found {found}",
+                {"expected": expected, "found": show_value(value)},
             )
         return value
 
@@ -82,22 +85,12 @@ def _shaped(pattern: re.Pattern[str], like: str) -> AfterValidator:
 
 
 def _one_of(allowed: tuple[str, ...]) -> AfterValidator:
-    def check(value: str) -> str:
-        if value not in allowed:
-            shown = ", ".join(show_value(a) for a in allowed)
-            raise PydanticCustomError(
-                "pinlab_pci",
-                "expected one of {allowed}, found {found}",
-                {"allowed": shown, "found": show_value(value)},
-            )
-        return value
-
-    return AfterValidator(check)
+    return _checked(allowed.__contains__, f"one of {', '.join(map(show_value, allowed))}")
 
 
-PciAddress = Annotated[str, _shaped(_ADDR, 'a PCI address like "0000:03:00.0"')]
+PciAddress = Annotated[str, _checked(_ADDR.match, 'a PCI address like "0000:03:00.0"')]
 """``DDDD:BB:SS.F``, lower-case hex, as sysfs names a function."""
-PciBus = Annotated[str, _shaped(_BUS, 'a PCI bus like "0000:00"')]
+PciBus = Annotated[str, _checked(_BUS.match, 'a PCI bus like "0000:00"')]
 """``DDDD:BB``, a host bridge's root bus."""
 
 
