@@ -337,6 +337,12 @@ CASES: dict[str, Case] = {
         ["run", "desktop-pin-hog", "--out", "a\x00b"],
         r"^pinlab: error: --out a\\0b: expected a directory, found a NUL byte in the path$",
     ),
+    "a scenario named robust, with --robust": Case(
+        ["run", "s.toml", "--robust", "--out", "o", "--quiet"],
+        r'^pinlab: error: --robust: s\.toml: scenario\.name: expected a name other than "robust" '
+        r'\(the reruns are written to o/robust/\), found "robust"$',
+        {"s.toml": edit(SCENARIO, 'name = "desktop-pin-hog"', 'name = "robust"')},
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

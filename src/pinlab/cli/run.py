@@ -381,6 +381,16 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise UserError("--robust-samples, --jobs and --dask: expected with --robust")
     if robust and args.platform is not None:
         raise UserError("--robust: expected a scenario's own platform, found --platform")
+    if robust:
+        from pinlab.sweep.robust import ROBUST_DIR
+
+        for cfg, _variants in plan:
+            if cfg.name == ROBUST_DIR:  # its run directory would be the reruns' sweep
+                raise UserError(
+                    f"--robust: {cfg.source}: scenario.name: expected a name other than "
+                    f'"{ROBUST_DIR}" (the reruns are written to {args.out}/{ROBUST_DIR}/), '
+                    f'found "{cfg.name}"'
+                )
     if args.robust_samples is not None:
         from pinlab.sweep.spec import MAX_POINTS
 
