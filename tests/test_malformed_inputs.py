@@ -343,6 +343,15 @@ CASES: dict[str, Case] = {
         r'\(the reruns are written to o/robust/\), found "robust"$',
         {"s.toml": edit(SCENARIO, 'name = "desktop-pin-hog"', 'name = "robust"')},
     ),
+    "a bufinfo dump that is a directory": Case(
+        ["bufinfo", "d"],
+        r"^pinlab: error: d: expected a dma_buf/bufinfo dump, found a directory$",
+        {"d/x": "x"},
+    ),
+    "a bufinfo dump that is no file": Case(
+        ["bufinfo", "nothing.txt"],
+        r"^pinlab: error: nothing\.txt: expected a dma_buf/bufinfo dump, found no such file$",
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

@@ -27,7 +27,7 @@ from typing import Any
 
 from pinlab.errors import ConfigError, toml_path
 
-__all__ = ["INT_MAX", "INT_MIN", "MAX_DEPTH", "parse_toml", "read_toml"]
+__all__ = ["INT_MAX", "INT_MIN", "MAX_DEPTH", "parse_toml", "read_toml", "read_user_file"]
 
 MAX_DEPTH = 64
 """Deepest nesting of tables and arrays a pinlab file may use (the deepest built-in one
@@ -56,6 +56,14 @@ def read_toml(
     file is named in them (default: the path as given). Raises :class:`ConfigError`.
     """
     name = str(path) if source is None else source
+    return parse_toml(_decode(read_user_file(path, what=what, source=source), name, what), name)
+
+
+def read_user_file(path: str | Path, *, what: str, source: str | None = None) -> bytes:
+    """The bytes of the file a user named, or the one-line :class:`ConfigError` of why not
+    (an empty path, a NUL byte, no such file, a directory, no permission), naming the file as
+    ``source`` does (default: the path as given) and the file expected (``what``)."""
+    name = str(path) if source is None else source
     text = str(path)
     if not text:
         raise ConfigError("(empty path)", "", f"expected {what}, found an empty path")
@@ -63,9 +71,8 @@ def read_toml(
         raise ConfigError(
             name.replace("\x00", "\\0"), "", f"expected {what}, found a NUL byte in the path"
         )
-    p = Path(path)
     try:
-        raw = p.read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(name, "", f"expected {what}, found no such file") from None
     except IsADirectoryError:
@@ -76,7 +83,6 @@ def read_toml(
         ) from None
     except OSError as e:
         raise ConfigError(name, "", f"expected a readable file, found {e.strerror or e}") from None
-    return parse_toml(_decode(raw, name, what), name)
 
 
 def _decode(raw: bytes, name: str, what: str) -> str:

@@ -19,6 +19,7 @@ from pinlab.cli.common import (
     print_table,
     wide,
 )
+from pinlab.errors import ConfigError
 from pinlab.kernel.profile import DEFAULT_PROFILE, NEXT_SOURCES, PRESETS, KernelProfile
 
 
@@ -104,9 +105,7 @@ def _cmd_bufinfo(args: argparse.Namespace, console: Console) -> int:
 
     try:
         dump = parse_bufinfo_file(args.file)
-    except FileNotFoundError:
-        raise UserError(f"{args.file}: no such file (expected a dma_buf/bufinfo dump)") from None
-    except (BufinfoParseError, OSError, UnicodeDecodeError) as e:
+    except (BufinfoParseError, ConfigError) as e:
         raise UserError(str(e)) from None
     if args.json:
         return print_json(

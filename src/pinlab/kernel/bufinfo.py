@@ -64,16 +64,17 @@ locking it again (a model convenience: a real reader is a fresh syscall that hol
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinlab.kernel.errno import Errno, KernelError, err
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.profile import FenceFormat, KernelProfile
 from pinlab.kernel.resv import DmaResv, DmaResvUsage
+from pinlab.tomlfile import read_user_file
 
 if TYPE_CHECKING:
     from pinlab.kernel.dma_buf import DmaBuf
@@ -590,12 +591,13 @@ def parse_bufinfo(text: str, *, fence_format: FenceFormat | None = None) -> Bufi
 def parse_bufinfo_file(
     path: str | PathLike[str], *, fence_format: FenceFormat | None = None
 ) -> BufinfoDump:
-    """:func:`parse_bufinfo` on a file; a parse error names the file as well as the line.
+    """:func:`parse_bufinfo` on a file; a parse error names the file as well as the line, a
+    file that cannot be read is a :class:`~pinlab.errors.ConfigError` naming it.
 
     Bytes that are not UTF-8 (names are arbitrary bytes in the kernel) are kept as
     backslash escapes.
     """
-    data = Path(path).read_bytes()
+    data = read_user_file(os.fspath(path), what="a dma_buf/bufinfo dump")
     try:
         return parse_bufinfo(
             data.decode("utf-8", errors="backslashreplace"), fence_format=fence_format
