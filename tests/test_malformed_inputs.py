@@ -352,6 +352,15 @@ CASES: dict[str, Case] = {
         ["bufinfo", "nothing.txt"],
         r"^pinlab: error: nothing\.txt: expected a dma_buf/bufinfo dump, found no such file$",
     ),
+    "a --paste of a directory": Case(
+        ["inspect", "--out", "o.toml", "--paste", "ulimit-l=d"],
+        r"^pinlab: error: --paste ulimit-l=d: expected the output of ulimit -l, found a directory$",
+        {"d/x": "x"},
+    ),
+    "a --paste of an empty path": Case(
+        ["inspect", "--out", "o.toml", "--paste", "lsmod="],
+        r"^pinlab: error: --paste lsmod=: expected the output of lsmod, found an empty path$",
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

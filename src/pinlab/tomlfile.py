@@ -66,7 +66,7 @@ def read_user_file(path: str | Path, *, what: str, source: str | None = None) ->
     name = str(path) if source is None else source
     text = str(path)
     if not text:
-        raise ConfigError("(empty path)", "", f"expected {what}, found an empty path")
+        raise ConfigError(name or "(empty path)", "", f"expected {what}, found an empty path")
     if "\x00" in text:
         raise ConfigError(
             name.replace("\x00", "\\0"), "", f"expected {what}, found a NUL byte in the path"

@@ -19,6 +19,7 @@ from pinlab.cli.common import (
     host_root,
     wide,
 )
+from pinlab.errors import ConfigError
 
 
 def _write(what: str, path: str, write: Any) -> None:
@@ -34,6 +35,7 @@ def _write(what: str, path: str, write: Any) -> None:
 def _pastes(items: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     """(the text of each kind, the file it was read from)."""
     from pinlab.inspect.paste import PASTE_KINDS
+    from pinlab.tomlfile import read_user_file
 
     out: dict[str, str] = {}
     files: dict[str, str] = {}
@@ -43,12 +45,12 @@ def _pastes(items: list[str]) -> tuple[dict[str, str], dict[str, str]]:
             raise UserError(
                 f"--paste {item}: expected KIND=FILE with KIND one of {', '.join(PASTE_KINDS)}"
             )
+        what = f"the output of {PASTE_KINDS[kind]}"
         try:
-            out[kind] = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError as e:
-            raise UserError(
-                f"--paste {item}: expected a readable file, found: {e.strerror}"
-            ) from None
+            raw = read_user_file(path, what=what, source=f"--paste {kind}={path}")
+        except ConfigError as e:
+            raise UserError(str(e)) from None
+        out[kind] = raw.decode("utf-8", errors="replace")
         files[kind] = path
     return out, files
 
