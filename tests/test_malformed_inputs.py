@@ -361,6 +361,16 @@ CASES: dict[str, Case] = {
         ["inspect", "--out", "o.toml", "--paste", "lsmod="],
         r"^pinlab: error: --paste lsmod=: expected the output of lsmod, found an empty path$",
     ),
+    "a duration of 0": Case(
+        ["run", "desktop-pin-hog", "--set", "duration=0s"],
+        r"^pinlab: error: --set duration=0s: scenario\.duration: expected a time above 0, "
+        r'found "0s"$',
+    ),
+    "a sample_interval of 0 in the file": expect(
+        scenario('sample_interval = "500ms"', 'sample_interval = "0ms"'),
+        r"^pinlab: error: s\.toml: scenario\.sample_interval: expected a time above 0, "
+        r'found "0s"$',
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

@@ -90,6 +90,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -115,7 +116,7 @@ from pinlab.scenarios.policy import dmem_settings, policy_document, validate_pol
 from pinlab.scenarios.references import check_references
 from pinlab.sim.workloads import WORKLOADS, WorkloadParams
 from pinlab.sim.workloads.base import MAX_EVENTS
-from pinlab.units import STRICT_UNITS, Duration
+from pinlab.units import STRICT_UNITS, Duration, exact_time
 
 __all__ = [
     "CAMPS",
@@ -255,12 +256,15 @@ class ScenarioMeta(_Model):
     )
     description: str = ""
 
+    @field_validator("duration", "sample_interval")
+    @classmethod
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError(f'expected a time above 0, found "{exact_time(value)}"')
+        return value
+
     @model_validator(mode="after")
-    def _positive(self) -> ScenarioMeta:
-        if self.duration <= 0:
-            raise ValueError(f"expected a duration above 0, found {self.duration!r} s")
-        if self.sample_interval is not None and self.sample_interval <= 0:
-            raise ValueError(f"expected a sample_interval above 0, found {self.sample_interval}")
+    def _samples(self) -> ScenarioMeta:
         interval = self.sample_interval or self.duration / 200
         if self.duration / interval > MAX_SAMPLES:
             raise ValueError(
