@@ -111,10 +111,26 @@ def test_a_point_the_tool_does_not_print_is_a_config_error(tmp_path: Path) -> No
     assert "#bytes = 3" in message and "\n" not in message
 
 
-def test_a_column_the_tool_does_not_print_is_a_config_error(tmp_path: Path) -> None:
-    path = write_table(tmp_path, "c", PERFTEST, [('"BW average[Gb/sec]"', '"BW mean[Gb/sec]"')])
-    with pytest.raises(ConfigError, match=r"points\[0\]: simulated ib_write_bw: .*BW mean"):
+@pytest.mark.parametrize(
+    ("edits", "where", "found"),
+    [
+        ([('"BW average[Gb/sec]"', '"BW mean[Gb/sec]"')], "compare.y", "BW mean[Gb/sec]"),
+        ([('x = "#bytes"', 'x = "bytes"')], "compare.x", "bytes"),
+        ([('y = "BW average[Gb/sec]"', 'y = "BW average[Gb/sec]"\nwhere = { qps = 1 }')],
+         "compare.where.qps", "qps"),
+    ],
+)  # fmt: skip
+def test_a_column_the_tool_does_not_print_is_the_field_that_names_it(
+    tmp_path: Path, edits: list[tuple[str, str]], where: str, found: str
+) -> None:
+    """Blamed on the field that names the column, not on the first point read through it."""
+    path = write_table(tmp_path, "c", PERFTEST, edits)
+    with pytest.raises(ConfigError) as info:
         run_table(load_table(path), FakeBench())
+    assert str(info.value) == (
+        f"{path}: {where}: expected a column of perftest ib_write_bw (#bytes, #iterations, "
+        f'BW peak[Gb/sec], BW average[Gb/sec], MsgRate[Mpps]), found "{found}"'
+    )
 
 
 def test_a_matrix_the_tool_does_not_print_is_a_config_error(tmp_path: Path) -> None:

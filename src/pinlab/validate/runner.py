@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pinlab.bench import BenchTable, run_bench
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, show_value
 from pinlab.validate import stats
 from pinlab.validate.schema import ValidationTable, parse_cell
 
@@ -144,11 +144,17 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
+def _y_column(table: ValidationTable, y: str) -> str:
+    """The output column of a table's ``y`` (nccl-tests: ``"<placement> <y>"``)."""
+    placement = table.spec.compare.placement
+    return f"{placement} {y}" if placement else y
+
+
 def _row_value(
     out: BenchTable, table: ValidationTable, column: str, where: Mapping[str, Any], x: Any
 ) -> float:
     cmp = table.spec.compare
-    name = f"{cmp.placement} {column}" if cmp.placement else column
+    name = _y_column(table, column)
     xs = out.column(cmp.x)
     ys = out.column(name)
     filters = [(out.column(k), v) for k, v in where.items()]
@@ -189,6 +195,31 @@ def _value(out: BenchTable, table: ValidationTable, series: str | None, x: Any) 
     return _row_value(out, table, column, table.series_where(series), x)
 
 
+def _check_columns(table: ValidationTable, out: BenchTable, series: str | None) -> None:
+    """The columns a table's rows are read by exist in the tool's output, else the one-line
+    :class:`ConfigError` naming the field that names the column (``compare.x``,
+    ``series.<s>.y``, ``compare.where.<key>`` ...), not the point that first read it."""
+    if table.is_matrix:
+        return
+    spec = table.spec.series.get(series) if series else None
+    own = f"series.{series}" if spec is not None else "compare"
+    y_field = f"{own}.y" if spec is not None and spec.y is not None else "compare.y"
+    where = f"{own}.where" if spec is not None and spec.where is not None else "compare.where"
+    wanted = [
+        ("compare.x", table.spec.compare.x),
+        (y_field, _y_column(table, table.series_y(series))),
+    ]
+    wanted += [(f"{where}.{key}", key) for key in table.series_where(series)]
+    for field_path, name in wanted:
+        if name not in out.columns:
+            raise ConfigError(
+                table.path,
+                field_path,
+                f"expected a column of {out.tool} {out.test} ({', '.join(out.columns)}), "
+                f"found {show_value(name)}",
+            )
+
+
 def run_table(table: ValidationTable, bench: Bench = run_bench, *, seed: int = 0) -> TableResult:
     """Run ``table``'s commands with ``bench`` and compare every point. Raises
     :class:`ConfigError` (naming the file) when ``bench`` refuses a command or its output
@@ -212,6 +243,7 @@ def run_table(table: ValidationTable, bench: Bench = run_bench, *, seed: int = 0
             except ConfigError as e:
                 raise ConfigError(table.path, "run", str(e)) from None
         out = outputs[argv]
+        _check_columns(table, out, p.series)
         try:
             simulated = _value(out, table, p.series, p.x)
         except LookupError as e:
