@@ -144,6 +144,19 @@ def test_paths_and_values() -> None:
         (["variants.zzz.seed=1"], r"^--set variants\.zzz\.seed=1: variants: expected a variant"),
         (["oops"], r"^--set oops: expected key=value"),
         (["tenants.kv.params.rate=-1"], r"params\.rate: expected a number >= 0\.0, found -1$"),
+        # a platform patch's error names the patch the user wrote, not the patched node
+        (
+            ["platform.devices.gpu0.bogus=1"],
+            r"^--set platform\.devices\.gpu0\.bogus=1: platform\.devices\.gpu0\.bogus: unknown",
+        ),
+        (
+            ['platform.devices."*".bogus=1'],
+            r'^--set .*: platform\.devices\."\*"\.bogus: unknown field',
+        ),
+        (
+            ['platform.add_devices=[{ name = "gpu9", driver = "amdgpu" }]'],
+            r"^--set .*: platform\.add_devices\[0\]\.parent: expected a value, found nothing",
+        ),
         (["claim.bogus=1"], r"^--set claim\.bogus=1: claim\.bogus: unknown field \(expected"),
         (["claim.camp=tabs"], r"^--set claim\.camp=tabs: claim\.camp: expected one of"),
         (

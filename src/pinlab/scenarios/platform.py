@@ -3,6 +3,7 @@ the platform description the simulation runs on."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,26 @@ def _patch_node(node: PlatformSpec, cfg: PlatformConfig, source: str) -> Platfor
         return PlatformSpec.model_validate(data, context=STRICT_UNITS)
     except ValidationError as e:
         err = config_error(e, source)
-        raise ConfigError(
-            source, f"platform (patched {node.name}).{err.where}", err.message
-        ) from None
+        raise ConfigError(source, _user_field(err.where, node, cfg, data), err.message) from None
+
+
+_ITEM = re.compile(r"^(devices|nics|switches|displays)\[(\d+)\](.*)$")
+
+
+def _user_field(where: str, node: PlatformSpec, cfg: PlatformConfig, data: dict[str, Any]) -> str:
+    """Where the user wrote the field an error of the patched node is about: the patch by
+    name (``platform.devices.gpu0.vram``), the ``"*"`` patch, or the added item
+    (``platform.add_devices[0].driver``). A field of the preset no patch touched keeps the
+    patched node's path."""
+    m = _ITEM.match(where)
+    if m:
+        group, i, rest = m[1], int(m[2]), m[3]
+        before = len(getattr(node, group))
+        if i >= before:
+            return f"platform.add_{group}[{i - before}]{rest}"
+        patches: dict[str, dict[str, Any]] = getattr(cfg, group, {})
+        name = data[group][i].get("name")
+        for key in (name, "*"):
+            if key in patches:
+                return f"platform.{group}.{quote(str(key))}{rest}"
+    return f"platform (patched {node.name}).{where}"
