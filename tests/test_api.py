@@ -115,3 +115,28 @@ def test_judge_over_no_run_is_refused_not_held(tmp_path: Path) -> None:
     other = pinlab.load_scenario("odp-vs-pin")
     with pytest.raises(ConfigError, match=r"^results\[0\]: expected a result of a variant of"):
         pinlab.judge(other, [result])
+
+
+def test_run_variant_takes_a_name_or_a_path_as_run_does(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(MINE, encoding="utf-8")
+    by_path = pinlab.run_variant(path, "base")
+    by_scenario = pinlab.run_variant(pinlab.load_scenario(path), "base")
+    assert by_path.metrics == by_scenario.metrics and by_path.variant == "base"
+
+
+def test_variants_are_named_once_each_and_exist(scenario: pinlab.Scenario) -> None:
+    known = r"expected a variant of odp-vs-pin \(pinned, odp, no-odp-nic\)"
+    with pytest.raises(ConfigError, match=rf"^variant: {known}, found 'bogus'$"):
+        pinlab.run_variant(scenario, "bogus")
+    with pytest.raises(ConfigError, match=rf"^variant: {known}, found 3$"):
+        pinlab.run_variant(scenario, 3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=rf"^variants\[1\]: {known}, found 'bogus'$"):
+        pinlab.run(scenario, ["odp", "bogus"])
+    with pytest.raises(ConfigError, match=r"^variants\[1\]: expected each variant once"):
+        pinlab.run(scenario, ["odp", "odp"])
+    for bad in (42, []):
+        with pytest.raises(ConfigError, match=r"^variants: expected a variant name or a list"):
+            pinlab.run(scenario, bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^scenario: expected a Scenario"):
+        pinlab.run_variant(None, "odp")  # type: ignore[arg-type]

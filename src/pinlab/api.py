@@ -26,9 +26,9 @@ from pinlab.scenarios.runner import (
     check_profile,
     check_seed,
     check_sets,
-    run_variant,
 )
 from pinlab.scenarios.runner import load_scenario as _load
+from pinlab.scenarios.runner import run_variant as _run_variant
 
 __all__ = [
     "BUILTIN",
@@ -203,21 +203,74 @@ def run(
     """Run ``scenario`` (a :class:`Scenario`, a built-in name or a file) -- every variant, or
     those named -- and judge its claim. ``sets``, ``profile`` and ``seed`` override as in
     :func:`load_scenario`."""
-    if not isinstance(scenario, ScenarioConfig | str | os.PathLike):
-        raise ConfigError(
-            "scenario",
-            "",
-            f"expected a Scenario, a built-in scenario ({', '.join(BUILTIN)}) or a scenario "
-            f"file's path, found {scenario!r}",
-        )
     _check_overrides(sets, profile, seed)
-    cfg = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
+    cfg = _scenario_arg(scenario)
     if sets:
         cfg = cfg.with_set(*sets)
     if profile is not None:
         cfg = cfg.with_profile(profile)
     if seed is not None:
         cfg = cfg.with_seed(seed)
-    names = [variants] if isinstance(variants, str) else list(variants or cfg.variants)
-    results = tuple(run_variant(cfg, name) for name in names)
+    names = _variant_names(cfg, variants)
+    results = tuple(_run_variant(cfg, name) for name in names)
     return Run(cfg, results, _judge(cfg, list(results)))
+
+
+def run_variant(
+    scenario: Scenario | str | Path,
+    variant: str,
+    *,
+    profile: str | None = None,
+    seed: int | None = None,
+) -> RunResult:
+    """Run one ``variant`` of ``scenario`` (a :class:`Scenario`, a built-in name or a file),
+    optionally under another kernel ``profile`` or ``seed``: its :class:`RunResult`."""
+    _check_overrides((), profile, seed)
+    cfg = _scenario_arg(scenario)
+    if not isinstance(variant, str):
+        raise ConfigError(
+            "variant",
+            "",
+            f"expected a variant of {cfg.name} ({', '.join(cfg.variants)}), found {variant!r}",
+        )
+    (name,) = _variant_names(cfg, variant, "variant")
+    return _run_variant(cfg, name, profile=profile, seed=seed)
+
+
+def _scenario_arg(scenario: object) -> ScenarioConfig:
+    """``scenario`` as a :class:`Scenario`: itself, or loaded from a built-in name or a path."""
+    if isinstance(scenario, ScenarioConfig):
+        return scenario
+    if not isinstance(scenario, str | os.PathLike):
+        raise ConfigError(
+            "scenario",
+            "",
+            f"expected a Scenario, a built-in scenario ({', '.join(BUILTIN)}) or a scenario "
+            f"file's path, found {scenario!r}",
+        )
+    return load_scenario(scenario if isinstance(scenario, str) else Path(scenario))
+
+
+def _variant_names(cfg: ScenarioConfig, variants: object, source: str = "variants") -> list[str]:
+    """The variants to run: every one of ``cfg`` for None, else those named (a name or a list
+    of names), each a variant of ``cfg`` and named once."""
+    if variants is None:
+        return list(cfg.variants)
+    names = [variants] if isinstance(variants, str) else variants
+    if not isinstance(names, Sequence) or not names:
+        raise ConfigError(
+            source, "", f"expected a variant name or a list of them, found {variants!r}"
+        )
+    out: list[str] = []
+    for i, name in enumerate(names):
+        where = source if isinstance(variants, str) else f"{source}[{i}]"
+        if not isinstance(name, str) or name not in cfg.variants:
+            raise ConfigError(
+                where,
+                "",
+                f"expected a variant of {cfg.name} ({', '.join(cfg.variants)}), found {name!r}",
+            )
+        if name in out:
+            raise ConfigError(where, "", f"expected each variant once, found {name!r} again")
+        out.append(name)
+    return out
