@@ -371,6 +371,18 @@ CASES: dict[str, Case] = {
         r"^pinlab: error: s\.toml: scenario\.sample_interval: expected a time above 0, "
         r'found "0s"$',
     ),
+    # a point's scenario error is blamed on the sweep file's key that set the value
+    "a fixed value the scenario refuses": expect(
+        sweep('"scenario.duration" = "20s"', '"scenario.duration" = "0s"'),
+        r'^pinlab: error: w\.toml: fixed\."scenario\.duration": scenario\.duration: expected '
+        r'a time above 0, found "0s"$',
+    ),
+    "a factor value the scenario refuses": expect(
+        sweep("[factors]\n", '[factors]\n"tenants.hog.params.chunk" = ["lots", "512MiB"]\n'),
+        r'^pinlab: error: w\.toml: factors\."tenants\.hog\.params\.chunk": '
+        r"tenants\.hog\.params\.chunk: expected a size .*\(at the point "
+        r'tenants\.hog\.params\.chunk = "lots", variants\..*\)$',
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

@@ -167,6 +167,23 @@ def _read(path: Path) -> dict[str, Any]:
     return read_toml(path, what="a sweep file")
 
 
+def _point_error(
+    source: str, e: ConfigError, fixed: dict[str, Any], combo: dict[str, Any]
+) -> ConfigError:
+    """A point's scenario error, blamed on the sweep file: on the ``[fixed]`` or
+    ``[factors]`` key whose value the scenario refused (each reaches the scenario as a
+    ``--set``), with the point's factor values unless it is a fixed key's."""
+    at = ", ".join(f"{k} = {toml_inline(v)}" for k, v in combo.items())
+    point = f" (at the point {at})" if combo else ""
+    for table, values in (("factors", combo), ("fixed", fixed)):
+        for key, value in values.items():
+            if e.source == f"--set {key}={toml_inline(value)}":
+                inner = f"{e.where}: {e.message}" if e.where else e.message
+                suffix = point if table == "factors" else ""
+                return ConfigError(source, toml_path((table, key)), inner + suffix)
+    return ConfigError(source, "", str(e) + point)
+
+
 def _check_paths(source: str, table: str, paths: list[str]) -> None:
     for key in paths:
         try:
@@ -287,9 +304,7 @@ def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
         try:
             cfg: ScenarioConfig = load_scenario(ref, sets=sets)
         except ConfigError as e:
-            raise ConfigError(
-                source, "", f"{e} (at factors {show_value(combo)})" if combo else str(e)
-            ) from None
+            raise _point_error(source, e, fixed, combo) from None
         if variants is None:
             variants = list(sec.variants) if sec.variants is not None else cfg.variants
             for v in variants:
