@@ -78,6 +78,8 @@ def test_zip_mode_pairs_the_factors(tmp_path: Path) -> None:
         (("mode = ", 'mode = "diagonal"\n#'), "sweep.mode"),
         (("replications = 2", "replications = 2\nseeds = [1]"), "sweep"),
         (('variants = ["dmem-pin-max"]', 'variants = ["nope"]'), "sweep.variants"),
+        (('variants = ["dmem-pin-max"]', "variants = []"), "sweep.variants: expected one or more"),
+        (('variants = ["dmem-pin-max"]', 'variants = ["none", "none"]'), "sweep.variants"),
         (("[fixed]", "[fixed]\nbogus = 1\n[other]"), "other"),
         (('"scenario.duration" = "6s"', '"scenario.duration" = "soon"'), "scenario.duration"),
         (('scenario = "desktop-pin-hog"', 'scenario = "missing.toml"'), "sweep.scenario"),
@@ -124,7 +126,11 @@ def test_validation_errors_are_one_line(
         ),
         (
             ("replications = 2\nseed = 5", "seeds = [1, 1]"),
-            "sweep: expected distinct seeds, found [1, 1]",
+            "sweep.seeds: expected one or more distinct seeds, found [1, 1]",
+        ),
+        (
+            ("replications = 2\nseed = 5", "seeds = []"),
+            "sweep.seeds: expected one or more distinct seeds, found []",
         ),
         (
             ("replications = 2", "replications = 1000000000000"),

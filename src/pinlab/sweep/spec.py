@@ -38,7 +38,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from pinlab.errors import ConfigError, config_error, show_value, toml_inline, toml_path
 from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
@@ -68,14 +77,20 @@ class SweepSection(BaseModel):
     mode: Literal["cartesian", "zip"] = "cartesian"
     metrics: list[str] | None = None
 
+    @field_validator("seeds", "variants")
+    @classmethod
+    def _distinct(cls, values: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
+        if values is not None and (not values or len(set(values)) != len(values)):
+            what = info.field_name or ""
+            raise ValueError(f"expected one or more distinct {what}, found {show_value(values)}")
+        return values
+
     @model_validator(mode="after")
     def _seeds(self) -> SweepSection:
         if self.seeds is not None and (self.replications is not None or self.seed is not None):
             raise ValueError("expected either seeds or replications (with seed), found both")
         if self.seed is not None and self.replications is None:
             raise ValueError("expected replications = N beside seed, found seed alone")
-        if self.seeds is not None and (not self.seeds or len(set(self.seeds)) != len(self.seeds)):
-            raise ValueError(f"expected distinct seeds, found {show_value(self.seeds)}")
         if self.seed is not None and self.replications is not None:
             last = self.seed + self.replications - 1
             if last > SEED_MAX:
@@ -315,12 +330,6 @@ def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
                         f"expected variants of {sec.scenario} ({', '.join(cfg.variants)}), "
                         f"found {show_value(v)}",
                     )
-            if len(set(variants)) != len(variants) or not variants:
-                raise ConfigError(
-                    source,
-                    "sweep.variants",
-                    f"expected distinct variants, found {show_value(variants)}",
-                )
             _check_size(source, sec.mode, doc.factors, len(variants), len(seeds))
             _check_metrics(source, sec.metrics or [], cfg, variants)
     assert variants is not None
