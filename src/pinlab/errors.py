@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -223,13 +223,34 @@ def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
+def _tagged(member: Any, tag: str | int) -> bool:
+    """Whether union member ``member`` is a model with a ``Literal`` field that ``tag`` is a
+    value of (pydantic puts a discriminated union's tag in an error's location)."""
+    if not _is_model(member):
+        return False
+    return any(_is_tag(f.annotation, tag) for f in member.model_fields.values())
+
+
+def _is_tag(annotation: Any, tag: str | int) -> bool:
+    return get_origin(annotation) is Literal and tag in get_args(annotation)
+
+
 def _allowed_fields(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
     """The field names (aliases) the table at ``loc[:-1]`` of ``model`` accepts, in
     declaration order, walking models, ``dict[str, X]`` and ``list[X]`` along the error
-    location; ``[]`` where the walk cannot follow it."""
+    location; ``[]`` where the walk cannot follow it. A tagged union's member leaves out its
+    tag field (the tag is chosen elsewhere: a tenant's ``workload``)."""
     ann: Any = model
+    tag: str | int | None = None
     for part in loc[:-1]:
         ann = _unwrap(ann)
+        if get_origin(ann) in (Union, UnionType):  # a tagged union: the member ``part`` tags
+            ann = next((m for m in get_args(ann) if _tagged(m, part)), None)
+            if ann is None:
+                return []
+            tag = part
+            continue
+        tag = None
         if _is_model(ann):
             match = next(
                 (f for name, f in ann.model_fields.items() if part in (f.alias, name)), None
@@ -246,7 +267,12 @@ def _allowed_fields(model: type[BaseModel], loc: Sequence[str | int]) -> list[st
     ann = _unwrap(ann)
     if not _is_model(ann):
         return []
-    return [f.alias or name for name, f in ann.model_fields.items()]
+    return [
+        f.alias or name
+        for name, f in ann.model_fields.items()
+        if tag is None
+        or not (get_origin(f.annotation) is Literal and tag in get_args(f.annotation))
+    ]
 
 
 def config_error(

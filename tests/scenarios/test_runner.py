@@ -144,6 +144,15 @@ def test_paths_and_values() -> None:
         (["variants.zzz.seed=1"], r"^--set variants\.zzz\.seed=1: variants: expected a variant"),
         (["oops"], r"^--set oops: expected key=value"),
         (["tenants.kv.params.rate=-1"], r"params\.rate: expected a number >= 0\.0, found -1$"),
+        # an unknown field lists the fields of its table, a workload's without its tag
+        (
+            ["tenants.kv.uid=1"],
+            r"tenants\.kv\.uid: unknown field \(expected one of name, workload, node, user,",
+        ),
+        (
+            ["tenants.kv.params.bogus=1"],
+            r"tenants\.kv\.params\.bogus: unknown field \(expected one of device, nic, buffer,",
+        ),
         # a platform patch's error names the patch the user wrote, not the patched node
         (
             ["platform.devices.gpu0.bogus=1"],

@@ -447,7 +447,7 @@ def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> 
     """The first error as one line; a tenant's field is named by the tenant's name
     (``tenants.kv.params.block``), the way ``--set`` and ``[variants]`` address it, without the
     union's workload tag, and a parameter model's own check says only what it found."""
-    err = config_error(e, source)
+    err = config_error(e, source, model=ResolvedScenario)
     errors = e.errors()
     first = errors[0]
     loc = list(first.get("loc", ()))
