@@ -209,7 +209,7 @@ def test_set_errors_are_one_line_and_name_the_set(
         ),
         (
             ('block = "64MiB"', 'block = "1GiB"'),
-            r"tenants\.kv\.params: expected block <= buffer \(\d+ B\), found block = \d+ B$",
+            r"tenants\.kv\.params: expected block <= buffer \(512MiB\), found block = 1GiB$",
         ),
         (("rate = 50", "rate = 50, colour = 1"), r"tenants\.kv\.params\.colour: unknown field"),
         (('preset = "workstation"', 'preset = "mainframe"'), r"platform.*preset"),

@@ -10,6 +10,7 @@ import simpy
 from pydantic import BaseModel, ConfigDict, Field
 
 from pinlab.sim.engine import Ctx
+from pinlab.units import exact_size
 
 Gen = Generator[simpy.Event, Any, Any]
 """A workload's (or helper's) SimPy generator."""
@@ -104,7 +105,8 @@ def at_most(inner: str, inner_size: int, outer: str, outer_size: int) -> None:
     """``ValueError`` when parameter ``inner`` (a size in bytes) exceeds ``outer``."""
     if inner_size > outer_size:
         raise ValueError(
-            f"expected {inner} <= {outer} ({outer_size} B), found {inner} = {inner_size} B"
+            f"expected {inner} <= {outer} ({exact_size(outer_size)}), "
+            f"found {inner} = {exact_size(inner_size)}"
         )
 
 
