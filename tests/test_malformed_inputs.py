@@ -383,6 +383,37 @@ CASES: dict[str, Case] = {
         r"tenants\.hog\.params\.chunk: expected a size .*\(at the point "
         r'tenants\.hog\.params\.chunk = "lots", variants\..*\)$',
     ),
+    # inspect's three output files are checked before anything is written
+    **{
+        f"inspect {' '.join(flags)}": Case(
+            ["inspect", "--paste", "uname-r=u.txt", *flags],
+            message,
+            {"u.txt": "6.8.0-40-generic\n", "f.txt": "x", "d/x": "x"},
+        )
+        for flags, message in (
+            (["--out", ""], r"^pinlab: error: --out: expected a file, found an empty path$"),
+            (["--out", "d"], r"^pinlab: error: --out d: expected a file, found a directory$"),
+            (
+                ["--out", "p.toml", "--snapshot", "f.txt/s.toml"],
+                r"^pinlab: error: --snapshot f\.txt/s\.toml: expected a file in a directory, "
+                r"found a file at f\.txt$",
+            ),
+            (
+                ["--out", "p.toml", "--policy", "nodir/q.toml"],
+                r"^pinlab: error: --policy nodir/q\.toml: expected a file in a directory, "
+                r"found no such directory at nodir$",
+            ),
+            (
+                ["--out", "p.toml", "--snapshot", "./p.toml"],
+                r"^pinlab: error: --snapshot \./p\.toml: expected a file other than --out's, "
+                r"found the same$",
+            ),
+            (
+                ["--out", "p.toml", "--snapshot", ""],
+                r"^pinlab: error: --snapshot: expected a file, found an empty path$",
+            ),
+        )
+    },
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

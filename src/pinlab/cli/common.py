@@ -42,6 +42,7 @@ __all__ = [
     "check_profile",
     "host_root",
     "out_dir",
+    "out_file",
     "point_errors",
     "print_json",
     "print_table",
@@ -232,30 +233,71 @@ def out_dir(text: str, flag: str = "--out") -> Path:
     is such a directory (the rest is made when the command writes). :class:`UserError`
     otherwise: an empty path (it would write into the current directory), a file on the way,
     a place this process cannot write."""
-    if not text:
-        raise UserError(f"{flag}: expected a directory, found an empty path")
-    if "\x00" in text:
-        shown = text.replace("\x00", "\\0")
-        raise UserError(f"{flag} {shown}: expected a directory, found a NUL byte in the path")
-    out = Path(text)
+    out = _output_path(text, flag, "a directory")
     existing = out
-    try:
+    with _refused_paths(text, flag, "a directory"):
         while not (existing.exists() or existing.is_symlink()) and existing.parent != existing:
             existing = existing.parent
         found = None if existing.is_dir() else _what_is(existing)
-    except OSError as e:  # a name too long, a loop of symbolic links
-        raise UserError(
-            f"{flag} {text}: expected a directory, found a path the system refuses ({e.strerror})"
-        ) from None
     if found is not None:
         at = "" if existing == out else f" at {existing}"
         raise UserError(f"{flag} {text}: expected a directory, found {found}{at}")
-    if not os.access(existing, os.W_OK | os.X_OK):  # EROFS too: access(2) reports it
-        where = "one" if existing == out else f"{existing}, which"
-        raise UserError(
-            f"{flag} {text}: expected a writable directory, found {where} this process cannot write"
-        )
+    _writable(existing, out, text, flag, "directory")
     return out
+
+
+def out_file(text: str, flag: str) -> Path:
+    """The file ``flag`` names (``text``), checked before any work and without writing
+    anything: a file this process can write, or a new name in a directory it can write.
+    :class:`UserError` otherwise (an empty path, a directory, a missing directory, a file on
+    the way, a place this process cannot write)."""
+    out = _output_path(text, flag, "a file")
+    with _refused_paths(text, flag, "a file"):
+        exists = out.exists() or out.is_symlink()
+        is_dir = out.is_dir()
+        parent = out.parent
+        parent_found = None if parent.is_dir() else _what_is(parent)
+    if is_dir:
+        raise UserError(f"{flag} {text}: expected a file, found a directory")
+    if exists:
+        _writable(out, out, text, flag, "file", os.W_OK)
+        return out
+    if parent_found is not None:
+        raise UserError(
+            f"{flag} {text}: expected a file in a directory, found {parent_found} at {parent}"
+        )
+    _writable(parent, out, text, flag, "file")
+    return out
+
+
+def _output_path(text: str, flag: str, what: str) -> Path:
+    if not text:
+        raise UserError(f"{flag}: expected {what}, found an empty path")
+    if "\x00" in text:
+        shown = text.replace("\x00", "\\0")
+        raise UserError(f"{flag} {shown}: expected {what}, found a NUL byte in the path")
+    return Path(text)
+
+
+@contextmanager
+def _refused_paths(text: str, flag: str, what: str) -> Iterator[None]:
+    """A path the system refuses to look at (a name too long, a loop of symbolic links)."""
+    try:
+        yield
+    except OSError as e:
+        raise UserError(
+            f"{flag} {text}: expected {what}, found a path the system refuses ({e.strerror})"
+        ) from None
+
+
+def _writable(
+    place: Path, out: Path, text: str, flag: str, what: str, mode: int = os.W_OK | os.X_OK
+) -> None:
+    if not os.access(place, mode):  # EROFS too: access(2) reports it
+        where = "one" if place == out else f"{place}, which"
+        raise UserError(
+            f"{flag} {text}: expected a writable {what}, found {where} this process cannot write"
+        )
 
 
 def check_profile(option: str, profile: str | None) -> None:

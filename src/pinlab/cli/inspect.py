@@ -17,6 +17,7 @@ from pinlab.cli.common import (
     add_root_flag,
     as_user_error,
     host_root,
+    out_file,
     wide,
 )
 from pinlab.errors import ConfigError
@@ -26,10 +27,25 @@ def _write(what: str, path: str, write: Any) -> None:
     try:
         write()
     except OSError as e:
-        raise UserError(
-            f"{what} {path}: expected a writable file in an existing directory, "
-            f"found: {e.strerror or e}"
-        ) from None
+        raise UserError(f"{what} {path}: cannot write the file: {e.strerror or e}") from None
+
+
+def _outputs(args: argparse.Namespace) -> Path:
+    """The platform file ``--out``; with ``--snapshot`` and ``--policy`` each checked before
+    anything is read or written, and no two of them the same file (one would overwrite the
+    other)."""
+    given = [("--out", args.out), ("--snapshot", args.snapshot), ("--policy", args.policy)]
+    seen: dict[Path, str] = {}
+    for flag, text in given:
+        if text is None:
+            continue
+        path = out_file(text, flag).resolve()
+        if path in seen:
+            raise UserError(
+                f"{flag} {text}: expected a file other than {seen[path]}'s, found the same"
+            )
+        seen[path] = flag
+    return Path(args.out)
 
 
 def _pastes(items: list[str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -78,7 +94,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     from pinlab.inspect.paste import snapshot_from_pastes
     from pinlab.inspect.snapshot import snapshot_from_report, write_snapshot
 
-    out = Path(args.out)
+    out = _outputs(args)
     if args.paste:
         with as_user_error():
             texts, files = _pastes(args.paste)
@@ -93,9 +109,9 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         snap = snapshot_from_report(report)
         source = f"{report.system.hostname or 'this host'} (root {root})"
     _write("--out", args.out, lambda: write_platform(platform_text(plan, source=source), out))
-    if args.snapshot:
+    if args.snapshot is not None:
         _write("--snapshot", args.snapshot, lambda: write_snapshot(snap, args.snapshot))
-    if args.policy:
+    if args.policy is not None:
         text = host_policy_text(snap)
         _write("--policy", args.policy, lambda: write_platform(text, args.policy))
     check = check_platform(out, plan.spec)
