@@ -270,8 +270,7 @@ def _allowed_fields(model: type[BaseModel], loc: Sequence[str | int]) -> list[st
     return [
         f.alias or name
         for name, f in ann.model_fields.items()
-        if tag is None
-        or not (get_origin(f.annotation) is Literal and tag in get_args(f.annotation))
+        if tag is None or not _is_tag(f.annotation, tag)
     ]
 
 
