@@ -106,6 +106,9 @@ def test_aliases_and_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture
         (["--device", "gpu7"], "--device gpu7: expected a device"),
         (["--size", "lots"], "--size lots"),
         (["--size", "0"], "expected a size above 0"),
+        # an empty name selects nothing: refused, not read as "every device"
+        (["--device", ""], "--device: expected a device of the snapshot (gpu0), found an empty"),
+        (["--nic", ""], "--nic: expected a NIC of the snapshot (mlx5_0), found an empty name"),
     ):
         assert main([*root, *extra]) == 2
         err = capsys.readouterr().err

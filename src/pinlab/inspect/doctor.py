@@ -448,15 +448,17 @@ def diagnose(
     plan = snap.plan()
     spec = snapshot_nic_odp(snap, plan.spec)
     aliases = snap.aliases()
-    device = aliases.get(device, device) if device else None
-    nic = aliases.get(nic, nic) if nic else None
+    device = aliases.get(device, device) if device is not None else None
+    nic = aliases.get(nic, nic) if nic is not None else None
     names = [d.name for d in spec.devices]
     nics = [n.name for n in spec.nics]
     for asked, have, what in ((device, names, "device"), (nic, nics, "NIC")):
         if asked is not None and asked not in have:
+            flag = f"--{what.lower()} {asked}" if asked else f"--{what.lower()}"
+            found = "none of that name" if asked else "an empty name"
             raise ValueError(
-                f"--{what.lower()} {asked}: expected a {what} of the snapshot "
-                f"({', '.join(have) or 'none'}), found none of that name"
+                f"{flag}: expected a {what} of the snapshot ({', '.join(have) or 'none'}), "
+                f"found {found}"
             )
     profile, uverbs, notes = closest_profile(snap)
     notes += list(snap.notes)
