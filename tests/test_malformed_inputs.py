@@ -414,6 +414,11 @@ CASES: dict[str, Case] = {
             ),
         )
     },
+    "an empty scenario name": Case(
+        ["run", "", "--out", "o"],
+        r"^pinlab: error: \(empty path\): expected a built-in scenario \(.*\) or a scenario "
+        r"file, found an empty name$",
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

@@ -372,7 +372,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     sets = tuple(args.set or ())
     check_profile("--profile", args.profile)
     check_profile("--compare-profile", args.compare_profile)
-    names = [args.scenario] if args.scenario else list(runner.BUILTIN)
+    names = [args.scenario] if args.scenario is not None else list(runner.BUILTIN)
     configs = _load_configs(names, sets, args.platform, args.map or (), args.policy)
     plan = _plan(configs, args.variant)
     _check_profiles(plan, args.profile, args.compare_profile)

@@ -397,6 +397,13 @@ def load_scenario(
     variant runs under that policy and differs from the others only in the rest. Every variant
     is validated now; :class:`ConfigError` (one line) on the first problem."""
     sets = check_sets(sets)
+    if str(name_or_path) == "":  # Path("") is the current directory
+        raise ConfigError(
+            "(empty path)",
+            "",
+            f"expected a built-in scenario ({', '.join(BUILTIN)}) or a scenario file, "
+            "found an empty name",
+        )
     if isinstance(name_or_path, str) and name_or_path in BUILTIN:
         path = builtin_path(name_or_path)
         source = f"{name_or_path}.toml"
