@@ -414,11 +414,25 @@ CASES: dict[str, Case] = {
             ),
         )
     },
-    "an empty scenario name": Case(
+    "an empty scenario argument to run": Case(
         ["run", "", "--out", "o"],
         r"^pinlab: error: \(empty path\): expected a built-in scenario \(.*\) or a scenario "
         r"file, found an empty name$",
     ),
+    # an empty path is refused, never read as the current directory
+    **{
+        f"an empty path to {' '.join(a for a in argv[:2] if a)}": Case(argv, message)
+        for argv, message in (
+            (["sweep", ""], r"^pinlab: error: \(empty path\): expected a sweep file, found an "),
+            (["doctor", ""], r"^pinlab: error: \(empty path\): expected a snapshot file, found "),
+            (
+                ["inspect", "--root", "", "--out", "x.toml"],
+                r"^pinlab: error: --root: expected a directory \(a host's /\), found an empty "
+                r"path$",
+            ),
+            (["doctor", "--root", ""], r"^pinlab: error: --root: expected a directory"),
+        )
+    },
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

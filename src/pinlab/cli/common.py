@@ -210,6 +210,8 @@ def add_root_flag(parser: Any, help: str = "read the host below DIR (default /)"
 
 def host_root(args: argparse.Namespace) -> Path:
     """The ``--root`` of ``args`` as a path; :class:`UserError` when it is no directory."""
+    if not args.root:  # Path("") is the current directory
+        raise UserError("--root: expected a directory (a host's /), found an empty path")
     root = Path(args.root)
     if not root.is_dir():
         raise UserError(

@@ -336,7 +336,8 @@ def parse_snapshot(text: str, source: str = "<snapshot>") -> Snapshot:
 
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     """Read and validate a snapshot file (:class:`ConfigError`, one line, on any problem)."""
-    return _validate(read_toml(Path(path), what="a snapshot file"), str(path))
+    # the path as given: Path("") would be the current directory, not an empty path
+    return _validate(read_toml(os.fspath(path), what="a snapshot file"), str(path))
 
 
 def write_snapshot(snap: Snapshot, path: str | os.PathLike[str]) -> Path:

@@ -178,7 +178,7 @@ def point_id(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: str | Path) -> dict[str, Any]:
     return read_toml(path, what="a sweep file")
 
 
@@ -271,9 +271,9 @@ def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
     loaded -- enough to know the variants and the metrics -- so that listing a sweep of
     :data:`MAX_POINTS` points takes moments; the run validates them all before its first
     point."""
+    data = _read(path)  # before Path(): Path("") is the current directory
     path = Path(path)
     source = str(path)
-    data = _read(path)
     try:
         doc = SweepFile.model_validate(data)
     except ValidationError as e:
