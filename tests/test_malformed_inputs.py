@@ -431,6 +431,11 @@ CASES: dict[str, Case] = {
                 r"path$",
             ),
             (["doctor", "--root", ""], r"^pinlab: error: --root: expected a directory"),
+            (
+                ["validate", "--dir", ""],
+                r"^pinlab: error: \(empty path\): expected a directory of validation tables, "
+                r"found an empty path$",
+            ),
         )
     },
     "a matrix --proposal that is none": Case(

@@ -460,9 +460,13 @@ def load_table(path: str | Path, *, holdout: bool = False) -> ValidationTable:
 def load_tables(directory: str | Path, *, holdout: bool = False) -> list[ValidationTable]:
     """Every ``*.toml`` table directly in ``directory`` (not its subdirectories), by file
     name. Raises :class:`ConfigError` for a missing directory, a bad file or a repeated id."""
+    what = "holdout tables" if holdout else "validation tables"
+    if str(directory) == "":  # Path("") is the current directory
+        raise ConfigError(
+            "(empty path)", "", f"expected a directory of {what}, found an empty path"
+        )
     d = Path(directory)
     if not d.is_dir():
-        what = "holdout tables" if holdout else "validation tables"
         raise ConfigError(str(directory), "", f"expected a directory of {what}, found none")
     tables = [load_table(p, holdout=holdout) for p in sorted(d.glob("*.toml"))]
     _unique(tables)
