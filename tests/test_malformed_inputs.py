@@ -432,12 +432,25 @@ CASES: dict[str, Case] = {
             ),
             (["doctor", "--root", ""], r"^pinlab: error: --root: expected a directory"),
             (
+                ["run", "desktop-pin-hog", "--platform", ""],
+                r"^pinlab: error: --platform: expected a platform file, found an empty path$",
+            ),
+            (
+                ["run", "desktop-pin-hog", "--policy", ""],
+                r"^pinlab: error: --policy: expected a policy file, found an empty path$",
+            ),
+            (
                 ["validate", "--dir", ""],
                 r"^pinlab: error: \(empty path\): expected a directory of validation tables, "
                 r"found an empty path$",
             ),
         )
     },
+    "a --policy that is a directory": Case(
+        ["run", "desktop-pin-hog", "--policy", "d"],
+        r"^pinlab: error: --policy d: expected a policy file, found a directory$",
+        {"d/x": "x"},
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

@@ -413,10 +413,10 @@ def load_scenario(
     data = _read(path, source)
     if platform is not None:
         platform_path = Path(platform)
-        if not platform_path.is_file():
-            raise ConfigError(
-                f"--platform {platform}", "platform", "expected a platform file, found none"
-            )
+        found = _not_a_file(platform)
+        if found is not None:
+            flag = f"--platform {platform}" if str(platform) else "--platform"
+            raise ConfigError(flag, "", f"expected a platform file, found {found}")
         data["platform"] = {"file": str(platform_path.resolve())}
     if policy is not None:
         data["policy"] = deep_merge(data.get("policy") or {}, _policy_document(policy))
@@ -465,10 +465,22 @@ def _policy_document(policy: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     """The policy of ``--policy``: a policy file's document, or the document itself."""
     if isinstance(policy, Mapping):
         return copy.deepcopy(dict(policy))
-    path = Path(policy)
-    if not path.is_file():
-        raise ConfigError(f"--policy {policy}", "", "expected a policy file, found none")
-    return read_toml(path, what="a policy file", source=f"--policy {policy}")
+    found = _not_a_file(policy)
+    flag = f"--policy {policy}" if str(policy) else "--policy"
+    if found is not None:
+        raise ConfigError(flag, "", f"expected a policy file, found {found}")
+    return read_toml(policy, what="a policy file", source=flag)
+
+
+def _not_a_file(path: str | Path) -> str | None:
+    """What stands at ``path`` where a file was expected (None: a file). An empty path is
+    none, though ``Path("")`` is the current directory."""
+    if str(path) == "":
+        return "an empty path"
+    p = Path(path)
+    if p.is_file():
+        return None
+    return "a directory" if p.is_dir() else "no such file"
 
 
 def _without_policy(changes: Mapping[str, Any]) -> dict[str, Any]:
