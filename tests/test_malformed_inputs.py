@@ -451,6 +451,14 @@ CASES: dict[str, Case] = {
         r"^pinlab: error: --policy d: expected a policy file, found a directory$",
         {"d/x": "x"},
     ),
+    "a bench option after the tool": Case(
+        ["bench", "perftest", "--platform", "cx-pair", "ib_write_bw"],
+        r"^pinlab: error: bench: --platform: expected pinlab bench's options before TOOL "
+        r"\(pinlab bench --platform \.\.\. perftest \.\.\.\), found it after$",
+    ),
+    "a bench option=value after the tool": Case(
+        ["bench", "perftest", "--seed=3", "ib_write_bw"], r"^pinlab: error: bench: --seed: "
+    ),
     "a matrix --proposal that is none": Case(
         ["matrix", "--proposal", "bogus"],
         r"^pinlab: error: --proposal: expected one of memlock-dmabuf-pins, .*, found 'bogus'$",

@@ -60,6 +60,13 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
     if args.tool is None:
         return _list_tools(args, console)
+    first = args.args[0].partition("=")[0] if args.args else ""
+    if first in args.own_options:  # argparse hands everything after TOOL to the tool
+        raise UserError(
+            f"bench: {first}: expected pinlab bench's options before TOOL "
+            f"(pinlab bench {first} ... {args.tool} ...), "
+            "found it after"
+        )
 
     params: dict[str, object] = {}
     for item in args.param or ():
@@ -90,6 +97,11 @@ _nodes_arg = ArgType(
 )
 
 
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """The options ``parser`` declares so far (``--platform`` ...)."""
+    return [o for action in parser._actions for o in action.option_strings]
+
+
 def add_parsers(sub: Any) -> None:
     bench = add_command(sub, "bench", _cmd_bench)
     bench.add_argument(
@@ -110,6 +122,9 @@ def add_parsers(sub: Any) -> None:
         "--nodes", type=_nodes_arg, default=None, help="nodes the tool spans (perftest: 2)"
     )
     add_json_flag(bench, "the table (without TOOL: the tools) as JSON")
+    # a tool's own --help stays the tool's
+    own = [o for o in _option_strings(bench) if o not in ("-h", "--help")]
+    bench.set_defaults(own_options=tuple(own))
     bench.add_argument(
         "tool",
         nargs="?",
