@@ -140,3 +140,19 @@ def test_variants_are_named_once_each_and_exist(scenario: pinlab.Scenario) -> No
             pinlab.run(scenario, bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"^scenario: expected a Scenario"):
         pinlab.run_variant(None, "odp")  # type: ignore[arg-type]
+
+
+def test_write_checks_out_before_writing(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(MINE, encoding="utf-8")
+    run = pinlab.run(path)
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(ConfigError, match=r"^out: expected a directory, found an empty path$"):
+        run.write("")
+    with pytest.raises(ConfigError, match=r"^out \S*f\.txt/o: expected a directory, found a file"):
+        run.write(tmp_path / "f.txt" / "o")
+    with pytest.raises(ConfigError, match=r"^out: expected a directory's path, found 3$"):
+        run.write(3)  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt", "mine.toml"]
+    (written,) = run.write(tmp_path / "o")
+    assert (written / "summary.json").is_file()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pinlab.errors import ConfigError
+from pinlab.fsutil import output_dir
 from pinlab.scenarios.claims import judge as _judge
 from pinlab.scenarios.result import METRICS_SCHEMA, SERIES_SCHEMA, RunResult, Verdict
 from pinlab.scenarios.runner import (
@@ -179,10 +180,13 @@ class Run:
         """Write each variant's run directory under ``out`` (``<out>/<scenario>/<variant>/``:
         ``config.toml``, ``summary.json``, ``series.csv``, ``trace.json``), as ``pinlab run``
         does; with ``report`` also each run's ``report.html`` and plots. Returns the
-        directories."""
+        directories. ``out`` is checked first (:func:`pinlab.fsutil.output_dir`): an empty
+        path, a file on the way or a place this process cannot write is a
+        :class:`ConfigError`, and nothing is written."""
         from pinlab.report.html import write_run_report
         from pinlab.report.output import write_run
 
+        out = output_dir(out, "out")
         paths = []
         for result in self.results:
             path = write_run(result, out, trace=trace)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +22,9 @@ from typing import Any, Generic, TypeVar
 
 from rich.console import Console, RenderableType
 from rich.table import Table
+
+from pinlab.errors import ConfigError
+from pinlab.fsutil import output_dir, output_file, what_is
 
 __all__ = [
     "ArgType",
@@ -215,91 +217,27 @@ def host_root(args: argparse.Namespace) -> Path:
     root = Path(args.root)
     if not root.is_dir():
         raise UserError(
-            f"--root {args.root}: expected a directory (a host's /), found {_what_is(root)}"
+            f"--root {args.root}: expected a directory (a host's /), found {what_is(root)}"
         )
     return root
 
 
-def _what_is(path: Path) -> str:
-    """What stands at ``path`` where a directory was expected, for a ``found ...``."""
-    if path.is_symlink() and not path.exists():
-        return "a broken symbolic link"
-    if not path.exists():
-        return "no such directory"
-    return "a file" if path.is_file() else "something other than a directory"
-
-
 def out_dir(text: str, flag: str = "--out") -> Path:
     """The directory ``flag`` names (``text``), checked before any work and without writing
-    anything: a directory this process can write, or a path whose nearest existing ancestor
-    is such a directory (the rest is made when the command writes). :class:`UserError`
-    otherwise: an empty path (it would write into the current directory), a file on the way,
-    a place this process cannot write."""
-    out = _output_path(text, flag, "a directory")
-    existing = out
-    with _refused_paths(text, flag, "a directory"):
-        while not (existing.exists() or existing.is_symlink()) and existing.parent != existing:
-            existing = existing.parent
-        found = None if existing.is_dir() else _what_is(existing)
-    if found is not None:
-        at = "" if existing == out else f" at {existing}"
-        raise UserError(f"{flag} {text}: expected a directory, found {found}{at}")
-    _writable(existing, out, text, flag, "directory")
-    return out
+    anything (:func:`pinlab.fsutil.output_dir`); :class:`UserError` naming ``flag``."""
+    try:
+        return output_dir(text, flag)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
 
 
 def out_file(text: str, flag: str) -> Path:
     """The file ``flag`` names (``text``), checked before any work and without writing
-    anything: a file this process can write, or a new name in a directory it can write.
-    :class:`UserError` otherwise (an empty path, a directory, a missing directory, a file on
-    the way, a place this process cannot write)."""
-    out = _output_path(text, flag, "a file")
-    with _refused_paths(text, flag, "a file"):
-        exists = out.exists() or out.is_symlink()
-        is_dir = out.is_dir()
-        parent = out.parent
-        parent_found = None if parent.is_dir() else _what_is(parent)
-    if is_dir:
-        raise UserError(f"{flag} {text}: expected a file, found a directory")
-    if exists:
-        _writable(out, out, text, flag, "file", os.W_OK)
-        return out
-    if parent_found is not None:
-        raise UserError(
-            f"{flag} {text}: expected a file in a directory, found {parent_found} at {parent}"
-        )
-    _writable(parent, out, text, flag, "file")
-    return out
-
-
-def _output_path(text: str, flag: str, what: str) -> Path:
-    if not text:
-        raise UserError(f"{flag}: expected {what}, found an empty path")
-    if "\x00" in text:
-        shown = text.replace("\x00", "\\0")
-        raise UserError(f"{flag} {shown}: expected {what}, found a NUL byte in the path")
-    return Path(text)
-
-
-@contextmanager
-def _refused_paths(text: str, flag: str, what: str) -> Iterator[None]:
-    """A path the system refuses to look at (a name too long, a loop of symbolic links)."""
+    anything (:func:`pinlab.fsutil.output_file`); :class:`UserError` naming ``flag``."""
     try:
-        yield
-    except OSError as e:
-        raise UserError(
-            f"{flag} {text}: expected {what}, found a path the system refuses ({e.strerror})"
-        ) from None
-
-
-def _writable(
-    place: Path, out: Path, text: str, flag: str, what: str, mode: int = os.W_OK | os.X_OK
-) -> None:
-    if not os.access(place, mode):  # EROFS too: access(2) reports it
-        where = "one" if place == out else f"{place}, which"
-        raise UserError(
-            f"{flag} {text}: expected a writable {what}, found {where} this process cannot write"
-        )
+        return output_file(text, flag)
+    except ConfigError as e:
+        raise UserError(str(e)) from None
 
 
 def check_profile(option: str, profile: str | None) -> None:
