@@ -90,6 +90,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -263,16 +264,18 @@ class ScenarioMeta(_Model):
             raise ValueError(f'expected a time above 0, found "{exact_time(value)}"')
         return value
 
-    @model_validator(mode="after")
-    def _samples(self) -> ScenarioMeta:
-        interval = self.sample_interval or self.duration / 200
-        if self.duration / interval > MAX_SAMPLES:
+    @field_validator("sample_interval")
+    @classmethod
+    def _samples(cls, interval: float | None, info: ValidationInfo) -> float | None:
+        # the default, duration / 200, always fits: only a given interval can be too fine
+        duration = info.data.get("duration")
+        if interval is not None and duration is not None and duration / interval > MAX_SAMPLES:
             raise ValueError(
                 f"expected at most {MAX_SAMPLES} samples per series (duration / "
-                f"sample_interval), found {self.duration:g} s / {interval:g} s = "
-                f"{self.duration / interval:.3g}"
+                f'sample_interval), found "{exact_time(duration)}" / "{exact_time(interval)}" '
+                f"= {duration / interval:.3g}"
             )
-        return self
+        return interval
 
 
 class KernelConfig(_Model):
