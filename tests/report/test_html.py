@@ -20,8 +20,6 @@ from hypothesis import strategies as st
 from markupsafe import escape
 
 from pinlab.report.html import (
-    _Table,
-    escape_text,
     inline_svg,
     render_run_html,
     render_suite_html,
@@ -31,6 +29,7 @@ from pinlab.report.html import (
     write_suite_report,
 )
 from pinlab.report.output import write_run
+from pinlab.report.tables import Table, escape_text
 from pinlab.scenarios.result import Metric, RunResult, Verdict
 from tests.report.test_plots import GB, make_result
 
@@ -387,7 +386,7 @@ def test_table_body_is_the_template_loop_it_replaces(
     import jinja2
 
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    table = _Table("t", ["a"], rows, row_classes, [])
+    table = Table("t", ["a"], rows, row_classes, [])
     assert str(table.body) == env.from_string(_ROW_LOOP).render(t=table)
 
 
@@ -401,7 +400,7 @@ def test_long_tables_show_their_first_rows_and_say_how_many_are_left_out(
 ) -> None:
     """A metric table longer than SHOWN_ROWS shows that many rows, then one saying how many
     more summary.json holds; its heading counts them all. Shorter tables are whole."""
-    from pinlab.report import html as report_html
+    from pinlab.report import tables as report_tables
 
     result = make_result(devices=2, tenants=tuple(f"t{i}" for i in range(20)))
     whole = render_run_html(result, make_verdict())
@@ -409,7 +408,7 @@ def test_long_tables_show_their_first_rows_and_say_how_many_are_left_out(
     assert "more rows, not shown" not in whole
     assert f"All {metrics} metrics" in whole
 
-    monkeypatch.setattr(report_html, "SHOWN_ROWS", 4)
+    monkeypatch.setattr(report_tables, "SHOWN_ROWS", 4)
     page = render_run_html(result, make_verdict())
     assert f"All {metrics} metrics" in page
     assert "Tenants (20 rows)" in page  # the heading counts every tenant

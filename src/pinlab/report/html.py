@@ -18,8 +18,9 @@ and a Content-Security-Policy ``<meta>`` forbids loading anything at all, so a s
 reference shows up as a console error instead of a silent fetch. The one script (inline,
 allowed by its SHA-256 hash) checks after loading that every plot rendered and records the
 count in ``<body data-images-ok=N>``; the headless-browser test reads it. All text is
-escaped: by jinja2's autoescaping, and in table bodies by :func:`escape_text`, the same
-escaping applied where the rows are joined in Python (:attr:`_Table.body`). Output is
+escaped: by jinja2's autoescaping, and in table bodies by
+:func:`pinlab.report.tables.escape_text`, the same escaping applied where the rows are joined
+in Python (:mod:`pinlab.report.tables` holds the run's metric tables). Output is
 deterministic: the same run gives the same bytes.
 
 :func:`write_report` writes a page atomically; :func:`write_run_report` and
@@ -33,10 +34,9 @@ import base64
 import fnmatch
 import functools
 import hashlib
-import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +47,9 @@ from pinlab.gcpolicy import frozen_heap
 from pinlab.report import plots
 from pinlab.report.inline import Plot, inline_svg
 from pinlab.report.output import CONFIG_FILE, SERIES_FILE, SUMMARY_FILE, run_dir_name
+from pinlab.report.tables import Table, all_metrics_table, run_tables, verdict_table
 from pinlab.report.verdict import fmt_value
-from pinlab.scenarios.result import Metric, RunResult, Verdict
+from pinlab.scenarios.result import RunResult, Verdict
 
 if TYPE_CHECKING:  # jinja2 is loaded by the first page rendered
     import jinja2
@@ -88,15 +89,6 @@ FILE_DESCRIPTIONS: dict[str, str] = {
 }
 _LINK_ORDER = (SUMMARY_FILE, SERIES_FILE, CONFIG_FILE, TRACE_FILE, BUFINFO_FILE)
 
-COLLAPSE_ROWS = 16
-"""Metric tables with more rows than this are shown folded (``<details>``)."""
-
-SHOWN_ROWS = 5000
-"""A metric table shows at most this many rows, then one saying how many more
-``summary.json`` holds: the 3-iteration all-reduce of ``cluster-128`` at 4 096 nodes has
-600 000 metrics, a 110 MB page no browser opens usefully, whose rows took a quarter of
-``pinlab run`` to format (the built-in scenarios' largest table has 2 438)."""
-
 PLOT_PREFIX = "plot-"
 """Plot files in a run directory: ``plot-<stem>.svg`` (and ``plot-<stem>.png`` on request)."""
 
@@ -108,27 +100,6 @@ CAMPS: dict[str, str] = {
     "settlement": "The settlement",
 }
 """Camp keys of ``seed-brief.md`` (and scenario files) with their display names."""
-
-_TENANT_COLUMNS = (
-    "throughput",
-    "bytes",
-    "transfers",
-    "latency_p50",
-    "latency_p99",
-    "stall_time",
-    "odp_faults",
-    "denials",
-)
-_REGION_COLUMNS = (
-    "size",
-    "used_peak",
-    "pinned_peak",
-    "pinned_final",
-    "free_final",
-    "fragmentation_final",
-    "evictions",
-    "evicted_bytes",
-)
 
 # -- the page check script (its hash goes into the Content-Security-Policy) --------------------
 
@@ -176,171 +147,10 @@ def _csp() -> str:
 
 
 @dataclass(slots=True)
-class _Table:
-    """A rendered table: header cells and rows of (text, css class) cells."""
-
-    title: str
-    columns: list[str]
-    rows: list[list[tuple[str, str]]]
-    row_classes: list[str] = field(default_factory=list)
-    column_classes: list[str] = field(default_factory=list)
-    omitted: int = 0  # rows of the table left out after ``rows`` (:data:`SHOWN_ROWS`)
-
-    @property
-    def count(self) -> int:
-        """The table's rows, those left out included."""
-        return len(self.rows) + self.omitted
-
-    @property
-    def collapsed(self) -> bool:
-        """Long tables (a 128-device cluster) start folded away."""
-        return self.count > COLLAPSE_ROWS
-
-    @property
-    def body(self) -> Markup:
-        """The ``<tbody>`` rows, one ``<tr>`` line each, as the template's loop wrote them: a
-        cluster's table holds tens of thousands of cells, and escaping them one
-        ``{{ }}`` at a time was most of a run page's rendering. Rows left out are counted in
-        a last row that says where they are."""
-        lines = []
-        for i, row in enumerate(self.rows):
-            cls = self.row_classes[i] if i < len(self.row_classes) else ""
-            cells = "".join(
-                f'<td class="{escape_text(c)}">{escape_text(text)}</td>'
-                if c
-                else f"<td>{escape_text(text)}</td>"
-                for text, c in row
-            )
-            head = f'<tr class="{escape_text(cls)}">' if cls else "<tr>"
-            lines.append(f"{head}{cells}</tr>\n")
-        if self.omitted:
-            lines.append(
-                f'<tr class="omitted"><td colspan="{len(self.columns)}">{self.omitted:,} more '
-                f"rows, not shown: every value is in {SUMMARY_FILE}</td></tr>\n"
-            )
-        return Markup("".join(lines))
-
-
-def escape_text(text: str) -> str:
-    """``text`` escaped for HTML exactly as jinja2's autoescape (markupsafe) escapes it --
-    ``&``, ``<``, ``>``, ``'`` and ``"`` -- for cells joined in Python (:attr:`_Table.body`)."""
-    return (
-        text.replace("&", "&amp;")
-        .replace(">", "&gt;")
-        .replace("<", "&lt;")
-        .replace("'", "&#39;")
-        .replace('"', "&#34;")
-    )
-
-
-@dataclass(slots=True)
 class _Link:
     href: str
     label: str
     description: str
-
-
-def _fmt(metric: Metric) -> str:
-    return fmt_value(metric.value, metric.unit)
-
-
-def _unit_text(unit: str) -> str:
-    return "" if unit in ("count",) else unit
-
-
-def _verdict_table(verdict: Verdict, highlight: str | None = None) -> _Table:
-    columns = list(verdict.columns)
-    rows: list[list[tuple[str, str]]] = []
-    classes: list[str] = []
-    for row in verdict.rows:
-        rows.append([(str(row.get(c, "")), "" if i == 0 else "num") for i, c in enumerate(columns)])
-        first = str(row.get(columns[0], "")) if columns else ""
-        classes.append("current" if highlight is not None and first == highlight else "")
-    return _Table("", columns, rows, classes, ["", *("num" for _ in columns[1:])])
-
-
-def _global_table(result: RunResult) -> _Table | None:
-    names = [n for n in sorted(result.metrics) if n.startswith("global.")]
-    if not names:
-        return None
-    rows = [
-        [
-            (n.removeprefix("global."), ""),
-            (_fmt(result.metrics[n]), "num"),
-            (result.metrics[n].description, "desc"),
-        ]
-        for n in names
-    ]
-    return _Table("Whole run", ["metric", "value", "what it measures"], rows, [], ["", "num", ""])
-
-
-def _pivot(
-    result: RunResult,
-    title: str,
-    parse: Callable[[str], tuple[str, str] | None],
-    preferred: Sequence[str],
-    first_column: str,
-) -> _Table | None:
-    """A table with one row per entity (tenant, device region) and one column per metric of
-    ``preferred`` that any entity has; ``parse`` splits a metric name into (entity, metric)."""
-    cells: dict[str, dict[str, Metric]] = {}
-    for name in sorted(result.metrics):
-        parsed = parse(name)
-        if parsed is not None and parsed[1] in preferred:
-            cells.setdefault(parsed[0], {})[parsed[1]] = result.metrics[name]
-    if not cells:
-        return None
-    columns = [c for c in preferred if any(c in row for row in cells.values())]
-    headers = [first_column]
-    for c in columns:
-        unit = next((row[c].unit for row in cells.values() if c in row), "")
-        headers.append(c.replace("_", " ") + (f" ({unit})" if unit in ("ratio",) else ""))
-    shown = list(itertools.islice(cells.items(), SHOWN_ROWS))
-    rows = [
-        [(entity, "")] + [(_fmt(row[c]) if c in row else "–", "num") for c in columns]
-        for entity, row in shown
-    ]
-    classes = ["", *("num" for _ in columns)]
-    return _Table(title, headers, rows, [], classes, omitted=len(cells) - len(shown))
-
-
-def _tenant_metric(name: str) -> tuple[str, str] | None:
-    if not name.startswith("tenant."):
-        return None
-    rest = name.removeprefix("tenant.")
-    tenant, _, metric = rest.rpartition(".")
-    return (tenant, metric) if tenant else None
-
-
-def _region_metric(name: str) -> tuple[str, str] | None:
-    if not name.startswith("device."):
-        return None
-    parts = name.removeprefix("device.").rsplit(".", 2)
-    if len(parts) != 3:
-        return None
-    return f"{parts[0]} {parts[1]}", parts[2]
-
-
-def _all_metrics(result: RunResult) -> _Table:
-    names = sorted(result.metrics)
-    shown = [(name, result.metrics[name]) for name in names[:SHOWN_ROWS]]
-    rows = [
-        [
-            (name, "name"),
-            (_fmt(m), "num"),
-            (_unit_text(m.unit), "unit"),
-            (m.description, "desc"),
-        ]
-        for name, m in shown
-    ]
-    return _Table(
-        f"All {len(names)} metrics (as in summary.json)",
-        ["metric", "value", "unit", "what it measures"],
-        rows,
-        [],
-        ["", "num", "", ""],
-        omitted=len(names) - len(rows),
-    )
 
 
 def _camp_of(result: RunResult | None, camp: str | None) -> str:
@@ -462,15 +272,6 @@ def render_run_html(
     links = list(links)
     camp_key = _camp_of(result, camp)
     run_plots = _run_plots(result, figures, links)
-    tables = [
-        t
-        for t in (
-            _global_table(result),
-            _pivot(result, "Tenants", _tenant_metric, _TENANT_COLUMNS, "tenant"),
-            _pivot(result, "Device memory regions", _region_metric, _REGION_COLUMNS, "region"),
-        )
-        if t is not None
-    ]
     return render_page(
         "run.html.j2",
         title=f"{result.scenario} / {result.variant}",
@@ -479,10 +280,10 @@ def render_run_html(
         camp=camp_key,
         camp_label=_camp_label(camp_key),
         verdict=verdict,
-        verdict_table=_verdict_table(verdict, result.variant) if verdict else None,
+        verdict_table=verdict_table(verdict, result.variant) if verdict else None,
         duration_text=fmt_value(result.duration, "s"),
-        tables=tables,
-        all_metrics=_all_metrics(result),
+        tables=run_tables(result),
+        all_metrics=all_metrics_table(result),
         plots=run_plots,
         expected_images=len(run_plots),
         links=_links(links),
@@ -539,7 +340,7 @@ class _Scenario:
     camp: str
     camp_label: str
     verdict: Verdict
-    table: _Table
+    table: Table
     plots: list[Plot]
     runs: list[_RunRow]
 
@@ -615,7 +416,7 @@ def render_suite_html(
                 camp=camp,
                 camp_label=_camp_label(camp),
                 verdict=verdict,
-                table=_verdict_table(verdict),
+                table=verdict_table(verdict),
                 plots=scenario_plots,
                 runs=runs,
             )
