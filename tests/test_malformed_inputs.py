@@ -367,6 +367,23 @@ CASES: dict[str, Case] = {
         r"^pinlab: error: --set duration=0s: scenario\.duration: expected a time above 0, "
         r'found "0s"$',
     ),
+    # an unknown field of a device patch or added device lists the device's fields
+    **{
+        f"an unknown field of {what}": Case(
+            ["run", "cluster-128", "--set", f"platform.{key}"],
+            rf"^pinlab: error: --set platform\.{re.escape(key)}: platform\.{where}\.bogus: "
+            r"unknown field \(expected one of name, driver, parent, memory, .*\)",
+        )
+        for what, key, where in (
+            ("a device patch", "devices.gaudi0.bogus=1", r"devices\.gaudi0"),
+            ("the '*' device patch", 'devices."*".bogus=1', r'devices\."\*"'),
+            (
+                "an added device",
+                'add_devices=[{name="x",driver="amdgpu",parent="rc0",memory="1GiB",bogus=1}]',
+                r"add_devices\[0\]",
+            ),
+        )
+    },
     "a sample_interval of 0 in the file": expect(
         scenario('sample_interval = "500ms"', 'sample_interval = "0ms"'),
         r"^pinlab: error: s\.toml: scenario\.sample_interval: expected a time above 0, "

@@ -98,7 +98,7 @@ def _patch_node(node: PlatformSpec, cfg: PlatformConfig, source: str) -> Platfor
     try:
         return PlatformSpec.model_validate(data, context=STRICT_UNITS)
     except ValidationError as e:
-        err = config_error(e, source)
+        err = config_error(e, source, model=PlatformSpec)
         raise ConfigError(source, _user_field(err.where, node, cfg, data), err.message) from None
 
 
