@@ -160,17 +160,20 @@ CASES: dict[str, Case] = {
     ),
     "a zero size": expect(
         scenario('framebuffer = "32MiB"', 'framebuffer = "0B"'),
-        r"framebuffer: expected a number > 0",
+        r"^pinlab: error: s\.toml: tenants\.compositor\.params\.framebuffer: expected a size "
+        r'above 0, found "0B"$',
     ),
     "a negative size": expect(
         scenario('working_set = "3GiB"', 'working_set = "-3GiB"'), r"working_set: expected a size"
     ),
     "a zero period": expect(
         scenario('realloc_every = "500ms"', 'realloc_every = "0s"'),
-        r"realloc_every: expected a number > 0",
+        r"^pinlab: error: s\.toml: tenants\.compositor\.params\.realloc_every: expected a "
+        r'time above 0, found "0s"$',
     ),
     "a zero message size": expect(
-        kv_scenario('block = "64MiB"', 'block = "0B"'), r"block: expected a number > 0"
+        kv_scenario('block = "64MiB"', 'block = "0B"'),
+        r'params\.block: expected a size above 0, found "0B"$',
     ),
     "a message size that can never finish": expect(
         kv_scenario('block = "64MiB"', 'block = "1B"'),
@@ -384,6 +387,12 @@ CASES: dict[str, Case] = {
             ),
         )
     },
+    # a size parameter's bound is worded as scenario.duration's, the value as written
+    "a size parameter of zero by --set": Case(
+        ["run", "cluster-128", "--set", 'tenants.trainer.params.size="0B"'],
+        r'^pinlab: error: --set tenants\.trainer\.params\.size="0B": '
+        r'tenants\.trainer\.params\.size: expected a size above 0, found "0B"$',
+    ),
     "a sample_interval of 0 in the file": expect(
         scenario('sample_interval = "500ms"', 'sample_interval = "0ms"'),
         r"^pinlab: error: s\.toml: scenario\.sample_interval: expected a time above 0, "

@@ -115,9 +115,9 @@ from pinlab.scenarios.paths import (
 from pinlab.scenarios.platform import PlatformConfig, build_platform
 from pinlab.scenarios.policy import dmem_settings, policy_document, validate_policy
 from pinlab.scenarios.references import check_references
-from pinlab.sim.workloads import WORKLOADS, WorkloadParams
+from pinlab.sim.workloads import WORKLOADS, WorkloadParams, param_unit
 from pinlab.sim.workloads.base import MAX_EVENTS
-from pinlab.units import STRICT_UNITS, Duration, exact_time
+from pinlab.units import STRICT_UNITS, Duration, exact_size, exact_time
 
 __all__ = [
     "CAMPS",
@@ -446,6 +446,38 @@ def flatten_cost(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 # -- the whole document ----------------------------------------------------------------------------
 
 
+_BOUND_WORDS = {
+    "greater_than": ("above", "gt"),
+    "greater_than_equal": ("at least", "ge"),
+    "less_than": ("below", "lt"),
+    "less_than_equal": ("at most", "le"),
+}
+_UNIT_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "B": ("a size", exact_size),
+    "s": ("a time", exact_time),
+}
+
+
+def _unit_bound(err: Mapping[str, Any], workload: object, params: object) -> str | None:
+    """A size or time parameter's bound (``gt=0``) as ``scenario.duration``'s is worded:
+    ``expected a size above 0, found "0B"``, the value as the user wrote it -- pydantic checks
+    the bound on the parsed number and would say ``expected a number > 0, found 0``. None
+    for any other error."""
+    bound = _BOUND_WORDS.get(str(err.get("type")))
+    loc = err.get("loc", ())
+    if bound is None or len(loc) != 5 or loc[2] != "params" or workload not in WORKLOADS:
+        return None
+    field = loc[4]
+    words = _UNIT_WORDS.get(param_unit(WORKLOADS[str(workload)].params, str(field)))
+    if words is None:
+        return None
+    kind, exact = words
+    limit = (err.get("ctx") or {}).get(bound[1])
+    written = params.get(field) if isinstance(params, dict) else None
+    found = show_value(written) if written is not None else f'"{exact(err.get("input"))}"'
+    return f"expected {kind} {bound[0]} {0 if limit == 0 else exact(limit)}, found {found}"
+
+
 def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> ConfigError:
     """The first error as one line; a tenant's field is named by the tenant's name
     (``tenants.kv.params.block``), the way ``--set`` and ``[variants]`` address it, without the
@@ -469,6 +501,8 @@ def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> 
     message = err.message
     if first["type"] == "value_error":  # a model validator's "expected ..., found ..."
         message = str(first["msg"]).removeprefix("Value error, ")
+    elif (bounded := _unit_bound(first, raw.get("workload"), raw.get("params"))) is not None:
+        message = bounded
     # an unknown workload leaves its params without a union member: not a second problem
     others = [x for x in errors[1:] if not str(x["type"]).startswith("union_tag")]
     message = re.sub(r" \(and \d+ more\)$", "", message)
