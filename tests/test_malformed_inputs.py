@@ -393,6 +393,40 @@ CASES: dict[str, Case] = {
         r'^pinlab: error: --set tenants\.trainer\.params\.size="0B": '
         r'tenants\.trainer\.params\.size: expected a size above 0, found "0B"$',
     ),
+    # an error a --set causes is blamed on it: one in a table whose defining key it set, one
+    # at a tenant it addressed by index or renamed
+    **{
+        f"a --set {what}": Case(["run", scenario_name, "--set", expr], message)
+        for what, scenario_name, expr, message in (
+            (
+                "of a tenant's workload",
+                "cluster-128",
+                'tenants.trainer.workload="perftest"',
+                r'^pinlab: error: --set tenants\.trainer\.workload="perftest": '
+                r"tenants\.trainer\.params\.iterations: expected a number >= 5, found 3",
+            ),
+            (
+                "of the platform preset",
+                "desktop-pin-hog",
+                'platform.preset="dl1"',
+                r'^pinlab: error: --set platform\.preset="dl1": platform\.params\.resizable_bar: ',
+            ),
+            (
+                "that renames a tenant onto another's name",
+                "desktop-pin-hog",
+                'tenants.app1.name="app2"',
+                r'^pinlab: error: --set tenants\.app1\.name="app2": tenants\.app2\.name: '
+                r"expected a unique name, found 'app2' twice$",
+            ),
+            (
+                "of a tenant by index",
+                "desktop-pin-hog",
+                'tenants.3.params.chunk="0B"',
+                r'^pinlab: error: --set tenants\.3\.params\.chunk="0B": '
+                r'tenants\.hog\.params\.chunk: expected a size above 0, found "0B"$',
+            ),
+        )
+    },
     "a sample_interval of 0 in the file": expect(
         scenario('sample_interval = "500ms"', 'sample_interval = "0ms"'),
         r"^pinlab: error: s\.toml: scenario\.sample_interval: expected a time above 0, "

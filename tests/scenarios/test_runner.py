@@ -224,6 +224,15 @@ def test_file_errors_are_one_line(tmp_path: Path, change: tuple[str, str], expec
     assert str(info.value).startswith(str(tmp_path)) and "\n" not in str(info.value)
 
 
+def test_an_error_in_a_table_whose_workload_a_variant_changed_is_the_variants(
+    tmp_path: Path,
+) -> None:
+    """The file's kv-transfer parameters are wrong only for the workload variant b chose."""
+    text = SMALL + '"tenants.kv.workload" = "app"\n'
+    with pytest.raises(ConfigError, match=r"s\.toml: variants\.b: tenants\.kv\.params\.\w+: "):
+        load_scenario(write(tmp_path, text))
+
+
 def test_toml_syntax_errors_name_line_and_column(tmp_path: Path) -> None:
     path = write(tmp_path, SMALL.replace("seed = 7", "seed = = 7"))
     with pytest.raises(ConfigError, match=r"s\.toml: line 5, column \d+: expected valid TOML"):

@@ -209,14 +209,22 @@ class ScenarioConfig(BaseModel):
     def variant_document(self, variant: str | None = None) -> dict[str, Any]:
         """The raw document of ``variant``: base, then the variant's changes, then ``--set``,
         then the profile/seed overrides."""
+        return self._variant_document(variant)[0]
+
+    def _variant_document(
+        self, variant: str | None
+    ) -> tuple[dict[str, Any], list[list[str | int]]]:
+        """:meth:`variant_document`, and the path each ``--set`` set, its list elements as
+        indices (:func:`~pinlab.scenarios.schema.apply_set`)."""
         name = self._check_variant(variant)
         doc = copy.deepcopy(self.document)
         if name in self.variant_docs:
             doc = apply_changes(
                 doc, self.variant_docs[name], f"{self.source}: variants.{quote(name)}"
             )
-        for path, value, text in self.sets:
-            apply_set(doc, list(path), value, f"--set {text}")
+        placed = [
+            apply_set(doc, list(path), value, f"--set {text}") for path, value, text in self.sets
+        ]
         if self.profile_override is not None:
             doc.setdefault("kernel", {})["profile"] = self.profile_override
         if self.seed_override is not None:
@@ -226,7 +234,7 @@ class ScenarioConfig(BaseModel):
         if meta:
             doc["claim"] = meta
         doc["variant"] = name
-        return doc
+        return doc, placed
 
     def resolve(self, variant: str | None = None) -> ResolvedScenario:
         """The validated configuration of ``variant`` (default: the first)."""
@@ -249,26 +257,38 @@ class ScenarioConfig(BaseModel):
         return self._specs[name]
 
     def _blame(self, e: ConfigError, variant: str) -> ConfigError:
-        """Name the ``--set`` (or the variant) whose value the error is about."""
+        """Name the ``--set`` (or the variant) whose value the error is about: the one that
+        set the field, a table around it or the key that defines that table
+        (:data:`_DEFINING`: a tenant's ``workload`` decides which ``params`` it takes).
+        A ``--set`` is matched by its key as written and as the document addresses it after
+        every ``--set``: ``tenants.3.start`` is ``tenants.hog.start``, and
+        ``tenants.a.name="b"`` set ``tenants.b.name``."""
         where = _canonical(e.where)
         if not where:
             return e
         if where == "claim" or where.startswith("claim."):  # statement and camp resolve too
             return self._blame_claim(e)
-        for path, _value, text in self.sets:
-            key = ".".join(normalise_path(list(path)))
-            if where == key or where.startswith(key + ".") or key.startswith(where + "."):
-                return ConfigError(f"--set {text}", e.where, e.message)
-        if variant in self.variant_docs and e.source == self.source:
-            for raw in self.variant_docs[variant]:
-                try:
-                    key = ".".join(normalise_path(parse_path(raw)))
-                except ValueError:
-                    continue
-                if where == key or where.startswith(key + ".") or key.startswith(where + "."):
-                    return ConfigError(
-                        f"{self.source}: variants.{quote(variant)}", e.where, e.message
-                    )
+        wheres = (where, _dotted(e.where))
+        doc, placed = self._variant_document(variant)
+        sets = [
+            ({".".join(normalise_path(list(path))), *_addresses(doc, done)}, text)
+            for (path, _value, text), done in zip(self.sets, placed, strict=True)
+        ]
+        for covers in (_covers, _defines):
+            for keys, text in sets:
+                if any(covers(w, k) for w in wheres for k in keys):
+                    return ConfigError(f"--set {text}", e.where, e.message)
+        if variant not in self.variant_docs or e.source != self.source:
+            return e
+        changes: list[str] = []
+        for raw in self.variant_docs[variant]:
+            try:
+                changes.append(".".join(normalise_path(parse_path(raw))))
+            except ValueError:
+                continue
+        for covers in (_covers, _defines):
+            if any(covers(w, k) for w in wheres for k in changes):
+                return ConfigError(f"{self.source}: variants.{quote(variant)}", e.where, e.message)
         return e
 
     def _blame_claim(self, e: ConfigError) -> ConfigError:
@@ -276,7 +296,7 @@ class ScenarioConfig(BaseModel):
         to set that key), not the scenario file."""
         if e.source != self.source:
             return e
-        where = _claim_key(e.where)
+        where = _dotted(e.where)
         for key, text in reversed(self.claim_sets):
             if where == key or where.startswith(key + ".") or key.startswith(where + "."):
                 return ConfigError(f"--set {text}", e.where, e.message)
@@ -502,7 +522,7 @@ def _parse_sets(
 ) -> tuple[tuple[tuple[tuple[str, ...], Any, str], ...], tuple[tuple[str, str], ...]]:
     """``--set`` expressions: ``variants.<v>.<key>=...`` joins that variant's changes and
     ``claim.<key>=...`` changes the claim (both in place); the rest apply to every variant.
-    Returns the rest, and each claim set's key (:func:`_claim_key`) with its expression."""
+    Returns the rest, and each claim set's key (:func:`_dotted`) with its expression."""
     parsed: list[tuple[tuple[str, ...], Any, str]] = []
     claim_sets: list[tuple[str, str]] = []
     for expr in exprs:
@@ -524,15 +544,16 @@ def _parse_sets(
             if len(p) == 1:
                 raise ConfigError(f"--set {expr}", "claim", "expected a key inside the claim")
             apply_set(claim, list(p[1:]), value, f"--set {expr}")
-            claim_sets.append((_claim_key(".".join(p)), expr))
+            claim_sets.append((_dotted(".".join(p)), expr))
             continue
         parsed.append((tuple(p), value, expr))
     return tuple(parsed), tuple(claim_sets)
 
 
-def _claim_key(where: str) -> str:
-    """A claim field path as one dotted key, so that a ``--set`` key and an error's field path
-    compare: ``claim."expect[0]".op`` and ``claim.expect.0.op`` both → ``claim.expect.0.op``."""
+def _dotted(where: str) -> str:
+    """A field path as one dotted key, list indices as keys, so that a ``--set`` key and an
+    error's field path compare: ``claim."expect[0]".op`` and ``claim.expect.0.op`` both →
+    ``claim.expect.0.op``, ``faults[0].target`` → ``faults.0.target``."""
     return re.sub(r"\[(\d+)\]", r".\1", where.replace('"', "").replace("'", "")).strip(".")
 
 
@@ -583,6 +604,52 @@ def _claim_error(e: ValidationError, source: str, doc: Mapping[str, Any]) -> Con
     if others:
         message += f" (and {others} more)"
     return ConfigError(source, toml_path(("claim", *loc)), message)
+
+
+_DEFINING = {
+    ("tenants", "workload", 3),
+    ("faults", "kind", 3),
+    ("platform", "preset", 2),
+    ("platform", "file", 2),
+}
+"""Keys that decide what the rest of their table may hold (``(table, key, path length)``):
+a tenant's ``workload`` its ``params``, a fault's ``kind`` its ``target``, the platform's
+``preset`` or ``file`` its ``params`` and the devices and NICs a patch may name."""
+
+
+def _covers(where: str, key: str) -> bool:
+    """Whether a change of ``key`` is the change of field ``where``: the field itself, a
+    table around it or one inside it."""
+    return where == key or where.startswith(key + ".") or key.startswith(where + ".")
+
+
+def _defines(where: str, key: str) -> bool:
+    """Whether ``key`` is a :data:`_DEFINING` key of the table ``where`` is in."""
+    parts = key.split(".")
+    head = (parts[0], parts[-1], len(parts))
+    if head not in _DEFINING:
+        return False
+    return where.startswith(key.rpartition(".")[0] + ".")
+
+
+def _addresses(doc: Mapping[str, Any], done: Sequence[str | int]) -> set[str]:
+    """The keys an error names a field ``apply_set`` set at ``done`` by: a list element by its
+    index (``faults.0.target``) and, if it has one, by its ``name`` in ``doc`` (the document
+    after every change: ``tenants.hog.start``; a ``name`` set renames)."""
+    by_index: list[str] = []
+    by_name: list[str] = []
+    node: Any = doc
+    for part in done:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            name = node.get("name") if isinstance(node, dict) else None
+            by_index.append(str(part))
+            by_name.append(name if isinstance(name, str) else str(part))
+            continue
+        node = node.get(part) if isinstance(node, dict) else None
+        by_index.append(part)
+        by_name.append(part)
+    return {".".join(by_index), ".".join(by_name)}
 
 
 def _canonical(where: str) -> str:

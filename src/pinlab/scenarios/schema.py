@@ -382,21 +382,24 @@ def normalise_path(path: Sequence[str]) -> list[str]:
     return out
 
 
-def apply_set(doc: dict[str, Any], path: Sequence[str], value: Any, source: str) -> None:
+def apply_set(doc: dict[str, Any], path: Sequence[str], value: Any, source: str) -> list[str | int]:
     """Set ``value`` at ``path`` in ``doc`` (in place): tables are created, lists of tables
     are indexed by position or ``name``, a table value is merged into an existing table.
-    ``path`` may use the shorthands of :func:`normalise_path`."""
+    ``path`` may use the shorthands of :func:`normalise_path`. Returns the path it set, with
+    each list element as its index (``tenants.hog.start`` → ``["tenants", 3, "start"]``)."""
     path = normalise_path(path)
     node: Any = doc
     where: list[str | int] = []
+    done: list[str | int] = []
     for i, seg in enumerate(path):
         last = i == len(path) - 1
         if isinstance(node, list):
             j = select(node, seg, where, source)
             where.append(seg)
+            done.append(j)
             if last:
                 node[j] = deep_merge(node[j], value) if isinstance(value, dict) else value
-                return
+                return done
             node = node[j]
             continue
         if not isinstance(node, dict):
@@ -404,17 +407,19 @@ def apply_set(doc: dict[str, Any], path: Sequence[str], value: Any, source: str)
                 source, where_of(where), f"expected a table to set {seg!r} in, found {node!r}"
             )
         where.append(seg)
+        done.append(seg)
         if last:
             old = node.get(seg)
             if isinstance(old, dict) and isinstance(value, dict):
                 node[seg] = deep_merge(old, value)
             else:
                 node[seg] = copy.deepcopy(value)
-            return
+            return done
         child = node.get(seg)
         if child is None:
             child = node[seg] = {}
         node = child
+    return done
 
 
 def apply_changes(doc: dict[str, Any], changes: Mapping[str, Any], source: str) -> dict[str, Any]:
