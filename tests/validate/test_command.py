@@ -5,12 +5,14 @@ tables summed apart, and bad input as one line with exit status 2 (through pinla
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from pinlab.cli import main
+from pinlab.errors import ConfigError
 from pinlab.validate import validate_command
 from tests.validate.fakebench import FakeBench
 from tests.validate.tables import NCCL, PERFTEST, write_table
@@ -146,3 +148,27 @@ def test_cli_refuses_a_holdout_table_outside_holdout(
     assert status == 2
     assert "table.source: expected a table that is not reserved as a holdout, found " in err
     assert "linux-rdma/perftest PR #98" in err and err.count("\n") == 1
+
+
+def test_the_default_out_dir_is_checked_before_any_table_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --out the report goes into --dir: one this process cannot write is refused
+    before any table runs, and nothing is written (``os.access`` stands in for a read-only
+    directory: the tests run as root)."""
+    write_table(tmp_path, "pt")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    real = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: Path(p).resolve() != tmp_path.resolve() and real(p, mode)
+    )
+    refused = (
+        f"--dir {tmp_path}: expected a writable directory, found one this process cannot write"
+    )
+    bench = near(1.0)
+    with pytest.raises(ConfigError) as info:
+        validate_command([], _console(), directory=tmp_path, bench=bench)
+    assert str(info.value) == refused and bench.calls == []
+    status, out, err = _cli(["validate", "--dir", str(tmp_path)], capsys)
+    assert (status, out, err) == (2, "", f"pinlab: error: {refused}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from pinlab.bench import run_bench
 from pinlab.errors import ConfigError
+from pinlab.fsutil import output_dir
 from pinlab.validate.html import write_validation_report
 from pinlab.validate.output import print_result, result_json
 from pinlab.validate.runner import Bench, run_tables
@@ -69,15 +70,18 @@ def validate_command(
     bench: Bench = run_bench,
 ) -> int:
     """Run the named tables (all by default) with ``bench``; print, write the report, and
-    return 0 (every table within tolerance) or 1."""
+    return 0 (every table within tolerance) or 1. The tables are read, and where the report
+    goes (``out``, else ``directory``) is checked (:func:`~pinlab.fsutil.output_dir`), before
+    any table runs."""
     tables = select_tables(names, directory, holdout)
+    flag = "--out" if out is not None else "--dir"
+    out_dir = output_dir(out if out is not None else directory, flag)
     result = run_tables(tables, bench)
-    out_dir = Path(out) if out is not None else Path(directory)
     try:
         page = write_validation_report(out_dir, result)
     except OSError as e:
         raise ConfigError(
-            "--out", str(out_dir), f"expected a writable directory, found: {e.strerror or e}"
+            flag, str(out_dir), f"expected a writable directory, found: {e.strerror or e}"
         ) from None
     if as_json:
         print(json.dumps(result_json(result, str(page)), indent=2))
