@@ -540,6 +540,23 @@ def test_kill_releases_the_hogs_pins() -> None:
     assert vram.pinned == 0 and vram.used == 0
 
 
+def test_a_kill_before_the_start_ends_the_tenant_before_its_workload_runs() -> None:
+    """A process killed while it waits for its ``start`` never runs its workload: the run goes
+    on (before, the interrupt escaped the start's wait and ended the run with a traceback),
+    the tenant is reported killed, with no data phase and nothing pinned."""
+    sim = workstation(vram=2 * GiB)
+    start(sim, "comp", "compositor")
+    hog = start(sim, "hog", "pin-hog", chunk=GiB, retry="0s", at=2.0)
+    inject(sim, 1.0, "kill", "hog")
+    sim.run(5.0)
+    assert not hog.proc.alive and hog.stats.started is None and hog.error is None
+    report = hog.report(5.0)
+    assert report["tenant.hog.killed"].value == 1 and report["tenant.hog.bytes"].value == 0
+    vram = next(r for r in sim.node().machine.exporters["gpu0"].regions() if r.name == "vram")
+    assert vram.pinned == 0
+    assert sim.tenants["comp"].proc.alive
+
+
 @dataclass(slots=True)
 class CustomResult(TenantResult):
     elapsed: float | None = metric("s", "one send of 64 MiB")

@@ -334,10 +334,12 @@ class Simulation:
     def _run_tenant(
         self, tenant: Tenant, run: Run, start: float
     ) -> Generator[simpy.Event, Any, None]:
-        if start > 0:
-            yield self.env.timeout(start)
-        tenant.stats.started = self.env.now
         try:
+            # a process killed before its start never runs its workload: the interrupt
+            # ends the wait as it ends a running workload
+            if start > 0:
+                yield self.env.timeout(start)
+            tenant.stats.started = self.env.now
             yield from run(tenant.ctx)
         except simpy.Interrupt:
             pass
