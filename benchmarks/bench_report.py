@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pinlab.report.html import render_suite_html, run_report_files
 from pinlab.report.output import write_run
-from pinlab.scenarios import runner
+from pinlab.scenarios import config, runner
 
 TARGET = 0.25
 CLI = "import sys; from pinlab.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -63,7 +63,7 @@ def in_process(scenarios: list[str]) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory(prefix="pinlab-bench-report-") as out:
         for name in scenarios:
             start = time.perf_counter()
-            results, verdict = runner.run_scenario(runner.load_scenario(name))
+            results, verdict = runner.run_scenario(config.load_scenario(name))
             simulate += time.perf_counter() - start
             suite.append((results, verdict))
             for result in results:
@@ -85,7 +85,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="command-line runs of each kind")
     parser.add_argument("--quick", action="store_true", help="one scenario, one repetition")
     args = parser.parse_args()
-    scenarios = ["efa-gaudi"] if args.quick else list(runner.BUILTIN)
+    scenarios = ["efa-gaudi"] if args.quick else list(config.BUILTIN)
     named = scenarios if args.quick else []  # no name: pinlab run's whole suite
     repeat = 1 if args.quick else max(1, args.repeat)
 

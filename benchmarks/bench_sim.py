@@ -88,7 +88,8 @@ from typing import Any
 import simpy
 
 from pinlab.gcpolicy import freeze_for_exit, tuned_collector
-from pinlab.scenarios.runner import load_scenario, run_scenario
+from pinlab.scenarios.config import load_scenario
+from pinlab.scenarios.runner import run_scenario
 
 SCENARIO = "cluster-128"
 VARIANT = "no-limits"

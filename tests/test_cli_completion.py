@@ -23,8 +23,8 @@ from argcomplete import io as argcomplete_io
 from pinlab.cli import build_parser
 from pinlab.cli.common import subcommands
 from pinlab.cli.completion import COMPLETERS, attach
+from pinlab.scenarios.config import BUILTIN
 from pinlab.scenarios.paths import parse_path
-from pinlab.scenarios.runner import BUILTIN
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -218,7 +218,7 @@ def test_set_completions_are_keys_set_accepts(
     """Every ``--set KEY=`` offered for a scenario's own values addresses a value: setting it
     to the value it has loads (a wrong path would be refused or would create a new key)."""
     import pinlab
-    from pinlab.scenarios.runner import builtin_path
+    from pinlab.scenarios.config import builtin_path
     from pinlab.tomlfile import read_toml
 
     offered = [c.removesuffix("=") for c in names(f"pinlab run {scenario} --set ", monkeypatch)]

@@ -10,7 +10,7 @@ import pytest
 
 from pinlab.cli import main
 from pinlab.platform.cost import parameters
-from pinlab.scenarios.runner import BUILTIN, load_scenario
+from pinlab.scenarios.config import BUILTIN, load_scenario
 from pinlab.sim.workloads import WORKLOADS
 from pinlab.units import parse_time
 

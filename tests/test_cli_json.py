@@ -11,7 +11,7 @@ import pytest
 
 from pinlab.cli import build_parser, main
 from pinlab.cli.common import subcommands
-from pinlab.scenarios.runner import BUILTIN
+from pinlab.scenarios.config import BUILTIN
 from tests.test_plugins import install, pinlab
 
 ROOT = Path(__file__).resolve().parents[1]

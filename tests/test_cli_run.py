@@ -128,11 +128,16 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRunner]:
             "beta": FakeConfig("beta", "odp is slow", ["odp", "migrate"], camp="performance"),
         }
     )
-    module = types.ModuleType("pinlab.scenarios.runner")
-    for name in ("BUILTIN", "list_scenarios", "load_scenario", "run_scenario"):
-        setattr(module, name, getattr(runner, name))
-    monkeypatch.setitem(sys.modules, "pinlab.scenarios.runner", module)
-    monkeypatch.setattr(pinlab.scenarios, "runner", module, raising=False)
+    # loading (pinlab.scenarios.config) and running (pinlab.scenarios.runner) both faked
+    for module_name, names in (
+        ("config", ("BUILTIN", "list_scenarios", "load_scenario")),
+        ("runner", ("run_scenario",)),
+    ):
+        module = types.ModuleType(f"pinlab.scenarios.{module_name}")
+        for name in names:
+            setattr(module, name, getattr(runner, name))
+        monkeypatch.setitem(sys.modules, f"pinlab.scenarios.{module_name}", module)
+        monkeypatch.setattr(pinlab.scenarios, module_name, module, raising=False)
     yield runner
 
 
@@ -372,7 +377,7 @@ def test_same_seed_gives_byte_identical_summary(tmp_path: Path) -> None:
 def test_real_runner_user_errors_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pinlab.scenarios.runner import BUILTIN
+    from pinlab.scenarios.config import BUILTIN
 
     cases = [
         (["run", "no-such-scenario"], "expected a scenario file or a built-in name"),
@@ -398,7 +403,7 @@ def test_real_runner_user_errors_are_one_line(
 
 
 def test_scenarios_lists_the_six_builtins(capsys: pytest.CaptureFixture[str]) -> None:
-    from pinlab.scenarios.runner import BUILTIN, list_scenarios
+    from pinlab.scenarios.config import BUILTIN, list_scenarios
 
     assert main(["scenarios"]) == 0
     out = capsys.readouterr().out
@@ -412,7 +417,7 @@ def test_scenarios_lists_the_six_builtins(capsys: pytest.CaptureFixture[str]) ->
 def test_run_all_is_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``make demo`` is ``pinlab run``: six verdict tables, every claim held, exit 0, and a
     directory per scenario and variant."""
-    from pinlab.scenarios.runner import BUILTIN, list_scenarios
+    from pinlab.scenarios.config import BUILTIN, list_scenarios
 
     assert main(["run", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

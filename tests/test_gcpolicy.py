@@ -16,7 +16,9 @@ from pinlab import gcpolicy
 from pinlab.gcpolicy import YOUNG_THRESHOLD, frozen_heap, retune, tuned_collector
 from pinlab.platform.presets import PRESETS
 from pinlab.scenarios import runner
-from pinlab.scenarios.runner import RunResult, load_scenario, run_variant
+from pinlab.scenarios.config import load_scenario
+from pinlab.scenarios.result import RunResult
+from pinlab.scenarios.runner import run_variant
 from pinlab.sim import engine
 from pinlab.sim.engine import Ctx, Simulation
 

@@ -18,7 +18,7 @@ import pytest
 
 from pinlab.cli import main
 from pinlab.platform.presets import dump_platform, resolve_platform
-from pinlab.scenarios.runner import builtin_path
+from pinlab.scenarios.config import builtin_path
 
 SCENARIO = builtin_path("desktop-pin-hog").read_text(encoding="utf-8")
 POLICY = (Path(__file__).parents[1] / "examples/policy/desktop.toml").read_text(encoding="utf-8")

@@ -20,15 +20,9 @@ import pyarrow as pa
 from pinlab.errors import ConfigError
 from pinlab.fsutil import output_dir
 from pinlab.scenarios.claims import judge as _judge
+from pinlab.scenarios.config import BUILTIN, ScenarioConfig, check_profile, check_seed, check_sets
+from pinlab.scenarios.config import load_scenario as _load
 from pinlab.scenarios.result import METRICS_SCHEMA, SERIES_SCHEMA, RunResult, Verdict
-from pinlab.scenarios.runner import (
-    BUILTIN,
-    ScenarioConfig,
-    check_profile,
-    check_seed,
-    check_sets,
-)
-from pinlab.scenarios.runner import load_scenario as _load
 from pinlab.scenarios.runner import run_variant as _run_variant
 
 __all__ = [
@@ -44,7 +38,7 @@ __all__ = [
 ]
 
 Scenario = ScenarioConfig
-"""A loaded, validated scenario (:class:`~pinlab.scenarios.runner.ScenarioConfig`)."""
+"""A loaded, validated scenario (:class:`~pinlab.scenarios.config.ScenarioConfig`)."""
 
 
 def load_scenario(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pinlab.cli import main
-from pinlab.scenarios.runner import load_scenario
+from pinlab.scenarios.config import load_scenario
 
 SHORT = ["--set", "scenario.duration=10s"]
 PROTECT = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pinlab.advise.output import pareto_front
 from pinlab.advise.space import build_space
 from pinlab.policy.config import parse_policy
-from pinlab.scenarios.runner import load_scenario
+from pinlab.scenarios.config import load_scenario
 
 REGIONS = {"drm/{gpu0}/vram": 8 << 30}
 

@@ -28,7 +28,8 @@ from pinlab.kernel.dma_buf import DmaBuf, SgTable
 from pinlab.kernel.fence import DmaFence
 from pinlab.kernel.resv import DmaResvUsage
 from pinlab.report.matrix import BUFFER_SIZE, EFA, GPU, MatrixMachine, build_machine
-from pinlab.scenarios.runner import load_scenario, run_scenario
+from pinlab.scenarios.config import load_scenario
+from pinlab.scenarios.runner import run_scenario
 from pinlab.uapi.process import Process
 from tests.drivers.test_stale_dma import ACCESS, CASES, PRESSURE, PROFILES, drive, start
 

@@ -10,7 +10,7 @@ import pytest
 
 from pinlab.cli import main
 from pinlab.inspect.fit import parse_maps, read_aliases, resolve_maps
-from pinlab.scenarios.runner import BUILTIN
+from pinlab.scenarios.config import BUILTIN
 from tests.inspect.fakehost import workstation
 
 REFUSED = {

@@ -325,7 +325,8 @@ def test_throughput_is_binned_to_the_data_phase_and_averages_to_the_table(rate: 
 def test_efa_gaudi_throughput_plot_agrees_with_its_table() -> None:
     """Issue 13, item 7: the efa-gaudi report's throughput plot must not contradict its
     table: the plotted mean over the data phase is each variant's throughput metric."""
-    from pinlab.scenarios.runner import load_scenario, run_variant
+    from pinlab.scenarios.config import load_scenario
+    from pinlab.scenarios.runner import run_variant
 
     cfg = load_scenario("efa-gaudi")
     for variant in ("pin-in-place", "staged"):

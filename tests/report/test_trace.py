@@ -126,7 +126,8 @@ def test_size_cap_keeps_the_file_valid(tmp_path: Path) -> None:
 
 def test_tiny_cap(run_dir: Path) -> None:
     """Even a cap of a handful of events writes a complete file."""
-    from pinlab.scenarios.runner import load_scenario, run_variant
+    from pinlab.scenarios.config import load_scenario
+    from pinlab.scenarios.runner import run_variant
 
     result: RunResult = run_variant(load_scenario(SCENARIO, sets=["scenario.duration=20s"]), "none")
     doc = json.loads(trace_json(result, max_events=3))
@@ -315,7 +316,8 @@ def test_a_cluster_links_slices_and_counters_share_one_process() -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> RunResult:
-    from pinlab.scenarios.runner import load_scenario, run_variant
+    from pinlab.scenarios.config import load_scenario
+    from pinlab.scenarios.runner import run_variant
 
     cfg = load_scenario("cluster-128", sets=["platform.params.nodes=8"])
     return run_variant(cfg, "no-limits")

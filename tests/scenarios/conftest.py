@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from pinlab.scenarios.config import load_scenario
 from pinlab.scenarios.result import RunResult, Verdict
-from pinlab.scenarios.runner import load_scenario, run_scenario
+from pinlab.scenarios.runner import run_scenario
 
 Run = tuple[dict[str, RunResult], Verdict]
 ScenarioRun = Callable[[str], Run]

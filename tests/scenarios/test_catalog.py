@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import pytest
 
 from pinlab.scenarios.catalog import Catalog, MetricName
-from pinlab.scenarios.runner import build_simulation, load_scenario
+from pinlab.scenarios.config import load_scenario
+from pinlab.scenarios.runner import build_simulation
 
 _PLACEHOLDER = re.compile(r"<([A-Za-z]+)>")
 

@@ -15,8 +15,9 @@ import pytest
 from pinlab.errors import ConfigError
 from pinlab.scenarios.claimfns import CLAIM_FUNCTIONS, ClaimFunction, register_claim_function
 from pinlab.scenarios.claims import judge, show_value
+from pinlab.scenarios.config import load_scenario
 from pinlab.scenarios.result import RunResult
-from pinlab.scenarios.runner import load_scenario, run_scenario, run_variant
+from pinlab.scenarios.runner import run_scenario, run_variant
 
 BASE = """
 [scenario]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.scenarios.runner import BUILTIN
+from pinlab.scenarios.config import BUILTIN
 from pinlab.sim.metrics import SCOPES, UNITS, split_name
 from pinlab.sim.workloads import WORKLOADS
 from tests.scenarios.conftest import ScenarioRun

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pinlab.report.output import write_run
-from pinlab.scenarios.runner import load_scenario, run_scenario
+from pinlab.scenarios.config import load_scenario
+from pinlab.scenarios.runner import run_scenario
 
 
 def test_rerunning_config_toml_keeps_the_variant_and_reproduces_the_run(tmp_path: Path) -> None:

@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 
 from pinlab.errors import ConfigError
-from pinlab.scenarios.runner import (
+from pinlab.scenarios.config import (
     BUILTIN,
     ScenarioConfig,
     builtin_path,
     list_scenarios,
     load_scenario,
-    run_scenario,
-    run_variant,
 )
+from pinlab.scenarios.runner import run_scenario, run_variant
 from pinlab.scenarios.schema import parse_path, parse_value
 from pinlab.sim.workloads import KvTransferParams
 from pinlab.units import GiB, MiB

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pinlab.scenarios.runner import load_scenario, run_variant
+from pinlab.scenarios.config import load_scenario
+from pinlab.scenarios.runner import run_variant
 from pinlab.sim.randomness import Streams
 
 SCENARIO = """

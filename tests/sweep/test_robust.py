@@ -17,7 +17,8 @@ import pytest
 from pinlab.cli import main
 from pinlab.platform.cost import CostModel, Odp, parameters
 from pinlab.platform.reads import recording_reads
-from pinlab.scenarios.runner import load_scenario, run_variant
+from pinlab.scenarios.config import load_scenario
+from pinlab.scenarios.runner import run_variant
 
 SCENARIO = """
 [scenario]

@@ -379,16 +379,16 @@ def test_points_sharing_a_configuration_load_it_once(
 ) -> None:
     """Issue 12, item 4: no per-point loading (and validation of every variant) of the
     scenario -- points with the same factor values share one configuration."""
-    from pinlab.scenarios import runner
+    from pinlab.scenarios import config
 
     loads: list[tuple[str, ...]] = []
-    real = runner.load_scenario
+    real = config.load_scenario
 
     def counting(ref: str, *, sets: tuple[str, ...] = ()) -> Any:
         loads.append(tuple(sets))
         return real(ref, sets=sets)
 
-    monkeypatch.setattr(runner, "load_scenario", counting)
+    monkeypatch.setattr(config, "load_scenario", counting)
     sweep = load_sweep(sweep_file)
     loads.clear()
     configs: execute.Configs = {}

@@ -21,9 +21,10 @@ from pinlab.advise.output import closest_text, policy_toml, write_outputs
 from pinlab.advise.search import Advice, search
 from pinlab.advise.space import Space, build_space
 from pinlab.errors import ConfigError, toml_inline
+from pinlab.scenarios.config import ScenarioConfig, load_scenario
 from pinlab.scenarios.paths import parse_set
 from pinlab.scenarios.result import RunResult, Verdict
-from pinlab.scenarios.runner import ScenarioConfig, build_simulation, load_scenario, run_variant
+from pinlab.scenarios.runner import build_simulation, run_variant
 
 __all__ = ["Outcome", "Plan", "advise", "prepare"]
 

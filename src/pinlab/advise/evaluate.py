@@ -24,8 +24,8 @@ from typing import Any
 from pinlab.errors import ConfigError, toml_inline
 from pinlab.scenarios.claims import BoundClaim, Check, Term, bind_claim, judge, show_value
 from pinlab.scenarios.claimspec import ClaimSpec, parse_expectation
+from pinlab.scenarios.config import BUILTIN, ScenarioConfig, load_scenario
 from pinlab.scenarios.result import Metric, RunResult, Verdict
-from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
 from pinlab.sim.metrics import Recorder
 from pinlab.sweep.execute import run_point, run_sweep
 from pinlab.sweep.spec import Point, Sweep

@@ -65,7 +65,7 @@ def names_of(module: str, registry: str, what: str) -> Completer:
     return complete
 
 
-scenario_names = names_of("pinlab.scenarios.runner", "BUILTIN", "The built-in scenarios.")
+scenario_names = names_of("pinlab.scenarios.config", "BUILTIN", "The built-in scenarios.")
 profile_names = names_of("pinlab.kernel.profile", "PRESETS", "The kernel profiles.")
 workload_names = names_of("pinlab.sim.workloads", "WORKLOADS", "The workloads.")
 preset_names = names_of("pinlab.platform", "PRESETS", "The platform presets.")
@@ -95,7 +95,7 @@ def _scenario_of(parsed_args: Any) -> str | None:
 def variant_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
     """The variants of the scenario on the command line; without one, those of every
     built-in scenario (``pinlab run`` with no scenario runs them all)."""
-    from pinlab.scenarios.runner import BUILTIN
+    from pinlab.scenarios.config import BUILTIN
 
     scenario = _scenario_of(parsed_args)
     names: dict[str, None] = {}
@@ -223,7 +223,7 @@ def _document(ref: str) -> dict[str, Any] | None:
     from pathlib import Path
 
     from pinlab.errors import ConfigError
-    from pinlab.scenarios.runner import BUILTIN, builtin_path
+    from pinlab.scenarios.config import BUILTIN, builtin_path
     from pinlab.tomlfile import read_toml
 
     path = builtin_path(ref) if ref in BUILTIN else Path(ref)

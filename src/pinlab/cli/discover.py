@@ -117,12 +117,12 @@ def _cmd_scenarios(args: argparse.Namespace, console: Console) -> int:
     The built-in scenarios: name, camp and claim. `pinlab scenarios show NAME` prints a built-in
     scenario's TOML, to copy as the start of your own."""
     from pinlab.errors import ConfigError
-    from pinlab.scenarios import runner
+    from pinlab.scenarios import config
 
     rows = []
-    for name, claim in runner.list_scenarios():
+    for name, claim in config.list_scenarios():
         try:
-            camp = str(getattr(runner.load_scenario(name), "camp", "") or "")
+            camp = str(getattr(config.load_scenario(name), "camp", "") or "")
         except ConfigError:  # a broken built-in still shows up in the list
             camp = ""
         rows.append((name, camp, claim))
@@ -143,15 +143,15 @@ def _cmd_scenario_show(args: argparse.Namespace, console: Console) -> int:
 
     Print a built-in scenario's TOML file as it ships, to copy and edit into your own
     (docs/scenarios.md); with --json, the text and its parsed document."""
-    from pinlab.scenarios import runner
+    from pinlab.scenarios import config
     from pinlab.tomlfile import read_toml
 
-    if args.name not in runner.BUILTIN:
+    if args.name not in config.BUILTIN:
         raise UserError(
-            f"scenarios show: expected a built-in scenario ({', '.join(runner.BUILTIN)}), "
+            f"scenarios show: expected a built-in scenario ({', '.join(config.BUILTIN)}), "
             f"found {args.name!r}"
         )
-    path = runner.builtin_path(args.name)
+    path = config.builtin_path(args.name)
     text = path.read_text(encoding="utf-8")
     if args.json:
         document = read_toml(path, what="a scenario file", source=f"{args.name}.toml")
@@ -385,12 +385,12 @@ def _cmd_metrics(args: argparse.Namespace, console: Console) -> int:
     The metrics SCENARIO (a built-in name or a scenario file) can report, per variant, with units,
     when each is reported and what it measures: the names a [[claim.expect]] can compare
     (docs/scenarios.md), and the claim functions."""
-    from pinlab.scenarios import runner
+    from pinlab.scenarios import config
     from pinlab.scenarios.catalog import domain_text, merged
     from pinlab.scenarios.claimfns import CLAIM_FUNCTIONS
 
     with as_user_error():
-        cfg = runner.load_scenario(args.scenario)
+        cfg = config.load_scenario(args.scenario)
         catalogs = {v: cfg.catalog(v) for v in cfg.variants}
     variants = list(catalogs)
     entries = merged(catalogs)

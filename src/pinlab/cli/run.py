@@ -22,8 +22,8 @@ from rich.progress import (
 from pinlab.kernel.profile import PRESETS
 
 if TYPE_CHECKING:
+    from pinlab.scenarios.config import ScenarioConfig
     from pinlab.scenarios.result import RunResult, Verdict
-    from pinlab.scenarios.runner import ScenarioConfig
 
 
 from pinlab.cli.common import (
@@ -89,12 +89,12 @@ def _load_configs(
     ``--platform``, the platform replaced by that file (``--map`` renaming the scenario's
     devices onto the host's, :mod:`pinlab.inspect.fit`); with ``--policy`` every variant runs
     under that policy file merged over the scenario's ``[policy]``
-    (:func:`~pinlab.scenarios.runner.load_scenario`). The runner's :class:`ConfigError` (an
+    (:func:`~pinlab.scenarios.config.load_scenario`). The runner's :class:`ConfigError` (an
     unknown name lists the built-in ones; a bad ``--set`` names it) becomes the one-line user
     error; on a host platform, the refusal names what the scenario needs and what the host
     has."""
     from pinlab.errors import ConfigError
-    from pinlab.scenarios import runner
+    from pinlab.scenarios import config
 
     extra: dict[str, Any] = {}
     if platform is not None:
@@ -112,7 +112,7 @@ def _load_configs(
     for name in names:
         try:
             # the fake runners of the tests take no keyword beyond sets
-            configs.append(runner.load_scenario(name, sets=sets, **extra))
+            configs.append(config.load_scenario(name, sets=sets, **extra))
         except ConfigError as e:
             if platform is None or not Path(platform).is_file():
                 raise UserError(str(e)) from None
@@ -127,12 +127,12 @@ def _refusal(name: str, sets: tuple[str, ...], platform: str, error: Exception) 
     from pinlab.errors import ConfigError
     from pinlab.inspect.fit import first_missing_reference, refusal
     from pinlab.platform.spec import PlatformSpec
-    from pinlab.scenarios import runner
+    from pinlab.scenarios import config
 
     assert isinstance(error, ConfigError)
     own = None
     try:
-        cfg = runner.load_scenario(name, sets=sets)
+        cfg = config.load_scenario(name, sets=sets)
         spec = cfg.platform_spec()
         own = spec if isinstance(spec, PlatformSpec) else spec.node
         error = first_missing_reference(cfg, platform) or error
@@ -367,12 +367,12 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     trace.json) and print one verdict table per scenario. Exit status: 0 when every claim held, 1
     when a claim failed, 2 for a user error."""
     from pinlab.report.verdict import claim_line, compare_table, randomness_line, verdict_table
-    from pinlab.scenarios import runner
+    from pinlab.scenarios import config
 
     sets = tuple(args.set or ())
     check_profile("--profile", args.profile)
     check_profile("--compare-profile", args.compare_profile)
-    names = [args.scenario] if args.scenario is not None else list(runner.BUILTIN)
+    names = [args.scenario] if args.scenario is not None else list(config.BUILTIN)
     configs = _load_configs(names, sets, args.platform, args.map or (), args.policy)
     plan = _plan(configs, args.variant)
     _check_profiles(plan, args.profile, args.compare_profile)

@@ -113,7 +113,7 @@ def resolve_maps(maps: dict[str, str], platform: str | os.PathLike[str]) -> dict
 
 def first_missing_reference(cfg: Any, platform: str | os.PathLike[str]) -> ConfigError | None:
     """The first tenant reference of scenario ``cfg`` (a
-    :class:`~pinlab.scenarios.runner.ScenarioConfig` loaded on its own platform) to a device,
+    :class:`~pinlab.scenarios.config.ScenarioConfig` loaded on its own platform) to a device,
     NIC or display the host platform lacks, in variant order -- what the scenario *needs*,
     whatever other check would have failed first."""
     spec = _node(platform)

@@ -107,7 +107,8 @@ def run_point(spec: dict[str, Any], *, configs: Configs | None = None) -> dict[s
     :class:`PointError`. ``configs`` keeps loaded configurations for the points that follow
     (the points of one sweep that share factor values share one): loading validates every
     variant of the scenario, running a point resolves only its own."""
-    from pinlab.scenarios.runner import load_scenario, run_variant
+    from pinlab.scenarios.config import load_scenario
+    from pinlab.scenarios.runner import run_variant
 
     try:
         key = (spec["scenario_ref"], tuple(spec["sets"]))

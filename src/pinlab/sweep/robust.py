@@ -31,8 +31,9 @@ from pinlab.errors import toml_inline
 from pinlab.platform.cost import CostModel, ParamInfo, parameters
 from pinlab.platform.reads import recording_reads
 from pinlab.scenarios.claims import judge
+from pinlab.scenarios.config import BUILTIN, ScenarioConfig
 from pinlab.scenarios.result import Metric, RunResult, Verdict
-from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, run_variant
+from pinlab.scenarios.runner import run_variant
 from pinlab.scenarios.schema import flatten_cost, parse_set
 from pinlab.sweep.execute import PointError, Progress, run_point, run_sweep
 from pinlab.sweep.spec import Point, Sweep
@@ -187,7 +188,7 @@ def plan(
     """The cases that re-judge ``cfg``'s claim: each varied parameter at each range end it
     does not already sit at, then ``samples`` Latin-hypercube points over all of them
     (seeded by ``seed``). ``sets`` are the run's ``--set`` expressions; ``ref`` is what
-    :func:`~pinlab.scenarios.runner.load_scenario` loads ``cfg`` from (default: its built-in
+    :func:`~pinlab.scenarios.config.load_scenario` loads ``cfg`` from (default: its built-in
     name, else its file)."""
     from scipy.stats import qmc
 

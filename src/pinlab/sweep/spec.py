@@ -50,7 +50,7 @@ from pydantic import (
 )
 
 from pinlab.errors import ConfigError, config_error, show_value, toml_inline, toml_path
-from pinlab.scenarios.runner import BUILTIN, ScenarioConfig, load_scenario
+from pinlab.scenarios.config import BUILTIN, ScenarioConfig, load_scenario
 from pinlab.scenarios.schema import SEED_MAX, Name, check_name, parse_path
 from pinlab.tomlfile import read_toml
 

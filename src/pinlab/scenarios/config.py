@@ -1,0 +1,540 @@
+"""Load a scenario: a built-in name or a TOML file, with its variants, claim and ``--set``
+overrides, validated up front.
+
+The API ``pinlab run`` codes against (running is :mod:`pinlab.scenarios.runner`):
+
+* :data:`BUILTIN` -- the six debate scenarios in order; :func:`list_scenarios` gives each
+  name with its claim;
+* :func:`load_scenario` -- a built-in name or a TOML file (format: :mod:`pinlab.scenarios.schema`),
+  with ``--set key=value`` overrides; every variant is validated up front, every problem is one
+  :class:`~pinlab.errors.ConfigError` line, naming the input that caused it
+  (:mod:`pinlab.scenarios.blame`: the ``--set``, the variant or the file);
+* :class:`ScenarioConfig` -- ``.name``, ``.scenario`` (``[scenario]``), ``.claim``
+  (``[claim]``: statement, camp, expectations), ``.variants``, ``.catalog(variant)`` (the
+  metric names a claim can use), ``.to_toml(variant)``, ``.with_set(...)``,
+  ``.with_profile(p)``, ``.with_seed(n)``.
+
+The claim is checked with the variants, before anything runs: an expectation naming a variant
+or a metric the scenario does not have is a :class:`~pinlab.errors.ConfigError` naming the
+known ones (:func:`pinlab.scenarios.claims.bind_claim`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
+
+from pinlab.errors import ConfigError
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
+from pinlab.platform.presets import AnySpec
+from pinlab.scenarios.blame import addresses, canonical, claim_error, covers, defines, dotted
+from pinlab.scenarios.catalog import Catalog, variant_catalog
+from pinlab.scenarios.claims import BoundClaim, bind_claim
+from pinlab.scenarios.claimspec import ClaimSpec
+from pinlab.scenarios.paths import deep_merge, quote
+from pinlab.scenarios.references import rename_references
+from pinlab.scenarios.schema import (
+    SEED_MAX,
+    ResolvedScenario,
+    ScenarioMeta,
+    apply_changes,
+    apply_set,
+    check_name,
+    normalise_path,
+    parse_path,
+    parse_set,
+    validate_document,
+)
+from pinlab.tomlfile import read_toml
+
+__all__ = [
+    "BASE_VARIANT",
+    "BUILTIN",
+    "ScenarioConfig",
+    "builtin_path",
+    "check_profile",
+    "check_seed",
+    "check_sets",
+    "list_scenarios",
+    "load_scenario",
+]
+
+BUILTIN: tuple[str, ...] = (
+    "efa-gaudi",
+    "desktop-pin-hog",
+    "cluster-128",
+    "odp-vs-pin",
+    "apu-display",
+    "settlement",
+)
+"""The debate's scenarios, in the order ``pinlab run`` shows them."""
+
+BASE_VARIANT = "base"
+"""The only variant of a scenario file without ``[variants]``."""
+
+
+def builtin_path(name: str) -> Path:
+    """The file of built-in scenario ``name``."""
+    ref = resources.files("pinlab.scenarios") / "builtin" / f"{name}.toml"
+    return Path(str(ref))
+
+
+class ScenarioConfig(BaseModel):
+    """A loaded, validated scenario: the document, its variants and the ``--set`` overrides.
+
+    ``resolve(variant)`` gives the fully resolved configuration of a variant
+    (:class:`~pinlab.scenarios.schema.ResolvedScenario`); ``to_toml`` its file form.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    source: str
+    base_dir: str | None = None
+    document: dict[str, Any]
+    variant_docs: dict[str, dict[str, Any]]
+    claim_document: dict[str, Any] = {}
+    sets: tuple[tuple[tuple[str, ...], Any, str], ...] = ()
+    claim_sets: tuple[tuple[str, str], ...] = ()
+    profile_override: str | None = None
+    seed_override: int | None = None
+    _resolved: dict[str, ResolvedScenario] = PrivateAttr(default_factory=dict)
+    _specs: dict[str, AnySpec] = PrivateAttr(default_factory=dict)
+    _catalogs: dict[str, Catalog] = PrivateAttr(default_factory=dict)
+    _bound: BoundClaim | None = PrivateAttr(default=None)
+
+    # -- what the CLI shows ------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+    @property
+    def variants(self) -> list[str]:
+        """Variant names in file order. Without ``[variants]``: the file's own top-level
+        ``variant`` (a run's ``config.toml`` names the variant it resolved, so rerunning it
+        keeps that name), else ``["base"]``."""
+        if self.variant_docs:
+            return list(self.variant_docs)
+        own = self.document.get("variant")
+        return [own if isinstance(own, str) and own else BASE_VARIANT]
+
+    @property
+    def scenario(self) -> ScenarioMeta:
+        """``[scenario]`` as the first variant resolves it: ``.name``, ``.duration``,
+        ``.seed`` ..."""
+        return self.resolve(self.variants[0]).scenario
+
+    @property
+    def claim(self) -> ClaimSpec:
+        """``[claim]``: ``.statement``, ``.camp``, ``.expect`` (the expectations), ``.show``."""
+        try:
+            return ClaimSpec.model_validate(self.claim_document)
+        except ValidationError as e:
+            raise self._blame_claim(claim_error(e, self.source, self.claim_document)) from None
+
+    @property
+    def camp(self) -> str:
+        return self.claim.camp or ""
+
+    def catalog(self, variant: str | None = None) -> Catalog:
+        """The metrics ``variant`` can report (:mod:`pinlab.scenarios.catalog`)."""
+        name = self._check_variant(variant)
+        if name not in self._catalogs:
+            self._catalogs[name] = variant_catalog(self.resolve(name), self.platform_spec(name))
+        return self._catalogs[name]
+
+    @property
+    def bound_claim(self) -> BoundClaim:
+        """The claim checked against every variant (:func:`~pinlab.scenarios.claims.bind_claim`)."""
+        if self._bound is None:
+            catalogs = {v: self.catalog(v) for v in self.variants}
+            try:
+                self._bound = bind_claim(self.claim, catalogs, self.source, self._written_name())
+            except ConfigError as e:
+                raise self._blame_claim(e) from None
+        return self._bound
+
+    # -- resolution --------------------------------------------------------------------------
+    def _written_name(self) -> str:
+        """The scenario's name as the file writes it (before any variant resolves)."""
+        scenario = self.document.get("scenario")
+        name = scenario.get("name") if isinstance(scenario, dict) else None
+        return str(name) if name is not None else self.source
+
+    def _check_variant(self, variant: str | None) -> str:
+        name = variant if variant is not None else self.variants[0]
+        if name not in self.variants:
+            raise ConfigError(
+                self.source,
+                "variants",
+                f"expected a variant of {self._written_name()} "
+                f"({', '.join(self.variants)}), found {name!r}",
+            )
+        return name
+
+    def variant_document(self, variant: str | None = None) -> dict[str, Any]:
+        """The raw document of ``variant``: base, then the variant's changes, then ``--set``,
+        then the profile/seed overrides."""
+        return self._variant_document(variant)[0]
+
+    def _variant_document(
+        self, variant: str | None
+    ) -> tuple[dict[str, Any], list[list[str | int]]]:
+        """:meth:`variant_document`, and the path each ``--set`` set, its list elements as
+        indices (:func:`~pinlab.scenarios.schema.apply_set`)."""
+        name = self._check_variant(variant)
+        doc = copy.deepcopy(self.document)
+        if name in self.variant_docs:
+            doc = apply_changes(
+                doc, self.variant_docs[name], f"{self.source}: variants.{quote(name)}"
+            )
+        placed = [
+            apply_set(doc, list(path), value, f"--set {text}") for path, value, text in self.sets
+        ]
+        if self.profile_override is not None:
+            doc.setdefault("kernel", {})["profile"] = self.profile_override
+        if self.seed_override is not None:
+            doc.setdefault("scenario", {})["seed"] = self.seed_override
+        claim = self.claim_document
+        meta = {k: claim[k] for k in ("statement", "camp") if k in claim}
+        if meta:
+            doc["claim"] = meta
+        doc["variant"] = name
+        return doc, placed
+
+    def resolve(self, variant: str | None = None) -> ResolvedScenario:
+        """The validated configuration of ``variant`` (default: the first)."""
+        name = self._check_variant(variant)
+        cached = self._resolved.get(name)
+        if cached is None:
+            doc = self.variant_document(name)
+            base = Path(self.base_dir) if self.base_dir else None
+            try:
+                cached, spec = validate_document(doc, self.source, base)
+            except ConfigError as e:
+                raise self._blame(e, name) from None
+            self._resolved[name] = cached
+            self._specs[name] = spec
+        return cached
+
+    def platform_spec(self, variant: str | None = None) -> AnySpec:
+        name = self._check_variant(variant)
+        self.resolve(name)
+        return self._specs[name]
+
+    def _blame(self, e: ConfigError, variant: str) -> ConfigError:
+        """Name the ``--set`` (or the variant) whose value the error is about: the one that
+        set the field, a table around it or the key that defines that table
+        (:data:`~pinlab.scenarios.blame.DEFINING`: a tenant's ``workload`` decides which
+        ``params`` it takes). A ``--set`` is matched by its key as written and as the document
+        addresses it after every ``--set``: ``tenants.3.start`` is ``tenants.hog.start``, and
+        ``tenants.a.name="b"`` set ``tenants.b.name``."""
+        where = canonical(e.where)
+        if not where:
+            return e
+        if where == "claim" or where.startswith("claim."):  # statement and camp resolve too
+            return self._blame_claim(e)
+        wheres = (where, dotted(e.where))
+        doc, placed = self._variant_document(variant)
+        sets = [
+            ({".".join(normalise_path(list(path))), *addresses(doc, done)}, text)
+            for (path, _value, text), done in zip(self.sets, placed, strict=True)
+        ]
+        for cause in (covers, defines):
+            for keys, text in sets:
+                if any(cause(w, k) for w in wheres for k in keys):
+                    return ConfigError(f"--set {text}", e.where, e.message)
+        if variant not in self.variant_docs or e.source != self.source:
+            return e
+        changes: list[str] = []
+        for raw in self.variant_docs[variant]:
+            try:
+                changes.append(".".join(normalise_path(parse_path(raw))))
+            except ValueError:
+                continue
+        for cause in (covers, defines):
+            if any(cause(w, k) for w in wheres for k in changes):
+                return ConfigError(f"{self.source}: variants.{quote(variant)}", e.where, e.message)
+        return e
+
+    def _blame_claim(self, e: ConfigError) -> ConfigError:
+        """Name the ``--set claim.<key>=...`` whose value a claim error is about (the last one
+        to set that key), not the scenario file."""
+        if e.source != self.source:
+            return e
+        where = dotted(e.where)
+        for key, text in reversed(self.claim_sets):
+            if where == key or where.startswith(key + ".") or key.startswith(where + "."):
+                return ConfigError(f"--set {text}", e.where, e.message)
+        return e
+
+    def to_toml(self, variant: str | None = None) -> str:
+        """``config.toml``: the fully resolved configuration of ``variant``."""
+        return tomli_w.dumps(self.resolve(variant).document())
+
+    def _copy(self, **update: Any) -> ScenarioConfig:
+        out = self.model_copy(update=update)
+        out._resolved, out._specs, out._catalogs, out._bound = {}, {}, {}, None
+        return out
+
+    def with_profile(self, profile: str) -> ScenarioConfig:
+        """A copy whose variants all run under kernel ``profile`` (:class:`ConfigError` for
+        one that is not a profile)."""
+        return self._copy(profile_override=check_profile(profile))
+
+    def with_seed(self, seed: int) -> ScenarioConfig:
+        """A copy with run seed ``seed`` (:class:`ConfigError` unless 0 … 2^63-1)."""
+        return self._copy(seed_override=check_seed(seed))
+
+    def with_set(self, *exprs: str) -> ScenarioConfig:
+        """A copy with more ``key=value`` overrides (``pinlab run --set``), validated now:
+        ``cfg.with_set("duration=5s", "tenants.hog.params.chunk=512MiB")``."""
+        variants = copy.deepcopy(self.variant_docs)
+        claim = copy.deepcopy(self.claim_document)
+        sets, claim_sets = _parse_sets(check_sets(exprs, "with_set"), variants, claim)
+        out = self._copy(
+            variant_docs=variants,
+            claim_document=claim,
+            sets=self.sets + sets,
+            claim_sets=self.claim_sets + claim_sets,
+        )
+        out.validate_all()
+        return out
+
+    def validate_all(self) -> None:
+        """Resolve every variant and bind the claim: :class:`ConfigError` on the first problem."""
+        for variant in self.variants:
+            self.resolve(variant)
+        self.bound_claim  # noqa: B018 - binding is the check
+
+
+def check_profile(profile: object, source: str = "profile") -> str:
+    """``profile``, a kernel profile's name; else :class:`ConfigError` naming ``source`` (the
+    argument that gave it), as ``--profile`` is refused."""
+    if not isinstance(profile, str) or profile not in KERNEL_PRESETS:
+        known = ", ".join(KERNEL_PRESETS)
+        raise ConfigError(source, "", f"expected a kernel profile ({known}), found {profile!r}")
+    return profile
+
+
+def check_seed(seed: object, source: str = "seed") -> int:
+    """``seed`` as an int, if it is an integer 0 … 2^63-1 (what ``[scenario] seed`` takes); a
+    bool or a float is no seed, not even 1.0: else :class:`ConfigError` naming ``source``."""
+    value: int | None = None
+    if not isinstance(seed, bool):
+        try:
+            value = operator.index(seed)  # type: ignore[arg-type]
+        except TypeError:
+            value = None
+    if value is None or not 0 <= value <= SEED_MAX:
+        raise ConfigError(source, "", f"expected an integer seed from 0 to 2^63-1, found {seed!r}")
+    return value
+
+
+def check_sets(exprs: object, source: str = "sets") -> tuple[str, ...]:
+    """``exprs`` as a tuple of ``key=value`` strings; a bare string would be read one character
+    at a time, so it is refused, as is anything else that is not a list of strings:
+    :class:`ConfigError` naming ``source`` (the argument)."""
+    if isinstance(exprs, str | bytes):
+        raise ConfigError(
+            source,
+            "",
+            f"expected a list of key=value strings, found the string {exprs!r} "
+            f"(a list of one: [{exprs!r}])",
+        )
+    if not isinstance(exprs, Iterable) or isinstance(exprs, Mapping):
+        raise ConfigError(source, "", f"expected a list of key=value strings, found {exprs!r}")
+    out = tuple(exprs)
+    for i, expr in enumerate(out):
+        if not isinstance(expr, str):
+            raise ConfigError(f"{source}[{i}]", "", f"expected a key=value string, found {expr!r}")
+    return out
+
+
+def _read(path: Path, source: str) -> dict[str, Any]:
+    if not path.exists() and "\x00" not in str(path):
+        raise ConfigError(
+            source,
+            "",
+            "expected a scenario file or a built-in name "
+            f"({', '.join(BUILTIN)}), found no such file",
+        )
+    return read_toml(path, what="a scenario file", source=source)
+
+
+def load_scenario(
+    name_or_path: str | Path,
+    *,
+    sets: Sequence[str] = (),
+    platform: str | Path | None = None,
+    rename: Mapping[str, str] | None = None,
+    policy: str | Path | Mapping[str, Any] | None = None,
+) -> ScenarioConfig:
+    """A built-in scenario by name, or a scenario file; ``sets`` are ``key=value``
+    overrides (dotted paths into the document). ``platform`` replaces the scenario's whole
+    ``[platform]`` table with a platform file (``pinlab run --platform``, e.g. the output of
+    ``pinlab inspect``); tenants and variants that name devices the file lacks then fail
+    validation, one line naming them. ``rename`` maps the scenario's device, NIC and display
+    names to the platform's in its tenants, policy and variants (``pinlab run --map``).
+    ``policy`` (a policy file, or a policy document) is the administrator's: merged over the
+    scenario's ``[policy]`` (what the scenario declares and the file does not set stays, every
+    value the file sets wins) and replacing every variant's changes to it (``pinlab run
+    --policy``, e.g. the output of ``pinlab inspect --policy`` or ``pinlab advise``): each
+    variant runs under that policy and differs from the others only in the rest. Every variant
+    is validated now; :class:`ConfigError` (one line) on the first problem."""
+    sets = check_sets(sets)
+    if str(name_or_path) == "":  # Path("") is the current directory
+        raise ConfigError(
+            "(empty path)",
+            "",
+            f"expected a built-in scenario ({', '.join(BUILTIN)}) or a scenario file, "
+            "found an empty name",
+        )
+    if isinstance(name_or_path, str) and name_or_path in BUILTIN:
+        path = builtin_path(name_or_path)
+        source = f"{name_or_path}.toml"
+    else:
+        path = Path(name_or_path)
+        source = str(name_or_path)
+    data = _read(path, source)
+    if platform is not None:
+        platform_path = Path(platform)
+        found = _not_a_file(platform)
+        if found is not None:
+            flag = f"--platform {platform}" if str(platform) else "--platform"
+            raise ConfigError(flag, "", f"expected a platform file, found {found}")
+        data["platform"] = {"file": str(platform_path.resolve())}
+    if policy is not None:
+        data["policy"] = deep_merge(data.get("policy") or {}, _policy_document(policy))
+    if rename:
+        for key in ("tenants", "policy"):
+            if key in data:
+                data[key] = rename_references(data[key], rename)
+        if isinstance(data.get("variants"), dict):
+            data["variants"] = rename_references(data["variants"], rename)
+    variants = data.pop("variants", {}) or {}
+    if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
+        raise ConfigError(
+            source, "variants", "expected tables [variants.<name>], found something else"
+        )
+    if policy is not None:
+        variants = {name: _without_policy(changes) for name, changes in variants.items()}
+    claim = data.pop("claim", {})
+    if not isinstance(claim, dict):
+        raise ConfigError(source, "claim", f"expected a table [claim], found {claim!r}")
+    for name, changes in variants.items():
+        check_name(str(name), source, f"variants.{quote(str(name))}")
+        for key in changes:
+            if key == "claim" or str(key).startswith("claim."):
+                raise ConfigError(
+                    source,
+                    f"variants.{quote(str(name))}.{key}",
+                    "expected a change to the variant's setup, found a change to the claim "
+                    "(the claim is the scenario's: its expectations name variants)",
+                )
+    variant_docs = {str(k): dict(v) for k, v in variants.items()}
+    parsed, claim_sets = _parse_sets(sets, variant_docs, claim)
+    cfg = ScenarioConfig(
+        source=source,
+        base_dir=str(path.parent),
+        document=data,
+        variant_docs=variant_docs,
+        claim_document=claim,
+        sets=parsed,
+        claim_sets=claim_sets,
+    )
+    cfg.validate_all()
+    return cfg
+
+
+def _policy_document(policy: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """The policy of ``--policy``: a policy file's document, or the document itself."""
+    if isinstance(policy, Mapping):
+        return copy.deepcopy(dict(policy))
+    found = _not_a_file(policy)
+    flag = f"--policy {policy}" if str(policy) else "--policy"
+    if found is not None:
+        raise ConfigError(flag, "", f"expected a policy file, found {found}")
+    return read_toml(policy, what="a policy file", source=flag)
+
+
+def _not_a_file(path: str | Path) -> str | None:
+    """What stands at ``path`` where a file was expected (None: a file). An empty path is
+    none, though ``Path("")`` is the current directory."""
+    if str(path) == "":
+        return "an empty path"
+    p = Path(path)
+    if p.is_file():
+        return None
+    return "a directory" if p.is_dir() else "no such file"
+
+
+def _without_policy(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant's changes less those to ``[policy]`` (under ``--policy`` the policy is the
+    administrator's, the same for every variant)."""
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        try:
+            head = parse_path(str(key))[0]
+        except ValueError:
+            head = str(key)
+        if head != "policy":
+            out[key] = value
+    return out
+
+
+def _parse_sets(
+    exprs: Sequence[str], variants: dict[str, dict[str, Any]], claim: dict[str, Any]
+) -> tuple[tuple[tuple[tuple[str, ...], Any, str], ...], tuple[tuple[str, str], ...]]:
+    """``--set`` expressions: ``variants.<v>.<key>=...`` joins that variant's changes and
+    ``claim.<key>=...`` changes the claim (both in place); the rest apply to every variant.
+    Returns the rest, and each claim set's key (:func:`~pinlab.scenarios.blame.dotted`) with
+    its expression."""
+    parsed: list[tuple[tuple[str, ...], Any, str]] = []
+    claim_sets: list[tuple[str, str]] = []
+    for expr in exprs:
+        p, value = parse_set(expr)
+        if p[0] == "variants":
+            if len(p) < 2 or p[1] not in variants:
+                raise ConfigError(
+                    f"--set {expr}",
+                    "variants",
+                    f"expected a variant ({', '.join(variants) or 'none'}), "
+                    f"found {p[1] if len(p) > 1 else 'nothing'!r}",
+                )
+            if len(p) == 2:
+                raise ConfigError(f"--set {expr}", "variants", "expected a key inside the variant")
+            # a dotted key added to the variant's table, applied after the variant's own
+            variants[p[1]] = {**variants[p[1]], _join(p[2:]): value}
+            continue
+        if p[0] == "claim":
+            if len(p) == 1:
+                raise ConfigError(f"--set {expr}", "claim", "expected a key inside the claim")
+            apply_set(claim, list(p[1:]), value, f"--set {expr}")
+            claim_sets.append((dotted(".".join(p)), expr))
+            continue
+        parsed.append((tuple(p), value, expr))
+    return tuple(parsed), tuple(claim_sets)
+
+
+def _join(path: Sequence[str]) -> str:
+    return ".".join(
+        p if p.replace("-", "").replace("_", "").isalnum() else json.dumps(p) for p in path
+    )
+
+
+def list_scenarios() -> list[tuple[str, str]]:
+    """``(name, claim)`` of every built-in scenario, in :data:`BUILTIN` order."""
+    out = []
+    for name in BUILTIN:
+        data = _read(builtin_path(name), f"{name}.toml")
+        claim = data.get("claim", {})
+        out.append((name, str(claim.get("statement", "")) if isinstance(claim, dict) else ""))
+    return out
