@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sim.py
 	$(BIN)/python benchmarks/bench_flows.py --vs-simgrid
 	$(BIN)/python benchmarks/bench_sweep.py
+	$(BIN)/python benchmarks/bench_report.py
 
 clean:
 	rm -rf $(VENV) build pinlab-out src/*.egg-info src/pinlab/sim/_ext src/pinlab/sim/*.so .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -99,8 +99,10 @@ def test_a_scenario_from_the_docs_is_judged_by_its_three_expectations(tmp_path: 
 
 
 def test_the_docs_name_no_missing_file() -> None:
-    """Links between the documents point at files that exist."""
-    for doc in DOCS.rglob("*.md"):
+    """Links between the documents, and from the README, point at files that exist."""
+    for doc in [REPO / "README.md", *DOCS.rglob("*.md")]:
         for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", doc.read_text()):
             assert (doc.parent / target).resolve().is_file(), f"{doc}: link to {target}"
+        for folder in re.findall(r"\]\(([^)#:]+/)\)", doc.read_text()):
+            assert (doc.parent / folder).resolve().is_dir(), f"{doc}: link to {folder}"
     assert (REPO / "examples" / "plugin" / "pyproject.toml").is_file()
