@@ -30,7 +30,7 @@ LISTINGS: dict[tuple[str, ...], list[list[str]]] = {
     ("plugins",): [["plugins"]],
     ("sweep",): [["sweep", str(ROOT / "examples/sweeps/pin-cap.toml"), "--dry-run"]],
     ("bench",): [["bench"]],
-    ("validate",): [["validate", "--list", "--dir", str(ROOT / "validation")]],
+    ("validate",): [["validate", "--list"]],
 }
 """Every listing command, with command lines that list (``--json`` is added)."""
 

@@ -30,11 +30,20 @@ def near(factor: float) -> FakeBench:
     return FakeBench(value)
 
 
+@pytest.fixture(autouse=True)
+def cwd(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test runs in a working directory of its own, apart from its tables: the default
+    report goes there (``pinlab-validation``), never into the tables' directory."""
+    work = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(work)
+    return work
+
+
 def _console() -> Console:
     return Console(width=160, record=True, force_terminal=False)
 
 
-def test_within_tolerance_exits_0_and_prints_every_point(tmp_path: Path) -> None:
+def test_within_tolerance_exits_0_and_prints_every_point(tmp_path: Path, cwd: Path) -> None:
     write_table(tmp_path, "pt")
     console = _console()
     status = validate_command([], console, directory=tmp_path, bench=near(1.05))
@@ -45,7 +54,8 @@ def test_within_tolerance_exits_0_and_prints_every_point(tmp_path: Path) -> None
     assert text.count("+5.0%") == 3
     assert "pt: error 5.0% (tolerance 10.0%): PASS" in text
     assert "overall (1 table, 3 points): geometric-mean error 5.0%" in text
-    assert (tmp_path / "report.html").is_file()
+    assert (cwd / "pinlab-validation" / "report.html").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pt.toml"]
 
 
 def test_outside_tolerance_exits_1(tmp_path: Path) -> None:
@@ -151,19 +161,22 @@ def test_cli_refuses_a_holdout_table_outside_holdout(
 
 
 def test_the_default_out_dir_is_checked_before_any_table_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Without --out the report goes into --dir: one this process cannot write is refused
-    before any table runs, and nothing is written (``os.access`` stands in for a read-only
-    directory: the tests run as root)."""
+    """Without --out the report goes into ``pinlab-validation`` in the working directory: one
+    this process cannot write is refused, naming --out, before any table runs, and nothing is
+    written (``os.access`` stands in for a read-only directory: the tests run as root)."""
     write_table(tmp_path, "pt")
-    before = sorted(p.name for p in tmp_path.iterdir())
+    (cwd / "pinlab-validation").mkdir()
     real = os.access
     monkeypatch.setattr(
-        os, "access", lambda p, mode: Path(p).resolve() != tmp_path.resolve() and real(p, mode)
+        os,
+        "access",
+        lambda p, mode: Path(p).resolve() != (cwd / "pinlab-validation") and real(p, mode),
     )
     refused = (
-        f"--dir {tmp_path}: expected a writable directory, found one this process cannot write"
+        "--out pinlab-validation: expected a writable directory, found one this process "
+        "cannot write"
     )
     bench = near(1.0)
     with pytest.raises(ConfigError) as info:
@@ -171,4 +184,20 @@ def test_the_default_out_dir_is_checked_before_any_table_runs(
     assert str(info.value) == refused and bench.calls == []
     status, out, err = _cli(["validate", "--dir", str(tmp_path)], capsys)
     assert (status, out, err) == (2, "", f"pinlab: error: {refused}\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert list((cwd / "pinlab-validation").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pt.toml"]
+
+
+def test_the_shipped_tables_run_from_any_directory(
+    cwd: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --dir, ``pinlab validate`` reads the published tables shipped with pinlab
+    (package data), wherever it runs: an installed pinlab has no ``validation/`` beside it."""
+    from pinlab.validate import DEFAULT_DIR
+
+    shipped = sorted(p.stem for p in DEFAULT_DIR.glob("*.toml"))
+    assert len(shipped) >= 20
+    status, out, err = _cli(["validate", "--list", "--json"], capsys)
+    assert (status, err) == (0, "")
+    assert sorted(t["id"] for t in json.loads(out)) == shipped
+    assert list(cwd.iterdir()) == []

@@ -1,6 +1,6 @@
-"""Every table in validation/ is well-formed and runnable (issue 11, item 4): it loads; ids
-are unique and match the file names; units are known and agree with the column; points
-exist; the source is cited; no holdout source is cited or quoted anywhere in validation/;
+"""Every table shipped in src/pinlab/validate/tables/ is well-formed and runnable (issue 11,
+item 4): it loads; ids are unique and match the file names; units are known and agree with the
+column; points exist; the source is cited; no holdout source is cited or quoted anywhere in it;
 the README lists every table; and each table's columns, matrices and rows are ones the tool
 prints -- checked by running it against the layout double of tests.validate.fakebench, whose
 values are the file's own points times a known factor, so the table error must come out as
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pinlab.validate import load_tables, run_table
+from pinlab.validate import DEFAULT_DIR, load_tables, run_table
 from pinlab.validate.schema import (
     KINDS,
     PLATFORMS,
@@ -26,7 +26,7 @@ from pinlab.validate.schema import (
 )
 from tests.validate.fakebench import FakeBench
 
-VALIDATION = Path(__file__).resolve().parents[2] / "validation"
+VALIDATION = DEFAULT_DIR
 TABLES = load_tables(VALIDATION)
 BY_ID = {t.id: t for t in TABLES}
 

@@ -1,7 +1,7 @@
 """``pinlab bench``: the microbenchmarks users already run, on a modelled machine.
 
 Each *tool* mirrors a real one -- its flag names, its output columns and number formats -- so
-that a published table can be reproduced line by line (``validation/``, ``pinlab validate``):
+that a published table can be reproduced line by line (``validate/tables/``, ``pinlab validate``):
 ``perftest`` (``ib_send_lat`` … ``ib_read_bw``), ``nvbandwidth``, ``p2p``
 (cuda-samples ``p2pBandwidthLatencyTest``), ``nccl-tests`` (``all_reduce_perf``), ``gdrcopy``
 (``copylat``). A tool parses the real tool's arguments, runs the matching scenario workload

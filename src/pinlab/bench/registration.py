@@ -1,5 +1,5 @@
 """``pinlab bench registration reg_mr``: the time of one memory registration against the device
-memory the process registered before (``validation/`` F1, Mooncake's serial EFA registrations).
+memory the process registered before (``validate/tables/`` F1, Mooncake's serial EFA registrations).
 
     reg_mr [--mem cuda|host] [--size SIZE] [--registered LIST] [--device N] [--nic NAME]
 

@@ -205,7 +205,7 @@ def bench_tools(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str
 
 
 def validation_tables(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
-    """The table ids of ``pinlab validate --dir`` (default ``validation``) and table files."""
+    """The table ids of ``pinlab validate --dir`` (default: the shipped tables) and table files."""
     from pinlab.errors import ConfigError
     from pinlab.validate import DEFAULT_DIR, load_tables
 

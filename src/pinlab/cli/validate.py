@@ -1,8 +1,9 @@
-"""``pinlab validate``: the cost model against published measurement tables (``validation/``)."""
+"""``pinlab validate``: the cost model against the published tables (``validate/tables/``)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -18,13 +19,20 @@ from pinlab.cli.common import (
 )
 
 
+def _tables_dir(args: argparse.Namespace) -> str | Path:
+    """``--dir``, else the tables shipped with pinlab."""
+    from pinlab.validate import DEFAULT_DIR
+
+    return DEFAULT_DIR if args.dir is None else args.dir
+
+
 def _list_tables(args: argparse.Namespace, console: Console) -> int:
     """``pinlab validate --list``: the tables that would run, without running them."""
     from rich.table import Table
 
     from pinlab.validate import select_tables
 
-    tables = select_tables(args.tables, args.dir, args.holdout)
+    tables = select_tables(args.tables, _tables_dir(args), args.holdout)
     if args.json:
         return print_json(
             [
@@ -59,12 +67,13 @@ def _list_tables(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
-    """compare pinlab bench with published measurement tables (validation/)
+    """compare pinlab bench with published measurement tables
 
-    Run every validation table (or the TABLEs named) with pinlab bench, print each point's measured
-    and simulated value and error, each table's geometric-mean error against its tolerance and the
-    overall error, and write DIR/report.html. Exit status: 0 when every table is within its
-    tolerance, 1 when one is not, 2 for bad input."""
+    Run every validation table shipped with pinlab (or those of --dir, or the TABLEs named) with
+    pinlab bench, print each point's measured and simulated value and error, each table's
+    geometric-mean error against its tolerance and the overall error, and write report.html into
+    --out (default pinlab-validation). Exit status: 0 when every table is within its tolerance, 1
+    when one is not, 2 for bad input."""
     from pinlab.validate import validate_command
 
     console = wide(console, 120)
@@ -74,7 +83,7 @@ def _cmd_validate(args: argparse.Namespace, console: Console) -> int:
         return validate_command(
             args.tables,
             console,
-            directory=args.dir,
+            directory=_tables_dir(args),
             holdout=args.holdout,
             out=None if args.out is None else out_dir(args.out),
             as_json=args.json,
@@ -87,12 +96,14 @@ def add_parsers(sub: Any) -> None:
         "tables", nargs="*", metavar="TABLE", help="a table id or a table file (default: all)"
     )
     validate.add_argument(
-        "--dir", default="validation", metavar="DIR", help="the tables (default validation)"
+        "--dir",
+        metavar="DIR",
+        help="a directory of tables (default: the published tables shipped with pinlab)",
     )
     validate.add_argument(
         "--holdout", metavar="DIR", help="also run the holdout tables in DIR, summed apart"
     )
-    add_out_flag(validate, "where report.html goes (default: the --dir directory)")
+    add_out_flag(validate, "where report.html goes (default pinlab-validation)")
     validate.add_argument(
         "--list", action="store_true", help="list the tables (id, tool, points) without running"
     )

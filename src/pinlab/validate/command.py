@@ -2,7 +2,7 @@
 
 Loads the validation tables of ``--dir`` (and the holdout tables of ``--holdout``), keeps
 the ones named (by id, or by a path to a table file), runs them, prints every point and the
-errors, writes ``report.html`` into ``--out`` (default: ``--dir``) and returns the exit
+errors, writes ``report.html`` into ``--out`` (default ``pinlab-validation``) and returns the exit
 status: 0 when every table is within its tolerance, 1 when one is not. Bad input raises
 :class:`~pinlab.errors.ConfigError` (the CLI prints its line and exits 2).
 """
@@ -23,9 +23,14 @@ from pinlab.validate.output import print_result, result_json
 from pinlab.validate.runner import Bench, run_tables
 from pinlab.validate.schema import ValidationTable, load_table, load_tables
 
-__all__ = ["DEFAULT_DIR", "select_tables", "validate_command"]
+__all__ = ["DEFAULT_DIR", "DEFAULT_OUT", "select_tables", "validate_command"]
 
-DEFAULT_DIR = "validation"
+DEFAULT_DIR = Path(__file__).resolve().parent / "tables"
+"""The published tables shipped with pinlab, as package data (``pinlab/validate/tables/``), so
+that ``pinlab validate`` runs them from any directory, installed or in the source tree."""
+
+DEFAULT_OUT = "pinlab-validation"
+"""Where ``report.html`` goes without ``--out``: the working directory, never the tables'."""
 
 
 def select_tables(
@@ -71,11 +76,11 @@ def validate_command(
 ) -> int:
     """Run the named tables (all by default) with ``bench``; print, write the report, and
     return 0 (every table within tolerance) or 1. The tables are read, and where the report
-    goes (``out``, else ``directory``) is checked (:func:`~pinlab.fsutil.output_dir`), before
-    any table runs."""
+    goes (``out``, else :data:`DEFAULT_OUT`) is checked (:func:`~pinlab.fsutil.output_dir`),
+    before any table runs."""
     tables = select_tables(names, directory, holdout)
-    flag = "--out" if out is not None else "--dir"
-    out_dir = output_dir(out if out is not None else directory, flag)
+    flag = "--out"
+    out_dir = output_dir(out if out is not None else DEFAULT_OUT, flag)
     result = run_tables(tables, bench)
     try:
         page = write_validation_report(out_dir, result)

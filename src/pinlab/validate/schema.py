@@ -1,8 +1,8 @@
-"""Validation tables: one TOML file per published measurement table (``validation/*.toml``).
+"""Validation tables: one TOML file per published measurement table (``validate/tables/*.toml``).
 
 A file is read with :func:`pinlab.tomlfile.read_toml`, its shape checked by pydantic and its
 meaning by :func:`_check`; every problem is one :class:`~pinlab.errors.ConfigError` line
-naming the file, the field, what was expected and what was found. ``validation/README.md``
+naming the file, the field, what was expected and what was found. ``validate/tables/README.md``
 documents the format; in short::
 
     [table]                  # id (= file stem), title, kind, setup, notes

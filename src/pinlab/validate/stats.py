@@ -1,4 +1,4 @@
-"""The error measures of ``pinlab validate`` (``validation/README.md``, "Errors").
+"""The error measures of ``pinlab validate`` (``validate/tables/README.md``, "Errors").
 
 * per point, the relative error ``simulated / measured - 1`` (signed: +10 % means pinlab
   says 10 % more than was measured);

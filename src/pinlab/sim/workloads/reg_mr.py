@@ -1,5 +1,5 @@
 """``reg_mr``: the time of one memory registration against what the process registered before
-(the ``registration`` bench tool; ``cost-model.md`` §6; ``validation/`` F1).
+(the ``registration`` bench tool; ``cost-model.md`` §6; ``validate/tables/`` F1).
 
 One GPU buffer (``mem = "cuda"``: ``gem_create`` on the device, ``prime_handle_to_fd``, then
 ``ibv_reg_dmabuf_mr`` on the device's nearest NIC) or one host buffer (``mem = "host"``:
