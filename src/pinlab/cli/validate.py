@@ -95,11 +95,7 @@ def add_parsers(sub: Any) -> None:
     validate.add_argument(
         "tables", nargs="*", metavar="TABLE", help="a table id or a table file (default: all)"
     )
-    validate.add_argument(
-        "--dir",
-        metavar="DIR",
-        help="a directory of tables (default: the published tables shipped with pinlab)",
-    )
+    validate.add_argument("--dir", metavar="DIR", help="the tables (default: pinlab's own)")
     validate.add_argument(
         "--holdout", metavar="DIR", help="also run the holdout tables in DIR, summed apart"
     )
