@@ -207,3 +207,151 @@ def test_a_bad_paste_names_its_file_and_shows_what_was_found_short(kind: str, so
         snapshot_from_pastes({kind: long}, files={kind: "afile"})
     text = str(e.value)
     assert len(text) < 350 and "\x01" not in text and "\n" not in text, text
+
+
+# -- what surrounds a paste in a bug report (paste.undecorated) -----------------------------------
+
+LSMOD = "Module                  Size  Used by\nmlx5_ib               466944  0\nib_uverbs             184320  2 mlx5_ib\n"
+
+
+def _snapshot(kind: str, text: str) -> dict[str, object]:
+    """The snapshot of one paste, without the line that names where it came from."""
+    data = snapshot_from_pastes({kind: text}).model_dump()
+    data.pop("source")
+    return data
+
+
+@pytest.mark.parametrize(
+    ("kind", "output", "prompt"),
+    [
+        ("lspci-tv", TREE, "$ sudo lspci -tv"),
+        ("lspci-vvv", VERBOSE, "[user@node1 ~]$ lspci -vvv -nn -D"),
+        ("nvidia-smi-topo", TOPO, "(base) user@dgx:~$ nvidia-smi topo -m"),
+        ("lsmod", LSMOD, "# lsmod"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("```\n{prompt}\n", "```\n"),
+        ("```bash\n{prompt}\n", "```\n"),
+        ("``` {prompt}\n", "```\n"),
+        ("### {prompt}\n\n```text\n", "```\n\n[user@node1 ~]$\n"),
+        ("The output:\n=========\n{prompt}\n", ""),
+        ("_Note: ran as root._\n\n{prompt}\n", "[user@node1 ~]$\n"),
+    ],
+    ids=["fence", "fence-lang", "fence-prompt", "heading", "label-rule", "note"],
+)
+def test_fences_prompts_and_titles_around_the_output_are_dropped(
+    kind: str, output: str, prompt: str, before: str, after: str
+) -> None:
+    """A paste as bug reports hold it reads as the bare output: the same snapshot."""
+    decorated = before.format(prompt=prompt) + output + after
+    assert _snapshot(kind, decorated) == _snapshot(kind, output)
+
+
+def test_an_ellipsis_where_the_reporter_cut_lines_is_dropped() -> None:
+    cut = VERBOSE.replace("\tPhysical Slot: 5\n", "\t...\n").replace("\tNUMA node: 0\n", "...\n")
+    bare = VERBOSE.replace("\tPhysical Slot: 5\n", "").replace("\tNUMA node: 0\n", "")
+    assert _snapshot("lspci-vvv", cut) == _snapshot("lspci-vvv", bare)
+
+
+def test_a_quote_or_an_indent_on_every_line_is_taken_off() -> None:
+    quoted = "".join(f"> {line}\n" if line else ">\n" for line in VERBOSE.splitlines())
+    indented = "".join(f"    {line}\n" for line in TOPO.splitlines())
+    assert _snapshot("lspci-vvv", quoted) == _snapshot("lspci-vvv", VERBOSE)
+    assert _snapshot("nvidia-smi-topo", indented) == _snapshot("nvidia-smi-topo", TOPO)
+
+
+def test_an_error_names_the_line_of_the_file_as_pasted() -> None:
+    """Dropped lines do not shift the line an error names."""
+    text = "```\n$ lsmod\n" + LSMOD + "nvidia lots 0\n```\n"
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({"lsmod": text}, files={"lsmod": "m.txt"})
+    assert str(e.value) == (
+        "m.txt: lsmod: line 6: expected '<module> <size> ...', found \"nvidia lots 0\""
+    )
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({"lspci-tv": "```\n$ lspci -tv\n...\nhello world\n```\n"})
+    assert str(e.value).startswith("lspci -tv: line 4: expected a tree line like")
+
+
+@pytest.mark.parametrize(
+    ("kind", "prompt", "absent"),
+    [
+        (
+            "lsmod",
+            "(base) [u@h ~]$ lsmod | grep nvidia",
+            "a module it leaves out would read as not loaded",
+        ),
+        (
+            "lspci-vvv",
+            "# lspci -vvv | grep -A20 Mellanox",
+            "a device it leaves out would read as absent",
+        ),
+        ("lspci-tv", "$ sudo lspci -tv | head -40", "a device it leaves out would read as absent"),
+    ],
+)
+def test_a_prompt_showing_the_output_filtered_is_refused(
+    kind: str, prompt: str, absent: str
+) -> None:
+    """``lsmod | grep nvidia`` is not the module list: mlx5_ib missing from it would read as
+    not loaded, and the doctor would say so."""
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({kind: f"{prompt}\n{LSMOD}"}, files={kind: "p.txt"})
+    assert str(e.value) == (
+        f"p.txt: {kind.replace('-tv', ' -tv').replace('-vvv', ' -vvv')}: line 1: expected the "
+        f"whole output of {kind.replace('-tv', ' -tv').replace('-vvv', ' -vvv')}, found it "
+        f'filtered ("{prompt}"): {absent}'
+    )
+
+
+def test_a_config_whose_first_line_is_an_unset_option_keeps_it() -> None:
+    """``# CONFIG_X is not set`` is an option, not a Markdown heading above the output."""
+    snap = snapshot_from_pastes(
+        {"config": "# CONFIG_PCI_P2PDMA is not set\nCONFIG_DMA_SHARED_BUFFER=y\n"}
+    )
+    assert snap.kernel.config == {"CONFIG_PCI_P2PDMA": "n", "CONFIG_DMA_SHARED_BUFFER": "y"}
+
+
+LSCPU = """\
+Architecture:            x86_64
+  CPU op-mode(s):        32-bit, 64-bit
+CPU(s):                  192
+Vendor ID:               AuthenticAMD
+  Model name:            AMD EPYC 9654 96-Core Processor
+    CPU family:          25
+    Socket(s):           2
+"""
+
+
+def test_lscpu_pasted_as_cpuinfo_is_read_as_lscpu() -> None:
+    """lscpu names the vendor, family and sockets too; read as /proc/cpuinfo it gave vendor
+    "" and family 0: a Zen host taken as one without P2P through its host bridges."""
+    cpu = snapshot_from_pastes({"cpuinfo": "$ lscpu\n" + LSCPU}).cpu
+    assert cpu is not None
+    assert (cpu.vendor_id, cpu.family, cpu.model, cpu.sockets) == (
+        "AuthenticAMD",
+        25,
+        "AMD EPYC 9654 96-Core Processor",
+        2,
+    )
+
+
+def test_a_cpu_paste_that_names_no_vendor_is_refused() -> None:
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes(
+            {"cpuinfo": "model name : AMD EPYC 7763\nflags : fpu vme\n"}, files={"cpuinfo": "c.txt"}
+        )
+    assert str(e.value) == (
+        "c.txt: cpuinfo: expected /proc/cpuinfo or lscpu output naming the CPU's vendor (a "
+        "vendor_id, Vendor ID or CPU implementer line), found none"
+    )
+
+
+def test_an_arm_cpuinfo_paste_names_its_vendor_by_implementer() -> None:
+    """ARM's /proc/cpuinfo has no vendor_id; its CPU implementer says what it is: accepted,
+    as no x86 vendor (``cpu_supports_p2pdma`` is x86-only)."""
+    arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n"
+    cpu = snapshot_from_pastes({"cpuinfo": arm}).cpu
+    assert cpu is not None and (cpu.vendor_id, cpu.family) == ("", 0)

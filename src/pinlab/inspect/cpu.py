@@ -25,7 +25,7 @@ from pinlab.inspect.source import (
     under,
 )
 
-__all__ = ["CpuInfo", "read_cpu"]
+__all__ = ["CpuInfo", "parse_lscpu", "read_cpu"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +69,62 @@ def _family(value: str, lineno: int) -> int:
     )
 
 
-def _parse_cpuinfo(text: str) -> tuple[str, int, str, set[str]]:
-    """(vendor_id, family, model name, physical ids); ``ValueError`` naming the line for a
-    ``cpu family`` that is not one."""
-    vendor_id, family, model = "", 0, ""
-    packages: set[str] = set()
+_CPUINFO_KEYS = {
+    "vendor_id": "vendor",
+    "cpu family": "family",
+    "model name": "model",
+    "physical id": "package",
+}
+_LSCPU_KEYS = {
+    "Vendor ID": "vendor",
+    "CPU family": "family",
+    "Model name": "model",
+    "Socket(s)": "sockets",
+}
+
+
+@dataclass(slots=True)
+class _CpuFields:
+    """The first value of each field in a CPU listing, and every package id seen."""
+
+    vendor: str = ""
+    family: int | None = None
+    model: str = ""
+    sockets: str = ""
+    packages: set[str] = field(default_factory=set)
+
+
+def _cpu_fields(text: str, keys: Mapping[str, str]) -> _CpuFields:
+    """The fields of ``text`` whose keys ``keys`` names (the ``family`` checked by
+    :func:`_family`)."""
+    out = _CpuFields()
     for lineno, line in enumerate(text.splitlines(), 1):
         key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        key, value = key.strip(), value.strip()
-        if key == "vendor_id" and not vendor_id:
-            vendor_id = value
-        elif key == "cpu family" and not family:
-            family = _family(value, lineno)
-        elif key == "model name" and not model:
-            model = value
-        elif key == "physical id":
-            packages.add(value)
-    return vendor_id, family, model, packages
+        name = keys.get(key.strip()) if sep else None
+        value = value.strip()
+        if name == "package":
+            out.packages.add(value)
+        elif name == "family" and out.family is None:
+            out.family = _family(value, lineno)
+        elif name in ("vendor", "model", "sockets") and not getattr(out, name):
+            setattr(out, name, value)
+    return out
+
+
+def _parse_cpuinfo(text: str) -> tuple[str, int, str, set[str]]:
+    """(vendor_id, family, model name, physical ids) of ``/proc/cpuinfo``; ``ValueError``
+    naming the line for a ``cpu family`` that is not one."""
+    f = _cpu_fields(text, _CPUINFO_KEYS)
+    return f.vendor, f.family or 0, f.model, f.packages
+
+
+def parse_lscpu(text: str) -> tuple[str, int, str, int]:
+    """(vendor_id, family, model name, sockets) from ``lscpu`` output (``Vendor ID:``,
+    ``CPU family:``, ``Model name:``, ``Socket(s):``), which reporters paste as often as
+    ``/proc/cpuinfo``; ``ValueError`` naming the line for a ``CPU family`` that is not one."""
+    f = _cpu_fields(text, _LSCPU_KEYS)
+    sockets = int(f.sockets) if f.sockets.isdigit() else 1
+    return f.vendor, f.family or 0, f.model, max(sockets, 1)
 
 
 def _first_cpu(cpulist: str) -> int | None:

@@ -12,20 +12,27 @@
 * ``ulimit-l`` -- ``ulimit -l`` (KiB or ``unlimited``), or the ``max locked memory`` line of
   ``ulimit -a``; ``uname-r``; ``lsmod``; ``config`` (a kernel config); ``kallsyms``; ``cpuinfo``.
 
-Every parser raises :class:`~pinlab.errors.ConfigError` for text it cannot read, one line naming
-the paste, the line and what was expected. Formats: ``field-cases.md`` Part B. Vendor and class
-are taken from ``[vvvv:dddd]`` / ``[cccc]`` when ``-nn`` was given, else from the vendor's name
-(:data:`VENDOR_NAMES`) -- a guess the snapshot's notes record.
+What surrounds the output in a bug report is dropped first, the same way for every kind
+(:func:`pinlab.inspect.undecorate.undecorated`): Markdown code fences, the shell prompt line
+that ran the command, ``...`` where the reporter cut lines, a ``> `` quote or an indent on every
+line, and the title lines above the output; a prompt line that shows the output filtered
+(``lsmod | grep nvidia``) is refused where an absent line would read as an absent module or
+device. Every parser raises :class:`~pinlab.errors.ConfigError` for text it cannot read, one
+line naming the paste, the line of the file as pasted and what was expected. Formats:
+``field-cases.md`` Part B. Vendor and class are taken from ``[vvvv:dddd]`` / ``[cccc]`` when
+``-nn`` was given, else from the vendor's name (:data:`VENDOR_NAMES`) -- a guess the snapshot's
+notes record.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pinlab.errors import ConfigError, show_value
-from pinlab.inspect.cpu import _parse_cpuinfo
+from pinlab.inspect.cpu import _parse_cpuinfo, parse_lscpu
 from pinlab.inspect.kernelinfo import (
     CONFIG_OPTIONS,
     parse_kallsyms,
@@ -41,11 +48,13 @@ from pinlab.inspect.snapshot import (
     Snapshot,
 )
 from pinlab.inspect.topo import parse_topo_matrix, topo_functions
+from pinlab.inspect.undecorate import parse_undecorated
 from pinlab.units import KiB
 
 __all__ = [
     "PASTE_KINDS",
     "VENDOR_NAMES",
+    "parse_cpu_paste",
     "parse_lspci_tree",
     "parse_lspci_verbose",
     "parse_ulimit",
@@ -148,6 +157,33 @@ def _class_of_name(name: str, vendor: int, bridge: bool, on_root: bool) -> int:
     if vendor in (0x10DE, 0x1002) or "graphics" in low or "gpu" in low:
         return 0x030200
     return 0x088000
+
+
+# -- what surrounds a paste (pinlab.inspect.undecorate) ---------------------------------------
+
+_PROMPTS = {
+    "lspci-tv": r"lspci",
+    "lspci-vvv": r"lspci",
+    "nvidia-smi-topo": r"nvidia-smi",
+    "lsmod": r"lsmod|cat\s+/proc/modules",
+    "uname-r": r"uname",
+    "ulimit-l": r"ulimit",
+    "config": r"(?:z?cat|z?grep|less|head)\s+.*config",
+    "kallsyms": r"(?:cat|z?grep|less|head)\s+.*kallsyms",
+    "cpuinfo": r"lscpu|(?:cat|grep|less|head)\s+.*cpuinfo",
+}
+"""The command that printed each kind, as a reporter's prompt line shows it (a regex)."""
+
+_WHOLE_OUTPUT = {
+    "lspci-tv": "a device it leaves out would read as absent",
+    "lspci-vvv": "a device it leaves out would read as absent",
+    "nvidia-smi-topo": "a device it leaves out would read as absent",
+    "lsmod": "a module it leaves out would read as not loaded",
+}
+"""Kinds whose every absent line means something, and what: a filtered paste of them is
+refused, not read as the whole."""
+
+_Parsed = TypeVar("_Parsed")
 
 
 # -- lspci -tv -------------------------------------------------------------------------------------
@@ -436,6 +472,25 @@ def _tree_and_verbose(
     return sorted(fns, key=lambda f: f.address), notes
 
 
+def parse_cpu_paste(text: str) -> tuple[str, int, str, int]:
+    """(vendor_id, family, model name, sockets) from pasted ``/proc/cpuinfo`` or ``lscpu``
+    output (told apart by lscpu's ``Architecture:`` line). ``ValueError`` when neither names
+    the vendor (``vendor_id``, ``Vendor ID``, or ARM's ``CPU implementer``): read on, the CPU
+    would be taken as no known vendor, without P2P through its host bridges."""
+    keys = {line.partition(":")[0].strip() for line in text.splitlines() if ":" in line}
+    if "Architecture" in keys:
+        vendor_id, family, model, sockets = parse_lscpu(text)
+    else:
+        vendor_id, family, model, packages = _parse_cpuinfo(text)
+        sockets = max(len(packages), 1)
+    if not vendor_id and "CPU implementer" not in keys:
+        raise ValueError(
+            "expected /proc/cpuinfo or lscpu output naming the CPU's vendor (a vendor_id, "
+            "Vendor ID or CPU implementer line), found none"
+        )
+    return vendor_id, family, model, sockets
+
+
 def snapshot_from_pastes(
     pastes: Mapping[str, str],
     *,
@@ -456,10 +511,24 @@ def snapshot_from_pastes(
         what = PASTE_KINDS[kind]
         return f"{named[kind]}: {what}" if kind in named else what
 
+    def parsed(kind: str, parse: Callable[[str], _Parsed]) -> _Parsed:
+        return parse_undecorated(
+            parse,
+            pastes[kind],
+            src(kind),
+            command=_PROMPTS[kind],
+            shown=PASTE_KINDS[kind],
+            absent=_WHOLE_OUTPUT.get(kind),
+        )
+
     notes: list[str] = []
-    tree = parse_lspci_tree(pastes["lspci-tv"], src("lspci-tv")) if "lspci-tv" in pastes else None
+    tree = (
+        parsed("lspci-tv", lambda text: parse_lspci_tree(text, src("lspci-tv")))
+        if "lspci-tv" in pastes
+        else None
+    )
     verbose = (
-        parse_lspci_verbose(pastes["lspci-vvv"], src("lspci-vvv"))
+        parsed("lspci-vvv", lambda text: parse_lspci_verbose(text, src("lspci-vvv")))
         if "lspci-vvv" in pastes
         else None
     )
@@ -467,43 +536,40 @@ def snapshot_from_pastes(
     notes += pci_notes
     topo_sockets = 0
     if not fns and "nvidia-smi-topo" in pastes:
-        matrix = parse_topo_matrix(pastes["nvidia-smi-topo"], src("nvidia-smi-topo"))
+        matrix = parsed(
+            "nvidia-smi-topo", lambda text: parse_topo_matrix(text, src("nvidia-smi-topo"))
+        )
         fns, topo_notes, topo_sockets = topo_functions(matrix)
         notes += topo_notes
-    release = parse_uname(pastes["uname-r"], src("uname-r")) if "uname-r" in pastes else ""
+    release = (
+        parsed("uname-r", lambda text: parse_uname(text, src("uname-r")))
+        if "uname-r" in pastes
+        else ""
+    )
     config: dict[str, str] = {}
     config_source = None
     if "config" in pastes:
         try:
-            options = parse_kernel_config(pastes["config"])
-        except ValueError as e:
+            options = parsed("config", parse_kernel_config)
+        except ConfigError as e:
             raise _fail(
-                src("config"), "line 1", f"expected a kernel config of CONFIG_ lines, found {e}"
+                src("config"),
+                "line 1",
+                f"expected a kernel config of CONFIG_ lines, found {e.message}",
             ) from None
         config = {k: options[k] for k in CONFIG_OPTIONS if k in options}
         config_source = "pasted config"
-    modules = symbols = None
-    if "lsmod" in pastes:
-        try:
-            modules = list(parse_modules(pastes["lsmod"]))
-        except ValueError as e:
-            raise _fail(src("lsmod"), "", str(e)) from None
-    if "kallsyms" in pastes:
-        symbols = list(parse_kallsyms(pastes["kallsyms"]))
+    modules = list(parsed("lsmod", parse_modules)) if "lsmod" in pastes else None
+    symbols = list(parsed("kallsyms", parse_kallsyms)) if "kallsyms" in pastes else None
     limits = LimitFacts()
     if "ulimit-l" in pastes:
-        soft = parse_ulimit(pastes["ulimit-l"], src("ulimit-l"))
+        soft = parsed("ulimit-l", lambda text: parse_ulimit(text, src("ulimit-l")))
         limits = LimitFacts(memlock_soft=soft, memlock_hard=soft, memlock_known=True)
         notes.append("ulimit -l gives the soft limit; the hard limit is assumed equal")
     cpu = None
     if "cpuinfo" in pastes:
-        try:
-            vendor_id, family, model, packages = _parse_cpuinfo(pastes["cpuinfo"])
-        except ValueError as e:
-            raise _fail(src("cpuinfo"), "", str(e)) from None
-        cpu = CpuFacts(
-            vendor_id=vendor_id, family=family, model=model, sockets=max(len(packages), 1)
-        )
+        vendor_id, family, model, sockets = parsed("cpuinfo", parse_cpu_paste)
+        cpu = CpuFacts(vendor_id=vendor_id, family=family, model=model, sockets=sockets)
     if topo_sockets:
         base = cpu or CpuFacts()
         cpu = base.model_copy(
