@@ -87,7 +87,9 @@ WORKLOADS: PluginRegistry[str, WorkloadDef[Any, Any]] = _table(
         perftest.PerftestParams,
         perftest.PerftestResult,
         perftest.perftest,
-        "perftest's ib_{send,write,read}_{lat,bw} between a client and a server on two nodes",
+        "perftest's ib_{send,write,read}_{lat,bw} between a client and a server on two nodes, "
+        "message by message as on an idle network (other tenants' flows and the link counters "
+        "do not see its messages)",
     ),
     WorkloadDef(
         pressure.PinHogParams,
