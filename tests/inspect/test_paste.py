@@ -355,3 +355,35 @@ def test_an_arm_cpuinfo_paste_names_its_vendor_by_implementer() -> None:
     arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n"
     cpu = snapshot_from_pastes({"cpuinfo": arm}).cpu
     assert cpu is not None and (cpu.vendor_id, cpu.family) == ("", 0)
+
+
+KALLSYMS_GREP = (
+    "$ grep ib_umem /proc/kallsyms\n"
+    "0000000000000000 T ib_umem_dmabuf_get_pinned\t[ib_uverbs]\n"
+    "0000000000000000 T ib_umem_get\t[ib_uverbs]\n"
+)
+KALLSYMS_WHOLE = (
+    "ffffffff81000000 T _stext\n"
+    "ffffffff81000000 T _text\n"
+    "ffffffff83a1c000 T start_kernel\n"
+    "ffffffff81b2c0d0 T ib_umem_dmabuf_get_pinned\t[ib_uverbs]\n"
+)
+
+
+def test_a_kallsyms_excerpt_knows_only_the_symbols_it_shows() -> None:
+    """``grep ib_umem /proc/kallsyms`` does not show ``pci_p2pdma_distance_many``: that makes
+    P2PDMA unknown (the profile's default), not off, as it made the doctor assume before."""
+    from pinlab.inspect.doctor_run import closest_profile
+
+    excerpt = snapshot_from_pastes({"kallsyms": KALLSYMS_GREP, "uname-r": "6.16.0\n"})
+    assert excerpt.kernel.symbols_excerpt is True
+    assert excerpt.kernel.has_symbol("ib_umem_dmabuf_get_pinned") is True
+    assert excerpt.kernel.has_symbol("pci_p2pdma_distance_many") is None
+    assert any("kallsyms is an excerpt" in note for note in excerpt.notes)
+    profile, _, _ = closest_profile(excerpt)
+    assert profile.pci_p2pdma is True  # 6.16's default, not the excerpt's silence
+
+    whole = snapshot_from_pastes({"kallsyms": KALLSYMS_WHOLE, "uname-r": "6.16.0\n"})
+    assert whole.kernel.symbols_excerpt is False
+    assert whole.kernel.has_symbol("pci_p2pdma_distance_many") is False
+    assert closest_profile(whole)[0].pci_p2pdma is False

@@ -43,9 +43,11 @@ from pinlab.inspect.source import (
 __all__ = [
     "CONFIG_OPTIONS",
     "CONFIG_PATHS",
+    "KALLSYMS_ANCHORS",
     "SYMBOLS",
     "KernelInfo",
     "MemcgInfo",
+    "kallsyms_is_whole",
     "parse_kallsyms",
     "parse_kernel_config",
     "parse_modules",
@@ -125,6 +127,23 @@ def parse_kallsyms(text: str) -> tuple[str, ...]:
         if len(parts) >= 3 and parts[2] in wanted:
             found.add(parts[2])
     return tuple(s for s in SYMBOLS if s in found)
+
+
+KALLSYMS_ANCHORS = ("_stext", "start_kernel")
+"""Symbols every kernel's ``/proc/kallsyms`` lists (the start of its text, its C entry point):
+a paste without any of them is an excerpt (``grep dma_buf /proc/kallsyms``)."""
+
+
+def kallsyms_is_whole(text: str) -> bool:
+    """Whether ``text`` is the whole of ``/proc/kallsyms`` rather than an excerpt: it lists one
+    of :data:`KALLSYMS_ANCHORS`. In an excerpt a symbol it does not show is unknown, not
+    absent."""
+    anchors = set(KALLSYMS_ANCHORS)
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] in anchors:
+            return True
+    return False
 
 
 def parse_modules(text: str) -> tuple[str, ...]:

@@ -35,6 +35,8 @@ from pinlab.errors import ConfigError, show_value
 from pinlab.inspect.cpu import _parse_cpuinfo, parse_lscpu
 from pinlab.inspect.kernelinfo import (
     CONFIG_OPTIONS,
+    KALLSYMS_ANCHORS,
+    kallsyms_is_whole,
     parse_kallsyms,
     parse_kernel_config,
     parse_modules,
@@ -561,6 +563,12 @@ def snapshot_from_pastes(
         config_source = "pasted config"
     modules = list(parsed("lsmod", parse_modules)) if "lsmod" in pastes else None
     symbols = list(parsed("kallsyms", parse_kallsyms)) if "kallsyms" in pastes else None
+    excerpt = "kallsyms" in pastes and not parsed("kallsyms", kallsyms_is_whole)
+    if excerpt:
+        notes.append(
+            f"kallsyms is an excerpt (no {' or '.join(KALLSYMS_ANCHORS)} line, as a grep of it "
+            "shows): a symbol it does not show is unknown, not absent"
+        )
     limits = LimitFacts()
     if "ulimit-l" in pastes:
         soft = parsed("ulimit-l", lambda text: parse_ulimit(text, src("ulimit-l")))
@@ -587,6 +595,7 @@ def snapshot_from_pastes(
             config=config,
             modules=modules,
             symbols=symbols,
+            symbols_excerpt=excerpt,
         ),
         limits=limits,
         cpu=cpu,

@@ -83,13 +83,18 @@ class _Facts(BaseModel):
 
 
 class KernelFacts(_Facts):
-    """The kernel: release, configuration options (``y``/``m``/``n``/value), modules, symbols."""
+    """The kernel: release, configuration options (``y``/``m``/``n``/value), modules, symbols.
+
+    ``symbols_excerpt``: the symbols came from an excerpt of kallsyms (a pasted ``grep``), so a
+    symbol they do not list is unknown rather than absent.
+    """
 
     release: str = ""
     config_source: str | None = None
     config: dict[str, str] = Field(default_factory=dict)
     modules: list[str] | None = None
     symbols: list[str] | None = None
+    symbols_excerpt: bool = False
     memory_peers: list[str] | None = None
 
     def option(self, name: str) -> bool | None:
@@ -99,8 +104,13 @@ class KernelFacts(_Facts):
         return None if value is None else value in ("y", "m")
 
     def has_symbol(self, name: str) -> bool | None:
-        """Whether kallsyms has ``name`` (None: kallsyms was not read)."""
-        return None if self.symbols is None else name in self.symbols
+        """Whether kallsyms has ``name`` (None: kallsyms was not read, or an excerpt of it that
+        does not show ``name``)."""
+        if self.symbols is None:
+            return None
+        if name in self.symbols:
+            return True
+        return None if self.symbols_excerpt else False
 
     def has_module(self, name: str) -> bool | None:
         """Whether module ``name`` is loaded (None: the module list was not read)."""
