@@ -427,6 +427,44 @@ CASES: dict[str, Case] = {
             ),
         )
     },
+    # a check that compares fields is blamed on a --set that changed any of them, the values
+    # as written; of --sets that reach the field, the last (its value is the one there)
+    **{
+        f"a --set {what}": Case(["run", "desktop-pin-hog", "--no-report", *sets], message)
+        for what, sets, message in (
+            (
+                "of a duration too long for the file's sample interval",
+                ["--set", 'scenario.duration="100000h"'],
+                r'^pinlab: error: --set scenario\.duration="100000h": scenario\.sample_interval: '
+                r"expected at most 1000000 samples per series \(duration / sample_interval\), "
+                r'found "100000h" / "500ms" = 7\.2e\+08$',
+            ),
+            (
+                "of a duration whose workload iterations can never finish",
+                ["--set", "duration=1000h", "--set", "sample_interval=1h"],
+                r"^pinlab: error: --set duration=1000h: tenants\.compositor\.params: expected at "
+                r"most 1e\+07 workload iterations in a run, found 2\.23e\+08 "
+                r'\(compositor over "1000h"\)$',
+            ),
+            (
+                "of a fault's target after one of its faults table",
+                [
+                    "--set",
+                    'faults=[{at="1s",kind="kill",target="x"}]',
+                    "--set",
+                    "faults.0.target=y",
+                ],
+                r"^pinlab: error: --set faults\.0\.target=y: faults\[0\]\.target: expected a "
+                r"tenant \(app1, app2, compositor, hog\), found 'y'$",
+            ),
+            (
+                "of a tenant's parameter after a table merged around it",
+                ["--set", 'tenants.hog={start="3s"}', "--set", 'tenants.hog.params.chunk="0B"'],
+                r'^pinlab: error: --set tenants\.hog\.params\.chunk="0B": '
+                r'tenants\.hog\.params\.chunk: expected a size above 0, found "0B"$',
+            ),
+        )
+    },
     "a sample_interval of 0 in the file": expect(
         scenario('sample_interval = "500ms"', 'sample_interval = "0ms"'),
         r"^pinlab: error: s\.toml: scenario\.sample_interval: expected a time above 0, "

@@ -7,15 +7,29 @@ user's field path.
 A field path as an error names it (``tenants.kv.params.block``, ``faults[0].target``,
 ``claim."expect[0]".op``) and a ``--set`` key (``tenants.3.params.block``,
 ``claim.expect.0.op``) compare once both are one dotted key (:func:`dotted`, :func:`canonical`).
-A change is the cause of an error when it set the field, a table around it or one inside it
-(:func:`covers`), or the key that decides what the field's table may hold (:func:`defines`:
-a tenant's ``workload`` decides its ``params``).
+A change *reaches* a field when it set the field, a table inside it, or a table around it
+whose new value holds the field (:func:`reaches`: a table merged into an existing one leaves
+the keys it does not name as they were; an array or a value replaces all below its key).
+
+Which change an error is blamed on (:func:`culprit`), of the ``--set`` overrides in the order
+they are given (and then of a variant's changes):
+
+1. the last change that reached the field the error names -- the one whose value stands there,
+   as the last ``--set`` of a key wins;
+2. else, for a check that compares fields (:class:`CrossFieldError`: ``duration`` /
+   ``sample_interval``, a tenant's iterations over ``duration`` from its ``start``, a fault's
+   ``target`` against the tenants or the platform), the last change that reached any of them;
+3. else the last change of the key that decides what the field's table may hold
+   (:func:`defines`: a tenant's ``workload`` decides its ``params``, a fault's ``kind`` its
+   ``target``).
+
+No change: the error is the file's, as raised.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,7 +37,29 @@ from pydantic import ValidationError
 from pinlab.errors import ConfigError, config_error, toml_path
 from pinlab.scenarios.claimspec import ClaimSpec
 
-__all__ = ["DEFINING", "addresses", "canonical", "claim_error", "covers", "defines", "dotted"]
+__all__ = [
+    "DEFINING",
+    "CrossFieldError",
+    "addresses",
+    "canonical",
+    "claim_error",
+    "covers",
+    "culprit",
+    "defines",
+    "dotted",
+    "reaches",
+]
+
+
+class CrossFieldError(ConfigError):
+    """The error of a check that compares fields: reported at ``where``, but a change of any of
+    ``fields`` (dotted, list elements by index: ``scenario.duration``, ``tenants.3.start``)
+    may be what caused it -- a ``sample_interval`` too fine for the ``duration`` a ``--set``
+    lengthened is that ``--set``'s error."""
+
+    def __init__(self, source: str, where: str, message: str, fields: Iterable[str]) -> None:
+        super().__init__(source, where, message)
+        self.fields = tuple(fields)
 
 
 def dotted(where: str) -> str:
@@ -97,6 +133,56 @@ def covers(where: str, key: str) -> bool:
     """Whether a change of ``key`` is the change of field ``where``: the field itself, a
     table around it or one inside it."""
     return where == key or where.startswith(key + ".") or key.startswith(where + ".")
+
+
+def reaches(where: str, key: str, value: Any) -> bool:
+    """Whether setting ``key`` to ``value`` set field ``where`` (both dotted): the field
+    itself, a table inside it, or a table around it whose value holds the field -- a table
+    value is merged into the table there, so a key it lacks keeps its value; an array or a
+    plain value replaces everything below ``key``."""
+    if where == key or key.startswith(where + "."):
+        return True  # the field itself, or a key inside it
+    if not where.startswith(key + "."):
+        return False
+    rest = where[len(key) + 1 :].split(".")
+    node = value
+    while rest:
+        if not isinstance(node, dict):
+            return True
+        for n in range(len(rest), 0, -1):  # a key may hold dots: cgroups."user.slice/a"
+            head = ".".join(rest[:n])
+            if head in node:
+                node, rest = node[head], rest[n:]
+                break
+        else:
+            return False
+    return True
+
+
+def culprit(
+    wheres: Iterable[str], fields: Iterable[str], changes: Sequence[tuple[Iterable[str], Any]]
+) -> int | None:
+    """The index of the change an error is blamed on (the rules of this module's docstring):
+    ``wheres`` are the forms of the error's field (:func:`canonical`, :func:`dotted`),
+    ``fields`` the other fields its check compared (:class:`CrossFieldError`), ``changes``
+    each change's keys (every form that addresses the field it set) and value, in the order
+    they were applied. None: no change caused it."""
+    wheres, fields = tuple(wheres), tuple(fields)
+    keyed = [(tuple(keys), value) for keys, value in changes]
+
+    def tier(n: int, key: str, value: Any) -> bool:
+        if n == 0:
+            return any(reaches(w, key, value) for w in wheres)
+        if n == 1:
+            return any(reaches(f, key, value) for f in fields)
+        return any(defines(w, key) for w in wheres)
+
+    for n in range(3):
+        for i in reversed(range(len(keyed))):
+            keys, value = keyed[i]
+            if any(tier(n, k, value) for k in keys):
+                return i
+    return None
 
 
 def defines(where: str, key: str) -> bool:

@@ -35,7 +35,15 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from pinlab.errors import ConfigError
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import AnySpec
-from pinlab.scenarios.blame import addresses, canonical, claim_error, covers, defines, dotted
+from pinlab.scenarios.blame import (
+    CrossFieldError,
+    addresses,
+    canonical,
+    claim_error,
+    covers,
+    culprit,
+    dotted,
+)
 from pinlab.scenarios.catalog import Catalog, variant_catalog
 from pinlab.scenarios.claims import BoundClaim, bind_claim
 from pinlab.scenarios.claimspec import ClaimSpec
@@ -230,10 +238,10 @@ class ScenarioConfig(BaseModel):
         return self._specs[name]
 
     def _blame(self, e: ConfigError, variant: str) -> ConfigError:
-        """Name the ``--set`` (or the variant) whose value the error is about: the one that
-        set the field, a table around it or the key that defines that table
-        (:data:`~pinlab.scenarios.blame.DEFINING`: a tenant's ``workload`` decides which
-        ``params`` it takes). A ``--set`` is matched by its key as written and as the document
+        """Name the ``--set`` (or the variant) whose value the error is about
+        (:func:`~pinlab.scenarios.blame.culprit`: the last that set the field, else the last
+        that set another field the check compared, else the last that set the key defining
+        the field's table). A ``--set`` is matched by its key as written and as the document
         addresses it after every ``--set``: ``tenants.3.start`` is ``tenants.hog.start``, and
         ``tenants.a.name="b"`` set ``tenants.b.name``."""
         where = canonical(e.where)
@@ -242,26 +250,25 @@ class ScenarioConfig(BaseModel):
         if where == "claim" or where.startswith("claim."):  # statement and camp resolve too
             return self._blame_claim(e)
         wheres = (where, dotted(e.where))
+        fields = e.fields if isinstance(e, CrossFieldError) else ()
         doc, placed = self._variant_document(variant)
         sets = [
-            ({".".join(normalise_path(list(path))), *addresses(doc, done)}, text)
-            for (path, _value, text), done in zip(self.sets, placed, strict=True)
+            ({".".join(normalise_path(list(path))), *addresses(doc, done)}, value)
+            for (path, value, _text), done in zip(self.sets, placed, strict=True)
         ]
-        for cause in (covers, defines):
-            for keys, text in sets:
-                if any(cause(w, k) for w in wheres for k in keys):
-                    return ConfigError(f"--set {text}", e.where, e.message)
+        i = culprit(wheres, fields, sets)
+        if i is not None:
+            return ConfigError(f"--set {self.sets[i][2]}", e.where, e.message)
         if variant not in self.variant_docs or e.source != self.source:
             return e
-        changes: list[str] = []
-        for raw in self.variant_docs[variant]:
+        changes: list[tuple[set[str], Any]] = []
+        for raw, value in self.variant_docs[variant].items():
             try:
-                changes.append(".".join(normalise_path(parse_path(raw))))
+                changes.append(({".".join(normalise_path(parse_path(raw)))}, value))
             except ValueError:
                 continue
-        for cause in (covers, defines):
-            if any(cause(w, k) for w in wheres for k in changes):
-                return ConfigError(f"{self.source}: variants.{quote(variant)}", e.where, e.message)
+        if culprit(wheres, fields, changes) is not None:
+            return ConfigError(f"{self.source}: variants.{quote(variant)}", e.where, e.message)
         return e
 
     def _blame_claim(self, e: ConfigError) -> ConfigError:
@@ -271,7 +278,7 @@ class ScenarioConfig(BaseModel):
             return e
         where = dotted(e.where)
         for key, text in reversed(self.claim_sets):
-            if where == key or where.startswith(key + ".") or key.startswith(where + "."):
+            if covers(where, key):
                 return ConfigError(f"--set {text}", e.where, e.message)
         return e
 

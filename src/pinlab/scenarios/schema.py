@@ -90,7 +90,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -102,6 +101,7 @@ from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.cost import CostModel
 from pinlab.platform.presets import AnySpec
+from pinlab.scenarios.blame import CrossFieldError
 from pinlab.scenarios.claimspec import CAMPS, ClaimSpec
 from pinlab.scenarios.paths import (
     deep_merge,
@@ -263,19 +263,6 @@ class ScenarioMeta(_Model):
         if value is not None and value <= 0:
             raise ValueError(f'expected a time above 0, found "{exact_time(value)}"')
         return value
-
-    @field_validator("sample_interval")
-    @classmethod
-    def _samples(cls, interval: float | None, info: ValidationInfo) -> float | None:
-        # the default, duration / 200, always fits: only a given interval can be too fine
-        duration = info.data.get("duration")
-        if interval is not None and duration is not None and duration / interval > MAX_SAMPLES:
-            raise ValueError(
-                f"expected at most {MAX_SAMPLES} samples per series (duration / "
-                f'sample_interval), found "{exact_time(duration)}" / "{exact_time(interval)}" '
-                f"= {duration / interval:.3g}"
-            )
-        return interval
 
 
 class KernelConfig(_Model):
@@ -517,6 +504,35 @@ def _document_error(e: ValidationError, doc: Mapping[str, Any], source: str) -> 
     return ConfigError(source, where, message)
 
 
+def _written(doc: Mapping[str, Any], path: Sequence[str | int], parsed: float) -> str:
+    """A time of ``doc`` as a message shows it: as the user wrote it (``"100000h"``), else (a
+    default) as the parsed value's exact string."""
+    node: Any = doc
+    for part in path:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+    return show_value(node) if node is not None else f'"{exact_time(parsed)}"'
+
+
+def _check_samples(doc: Mapping[str, Any], meta: ScenarioMeta, source: str) -> None:
+    """At most :data:`MAX_SAMPLES` samples per series. The default interval, duration / 200,
+    always fits: only a given one can be too fine, or the duration too long for it."""
+    interval = meta.sample_interval
+    if interval is None or meta.duration / interval <= MAX_SAMPLES:
+        return
+    duration = _written(doc, ("scenario", "duration"), meta.duration)
+    given = _written(doc, ("scenario", "sample_interval"), interval)
+    raise CrossFieldError(
+        source,
+        "scenario.sample_interval",
+        f"expected at most {MAX_SAMPLES} samples per series (duration / sample_interval), "
+        f"found {duration} / {given} = {meta.duration / interval:.3g}",
+        ("scenario.duration",),
+    )
+
+
 def _nodes(spec: AnySpec) -> tuple[str, ...]:
     return spec.node_names() if isinstance(spec, ClusterSpec) else ()
 
@@ -532,20 +548,27 @@ def _check_fault(
 ) -> None:
     """Fault ``i`` names a node of the cluster, and a tenant, device or NIC there: a tenant
     that runs on every node (``node = "*"``) as ``<name>@<node>`` or by its name with the
-    fault's ``node``; a device or NIC by its name, on ``node`` (default: the first node)."""
+    fault's ``node``; a device or NIC by its name, on ``node`` (default: the first node).
+    Each error names the other fields it compared (:class:`CrossFieldError`): the platform
+    for nodes, devices and NICs, the tenants' names and nodes for a kill."""
     where = f"faults[{i}]"
+    placement = [f"tenants.{j}.{key}" for j in range(len(tenants)) for key in ("name", "node")]
+
+    def error(field: str, message: str, *fields: str) -> CrossFieldError:
+        return CrossFieldError(source, f"{where}.{field}", message, fields)
+
     if f.node is not None and f.node not in nodes:
         have = f"{nodes[0]}..{nodes[-1]}" if nodes else "none: a single-node platform"
-        raise ConfigError(
-            source, f"{where}.node", f"expected a node of the cluster ({have}), found {f.node!r}"
+        raise error(
+            "node", f"expected a node of the cluster ({have}), found {f.node!r}", "platform"
         )
     if f.kind != "kill":
         what, names = ("a device", devices) if f.kind == "hot-unplug" else ("a NIC", nics)
         if f.target not in names:
             other = f"; on a node other than {nodes[0]}: {where}.node" if nodes else ""
             have = ", ".join(names) or "none"
-            raise ConfigError(
-                source, f"{where}.target", f"expected {what} ({have}{other}), found {f.target!r}"
+            raise error(
+                "target", f"expected {what} ({have}{other}), found {f.target!r}", "platform"
             )
         return
     everywhere = {t.name for t in tenants if t.node == "*"}
@@ -555,27 +578,30 @@ def _check_fault(
         runs_on: str | None = on
     elif f.target in everywhere:
         if f.node is None:
-            raise ConfigError(
-                source,
-                f"{where}.node",
+            raise error(
+                "node",
                 f"expected the node of the {f.target!r} to kill (it runs on every node: "
                 f"{f.target}@{nodes[0]} ...), found none",
+                f"faults.{i}.target",
+                *placement,
             )
         return
     elif f.target in placed:
         runs_on = placed[f.target]
     else:
         known = sorted([*placed, *(f"{t}@{nodes[0]}..{nodes[-1]}" for t in everywhere)])
-        raise ConfigError(
-            source,
-            f"{where}.target",
+        raise error(
+            "target",
             f"expected a tenant ({', '.join(known) or 'none'}), found {f.target!r}",
+            *placement,
         )
     if f.node is not None and f.node != runs_on:
-        raise ConfigError(
-            source,
-            f"{where}.node",
+        raise error(
+            "node",
             f"expected {runs_on} (where {f.target!r} runs) or none, found {f.node!r}",
+            f"faults.{i}.target",
+            *placement,
+            "platform",
         )
 
 
@@ -590,13 +616,16 @@ def validate_document(
         resolved = ResolvedScenario.model_validate(dict(doc), context=STRICT_UNITS)
     except ValidationError as e:
         raise _document_error(e, doc, source) from None
+    _check_samples(doc, resolved.scenario, source)
     spec = build_platform(resolved.platform, source, base_dir)
     node = spec.node if isinstance(spec, ClusterSpec) else spec
     profile = resolved.kernel.profile or node.kernel or DEFAULT_PROFILE
     try:
         get_profile(profile, **resolved.kernel.switches())
-    except ValueError as e:
-        raise ConfigError(source, "kernel", f"expected valid switches: {e}") from None
+    except ValueError as e:  # the profile may be the platform's suggestion
+        raise CrossFieldError(
+            source, "kernel", f"expected valid switches: {e}", ("platform",)
+        ) from None
     if resolved.kernel.profile is None:  # resolved: the platform's suggestion or the default
         kernel = resolved.kernel.model_copy(update={"profile": profile})
         resolved = resolved.model_copy(update={"kernel": kernel})
@@ -611,16 +640,17 @@ def validate_document(
         pdoc = policy_document(resolved.policy, names, None, base_dir)
         needs = dmem_settings(pdoc)
         if needs and not get_profile(profile, **resolved.kernel.switches()).dmem:
-            raise ConfigError(
+            raise CrossFieldError(
                 source,
                 f"policy.{needs[0]}",
                 "expected a kernel with the cgroup v2 dmem controller (profiles 6.14 and "
                 f"later), found profile {profile}, which has none",
+                ("kernel.profile", "platform"),
             )
         users = set(validate_policy(pdoc, source).users)
     nodes = _nodes(spec)
     seen: set[str] = set()
-    for t in resolved.tenants:
+    for i, t in enumerate(resolved.tenants):
         where = f"tenants.{quote(t.name)}"
         if t.name in seen:
             raise ConfigError(
@@ -629,30 +659,46 @@ def validate_document(
         seen.add(t.name)
         if t.user is not None and t.user not in users:
             have = ", ".join(sorted(users)) or "none: the scenario has no [policy.users]"
-            raise ConfigError(
-                source, f"{where}.user", f"expected a policy user ({have}), found {t.user!r}"
+            raise CrossFieldError(
+                source,
+                f"{where}.user",
+                f"expected a policy user ({have}), found {t.user!r}",
+                ("policy.users", "policy.file"),
             )
         if nodes:
             if t.node is not None and t.node != "*" and t.node not in nodes:
-                raise ConfigError(
+                raise CrossFieldError(
                     source,
                     f"{where}.node",
                     f"expected '*' or {nodes[0]}..{nodes[-1]}, found {t.node!r}",
+                    ("platform",),
                 )
         elif t.node is not None:
-            raise ConfigError(
+            raise CrossFieldError(
                 source,
                 f"{where}.node",
                 f"expected no node on a single-node platform, found {t.node!r}",
+                ("platform",),
             )
-        check_references(t.params, node, source, where)
-        planned = t.params.events(max(resolved.scenario.duration - t.start, 0.0))
+        try:
+            check_references(t.params, node, source, where)
+        except ConfigError as e:  # a name the platform lacks, or one the platform dropped
+            raise CrossFieldError(e.source, e.where, e.message, ("platform",)) from None
+        duration = resolved.scenario.duration
+        planned = t.params.events(max(duration - t.start, 0.0))
         if planned > MAX_EVENTS:
-            raise ConfigError(
+            until = _written(doc, ("scenario", "duration"), duration)
+            span = (
+                f"from {_written(doc, ('tenants', i, 'start'), t.start)} to {until}"
+                if t.start
+                else f"over {until}"
+            )
+            raise CrossFieldError(
                 source,
                 f"{where}.params",
                 f"expected at most {MAX_EVENTS:.0e} workload iterations in a run, found "
-                f"{planned:.3g} ({t.workload} over {resolved.scenario.duration:g} s)",
+                f"{planned:.3g} ({t.workload} {span})",
+                ("scenario.duration", f"tenants.{i}.start"),
             )
     devices = sorted(d.name for d in node.devices)
     nics = sorted(n.name for n in node.nics)
