@@ -447,6 +447,14 @@ CASES: dict[str, Case] = {
                 r'\(compositor over "1000h"\)$',
             ),
             (
+                "of a kernel profile without the dmem controller a variant's policy needs",
+                ["--set", "kernel.profile=5.16"],
+                r"^pinlab: error: --set kernel\.profile=5\.16: "
+                r'policy\.cgroups\."user\.slice/user-1002\.slice"\."dmem\.max": expected a kernel '
+                r"with the cgroup v2 dmem controller \(profiles 6\.14 and later\), found profile "
+                r"5\.16, which has none$",
+            ),
+            (
                 "of a fault's target after one of its faults table",
                 [
                     "--set",
