@@ -412,6 +412,13 @@ CASES: dict[str, Case] = {
                 r'^pinlab: error: --set platform\.preset="dl1": platform\.params\.resizable_bar: ',
             ),
             (
+                "of a table with the platform preset",
+                "desktop-pin-hog",
+                'platform={preset="dl1"}',
+                r'^pinlab: error: --set platform=\{preset="dl1"\}: '
+                r"platform\.params\.resizable_bar: expected a parameter of preset 'dl1' ",
+            ),
+            (
                 "that renames a tenant onto another's name",
                 "desktop-pin-hog",
                 'tenants.app1.name="app2"',

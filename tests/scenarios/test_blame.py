@@ -45,6 +45,10 @@ def test_the_last_change_at_the_field_then_of_a_compared_field_then_of_its_defin
     assert culprit(at, (), [kind]) == 0  # only the key that decides what it may hold
     assert culprit(at, (), [({"faults.0"}, {"at": "2s"}), target]) == 1
     assert culprit(at, (), [target, ({"faults.0"}, {"at": "2s"})]) == 0  # merged: not it
+    # a defining key inside a table value
+    params = ("platform.params.resizable_bar", "platform.params.resizable_bar")
+    assert culprit(params, (), [({"platform"}, {"preset": "dl1"})]) == 0
+    assert culprit(params, (), [({"platform"}, {"devices": {}})]) is None
     duration = ({"scenario.duration"}, "1000h")
     interval = ("scenario.sample_interval", "scenario.sample_interval")
     assert culprit(interval, ("scenario.duration",), [duration]) == 0
@@ -127,6 +131,8 @@ def test_work_that_can_never_finish_names_the_set_and_the_times_as_written(tmp_p
         # the --set that wrote the target, not the later one that chose what it must name
         (['faults=[{at="1s",kind="kill",target="nosuch"}]', "faults.0.kind=hot-unplug"], 0),
         (['tenants.kv={start="1s"}', 'tenants.kv.params.block="0B"'], 1),
+        # the workload a table set decides what the file's params may hold
+        (['tenants.kv.start="1s"', 'tenants.kv={workload="app"}'], 1),
     ],
 )
 def test_of_sets_that_reach_a_field_the_last_is_blamed(

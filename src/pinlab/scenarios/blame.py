@@ -159,6 +159,14 @@ def reaches(where: str, key: str, value: Any) -> bool:
     return True
 
 
+def _keys(key: str, value: Any) -> list[str]:
+    """``key`` and the key of every value a table ``value`` holds (``platform = { preset =
+    "dl1" }`` sets ``platform.preset``)."""
+    if not isinstance(value, dict):
+        return [key]
+    return [key, *(k for sub, v in value.items() for k in _keys(f"{key}.{sub}", v))]
+
+
 def culprit(
     wheres: Iterable[str], fields: Iterable[str], changes: Sequence[tuple[Iterable[str], Any]]
 ) -> int | None:
@@ -175,7 +183,7 @@ def culprit(
             return any(reaches(w, key, value) for w in wheres)
         if n == 1:
             return any(reaches(f, key, value) for f in fields)
-        return any(defines(w, key) for w in wheres)
+        return any(defines(w, k) for w in wheres for k in _keys(key, value))
 
     for n in range(3):
         for i in reversed(range(len(keyed))):
