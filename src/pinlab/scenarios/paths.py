@@ -7,12 +7,21 @@ import copy
 import json
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pinlab.errors import ConfigError
 
-__all__ = ["deep_merge", "parse_path", "parse_set", "parse_value", "quote", "select", "where_of"]
+__all__ = [
+    "deep_merge",
+    "flatten_cost",
+    "parse_path",
+    "parse_set",
+    "parse_value",
+    "quote",
+    "select",
+    "where_of",
+]
 
 _SEGMENT = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|\'([^\']*)\'|([^.\'"\s]+))\s*(\.|$)')
 
@@ -89,3 +98,16 @@ def deep_merge(base: Any, over: Any) -> Any:
             out[k] = deep_merge(base[k], v) if k in base else copy.deepcopy(v)
         return out
     return copy.deepcopy(over)
+
+
+def flatten_cost(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted cost keys from nested tables: ``{"odp": {"fault": "2ms"}, "rdma.post_cost":
+    "2us"}`` → ``{"odp.fault": "2ms", "rdma.post_cost": "2us"}``."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten_cost(v, key + "."))
+        else:
+            out[key] = v
+    return out

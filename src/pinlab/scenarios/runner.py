@@ -35,10 +35,10 @@ from pinlab.policy.dmem import DmemCgroupController
 from pinlab.scenarios.claims import judge
 from pinlab.scenarios.config import ScenarioConfig
 from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
+from pinlab.scenarios.paths import flatten_cost
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
-    flatten_cost,
     policy_document,
     validate_policy,
 )

@@ -105,6 +105,7 @@ from pinlab.scenarios.blame import CrossFieldError
 from pinlab.scenarios.claimspec import CAMPS, ClaimSpec
 from pinlab.scenarios.paths import (
     deep_merge,
+    flatten_cost,
     parse_path,
     parse_set,
     parse_value,
@@ -133,7 +134,6 @@ __all__ = [
     "apply_set",
     "build_platform",
     "deep_merge",
-    "flatten_cost",
     "parse_path",
     "parse_set",
     "parse_value",
@@ -419,19 +419,6 @@ def apply_changes(doc: dict[str, Any], changes: Mapping[str, Any], source: str) 
         except ValueError as e:
             raise ConfigError(source, key, str(e)) from None
         apply_set(out, path, value, source)
-    return out
-
-
-def flatten_cost(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Dotted cost keys from nested tables: ``{"odp": {"fault": "2ms"}, "rdma.post_cost":
-    "2us"}`` → ``{"odp.fault": "2ms", "rdma.post_cost": "2us"}``."""
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            out.update(flatten_cost(v, key + "."))
-        else:
-            out[key] = v
     return out
 
 

@@ -32,9 +32,9 @@ from pinlab.platform.cost import CostModel, ParamInfo, parameters
 from pinlab.platform.reads import recording_reads
 from pinlab.scenarios.claims import judge
 from pinlab.scenarios.config import BUILTIN, ScenarioConfig
+from pinlab.scenarios.paths import flatten_cost, parse_set
 from pinlab.scenarios.result import Metric, RunResult, Verdict
 from pinlab.scenarios.runner import run_variant
-from pinlab.scenarios.schema import flatten_cost, parse_set
 from pinlab.sweep.execute import PointError, Progress, run_point, run_sweep
 from pinlab.sweep.spec import Point, Sweep
 
