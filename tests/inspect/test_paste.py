@@ -387,3 +387,18 @@ def test_a_kallsyms_excerpt_knows_only_the_symbols_it_shows() -> None:
     assert whole.kernel.symbols_excerpt is False
     assert whole.kernel.has_symbol("pci_p2pdma_distance_many") is False
     assert closest_profile(whole)[0].pci_p2pdma is False
+
+
+def test_ulimit_a_is_read_at_its_locked_memory_line() -> None:
+    """The other limits of ``ulimit -a`` print ``unlimited`` too: a memlock of 8 MiB is not
+    unlimited because the data segment is."""
+    bash = (
+        "$ ulimit -a\ncore file size          (blocks, -c) 0\n"
+        "data seg size           (kbytes, -d) unlimited\n"
+        "max locked memory       (kbytes, -l) 8192\nopen files                      (-n) 1024\n"
+    )
+    zsh = "-t: cpu time (seconds)              unlimited\n-l: locked-in-memory size (kbytes)  64\n"
+    assert parse_ulimit(bash) == 8192 * KiB
+    assert parse_ulimit(zsh) == 64 * KiB
+    with pytest.raises(ConfigError, match="expected a number of KiB or 'unlimited'"):
+        parse_ulimit("data seg size           (kbytes, -d) unlimited\n")

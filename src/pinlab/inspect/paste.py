@@ -390,13 +390,13 @@ def parse_lspci_verbose(text: str, source: str = "lspci -vvv") -> list[VerboseEn
 
 def parse_ulimit(text: str, source: str = "ulimit -l") -> int | None:
     """RLIMIT_MEMLOCK in bytes (None: unlimited) from ``ulimit -l`` (KiB) or an ``ulimit -a``
-    line ``max locked memory (kbytes, -l) 8192``."""
-    for line in text.splitlines():
-        low = line.strip().lower()
-        if not low:
-            continue
-        if "locked memory" in low or low.split()[-1] in ("unlimited",) or low.isdigit():
-            word = low.split()[-1]
+    line ``max locked memory (kbytes, -l) 8192`` (zsh: ``-l: locked-in-memory size (kbytes)``).
+    In ``ulimit -a`` only that line counts: the other limits print ``unlimited`` too."""
+    lines = [line.strip().lower() for line in text.splitlines() if line.strip()]
+    locked = [line for line in lines if re.search(r"locked[- ](?:in-)?memory", line)]
+    for line in locked or lines:
+        word = line.split()[-1]
+        if locked or word == line:
             if word == "unlimited":
                 return None
             if word.isdigit():
