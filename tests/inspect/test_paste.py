@@ -402,3 +402,25 @@ def test_ulimit_a_is_read_at_its_locked_memory_line() -> None:
     assert parse_ulimit(zsh) == 64 * KiB
     with pytest.raises(ConfigError, match="expected a number of KiB or 'unlimited'"):
         parse_ulimit("data seg size           (kbytes, -d) unlimited\n")
+
+
+@pytest.mark.parametrize(
+    ("kind", "prompt"),
+    [
+        ("lspci-vvv", "$ sudo lspci -vvv -s 04:00.0"),
+        ("lspci-vvv", "# lspci -nn -D -d 15b3: -vvv"),
+        ("lspci-vvv", "$ lspci -vvvs 04:00.0"),
+        ("lspci-tv", "$ lspci -tv -s 0000:c0:"),
+    ],
+)
+def test_a_prompt_selecting_some_devices_is_refused(kind: str, prompt: str) -> None:
+    """``lspci -s``/``-d`` prints the devices they select: the others would read as absent,
+    as with ``| grep``."""
+    output = TREE if kind == "lspci-tv" else VERBOSE
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes({kind: f"```\n{prompt}\n{output}```\n"}, files={kind: "p.txt"})
+    shown = kind.replace("-tv", " -tv").replace("-vvv", " -vvv")
+    assert str(e.value) == (
+        f"p.txt: {shown}: line 2: expected the whole output of {shown}, found it filtered "
+        f'("{prompt}"): a device it leaves out would read as absent'
+    )

@@ -50,7 +50,7 @@ from pinlab.inspect.snapshot import (
     Snapshot,
 )
 from pinlab.inspect.topo import parse_topo_matrix, topo_functions
-from pinlab.inspect.undecorate import parse_undecorated
+from pinlab.inspect.undecorate import Command, parse_undecorated
 from pinlab.units import KiB
 
 __all__ = [
@@ -184,6 +184,14 @@ _WHOLE_OUTPUT = {
 }
 """Kinds whose every absent line means something, and what: a filtered paste of them is
 refused, not read as the whole."""
+
+_SELECTS = {
+    "lspci-tv": r"(?<!\S)-[A-Za-z]*[sd]",
+    "lspci-vvv": r"(?<!\S)-[A-Za-z]*[sd]",
+}
+"""The options of a kind's command that print part of its output, as a prompt line shows them:
+lspci's ``-s [[dom:]bus:][slot][.func]`` and ``-d [vendor]:[device]``, alone or in a cluster
+(``-vvvs 04:00.0``; no other lspci option has a lower-case s or d)."""
 
 _Parsed = TypeVar("_Parsed")
 
@@ -514,14 +522,10 @@ def snapshot_from_pastes(
         return f"{named[kind]}: {what}" if kind in named else what
 
     def parsed(kind: str, parse: Callable[[str], _Parsed]) -> _Parsed:
-        return parse_undecorated(
-            parse,
-            pastes[kind],
-            src(kind),
-            command=_PROMPTS[kind],
-            shown=PASTE_KINDS[kind],
-            absent=_WHOLE_OUTPUT.get(kind),
+        command = Command(
+            _PROMPTS[kind], PASTE_KINDS[kind], _WHOLE_OUTPUT.get(kind), _SELECTS.get(kind)
         )
+        return parse_undecorated(parse, pastes[kind], src(kind), command)
 
     notes: list[str] = []
     tree = (

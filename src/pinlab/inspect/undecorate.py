@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from pinlab.errors import ConfigError, show_value
 
-__all__ = ["Undecorated", "parse_undecorated", "undecorated"]
+__all__ = ["Command", "Undecorated", "parse_undecorated", "undecorated"]
 
 _FILTER = re.compile(r"\|\s*(?:grep|egrep|fgrep|rg|head|tail|awk|sed|cut)\b")
 """A pipe into a filter: what the reporter pasted is part of the output."""
@@ -44,6 +44,19 @@ _PROMPT_PREFIX = re.compile(r"^(?:.{0,120}?[$#%>]\s+|#+\s+|\s*)$")
 _TITLE = re.compile(r"^(?:#{1,6}\s(?!CONFIG_).*|[=\-*_~]{3,}|[_*].*[_*]|[^:]{1,80}:)$")
 """What may stand above the output: a Markdown heading (not a kernel config's ``# CONFIG_X is
 not set``), a rule, a line in emphasis (``_Note: ..._``) or a label (``The lspci log:``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """The command that printed a kind of paste, as :func:`undecorated` needs it: ``pattern``
+    (a regex) as a prompt line runs it, ``shown`` as errors name it, ``absent`` (None: nothing)
+    what a line left out of its output would be taken to mean, and ``selects`` (a regex, or
+    None) the options that print part of that output."""
+
+    pattern: str
+    shown: str
+    absent: str | None = None
+    selects: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,20 +95,18 @@ def _common_indent(lines: list[str]) -> str:
     return first[:n]
 
 
-def undecorated(
-    text: str, source: str, *, command: str, shown: str, absent: str | None = None
-) -> Undecorated:
+def undecorated(text: str, source: str, command: Command) -> Undecorated:
     """``text`` as the command printed it, without what a bug report puts around it, keeping
     each line's number in the file as pasted (:class:`Undecorated`).
 
     Dropped anywhere: Markdown code fences (```` ``` ````, ```` ```bash ````; text after a
-    fence on its line is kept), a prompt line running ``command`` (a regex; ``sudo`` allowed)
+    fence on its line is kept), a prompt line running ``command`` (``sudo`` allowed)
     or a bare prompt, and a line that is only ``...`` (or ``…``, ``[...]``, ``<snip>``).
     Dropped above the output only: blank lines and title lines (:data:`_TITLE`). Then a ``> ``
     quote on every line, and the indent every line shares, are taken off; every other byte
-    (line breaks included) is kept. With ``absent`` (what a line left out of this output would
-    be taken to mean), a prompt line piping the command into ``grep``, ``head`` ... is a
-    :class:`ConfigError` naming ``shown`` (how errors name the command)."""
+    (line breaks included) is kept. When a line left out of the output means something
+    (``command.absent``), a prompt line piping the command into ``grep``, ``head`` ..., or
+    giving it an option that ``selects`` part of its output, is a :class:`ConfigError`."""
     kept: list[tuple[int, str, str]] = []  # (line as pasted, its text, its line break)
     for lineno, raw in enumerate(text.splitlines(keepends=True), 1):
         parts = raw.splitlines()
@@ -106,14 +117,18 @@ def undecorated(
             body = line = line[fence.end() :]
             if not line:
                 continue
-        run = _command_line(line, command)
+        run = _command_line(line, command.pattern)
         if run is not None:
-            if absent is not None and _FILTER.search(line, run.end()):
+            options = line[run.end() :].split("|", 1)[0]
+            if command.absent is not None and (
+                _FILTER.search(line, run.end())
+                or (command.selects is not None and re.search(command.selects, options))
+            ):
                 raise ConfigError(
                     source,
                     f"line {lineno}",
-                    f"expected the whole output of {shown}, found it filtered "
-                    f"({show_value(line.strip())}): {absent}",
+                    f"expected the whole output of {command.shown}, found it filtered "
+                    f"({show_value(line.strip())}): {command.absent}",
                 )
             continue
         if _ELLIPSIS.match(line) or _BARE_PROMPT.match(line):
@@ -139,18 +154,12 @@ _LINE = re.compile(r"^line (\d+)\b")
 
 
 def parse_undecorated(
-    parse: Callable[[str], _Parsed],
-    text: str,
-    source: str,
-    *,
-    command: str,
-    shown: str,
-    absent: str | None = None,
+    parse: Callable[[str], _Parsed], text: str, source: str, command: Command
 ) -> _Parsed:
     """``parse`` on :func:`undecorated` ``text``, its errors naming the line of the file as
     pasted: a :class:`ConfigError` whose ``where`` is ``line N``, or a ``ValueError`` whose
     message starts ``line N`` (which becomes a :class:`ConfigError` of ``source``)."""
-    clean = undecorated(text, source, command=command, shown=shown, absent=absent)
+    clean = undecorated(text, source, command)
     try:
         return parse(clean.text)
     except ConfigError as e:
