@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pinlab.errors import ConfigError
+from pinlab.inspect.kernelinfo import parse_modules
 from pinlab.inspect.paste import (
     parse_lspci_tree,
     parse_lspci_verbose,
@@ -424,3 +425,28 @@ def test_a_prompt_selecting_some_devices_is_refused(kind: str, prompt: str) -> N
         f"p.txt: {shown}: line 2: expected the whole output of {shown}, found it filtered "
         f'("{prompt}"): a device it leaves out would read as absent'
     )
+
+
+def test_lsmod_without_its_header_is_refused_as_filtered() -> None:
+    """lsmod always prints ``Module  Size  Used by``; without it the paste is ``lsmod | grep``
+    with its prompt line left out (or cut), and mlx5_ib missing from it would read as not
+    loaded. /proc/modules has no header and is read whole."""
+    with pytest.raises(ConfigError) as e:
+        snapshot_from_pastes(
+            {"lsmod": "```\nnvidia_peermem   16384  0\nnvidia  56598528  1 nvidia_peermem\n```\n"},
+            files={"lsmod": "m.txt"},
+        )
+    assert str(e.value) == (
+        "m.txt: lsmod: line 2: expected lsmod from its header 'Module Size Used by', found "
+        '"nvidia_peermem   16384  0": a module it leaves out would read as not loaded'
+    )
+    with pytest.raises(ConfigError, match="lsmod: line 1: expected lsmod from its header"):
+        snapshot_from_pastes({"lsmod": "\n"})
+    proc = "mlx5_ib 466944 0 - Live 0xffffffffc0e00000\nib_uverbs 184320 1 mlx5_ib, Live 0x0\n"
+    snap = snapshot_from_pastes({"lsmod": proc})
+    assert snap.kernel.modules == ["ib_uverbs", "mlx5_ib"]
+
+
+def test_the_live_module_list_needs_no_header() -> None:
+    """The host's own /proc/modules is read as before: the header rule is the paste's."""
+    assert parse_modules("nvidia_peermem 16384 0 - Live 0x0\n") == ("nvidia_peermem",)

@@ -57,6 +57,7 @@ __all__ = [
     "PASTE_KINDS",
     "VENDOR_NAMES",
     "parse_cpu_paste",
+    "parse_lsmod_paste",
     "parse_lspci_tree",
     "parse_lspci_verbose",
     "parse_ulimit",
@@ -482,6 +483,25 @@ def _tree_and_verbose(
     return sorted(fns, key=lambda f: f.address), notes
 
 
+_MODULE_STATES = ("Live", "Loading", "Unloading")
+
+
+def parse_lsmod_paste(text: str) -> tuple[str, ...]:
+    """Module names of pasted ``lsmod`` output or ``/proc/modules``. ``ValueError`` when the
+    text starts with neither lsmod's ``Module  Size  Used by`` header nor a ``/proc/modules``
+    line (``name size refs deps Live 0x...``): that is lsmod's output filtered (``| grep``
+    without its prompt line) or cut, and a module left out of it would read as not loaded."""
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lineno, first = lines[0] if lines else (1, "")
+    parts = first.split() or [""]
+    if parts[0] != "Module" and not (len(parts) >= 5 and parts[4] in _MODULE_STATES):
+        raise ValueError(
+            f"line {lineno}: expected lsmod from its header 'Module Size Used by', found "
+            f"{show_value(first)}: {_WHOLE_OUTPUT['lsmod']}"
+        )
+    return parse_modules(text)
+
+
 def parse_cpu_paste(text: str) -> tuple[str, int, str, int]:
     """(vendor_id, family, model name, sockets) from pasted ``/proc/cpuinfo`` or ``lscpu``
     output (told apart by lscpu's ``Architecture:`` line). ``ValueError`` when neither names
@@ -565,7 +585,7 @@ def snapshot_from_pastes(
             ) from None
         config = {k: options[k] for k in CONFIG_OPTIONS if k in options}
         config_source = "pasted config"
-    modules = list(parsed("lsmod", parse_modules)) if "lsmod" in pastes else None
+    modules = list(parsed("lsmod", parse_lsmod_paste)) if "lsmod" in pastes else None
     symbols = list(parsed("kallsyms", parse_kallsyms)) if "kallsyms" in pastes else None
     excerpt = "kallsyms" in pastes and not parsed("kallsyms", kallsyms_is_whole)
     if excerpt:
