@@ -83,6 +83,19 @@ def test_sets_is_a_list_of_strings(scenario: pinlab.Scenario) -> None:
         pinlab.load_scenario("odp-vs-pin", sets=42)  # type: ignore[arg-type]
 
 
+def test_an_override_is_named_as_on_the_command_line(scenario: pinlab.Scenario) -> None:
+    # docs/api.md: one message for a script and the shell, whichever way the override came in
+    message = r'^--set duration=4x: scenario\.duration: expected a time like .*, found "4x"'
+    with pytest.raises(ConfigError, match=message):
+        pinlab.load_scenario("odp-vs-pin", sets=["duration=4x"])
+    with pytest.raises(ConfigError, match=message):
+        scenario.with_set("duration=4x")
+    with pytest.raises(ConfigError, match=message):
+        pinlab.run(scenario, sets=["duration=4x"])
+    with pytest.raises(ConfigError, match=r"^--set duration: expected key=value, found no '='$"):
+        scenario.with_set("duration")
+
+
 def test_a_scenario_is_a_name_or_a_path(scenario: pinlab.Scenario) -> None:
     with pytest.raises(ConfigError, match=r"^name_or_path: expected a built-in scenario"):
         pinlab.load_scenario(42)  # type: ignore[arg-type]
