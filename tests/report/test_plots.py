@@ -368,6 +368,21 @@ def test_many_tenants_fold_into_one_line() -> None:
     assert "t00 10 GB/s" in labels  # the busiest tenants keep their own line
 
 
+def test_tenants_that_grow_together_fold_into_a_line_as_steady_as_theirs() -> None:
+    """The tenants of a synchronous job (cluster-128: every trainer's bytes grow at the same
+    ticks) were binned by their steps counted one tenant at a time: bins finer than the sum's
+    steps, most holding none, so the folded line fell to zero between bursts that no tenant
+    had. Bins follow the times at which the sum grows."""
+    names = tuple(f"t{i:02d}" for i in range(12))
+    fig = plots.throughput_over_time(make_result(tenants=names))
+    (ax,) = _axes(fig)
+    steps = {p.get_label(): p for p in ax.patches if isinstance(p, StepPatch)}
+    folded = steps["5 other tenants"].get_data().values
+    rates = [10 / (i + 1) for i in range(7, 12)]  # GB/s of the five smallest tenants
+    assert folded.min() > 0
+    assert folded == pytest.approx(np.full_like(folded, sum(rates)))
+
+
 # -- memory ---------------------------------------------------------------------------------------
 
 

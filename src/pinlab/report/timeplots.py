@@ -199,14 +199,17 @@ def _binned_rate(
     curves: Sequence[np.ndarray], start: float, end: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bin edges, bytes per second in each bin) of the summed cumulative byte ``curves``
-    over ``[start, end]``: equal bins, about :data:`TRANSFERS_PER_BIN` completed transfers
-    each (1 to :data:`MAX_BINS`), so the bins' mean is the bytes moved in the window over its
-    length."""
-    transfers = sum(
-        int(np.count_nonzero((np.diff(c[:, 1]) != 0) & (c[1:, 0] > start) & (c[1:, 0] <= end)))
-        for c in curves
-    )
-    nbins = int(np.clip(transfers // TRANSFERS_PER_BIN, 1, MAX_BINS))
+    over ``[start, end]``: equal bins, about :data:`TRANSFERS_PER_BIN` times at which the sum
+    grew each (1 to :data:`MAX_BINS`), so the bins' mean is the bytes moved in the window over
+    its length. Times, not transfers: the tenants of a synchronous job grow together (every
+    rank's step ends at once, and a sampled series moves at the same ticks), and counting each
+    curve's steps made bins finer than the sum's, most holding none of its steps -- the sum
+    drawn as bursts and silences that no tenant had."""
+    grew = [
+        c[1:, 0][(np.diff(c[:, 1]) != 0) & (c[1:, 0] > start) & (c[1:, 0] <= end)] for c in curves
+    ]
+    times = np.unique(np.concatenate(grew)).size
+    nbins = int(np.clip(times // TRANSFERS_PER_BIN, 1, MAX_BINS))
     edges = np.linspace(start, end, nbins + 1)
     moved = np.sum([np.diff(_step_at(c, edges)) for c in curves], axis=0)
     return edges, moved / (float(edges[1] - edges[0]))
