@@ -461,6 +461,18 @@ def test_memory_without_device_series_says_so() -> None:
     assert "no device memory series" in _texts(plots.memory_over_time(result))
 
 
+def test_memory_regions_all_empty_are_not_said_missing() -> None:
+    """cluster-128's default-memlock starts no job: its 128 VRAM regions are recorded, all
+    empty. The note said no series was recorded."""
+    result = make_result(devices=2)
+    for key, series in result.recorder.series.items():
+        if key.startswith("device.") and key.endswith((".pinned", ".used")):
+            series.points[:] = [(t, 0.0) for t, _ in series.points]
+    text = _texts(plots.memory_over_time(result))
+    assert "no device memory was used or pinned: all 4 memory regions stayed empty" in text
+    assert "no device memory series" not in text
+
+
 # -- denials --------------------------------------------------------------------------------------
 
 

@@ -344,7 +344,13 @@ def memory_chart(result: RunResult) -> Chart:
     top = LAYOUT.top + LAYOUT.suptitle
     tscale, tlabel, xlim = time_axis(end)
     if not panels:
-        note = "no device memory series (device.<node>/<dev>.<region>.*) recorded"
+        # regions recorded but all empty (cluster-128's default-memlock: no job started) are
+        # not regions missing from the run
+        note = (
+            f"no device memory was used or pinned: all {len(keys)} memory regions stayed empty"
+            if keys
+            else "no device memory series (device.<node>/<dev>.<region>.*) recorded"
+        )
         return Chart(2.7, [Panel(note=note)], top=top, suptitle=title)
     peak = max(float(np.max(p[:, 1])) for _, d in panels for p in d.values())
     vscale, vunit = value_scale("B", peak)
