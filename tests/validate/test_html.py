@@ -69,6 +69,23 @@ def test_every_point_is_in_the_report(tmp_path: Path) -> None:
     assert "pinlab bench perftest ib_write_bw -a --report_gbits --platform cx-pair" in page
 
 
+def test_the_overview_puts_each_verdict_before_the_sources(tmp_path: Path) -> None:
+    """The overview table scrolls sideways in a narrow window, the long source references
+    widest: with the verdict and the tolerance after them, a reader of 23 tables saw errors
+    but not which tables failed. They follow the table's name now."""
+    page = render_validation_html(_result(tmp_path))
+    overview = page[page.index('<section id="overview">') :]
+    head = re.search(r"<thead><tr>(.*?)</tr></thead>", overview)
+    assert head is not None
+    columns = re.findall(r"<th[^>]*>([^<]*)</th>", head.group(1))
+    assert columns[:4] == ["table", "verdict", "error", "tolerance"]
+    assert columns[-1] == "source"
+    first_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", overview, re.S)
+    assert first_row is not None and re.search(
+        r"</a></td><td><span class=\"badge", first_row.group(1)
+    )
+
+
 def test_text_from_files_is_escaped(tmp_path: Path) -> None:
     page = render_validation_html(_result(tmp_path, title=EVIL.replace('"', "'")))
     assert "<script>alert" not in page and "<img src=x" not in page
