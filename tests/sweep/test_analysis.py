@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,6 +42,24 @@ def test_summary_groups_by_factor_with_mean_spread_n() -> None:
     assert (a["value"], a["mean"], a["n"], a["min"], a["max"]) == (1, 3.0, 2, 2.0, 4.0)
     assert a["spread"] == pytest.approx(2**0.5) and a["unit"] == "s"
     assert (b["value"], b["mean"], b["spread"], b["n"]) == (2, 5.0, 0.0, 1)
+
+
+def test_the_summary_names_each_factor_once_and_shows_numbers_in_their_units() -> None:
+    """A factor's path repeated on every row of one long table took most of the page and
+    pushed the numbers out of sight, and sizes read ``1.07374e+09``. Each factor now heads
+    its own table, and numbers are shown as the run reports show them."""
+    from pinlab.report.sweep import render_sweep_html
+
+    rows = [{"variant": "v", CAP: c, "pinned": c, "denials": 3.0} for c in (2**30, 2**31, 2**31)]
+    records = summarise(rows, [CAP], ["pinned", "denials"], {"pinned": "B", "denials": "count"})
+    page = render_sweep_html(
+        "tiny", "tiny.toml", records, factors=[CAP], units={CAP: "B"}, rows=3, points=3
+    )
+    summary = page[page.index('<section id="summary">') :]
+    assert summary.count(CAP.replace('"', "&#34;")) == 1
+    cells = re.findall(r'<td class="num">([^<]*)</td>', summary)
+    assert "1 GiB" in cells and "2 GiB" in cells and "3" in cells
+    assert not any("e+" in c for c in cells)
 
 
 def test_identical_replications_of_a_stochastic_run_warn() -> None:

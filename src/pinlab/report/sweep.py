@@ -16,6 +16,7 @@ from typing import Any
 
 from pinlab.report import plots
 from pinlab.report.html import Plot, render_page, write_report
+from pinlab.report.verdict import fmt_value
 
 __all__ = [
     "MAX_PLOTS",
@@ -93,6 +94,29 @@ def _varies(records: Sequence[Mapping[str, Any]], factor: str, metric: str) -> b
     return any(len(means) > 1 for means in by_variant.values())
 
 
+def _summary_tables(
+    records: Sequence[Mapping[str, Any]], factors: Sequence[str], units: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The summary by factor as one table per factor, its name said once above it: a
+    factor's path (``variants.<v>.policy.cgroups."<cgroup>"."dmem.pin.max"``) repeated on
+    every row took most of the page's width and pushed the numbers out of sight. Each number
+    is shown in its metric's unit as the run reports show it (``1 GiB``, not
+    ``1.07374e+09``); ``summary.csv`` keeps the exact values."""
+    tables = []
+    for factor in factors:
+        rows = []
+        for r in records:
+            if r["factor"] != factor:
+                continue
+            unit = str(r["unit"])
+            row = {k: r[k] for k in ("label", "variant", "metric", "n")}
+            row.update({k: fmt_value(float(r[k]), unit) for k in ("mean", "spread", "min", "max")})
+            rows.append({**row, "unit": unit})
+        if rows:
+            tables.append({"factor": factor, "unit": units.get(factor, ""), "rows": rows})
+    return tables
+
+
 def render_sweep_html(
     name: str,
     source: str,
@@ -125,7 +149,7 @@ def render_sweep_html(
         figures=figures,
         left_out=max(0, len(pairs) - MAX_PLOTS),
         flat=len(metrics) * len(factors) - len(pairs),
-        records=list(records),
+        summaries=_summary_tables(records, factors, units),
         warnings=list(warnings),
         note=note,
         expected_images=len(figures),
