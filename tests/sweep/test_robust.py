@@ -115,6 +115,8 @@ def test_robust_flags_the_range_end_that_flips_the_claim(
     assert r["samples"] == 2
     assert r["cases"] >= 2
     assert (out / "robust" / "results.parquet").is_file()  # the reruns went through a sweep
+    # kept beside them, as printed: a run of one scenario writes no suite report
+    assert json.loads((out / "robust" / "robustness.json").read_text()) == doc
 
 
 def test_robust_is_deterministic_per_seed_and_prints_per_claim(
@@ -130,6 +132,7 @@ def test_robust_is_deterministic_per_seed_and_prints_per_claim(
     text = capsys.readouterr().out
     assert "robustness tiny-odp (HELD;" in text
     assert "FAILED at odp.fault = " in text and "(high end)" in text
+    assert f"robustness: {tmp_path / 'o2' / 'robust' / 'robustness.json'}" in text
 
 
 def test_robust_options_need_robust(capsys: pytest.CaptureFixture[str]) -> None:

@@ -474,14 +474,20 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
                 reporter.print(*tables)
     robustness = _robustness(args, plans, out, stderr) if robust else []
     if robustness:
-        if args.json:
-            import json
+        from pinlab.sweep.robust import write_robustness
 
-            doc = {"robustness": [r.to_json() for r in robustness]}
-            print(json.dumps(doc, indent=2, sort_keys=True))
+        try:
+            kept = write_robustness(out, robustness)
+        except OSError as e:
+            raise UserError(
+                f"--out {out}: cannot write the robustness: {e.strerror or e}"
+            ) from None
+        if args.json:
+            print(kept.read_text(encoding="utf-8"), end="")
         elif not args.quiet:
             for line in robustness_lines(robustness):
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
+            console.print(f"robustness: {kept}", markup=False, highlight=False)
     if not args.no_report and len(suite) > 1:
         from pinlab.report.html import write_suite_report
 

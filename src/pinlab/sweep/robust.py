@@ -47,6 +47,7 @@ __all__ = [
     "plan",
     "run_nominal",
     "run_plans",
+    "write_robustness",
 ]
 
 DEFAULT_SAMPLES = 4
@@ -56,6 +57,9 @@ cores."""
 
 ROBUST_DIR = "robust"
 """The sweep directory of the reruns, below ``pinlab run --out``."""
+
+ROBUSTNESS_FILE = "robustness.json"
+"""Each claim's robustness, in :data:`ROBUST_DIR` beside the reruns it was judged from."""
 
 
 def cost_path(key: str) -> str:
@@ -401,6 +405,21 @@ def _result(nominal: RunResult, rec: Mapping[str, Any]) -> RunResult:
     }
     stale = int(row.get("global.stale_dma_incidents", 0) or 0)
     return replace(nominal, metrics=metrics, stale_incidents=stale)
+
+
+def write_robustness(out: Path | str, items: Sequence[Robustness]) -> Path:
+    """Write ``<out>/robust/robustness.json``: ``{"robustness": [...]}``, each claim's
+    :meth:`Robustness.to_json`, what ``pinlab run --robust --json`` prints. The terminal's
+    lines are gone with the terminal, and a run of one scenario writes no suite report; the
+    file keeps the verdicts beside the reruns' table, which :func:`run_plans` replaced for
+    this run, so the two always belong together."""
+    import json
+
+    from pinlab.fsutil import write_atomic
+
+    doc = {"robustness": [r.to_json() for r in items]}
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return write_atomic(Path(out) / ROBUST_DIR / ROBUSTNESS_FILE, text)
 
 
 def assess(plan_: Plan, done: Mapping[str, Mapping[str, Any]]) -> Robustness:
