@@ -95,6 +95,23 @@ def test_writes_a_policy_that_rerun_meets_every_protect(advised: Path, tmp_path:
     assert len(rows) == 1 + doc["evaluated"] and doc["evaluated"] <= 24
 
 
+def test_the_page_is_a_pinlab_page_and_says_what_was_maximised(advised: Path) -> None:
+    """advise.html had a style of its own and did not say what the maximised metric reached;
+    it is built like the run reports now (self-contained, ids unique, the check script) and
+    its footer names the advice's own command, so --jobs and --out change no byte."""
+    from tests.report.test_html import assert_ids_unique_and_resolved, assert_self_contained
+
+    page = (advised / "advise.html").read_text()
+    assert_self_contained(page)
+    assert_ids_unique_and_resolved(page)
+    doc = json.loads((advised / "advise.json").read_text())
+    assert "Maximised: <code>tenant.analytics.throughput</code>, 6.65 GB/s at point 21." in page
+    assert doc["objective"] == pytest.approx(6.65e9, rel=1e-3)
+    footer = page[page.index("<footer>") :]
+    assert "pinlab advise settlement --variant settled --protect" in footer
+    assert "--out" not in footer and "--jobs" not in footer
+
+
 def test_the_recommendation_is_no_looser_than_the_scenario_policy(advised: Path) -> None:
     """The search starts from the variant's own policy and only tightens it."""
     doc = json.loads((advised / "advise.json").read_text())

@@ -171,7 +171,8 @@ def advise(
     assert chosen.policy is not None
     met = advice.recommended is not None
     policy_file = out / (POLICY_FILE if met else CLOSEST_FILE)
-    text = policy_toml(chosen.policy, _header(plan, budget, seed, met))
+    header = _header(plan, budget, seed, met)
+    text = policy_toml(chosen.policy, header)
     fsutil.write_atomic(policy_file, text)
     verification = _verify(plan, policy_file, evaluator) if met else None
     write_outputs(
@@ -184,6 +185,7 @@ def advise(
         policy_file=policy_file,
         policy_text=text,
         verification=verification,
+        command=header[0],
     )
     return Outcome(advice, policy_file, verification)
 

@@ -38,6 +38,7 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
     status: 0 when the re-run policy meets every --protect, 1 when no point does (the closest is
     written), 2 for a user error (nothing written). See docs/advise.md."""
     from pinlab.advise import advise, prepare
+    from pinlab.advise.output import maximised_text
     from pinlab.sweep import PointError
 
     _positive("--budget", args.budget)
@@ -67,6 +68,17 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
                 console.print(
                     f"  {word}: {text}: {o.text}", markup=False, highlight=False, soft_wrap=True
                 )
+        chosen = outcome.advice.recommended or outcome.advice.closest
+        reached = maximised_text(plan.protections, chosen)
+        if reached:
+            term = plan.protections.objective
+            assert term is not None
+            console.print(
+                f"  maximised: {term.text}: {reached}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         for b in outcome.advice.boundaries:
             console.print(f"  boundary {b.text()}", markup=False, highlight=False, soft_wrap=True)
         console.print(

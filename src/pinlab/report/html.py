@@ -215,17 +215,13 @@ def _env(packages: tuple[str, ...] = ()) -> jinja2.Environment:
 def render_page(template: str, *, packages: Sequence[str] = (), **context: Any) -> str:
     """Render a pinlab page: ``template`` from ``packages``' templates or report's, with the
     Content-Security-Policy, the check script and the version every page carries. Another
-    package's page extends ``base.html.j2`` the same way the run and suite pages do."""
+    package's page extends ``base.html.j2`` the same way the run and suite pages do. The
+    footer's ``command`` is the command line being run unless the context gives its own."""
+    context.setdefault("command", provenance.command())
     return (
         _env(tuple(packages))
         .get_template(template)
-        .render(
-            csp=_csp(),
-            script=Markup(CHECK_SCRIPT),
-            version=__version__,
-            command=provenance.command(),
-            **context,
-        )
+        .render(csp=_csp(), script=Markup(CHECK_SCRIPT), version=__version__, **context)
     )
 
 
