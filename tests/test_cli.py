@@ -20,6 +20,9 @@ def test_demo_walkthrough_runs_clean(capsys: pytest.CaptureFixture[str]) -> None
     assert "Dma-buf Objects:" in out
     assert "Attached Devices:" in out
     assert "leaks none" in out
+    # the game's buffer, in step 2's table, is gone from step 3's: the walkthrough says why
+    step3 = out[out.index("3. a pinned importer") :]
+    assert step3.index("the game exits") < step3.index("gpu0 buffers")
 
 
 @pytest.mark.parametrize("profile", ["5.16", "6.12", "7.1"])

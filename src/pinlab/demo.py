@@ -145,6 +145,7 @@ def walkthrough(profile_name: str, move_notify: bool, console: Console) -> int:
     console.rule("3. a pinned importer (EFA-like) pins a second buffer")
     if hog is not None:
         game.gem_close(hog)
+        console.print("(the game exits: its 3712 MiB are freed)")
     b = trainer.gem_create("gpu0", 1 * GiB, "vram", name="weights")
     fd_b = trainer.prime_handle_to_fd(b)
     efa = trainer.ibv_reg_dmabuf_mr("efa_0", fd_b, 0, 1 * GiB, ACCESS)
