@@ -401,7 +401,13 @@ def test_cli_json_and_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     data = json.loads(capsys.readouterr().out)
     assert data["stats"]["sequences"] == 150
     assert [f["classification"] for f in data["findings"]] == [KERNEL]
-    assert (tmp_path / "index.html").read_text().count("ib_umem_dmabuf_revoke_locked") >= 1
+    page = (tmp_path / "index.html").read_text()
+    assert page.count("ib_umem_dmabuf_revoke_locked") >= 1
+    # a pinlab page like the reports (it had a frame and style of its own)
+    from tests.report.test_html import assert_ids_unique_and_resolved, assert_self_contained
+
+    assert_self_contained(page)
+    assert_ids_unique_and_resolved(page)
     code, printed = _run_script((tmp_path / "finding-1.py").read_text())
     assert code == 1 and "unbalanced dma_buf_pin" in printed
 

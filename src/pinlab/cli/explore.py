@@ -46,7 +46,7 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
     Findings are shrunk, deduplicated, traced and classified (docs/findings.md). Exit status: 1 when
     a finding is a model defect or not yet reviewed, 0 otherwise, 2 for bad input."""
     from pinlab.explore import POLICIES, explore, exporter_kinds, importer_kinds, targets
-    from pinlab.explore.render import print_text, to_json, write_out
+    from pinlab.explore.render import page_context, print_text, to_json, write_out
     from pinlab.kernel.profile import PRESETS
 
     exporters = _names(args.exporters, list(exporter_kinds()), "--exporters")
@@ -71,8 +71,19 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
         console = wide(console)
         print_text(report, console)
     if out is not None:
+        from pinlab.fsutil import write_atomic
+        from pinlab.report.html import render_page
+
+        context = page_context(report)
+        page = render_page(
+            "findings.html.j2",
+            packages=("pinlab.explore",),
+            title=f"pinlab explore: {len(context['findings'])} finding(s)",
+            expected_images=0,
+            **context,
+        )
         try:
-            paths = write_out(report, out)
+            paths = [write_atomic(out / "index.html", page), *write_out(report, out)]
         except OSError as e:
             raise UserError(f"--out {out}: cannot write the findings: {e.strerror or e}") from None
         if not args.json:

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from rich.console import Console
 from rich.table import Table
 
@@ -109,29 +108,27 @@ def print_text(report: Report, console: Console) -> None:
             console.print("  items: " + ", ".join(f.items), markup=False, highlight=False)
 
 
+def page_context(report: Report) -> dict[str, Any]:
+    """What ``templates/findings.html.j2`` shows: the summary line and each finding as data,
+    its reproducer included. The CLI renders the page with the other pages' frame (this layer
+    sits beside ``report`` and does not import it)."""
+    findings = []
+    for f in report.findings:
+        d = f.as_dict()
+        d["reproducer"] = f.reproducer()
+        findings.append(d)
+    return {"summary": summary_line(report), "findings": findings}
+
+
 def write_out(report: Report, out: Path) -> list[Path]:
-    """Write ``index.html``, ``findings.json`` and ``finding-N.py`` under ``out``."""
+    """Write ``findings.json`` and ``finding-N.py`` under ``out`` (the page, ``index.html``,
+    is the CLI's: :func:`page_context`)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    findings = []
     for n, f in enumerate(report.findings, 1):
         script = out / f"finding-{n}.py"
         write_atomic(script, f.reproducer())
         written.append(script)
-        d = f.as_dict()
-        d["reproducer"] = f.reproducer()
-        findings.append(d)
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pinlab.explore", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    html = env.get_template("findings.html.j2").render(
-        summary=summary_line(report), findings=findings
-    )
-    page = out / "index.html"
-    write_atomic(page, html)
     data = out / "findings.json"
     write_atomic(data, json.dumps(as_dict(report, timing=False), indent=2) + "\n")
-    return [page, data, *written]
+    return [data, *written]
