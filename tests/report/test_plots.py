@@ -272,11 +272,15 @@ def test_long_tenant_names_keep_their_distinct_ends_in_the_legend() -> None:
 
     tenants = tuple(f"trainer-job@node{k:02d}" for k in range(4))
     labels = _legend_labels(plots.throughput_over_time(make_result(tenants=tenants)))
-    cut = [lab for lab in labels if lab.startswith("trai")]
+    cut = [lab for lab in labels if lab.startswith("t") and "…" in lab]
     assert len(cut) == 4 and len(set(cut)) == 4  # four distinct entries
-    assert all("…" in lab and lab.split("…")[1].split()[0].endswith(f"{k:02d}")
-               for k, lab in enumerate(cut))  # fmt: skip
-    assert fit_label("trainer@node07", 9) == "trai…de07" and fit_label("short", 9) == "short"
+    # each keeps its whole node, however much of the name its rate leaves room for
+    assert all(lab.split("…")[1].split()[0] == f"@node{k:02d}" for k, lab in enumerate(cut))
+    assert fit_label("trainer@node07", 10) == "t…@node07" and fit_label("short", 9) == "short"
+    assert fit_label("trainer@node07", 11) == "tr…@node07"
+    assert fit_label("trainer@node07", 9) == "trai…de07"  # '@' counts two: no room for it
+    assert fit_label("trainer@node1234", 8) == "trai…234"  # no room for the node: the middle
+    assert fit_label("pressure-12", 7) == "pre…-12" and fit_label("@node0007", 6) == "@no…07"
     assert [fit_label("abcd", n) for n in (0, 1, 2, 3, 4)] == ["", "a", "a…", "a…d", "abcd"]
 
 

@@ -331,11 +331,19 @@ def note(ax: Axes, text: str) -> None:
 def fit_label(text: str, limit: int = LAYOUT.legend_chars) -> str:
     """``text`` cut to ``limit`` characters to fit the legend column: its start and its end
     with an ellipsis between, since the end is what tells apart the tenants of one name on
-    every node (``trainer@node07``) or numbered alike (``pressure-12``)."""
+    every node (``trainer@node07``) or numbered alike (``pressure-12``). A tenant's node
+    (``@node07``) is kept whole when it fits beside one character of the name
+    (``t…@node07``): cut in the middle, ``trai…de07`` reads as neither. The limit counts
+    characters of an average width, and ``@`` is about two of them wide, so a label that
+    keeps one gives up one more character of the name (the column is measured, not the
+    text)."""
     if len(text) <= limit:
         return text
     if limit < 2:
         return text[:limit]
+    node = text[text.rfind("@") :] if "@" in text[1:] else ""
+    if node and len(node) + 1 <= limit - 2:
+        return text[: limit - 2 - len(node)] + "…" + node
     tail = (limit - 1) // 2
     return text[: limit - 1 - tail] + "…" + text[len(text) - tail :]
 
