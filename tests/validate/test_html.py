@@ -66,7 +66,10 @@ def test_every_point_is_in_the_report(tmp_path: Path) -> None:
             assert re.search(
                 rf">{re.escape(str(p.x))}</td><td class=\"num\">{p.measured:.6g}<", page
             )
-    assert "pinlab bench perftest ib_write_bw -a --report_gbits --platform cx-pair" in page
+    assert (
+        "pinlab bench --platform cx-pair --param nic=cx6 --param link=ib --nodes 2 perftest "
+        "ib_write_bw -a --report_gbits" in page
+    )
 
 
 def test_the_overview_puts_each_verdict_before_the_sources(tmp_path: Path) -> None:
@@ -84,6 +87,50 @@ def test_the_overview_puts_each_verdict_before_the_sources(tmp_path: Path) -> No
     assert first_row is not None and re.search(
         r"</a></td><td><span class=\"badge", first_row.group(1)
     )
+
+
+def test_the_reproducing_command_runs_as_written(capsys) -> None:  # type: ignore[no-untyped-def]
+    """Each shipped table's "Reproduced with" line is a command one can paste: it printed
+    pinlab's options after the tool (where they are the tool's) and the preset's parameters in
+    parentheses, so none of them ran. Each parses back to the table's own run, and one runs."""
+    import shlex
+
+    from pinlab.bench import param_value, run_bench
+    from pinlab.cli import build_parser, main
+    from pinlab.validate import DEFAULT_DIR
+    from pinlab.validate.html import command_line
+    from pinlab.validate.runner import TableResult
+
+    tables = [load_table(p) for p in sorted(DEFAULT_DIR.glob("*.toml"))]
+    assert len(tables) >= 8
+    for t in tables:
+        run = t.spec.run
+        line = command_line(TableResult(table=t, points=(), outputs=())).split("; also: ")[0]
+        argv = shlex.split(line)
+        assert argv[0] == "pinlab"
+        ns = build_parser().parse_args(argv[1:])
+        assert (ns.tool, ns.args, ns.platform, ns.nodes) == (
+            run.tool,
+            run.argv,
+            run.platform,
+            run.nodes,
+        ), t.id
+        params = dict(item.split("=", 1) for item in ns.param or ())
+        assert {k: param_value(v) for k, v in params.items()} == run.platform_params, t.id
+        assert list(ns.set or ()) == run.sets, t.id
+    (gdrcopy,) = [t for t in tables if t.id == "gdrcopy-copylat-p100-pcie-write"]
+    run = gdrcopy.spec.run
+    line = command_line(TableResult(table=gdrcopy, points=(), outputs=()))
+    assert main(shlex.split(line)[1:]) == 0
+    expected = run_bench(
+        run.tool,
+        run.argv,
+        platform=run.platform,
+        platform_params=run.platform_params,
+        nodes=run.nodes,
+        sets=run.sets,
+    )
+    assert capsys.readouterr().out == expected.text
 
 
 def test_text_from_files_is_escaped(tmp_path: Path) -> None:

@@ -24,13 +24,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, toml_inline
 
 __all__ = [
     "TOOLS",
     "BenchSetup",
     "BenchTable",
     "BenchTool",
+    "bench_argv",
+    "param_text",
+    "param_value",
     "register_tool",
     "run_bench",
     "tool",
@@ -145,6 +148,41 @@ def tool(name: str) -> BenchTool:
     except KeyError:
         known = ", ".join(sorted(TOOLS)) or "none"
         raise ConfigError("bench", "tool", f"expected one of {known}, found {name!r}") from None
+
+
+def param_value(text: str) -> object:
+    """A ``pinlab bench --param`` value: a TOML scalar (``2``, ``true``, ``"x"``) or, failing
+    that, the text itself (``cx7``, ``100Gbps``)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def param_text(value: object) -> str:
+    """The ``--param`` text that :func:`param_value` reads back as ``value``: a string as
+    itself unless it would read as something else (``"7"`` is written ``"\"7\""``)."""
+    if isinstance(value, str) and param_value(value) == value:
+        return value
+    return toml_inline(value)
+
+
+def bench_argv(tool_name: str, argv: Sequence[str], setup: BenchSetup) -> list[str]:
+    """The arguments of the ``pinlab bench`` command that runs ``tool_name`` with ``argv`` on
+    ``setup``: pinlab's options first, then the tool and its own arguments (everything after
+    the tool is the tool's). A seed other than 0, the default, is given too."""
+    out = ["bench", "--platform", setup.platform]
+    for key, value in setup.platform_params.items():
+        out += ["--param", f"{key}={param_text(value)}"]
+    if setup.nodes is not None:
+        out += ["--nodes", str(setup.nodes)]
+    for item in setup.sets:
+        out += ["--set", item]
+    if setup.seed:
+        out += ["--seed", str(setup.seed)]
+    return [*out, tool_name, *argv]
 
 
 def run_bench(

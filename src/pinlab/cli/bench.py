@@ -22,17 +22,6 @@ from pinlab.cli.common import (
 )
 
 
-def _param_value(text: str) -> object:
-    """A ``--param`` value: a TOML scalar (``2``, ``true``, ``"x"``) or, failing that, the
-    text itself (``cx7``, ``100Gbps``)."""
-    import tomllib
-
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
 def _list_tools(args: argparse.Namespace, console: Console) -> int:
     """``pinlab bench`` without a tool: the tools, with what each mirrors."""
     from rich.table import Table
@@ -56,7 +45,7 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
 
     Run TOOL with the real tool's arguments on a modelled machine and print what the tool prints
     (e.g. pinlab bench perftest ib_write_bw -a --report_gbits). Without TOOL: list the tools."""
-    from pinlab.bench import run_bench
+    from pinlab.bench import param_value, run_bench
 
     if args.tool is None:
         return _list_tools(args, console)
@@ -73,7 +62,7 @@ def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--param {item}: expected key=value, found no '='")
-        params[key.strip()] = _param_value(value.strip())
+        params[key.strip()] = param_value(value.strip())
     with as_user_error():
         table = run_bench(
             args.tool,

@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from pinlab.bench import BenchSetup, bench_argv
 from pinlab.report.html import Plot, render_page, write_report
 from pinlab.report.plots import figure_svg
 from pinlab.validate.output import fmt_error, fmt_number, fmt_pct, fmt_x, summary_line
@@ -25,22 +26,16 @@ REPORT_FILE = "report.html"
 
 
 def command_line(result: TableResult) -> str:
-    """The ``pinlab bench`` command line of a table (its first command), for people."""
+    """The ``pinlab bench`` command line of a table (its first command) as one types it:
+    pinlab's options before the tool, since everything after the tool is the tool's
+    (:func:`~pinlab.bench.bench_argv`); a table's other commands follow as ``also:``, their
+    tool arguments only."""
     run = result.table.spec.run
-    params = " ".join(f"{k}={v}" for k, v in run.platform_params.items())
-    sets = " ".join(f"--set {shlex.quote(s)}" for s in run.sets)
-    parts = [
-        "pinlab bench",
-        run.tool,
-        shlex.join(run.argv),
-        f"--platform {run.platform}" + (f" ({params})" if params else ""),
-        f"--nodes {run.nodes}",
-        sets,
-    ]
+    setup = BenchSetup(run.platform, dict(run.platform_params), run.nodes, tuple(run.sets))
+    line = shlex.join(["pinlab", *bench_argv(run.tool, run.argv, setup)])
     others = {
         shlex.join(s.argv) for s in result.table.spec.series.values() if s.argv is not None
     } - {shlex.join(run.argv)}
-    line = " ".join(p for p in parts if p)
     return line + (f"; also: {'; '.join(sorted(others))}" if others else "")
 
 
