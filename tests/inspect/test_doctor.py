@@ -12,7 +12,7 @@ import pytest
 from pinlab.cli import main
 from pinlab.inspect import inspect_host
 from pinlab.inspect.doctor import closest_profile, diagnose
-from pinlab.inspect.snapshot import Snapshot, snapshot_from_report
+from pinlab.inspect.snapshot import Snapshot, snapshot_from_report, write_snapshot
 from pinlab.platform.spec import PlatformSpec
 from pinlab.units import GiB
 from tests.inspect.fakehost import bare_host, workstation
@@ -67,6 +67,30 @@ def test_default_memlock_blocks_the_staging_buffer_and_the_proposal(tmp_path: Pa
     assert pair.with_proposal is not None and not pair.with_proposal.ok
     assert [f.key for f in pair.findings] == ["host-mr-fails"]
     assert "RLIMIT_MEMLOCK" in pair.fixes[0].text
+
+
+def test_a_memlock_the_snapshot_lacks_is_said_assumed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot of pasted output has no RLIMIT_MEMLOCK unless `ulimit` was pasted. The
+    doctor took Linux's default without a word and reported the staging buffer's -ENOMEM as a
+    finding of the host (P-1); the assumption is said where the finding is, and in the JSON."""
+    known = _snap(tmp_path / "known")
+    blind = known.model_copy(
+        update={"limits": known.limits.model_copy(update={"memlock_known": False})}
+    )
+    d = diagnose(blind)
+    (pair,) = d.pairs
+    assert pair.memlock_assumed and pair.memlock == (8 << 20, 8 << 20)
+    assert any(n.startswith("RLIMIT_MEMLOCK unknown (not in the snapshot") for n in d.notes)
+    assert not diagnose(known).pairs[0].memlock_assumed
+    assert not any("RLIMIT_MEMLOCK unknown" in n for n in diagnose(known).notes)
+    path = write_snapshot(blind, tmp_path / "blind.toml")
+    main(["doctor", str(path)])
+    assert "soft 8 MiB, hard 8 MiB (assumed: not in the snapshot)" in capsys.readouterr().out
+    main(["doctor", str(path), "--json"])
+    (shown,) = json.loads(capsys.readouterr().out)["pairs"]
+    assert shown["memlock"]["assumed"] is True
 
 
 def test_without_move_notify_amdgpu_pins_in_gtt(tmp_path: Path) -> None:

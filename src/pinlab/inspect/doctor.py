@@ -45,7 +45,7 @@ from pinlab.inspect.doctor_run import (
 )
 from pinlab.inspect.hostpolicy import host_policy
 from pinlab.inspect.snapshot import Snapshot
-from pinlab.kernel.kernel import CAP_IPC_LOCK, RLIM_INFINITY, Kernel
+from pinlab.kernel.kernel import CAP_IPC_LOCK, DEFAULT_MEMLOCK, RLIM_INFINITY, Kernel
 from pinlab.platform import build, rdma_model
 from pinlab.platform.spec import PlatformSpec, SwitchSpec, nic_driver
 from pinlab.units import GiB, fmt_rate, fmt_size
@@ -118,6 +118,9 @@ class PairReport:
     dmem: str
     findings: tuple[Finding, ...]
     fixes: tuple[Fix, ...] = ()
+    memlock_assumed: bool = False
+    """The snapshot holds no RLIMIT_MEMLOCK (a paste without ``ulimit``): Linux's default is
+    assumed, and every line that rests on it says so."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,7 @@ def _evaluate(inputs: Inputs, snap: Snapshot, device: str, nic: str) -> PairRepo
         memlock=inputs.memlock,
         dmem=dmem_text,
         findings=tuple(findings),
+        memlock_assumed=not snap.limits.memlock_known,
     )
 
 
@@ -461,6 +465,13 @@ def diagnose(
                 f"found {found}"
             )
     profile, uverbs, notes = closest_profile(snap)
+    if not snap.limits.memlock_known:
+        notes.append(
+            "RLIMIT_MEMLOCK unknown (not in the snapshot; paste `ulimit -a`): Linux's default, "
+            f"{fmt_size(DEFAULT_MEMLOCK)}, assumed"
+        )
+    if snap.limits.capabilities is None:
+        notes.append("capabilities unknown (not in the snapshot): CAP_IPC_LOCK not assumed")
     notes += list(snap.notes)
     inputs = Inputs(
         spec,

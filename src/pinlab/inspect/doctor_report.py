@@ -44,8 +44,10 @@ def _pair_lines(p: PairReport) -> list[str]:
         f"path: {r.path}; on {r.qps} QPs the NIC writes device memory {fmt_rate(r.p2p_write)}, "
         f"reads it {fmt_rate(r.p2p_read)}; host memory {fmt_rate(r.host_write)} / "
         f"{fmt_rate(r.host_read)}",
-        f"RLIMIT_MEMLOCK soft {_limit(p.memlock[0])}, hard {_limit(p.memlock[1])}: dma-buf pins "
-        "are not charged (P-12); " + p.host_mr.text(),
+        f"RLIMIT_MEMLOCK soft {_limit(p.memlock[0])}, hard {_limit(p.memlock[1])}"
+        + (" (assumed: not in the snapshot)" if p.memlock_assumed else "")
+        + ": dma-buf pins are not charged (P-12); "
+        + p.host_mr.text(),
     ]
     if p.with_proposal is not None:
         verdict = "fits" if p.with_proposal.ok else _registration(p.with_proposal)
@@ -116,7 +118,11 @@ def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
                     "host_read": p.rates.host_read,
                     "qps": p.rates.qps,
                 },
-                "memlock": {"soft": _limit(p.memlock[0]), "hard": _limit(p.memlock[1])},
+                "memlock": {
+                    "soft": _limit(p.memlock[0]),
+                    "hard": _limit(p.memlock[1]),
+                    "assumed": p.memlock_assumed,
+                },
                 "dmem": p.dmem,
                 "findings": [
                     {"key": f.key, "text": f.text, "items": list(f.items)} for f in p.findings
