@@ -105,6 +105,26 @@ def test_run_page_has_claim_verdict_metrics_plots_and_links() -> None:
     assert_ids_unique_and_resolved(page)
 
 
+def test_an_errno_in_a_column_header_stays_on_one_line() -> None:
+    """odp-vs-pin's verdict table broke ``pressure -ENOMEM`` after the minus sign in a narrow
+    column (``-`` above ``ENOMEM``). Errnos are kept whole; other hyphens break as before."""
+    from pinlab.report.html import keep_errnos
+
+    verdict = make_verdict()
+    verdict.columns = ["variant", "pressure -ENOMEM", "-EOPNOTSUPP", "fell-back"]
+    verdict.rows = [
+        {"variant": "pin-in-place", "pressure -ENOMEM": "19", "-EOPNOTSUPP": "0", "fell-back": "1"}
+    ]
+    page = render_run_html(make_result(), verdict)
+    assert '<th class="num">pressure <span class="nowrap">-ENOMEM</span></th>' in page
+    assert '<span class="nowrap">-EOPNOTSUPP</span></th>' in page
+    assert ">fell-back</th>" in page
+    assert (
+        str(keep_errnos("x-EFAULT <-EIO>")) == 'x-EFAULT &lt;<span class="nowrap">-EIO</span>&gt;'
+    )
+    assert_self_contained(page)
+
+
 def test_trace_is_linked_only_when_it_exists() -> None:
     links = ["summary.json", "series.csv", "config.toml", "trace.json", "bufinfo.txt"]
     page = render_run_html(make_result(), make_verdict(), links)

@@ -202,7 +202,7 @@ def _env(packages: tuple[str, ...] = ()) -> jinja2.Environment:
     import jinja2
 
     loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "pinlab.report")]
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -210,6 +210,18 @@ def _env(packages: tuple[str, ...] = ()) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.filters["keep_errnos"] = keep_errnos
+    return env
+
+
+_ERRNO = re.compile(r"(?<![\w-])(-E[A-Z0-9]+)")
+
+
+def keep_errnos(text: object) -> Markup:
+    """``text`` escaped, each errno (``-ENOMEM``) kept on one line: a narrow column header
+    broke ``pressure -ENOMEM`` after the minus sign, leaving ``-`` above ``ENOMEM``."""
+    escaped = str(Markup.escape(text))
+    return Markup(_ERRNO.sub(r'<span class="nowrap">\1</span>', escaped))
 
 
 def render_page(template: str, *, packages: Sequence[str] = (), **context: Any) -> str:
