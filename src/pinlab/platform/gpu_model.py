@@ -206,7 +206,7 @@ def _gpu(
 
 GPU_MODELS: dict[str, GpuModel] = {
     # vendor datasheets: memory and its bandwidth, host link, NVLink (cost-model.md §9; [unverified]
-    # where the datasheet was not re-read in this session)
+    # where a figure was not checked against the datasheet itself)
     # bar_read: the pcie.bar_read row measured on that die (H100 [assumption]: the H200's)
     "a100-sxm4-40gb": _gpu(
         "NVIDIA A100-SXM4-40GB", 40, 1555, 4, 80, nvlink=3, links=12, bar_read="a100"

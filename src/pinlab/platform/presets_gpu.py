@@ -263,7 +263,7 @@ def dgx_h100(
 @validate_call(config=_CALL)
 def p5(
     *,
-    cpu: Literal["spr", "milan"] = "spr",
+    cpu: Literal["spr", "milan"] = "milan",
     efa_per_gpu: Annotated[int, Field(ge=1, le=8)] = 4,
     gpus: Annotated[int, Field(ge=1, le=8)] = 8,
     kernel: str | None = None,
@@ -273,9 +273,10 @@ def p5(
     * 8 × H100 SXM5 80 GB on NVSwitch (NVLink 4), PCIe Gen5 host links;
     * 32 × 100 Gb/s EFA = 3.2 Tb/s (``efa0``–``efa31``), ``efa_per_gpu`` (4) on each GPU's PCIe
       switch (cost-model §9.5; ``stas00/ml-engineering``);
-    * 2 TiB host memory; ``cpu``: ``"spr"`` (Sapphire Rapids, DDR5-4800 × 8 per socket, as the
-      issue's brief has it) or ``"milan"`` (AMD EPYC 3rd generation, DDR4-3200 × 8) -- AWS's
-      instance page names a 3rd-generation AMD EPYC [unverified in this session].
+    * 2 TiB host memory; ``cpu``: ``"milan"`` (the default: two AMD EPYC 7R13, 3rd generation,
+      DDR4-3200 × 8 per socket -- the processors AWS's instance page names for p5.48xlarge) or
+      ``"spr"`` (Sapphire Rapids, DDR5-4800 × 8 per socket: p5en.48xlarge's, cost-model.md
+      §9.5).
 
     pinlab's assumptions: the EFA links Gen4 x16; one switch per GPU with its EFAs.
     """
@@ -313,7 +314,7 @@ def p5(
 
 GPU_BOX_CPUS: dict[str, tuple[HostCpu, str, str]] = {
     # key: (cpu with its socket count and host bridge IDs, DRAM per socket, socket link)
-    # DRAM = channels × MT/s × 8 B from the vendors' product pages [unverified in this session]
+    # DRAM = channels × MT/s × 8 B from the vendors' product pages [unverified]
     "threadripper-pro-7965wx": (
         HostCpu(
             CpuSpec(
