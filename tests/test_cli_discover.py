@@ -53,6 +53,18 @@ def test_params_values_carry_their_unit(capsys: pytest.CaptureFixture[str]) -> N
     assert len(listing(capsys, "params")) == len(parameters())  # type: ignore[arg-type]
 
 
+def test_a_dotted_prefix_lists_its_subtree(capsys: pytest.CaptureFixture[str]) -> None:
+    """`pinlab params nic.efa` was refused (no key is `nic.efa`; fnmatch wanted `nic.efa.*`),
+    though the error's own list of families reads like prefixes. Without a wildcard a pattern
+    is a key or the keys below it; with one, fnmatch as before."""
+    rows = listing(capsys, "params", "nic.efa")
+    keys = {r["key"] for r in rows}  # type: ignore[index]
+    assert keys and keys == {p.key for p in parameters() if p.key.startswith("nic.efa.")}
+    assert [r["key"] for r in listing(capsys, "params", "odp.fault")] == ["odp.fault"]  # type: ignore[index]
+    assert main(["params", "nic.ef", "--json"]) == 2  # a prefix is whole segments
+    assert "found 'nic.ef'" in capsys.readouterr().err
+
+
 def test_metrics_of_a_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     data = listing(capsys, "metrics", "odp-vs-pin")
     assert isinstance(data, dict) and data["scenario"] == "odp-vs-pin"

@@ -317,16 +317,25 @@ _VALUE_UNIT = {
 writes it in another (``unit``: ``us`` -> a value in s); ``text`` is the value in the doc's."""
 
 
+def _key_matches(key: str, pattern: str) -> bool:
+    """``key`` matches ``pattern``: an fnmatch pattern when it has a wildcard, else the key
+    itself or a dotted prefix of it (``nic.efa`` matches ``nic.efa.mtu``, not ``nic.efax``)."""
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(key, pattern)
+    return key == pattern or key.startswith(pattern + ".")
+
+
 def _cmd_params(args: argparse.Namespace, console: Console) -> int:
     """list the cost-model parameters: value, unit, range, confidence, source
 
     Every cost-model parameter (docs/cost-model), or those whose key matches PATTERN (fnmatch:
-    'odp.*', '*latency*'): its value in its unit, sweep range or choices, confidence and source.
-    Override one with [cost] in a scenario or --set cost.KEY=VALUE."""
+    'odp.*', '*latency*'; without a wildcard, a key and the keys below it: 'nic.efa'): its
+    value in its unit, sweep range or choices, confidence and source. Override one with
+    [cost] in a scenario or --set cost.KEY=VALUE."""
     from pinlab.platform.cost import parameters
 
     pattern = args.pattern or "*"
-    params = [p for p in parameters() if fnmatch.fnmatchcase(p.key, pattern)]
+    params = [p for p in parameters() if _key_matches(p.key, pattern)]
     if not params:
         groups = sorted({p.key.split(".")[0] + ".*" for p in parameters()})
         raise UserError(
@@ -598,7 +607,9 @@ def add_parsers(sub: Any) -> None:
     workloads.add_argument("name", nargs="?", metavar="NAME", help="a workload")
 
     params = add_listing(sub, "params", _cmd_params)
-    params.add_argument("pattern", nargs="?", metavar="PATTERN", help="fnmatch over the keys")
+    params.add_argument(
+        "pattern", nargs="?", metavar="PATTERN", help="fnmatch over the keys, or a dotted prefix"
+    )
 
     metrics = add_listing(sub, "metrics", _cmd_metrics)
     metrics.add_argument("scenario", metavar="SCENARIO", help="a built-in name or a .toml file")
