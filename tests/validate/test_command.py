@@ -58,6 +58,23 @@ def test_within_tolerance_exits_0_and_prints_every_point(tmp_path: Path, cwd: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pt.toml"]
 
 
+def test_the_title_and_source_are_whole_lines_not_wrapped_to_the_table(tmp_path: Path) -> None:
+    """The table's title and its source were the rich table's title and caption, wrapped to
+    the points' few columns: a source's commit hash came out cut in two. They are lines of
+    their own now, as wide as the console (soft-wrapped by the terminal, not by pinlab)."""
+    from pinlab.validate import load_table
+
+    path = write_table(tmp_path, "pt")
+    table = load_table(path)
+    console = Console(width=60, record=True, force_terminal=False)
+    validate_command([], console, directory=tmp_path, bench=near(1.05))
+    lines = console.export_text().splitlines()
+    assert f"{table.id}: {table.spec.table.title}" in lines
+    assert any(
+        line.startswith("source: ") and table.spec.table.source.citation() in line for line in lines
+    )
+
+
 def test_outside_tolerance_exits_1(tmp_path: Path) -> None:
     write_table(tmp_path, "pt")
     console = _console()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -51,16 +52,13 @@ def _verdict(passed: bool) -> str:
 
 
 def _points_table(result: TableResult) -> Table:
+    """The points, without title or caption: rich wraps those to the table's width, a few
+    columns, which cut a source's commit hash in two (:func:`_source_line` is printed below it
+    at the console's width instead)."""
     t = result.table
     cmp = t.spec.compare
-    y = f"{cmp.placement} {cmp.y}" if cmp.placement else cmp.y
     multi = bool(t.spec.series)
-    table = Table(
-        title=f"{t.id}: {t.spec.table.title}",
-        title_justify="left",
-        caption=f"{t.spec.table.source.citation()}; {y} [{cmp.unit}]",
-        caption_justify="left",
-    )
+    table = Table()
     if multi:
         table.add_column("series")
     table.add_column(cmp.x, justify="right")
@@ -73,6 +71,14 @@ def _points_table(result: TableResult) -> Table:
             cells.insert(0, t.series_label(p.series))
         table.add_row(*cells)
     return table
+
+
+def _source_line(result: TableResult) -> str:
+    """``source: <citation>; <compared column> [<unit>]``."""
+    t = result.table
+    cmp = t.spec.compare
+    y = f"{cmp.placement} {cmp.y}" if cmp.placement else cmp.y
+    return f"source: {t.spec.table.source.citation()}; {y} [{cmp.unit}]"
 
 
 def summary_line(summary: Summary, what: str) -> str:
@@ -95,9 +101,12 @@ def _table_line(result: TableResult) -> str:
 
 def print_result(result: ValidationResult, console: Console, report: str | None = None) -> None:
     """Every table's points and verdict, then the overall lines."""
+    line = partial(console.print, markup=False, highlight=False, soft_wrap=True)
     for r in result.results:
+        line(f"{r.table.id}: {r.table.spec.table.title}", style="bold")
         console.print(_points_table(r))
-        console.print(_table_line(r), markup=False, highlight=False)
+        line(_source_line(r))
+        line(_table_line(r))
         console.print("")
     for what, group in (("overall", result.validation), ("holdout", result.holdout)):
         summary = Summary.of(group)
