@@ -278,6 +278,31 @@ def test_k1_export_without_mandatory_field_warns_einval_and_creates_nothing(
 
 
 @pytest.mark.parametrize("profile", ALL)
+@pytest.mark.parametrize("missing", ["priv", "map_dma_buf", "unmap_dma_buf", "release"])
+def test_k1_mandatory_field_never_set_counts_as_missing(profile: str, missing: str) -> None:
+    """K-1 (dma_buf_export): a field the exporter never sets is NULL in the kernel
+    (DEFINE_DMA_BUF_EXPORT_INFO and static ops structs are zero-initialised), so leaving
+    it out of the constructors is the same WARN and -EINVAL as passing None."""
+    kernel = Kernel(profile)
+    given: dict[str, Any] = {
+        "map_dma_buf": lambda a, d: SgTable(((0, a.dmabuf.size),)),
+        "unmap_dma_buf": lambda a, s, d: None,
+        "release": lambda d: None,
+    }
+    ops = DmaBufOps(**{key: fn for key, fn in given.items() if key != missing})
+    info = (
+        DmaBufExportInfo(ops=ops, size=MiB)
+        if missing == "priv"
+        else DmaBufExportInfo(ops=ops, size=MiB, priv=object())
+    )
+    with pytest.raises(KernelError) as exc:
+        dma_buf_export(kernel, info)
+    assert exc.value.errno is Errno.EINVAL
+    assert kernel.warnings.count("dma_buf_export") == 1
+    assert list(kernel.dma_bufs()) == []
+
+
+@pytest.mark.parametrize("profile", ALL)
 @pytest.mark.parametrize("which", ["pin", "unpin"])
 def test_k2_export_with_exactly_one_of_pin_unpin_warns_einval(profile: str, which: str) -> None:
     """K-2: pin without unpin (or unpin without pin) is refused."""
@@ -369,6 +394,22 @@ def test_k70_export_holds_module_reference_until_release() -> None:
     assert dmabuf.released
 
 
+def test_k70_every_buffer_holds_its_own_module_reference() -> None:
+    """K-70 (dma_buf_export, dma_buf_release): try_module_get per export, module_put per
+    release, so two live buffers of one module hold two references."""
+    kernel = Kernel()
+    module = Module("amdgpu")
+    first, second = (
+        dma_buf_export(kernel, DmaBufExportInfo(ops=full_ops(), size=MiB, priv=1, owner=module))
+        for _ in range(2)
+    )
+    assert module.refcnt == 2
+    dma_buf_put(first)
+    assert module.refcnt == 1
+    dma_buf_put(second)
+    assert module.refcnt == 0
+
+
 @pytest.mark.parametrize("profile", ALL)
 def test_k71_dma_buf_fd_null_or_fileless_buffer_is_einval(profile: str) -> None:
     """K-71: dma_buf_fd(NULL) and a buffer whose file is gone give -EINVAL."""
@@ -414,6 +455,18 @@ def test_k4_dma_buf_get_ebadf_einval_and_reference(profile: str) -> None:
     assert got is rig.dmabuf
     assert rig.dmabuf.refcount == 2
     dma_buf_put(got)
+    assert rig.dmabuf.refcount == 1
+
+
+def test_k4_dma_buf_get_goes_by_the_file_type_only() -> None:
+    """K-4 (dma_buf_get, is_dma_buf_file): only the file's operations make it a dma-buf; a
+    file of another type is -EINVAL whatever its private data, and takes no reference."""
+    rig = StaticRig("6.16")
+    table = FdTable()
+    fd = table.install(File("drm", rig.dmabuf))
+    with pytest.raises(KernelError) as exc:
+        dma_buf_get(rig.kernel, fd, files=table)
+    assert exc.value.errno is Errno.EINVAL
     assert rig.dmabuf.refcount == 1
 
 
@@ -568,6 +621,16 @@ def test_k9_peer2peer_before_exporter_attach(profile: str, kind: str, expected: 
         attach = rig.dynamic_attach(Importer(allow_peer2peer=kind == "dynamic-p2p"))
     assert seen == [expected]
     assert attach.peer2peer is expected
+
+
+@pytest.mark.parametrize("profile", ALL)
+def test_k9_attach_ops_without_allow_peer2peer_give_no_peer2peer(profile: str) -> None:
+    """K-9 (dma_buf_dynamic_attach): importer ops that never set allow_peer2peer (a
+    zero-initialised dma_buf_attach_ops) give a dynamic attachment with peer2peer False."""
+    rig = StaticRig(profile)
+    ops = DmaBufAttachOps(move_notify=lambda a: None)
+    attach = dma_buf_dynamic_attach(rig.dmabuf, Device("nic0"), ops, None)
+    assert attach.peer2peer is False
 
 
 @pytest.mark.parametrize("profile", ALL)
@@ -772,6 +835,22 @@ def test_k15_balanced_importer_detaches_without_leaks(profile: str) -> None:
     dma_buf_detach(rig.dmabuf, attach)
     assert rig.kernel.leaks == []
     assert rig.bo.pin_count == 0
+
+
+@pytest.mark.parametrize("profile", ALL)
+def test_k15_k21_every_unmatched_pin_call_is_reported_at_detach(profile: str) -> None:
+    """K-15, K-21 (dma_buf_pin, dma_buf_detach): the core forwards every call, so two
+    dma_buf_pin and one dma_buf_unpin leave one exporter pin; detach reports it."""
+    rig = Rig(profile)
+    attach = rig.dynamic_attach()
+    pin_locked(attach)
+    pin_locked(attach)
+    unpin_locked(attach)
+    assert rig.bo.pin_count == 1
+    dma_buf_detach(rig.dmabuf, attach)
+    [leak] = rig.kernel.leaks
+    assert leak.function == "dma_buf_detach"
+    assert "1 unbalanced dma_buf_pin" in leak.what
 
 
 @pytest.mark.parametrize("profile", CACHING)
@@ -1068,6 +1147,44 @@ def test_k73_mmap_checks(profile: str) -> None:
 
 
 @pytest.mark.parametrize("profile", ALL)
+def test_k73_mmap_range_ending_at_ulong_max_does_not_overflow(profile: str) -> None:
+    """K-73 (dma_buf_mmap): -EOVERFLOW only when pgoff + pages wraps an unsigned long; a
+    sum of exactly ULONG_MAX does not wrap and is -EINVAL for passing the end."""
+    rig = StaticRig(profile)
+    with pytest.raises(KernelError) as exc:
+        dma_buf_mmap(rig.dmabuf, (1 << 64) - 2, 1)
+    assert exc.value.errno is Errno.EINVAL
+    assert rig.spy.count("mmap") == 0
+
+
+@pytest.mark.parametrize("profile", ALL)
+def test_k72_k73_k96_optional_ops_never_set_are_absent(profile: str) -> None:
+    """K-72, K-73, K-96: an exporter that sets only the mandatory ops: dma_buf_vmap and
+    dma_buf_mmap are -EINVAL, begin_cpu_access skips the callback but still waits, and
+    end_cpu_access does nothing; with vmap but no vunmap the last vunmap calls nothing."""
+    kernel = Kernel(profile)
+    ops = full_ops()
+    dmabuf = dma_buf_export(kernel, DmaBufExportInfo(ops=ops, size=MiB, priv=object()))
+    with dmabuf.resv, pytest.raises(KernelError) as exc:
+        dma_buf_vmap(dmabuf)
+    assert exc.value.errno is Errno.EINVAL
+    with pytest.raises(KernelError) as exc:
+        dma_buf_mmap(dmabuf, 0, 1)
+    assert exc.value.errno is Errno.EINVAL
+    fence = add_fence(dmabuf.resv, DmaResvUsage.WRITE)
+    waiter = RecordingWaiter()
+    kernel.waiter = waiter
+    dma_buf_begin_cpu_access(dmabuf, DmaDataDirection.FROM_DEVICE)
+    assert waiter.calls == [([fence], True, None)]
+    dma_buf_end_cpu_access(dmabuf, DmaDataDirection.FROM_DEVICE)
+    ops.vmap = lambda d: 0xFFFF_8000_0000_0000
+    with dmabuf.resv:
+        dma_buf_vunmap(dmabuf, dma_buf_vmap(dmabuf))
+    assert dmabuf.vmapping_counter == 0
+    assert len(kernel.warnings) == 0
+
+
+@pytest.mark.parametrize("profile", ALL)
 def test_k74_set_name_succeeds_while_attached(profile: str) -> None:
     """K-74: DMA_BUF_SET_NAME renames even with attachments (the -EBUSY refusal is ≈5.5)."""
     rig = Rig(profile)
@@ -1129,6 +1246,18 @@ def test_k96_begin_cpu_access_interrupted(profile: str) -> None:
         dma_buf_begin_cpu_access(rig.dmabuf, DmaDataDirection.FROM_DEVICE)
     assert exc.value.errno is Errno.ERESTARTSYS
     assert rig.spy.count("begin_cpu_access") == 1
+
+
+@pytest.mark.parametrize("profile", ALL)
+def test_k96_k66_begin_cpu_access_fails_only_on_a_negative_wait_result(profile: str) -> None:
+    """K-96, K-66 (dma_buf_begin_cpu_access): only a negative wait result is an error; a
+    zero (timeout) result is not turned into one."""
+    rig = StaticRig(profile)
+    add_fence(rig.resv, DmaResvUsage.WRITE)
+    waiter = RecordingWaiter(result=0)
+    rig.kernel.waiter = waiter
+    dma_buf_begin_cpu_access(rig.dmabuf, DmaDataDirection.FROM_DEVICE)
+    assert len(waiter.calls) == 1
 
 
 @pytest.mark.parametrize("profile", ALL)

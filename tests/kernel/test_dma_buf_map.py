@@ -13,6 +13,7 @@ from pinlab.kernel.dma_buf import (
     DmaBufAttachment,
     DmaBufAttachOps,
     DmaDataDirection,
+    SgTable,
     dma_buf_attach_revocable,
     dma_buf_detach,
     dma_buf_dynamic_attach,
@@ -115,6 +116,22 @@ def test_k24_unlocked_variants_take_the_resv(profile: str) -> None:
     dma_buf_unmap_attachment_unlocked(attach, sgt, BIDI)
     assert not rig.resv.is_locked()
     assert rig.spy.log == [Call("map_dma_buf", True, BIDI), Call("unmap_dma_buf", True, BIDI)]
+
+
+@pytest.mark.parametrize("profile", ("6.12", "6.14", "6.16", "7.1"))
+def test_k24_unlocked_unmap_null_arguments_warn_and_return(profile: str) -> None:
+    """K-24 (dma_buf_unmap_attachment_unlocked): a NULL sgt WARNs in the unlocked function
+    and returns before taking the resv or reaching E.unmap; a NULL attachment returns."""
+    rig = Rig(profile)
+    attach = rig.dynamic_attach()
+    sgt = map_locked(attach)
+    rig.spy.clear()
+    dma_buf_unmap_attachment_unlocked(attach, None, BIDI)
+    assert rig.kernel.warnings.count("dma_buf_unmap_attachment_unlocked") == 1
+    assert len(rig.kernel.warnings) == 1
+    dma_buf_unmap_attachment_unlocked(None, sgt, BIDI)
+    assert rig.spy.log == []
+    assert attach.mappings == 1
 
 
 def test_k24_unlocked_variants_not_in_5_16() -> None:
@@ -270,6 +287,21 @@ def test_k28_static_map_interrupted_waiting_unmaps_and_unpins(profile: str) -> N
     assert len(rig.kernel.take_waits()) == 1
 
 
+@pytest.mark.parametrize("profile", ALL)
+def test_k28_k66_static_map_fails_only_on_a_negative_wait_result(profile: str) -> None:
+    """K-28, K-66 (__map_dma_buf): only a negative result of the KERNEL-fence wait undoes
+    the map; a zero (timeout) result leaves a good mapping."""
+    rig = StaticRig(profile)
+    add_fence(rig.resv, DmaResvUsage.KERNEL, "clear")
+    waiter = RecordingWaiter(result=0)
+    rig.kernel.waiter = waiter
+    attach = rig.static_attach()
+    map_locked(attach)
+    assert len(waiter.calls) == 1
+    assert rig.spy.names() == ["map_dma_buf"]
+    assert attach.mappings == 1
+
+
 @pytest.mark.parametrize("profile", PIN_AT_MAP)
 def test_k28_static_map_wait_parameters_and_eintr(profile: str) -> None:
     """K-28 (≥6.16): the wait covers KERNEL fences only, is interruptible and has no
@@ -421,6 +453,20 @@ def test_k33_cache_sgt_mapping_caches_first_successful_map(profile: str) -> None
     dma_buf_detach(rig.dmabuf, attach)
     assert rig.spy.log == [Call("unmap_dma_buf", True, FROM_DEV)]
     assert rig.kernel.leaks == []
+
+
+@pytest.mark.parametrize("profile", CACHING)
+def test_k34_caching_ebusy_pin_error_is_returned_without_a_warning(profile: str) -> None:
+    """K-34, §2.8 (≤6.15) step 3 (dma_buf_map_attachment): with MN=n the map of a dynamic A
+    pins and returns a pin error as it is; the WARN_ON_ONCE for -EBUSY (K-25) came with
+    pin-at-map and is not in this family."""
+    rig = Rig(get_profile(profile, move_notify=False), fail_pin=Errno.EBUSY)
+    attach = rig.dynamic_attach()
+    with pytest.raises(KernelError) as exc:
+        map_locked(attach)
+    assert exc.value.errno is Errno.EBUSY
+    assert len(rig.kernel.warnings) == 0
+    assert rig.spy.count("map_dma_buf") == 0
 
 
 @pytest.mark.parametrize("profile", CACHING)
@@ -693,3 +739,73 @@ def test_k91_7_1_after_invalidation_fences_up_to_bookkeep_remain_to_wait_on() ->
     # ... and for the importer's unmap
     unmap_locked(attach, sgt)
     assert attach.mappings == 0
+
+
+# -- CONFIG_DMABUF_DEBUG (§1.5, §2.8) ----------------------------------------------------------
+
+
+def _record_exporter_tables(rig: Rig) -> tuple[list[SgTable], list[SgTable]]:
+    """Wrap E.map/E.unmap: the tables the exporter made, and those handed back to it."""
+    made: list[SgTable] = []
+    returned: list[SgTable] = []
+    inner_map, inner_unmap = rig.dmabuf.ops.map_dma_buf, rig.dmabuf.ops.unmap_dma_buf
+    assert inner_map is not None and inner_unmap is not None
+
+    def map_cb(attach: DmaBufAttachment, direction: DmaDataDirection) -> SgTable | None:
+        sgt = inner_map(attach, direction)
+        assert sgt is not None
+        made.append(sgt)
+        return sgt
+
+    def unmap_cb(attach: DmaBufAttachment, sgt: SgTable, direction: DmaDataDirection) -> None:
+        returned.append(sgt)
+        inner_unmap(attach, sgt, direction)
+
+    rig.dmabuf.ops.map_dma_buf = map_cb
+    rig.dmabuf.ops.unmap_dma_buf = unmap_cb
+    return made, returned
+
+
+def _check_importer_table(sgt: SgTable, own: SgTable, debug: bool) -> None:
+    assert own.page_less is False  # TT memory: the exporter's table has pages
+    if debug:
+        assert sgt is not own and sgt.page_less is True and sgt.segments == own.segments
+    else:
+        assert sgt is own
+
+
+@pytest.mark.parametrize("profile", PIN_AT_MAP)
+@pytest.mark.parametrize("debug", [False, True])
+def test_dmabuf_debug_map_hides_pages_and_unmap_returns_the_exporters_table(
+    profile: str, debug: bool
+) -> None:
+    """§1.5, §2.8 (≥6.16) step 5 and unmap (dma_buf_map_attachment,
+    dma_buf_unmap_attachment): with CONFIG_DMABUF_DEBUG the importer gets a page-less copy
+    with the exporter's DMA addresses, and unmap hands E.unmap the table E made; without
+    it the importer gets E's table itself, and unmap hands back that same table."""
+    rig = Rig(get_profile(profile, dmabuf_debug=debug))
+    made, returned = _record_exporter_tables(rig)
+    attach = rig.static_attach()
+    sgt = map_locked(attach)
+    [own] = made
+    _check_importer_table(sgt, own, debug)
+    unmap_locked(attach, sgt)
+    assert len(returned) == 1 and returned[0] is own
+
+
+@pytest.mark.parametrize("profile", CACHING)
+@pytest.mark.parametrize("debug", [False, True])
+def test_dmabuf_debug_table_cached_at_attach_hides_pages_too(profile: str, debug: bool) -> None:
+    """§1.5, §2.4 (≤6.15) (dma_buf_dynamic_attach, __map_dma_buf, dma_buf_detach): the
+    table mapped and cached at attach for a static A of a dynamic E is what every map
+    returns -- page-less under CONFIG_DMABUF_DEBUG, which these kernels apply inside
+    __map_dma_buf -- and detach hands E.unmap the table E made."""
+    rig = Rig(get_profile(profile, dmabuf_debug=debug))
+    made, returned = _record_exporter_tables(rig)
+    attach = rig.static_attach()
+    sgt = map_locked(attach)
+    assert map_locked(attach) is sgt
+    [own] = made
+    _check_importer_table(sgt, own, debug)
+    dma_buf_detach(rig.dmabuf, attach)
+    assert len(returned) == 1 and returned[0] is own

@@ -76,6 +76,16 @@ def test_k65_query_returns_fences_of_usage_at_most_u(usage: DmaResvUsage) -> Non
         assert not resv.test_signaled(BOOKKEEP)
 
 
+def test_k65_signalled_fences_stay_listed_until_recycled() -> None:
+    """K-65 (dma_resv_iter_first/next, dma_resv_describe): a query under the lock lists
+    signalled fences too -- bufinfo prints them as signalled -- until an add recycles their
+    slot or they are pruned; only an explicit unsignalled-only query leaves them out."""
+    _, resv, fences = _resv_with_one_fence_per_usage()
+    fences[KERNEL].signal()
+    assert resv.fences(KERNEL) == [fences[KERNEL]]
+    assert resv.fences(KERNEL, unsignaled_only=True) == []
+
+
 def test_k65_usage_rw() -> None:
     """K-65: a writer waits for READ (readers and writers), a reader for WRITE."""
     assert dma_resv_usage_rw(True) is READ
@@ -141,6 +151,17 @@ def test_k66_wait_without_pending_fences_is_positive_without_asking_the_waiter()
     assert resv.wait_timeout(KERNEL, True) == 1
     assert resv.wait_timeout(KERNEL, True, 250) == 250
     assert waiter.calls == []
+
+
+def test_k66_wait_without_pending_fences_returns_the_timeout_or_1() -> None:
+    """K-66 (dma_resv_wait_timeout starts from ``timeout ?: 1``): with nothing left to wait
+    for, the result is the timeout itself, and 1 for a zero timeout."""
+    _, resv, fences = _resv_with_one_fence_per_usage()
+    for fence in fences.values():
+        fence.signal()
+    assert resv.wait_timeout(BOOKKEEP, True, 0) == 1
+    assert resv.wait_timeout(BOOKKEEP, True, 1) == 1
+    assert resv.wait_timeout(BOOKKEEP, False, 7) == 7
 
 
 @pytest.mark.parametrize(
@@ -246,6 +267,27 @@ def test_k95_interruptible_lock_with_signal_pending_is_eintr() -> None:
     assert resv.is_locked()
 
 
+def test_k95_lock_taken_through_an_acquire_context_is_held_by_its_task() -> None:
+    """K-95, §2.3 (ww_mutex owner, dma_resv_assert_held): a resv locked with an acquire
+    context is held by the task running that context, so a function asserting the resv
+    held accepts it without the context; another task does not hold it."""
+    kernel = Kernel()
+    resv = DmaResv(kernel, "bo")
+    task = Task(4, "app")
+    kernel.current = task
+    ctx = WwAcquireCtx("ctx", owner=task)
+    resv.lock(ctx)
+    assert resv.held_by_caller()
+    resv.assert_held("dma_buf_map_attachment")
+    kernel.current = Task(5, "other")
+    assert not resv.held_by_caller()
+    with pytest.raises(LockingError, match="dma_buf_map_attachment"):
+        resv.assert_held("dma_buf_map_attachment")
+    kernel.current = task
+    resv.unlock(ctx)
+    assert not resv.is_locked()
+
+
 def test_k95_lock_misuse_is_a_locking_error() -> None:
     """§2.3/K-95: recursion, blocking on a lock held by someone else in the synchronous model,
     and unlocking a lock one does not hold are lockdep splats, not errnos."""
@@ -288,6 +330,15 @@ def test_fence_signals_once_and_runs_callbacks_in_order() -> None:
     assert fence.timestamp == 1.5
     assert not fence.add_callback(lambda f: seen.append("c"))
     assert seen == ["a", "b"]
+
+
+def test_fence_callback_is_called_with_the_fence() -> None:
+    """dma_fence_signal calls each callback with the fence that signalled."""
+    fence = FenceTimeline(1, "drv", "t").next_fence()
+    seen: list[DmaFence] = []
+    assert fence.add_callback(seen.append)
+    assert fence.signal()
+    assert seen == [fence]
 
 
 def test_fence_timeline_and_later_or_same() -> None:
