@@ -303,6 +303,22 @@ def test_k1_mandatory_field_never_set_counts_as_missing(profile: str, missing: s
 
 
 @pytest.mark.parametrize("profile", ALL)
+def test_k1_export_checks_no_size(profile: str) -> None:
+    """K-1 (dma_buf_export, drivers/dma-buf/dma-buf.c): the kernel checks priv, the ops and
+    the module, never the size (dma_buf_getfile takes any); the model refused a size of 0
+    with -EINVAL. An empty buffer exports and releases like any other. A negative size has
+    no C counterpart (size_t) and is the caller's bug."""
+    kernel = Kernel(profile)
+    dmabuf = dma_buf_export(kernel, DmaBufExportInfo(ops=full_ops(), size=0, priv=object()))
+    assert dmabuf.size == 0 and list(kernel.dma_bufs()) == [dmabuf]
+    assert kernel.warnings.count("dma_buf_export") == 0
+    dma_buf_put(dmabuf)
+    assert list(kernel.dma_bufs()) == []
+    with pytest.raises(ValueError, match="negative"):
+        dma_buf_export(kernel, DmaBufExportInfo(ops=full_ops(), size=-1, priv=object()))
+
+
+@pytest.mark.parametrize("profile", ALL)
 @pytest.mark.parametrize("which", ["pin", "unpin"])
 def test_k2_export_with_exactly_one_of_pin_unpin_warns_einval(profile: str, which: str) -> None:
     """K-2: pin without unpin (or unpin without pin) is refused."""

@@ -741,6 +741,29 @@ def test_k91_7_1_after_invalidation_fences_up_to_bookkeep_remain_to_wait_on() ->
     assert attach.mappings == 0
 
 
+# -- CONFIG_DMA_API_DEBUG (§1.5) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", ALL)
+def test_dma_api_debug_logs_each_unaligned_entry_and_maps_anyway(profile: str) -> None:
+    """§1.5 (dma_buf_map_attachment, drivers/dma-buf/dma-buf.c): under CONFIG_DMA_API_DEBUG
+    an sg entry off page boundaries is a pr_debug line per entry, not a WARN and not an error;
+    the model recorded one WARN for the first and said nothing of the others."""
+    odd = SgTable(((0x1000, 0x800), (0x2000, 0x1000), (0x3100, 0x1000)))
+    rig = StaticRig(
+        get_profile(profile, dma_api_debug=True),
+        ops={"map_dma_buf": lambda attach, direction: odd},
+    )
+    sgt = map_locked(rig.static_attach())
+    assert sgt is odd
+    assert rig.kernel.warnings.count("dma_buf_map_attachment") == 0
+    lines = [line for line in rig.kernel.dmesg if "is not page aligned!" in line]
+    assert lines == [
+        "dma_buf_map_attachment: addr 1000 or len 800 is not page aligned!",
+        "dma_buf_map_attachment: addr 3100 or len 1000 is not page aligned!",
+    ]
+
+
 # -- CONFIG_DMABUF_DEBUG (§1.5, §2.8) ----------------------------------------------------------
 
 

@@ -404,8 +404,8 @@ def dma_buf_export(kernel: Kernel, exp_info: DmaBufExportInfo) -> DmaBuf:
     if (ops.pin is None) != (ops.unpin is None):
         kernel.warn("dma_buf_export", "!!ops->pin != !!ops->unpin")
         raise err(Errno.EINVAL, "dma_buf_export", "exactly one of pin/unpin")
-    if exp_info.size <= 0:
-        raise err(Errno.EINVAL, "dma_buf_export", f"size {exp_info.size} must be positive")
+    if exp_info.size < 0:  # size_t: no C caller can pass one; the kernel checks no size
+        raise ValueError(f"dma_buf_export: size {exp_info.size} is negative")
     if exp_info.resv is not None:
         exp_info.resv.assert_not_held("dma_buf_export")
     if exp_info.owner is not None and not exp_info.owner.try_get():
@@ -688,7 +688,9 @@ def _assert_map_lock(attach: DmaBufAttachment, function: str) -> None:
 
 def _map_dma_buf(attach: DmaBufAttachment, direction: DmaDataDirection, function: str) -> SgTable:
     """``__map_dma_buf``: exporter map, then for static attachments the interruptible wait
-    for KERNEL fences (K-28, K-29, K-97); a failed wait unmaps and returns the error."""
+    for KERNEL fences (K-28, K-29, K-97); a failed wait unmaps and returns the error. With
+    ``dma_api_debug`` each entry not on page boundaries is logged, as the kernel's pr_debug
+    does; the mapping is returned all the same."""
     dmabuf = attach.dmabuf
     assert dmabuf.ops.map_dma_buf is not None and dmabuf.ops.unmap_dma_buf is not None
     sgt = dmabuf.ops.map_dma_buf(attach, direction)
@@ -700,10 +702,13 @@ def _map_dma_buf(attach: DmaBufAttachment, direction: DmaDataDirection, function
             dmabuf.ops.unmap_dma_buf(attach, sgt, direction)
             raise err(Errno(-ret), function, "interrupted waiting for KERNEL fences")
     if dmabuf.kernel.profile.dma_api_debug:
+        # CONFIG_DMA_API_DEBUG: a pr_debug per unaligned entry, neither a WARN nor an error
+        # (drivers/dma-buf/dma-buf.c, dma_buf_map_attachment)
         for addr, length in sgt.segments:
             if addr % PAGE_SIZE or length % PAGE_SIZE:
-                dmabuf.kernel.warn(function, "sg entry not PAGE_SIZE aligned")
-                break
+                dmabuf.kernel.log(
+                    f"{function}: addr {addr:x} or len {length:x} is not page aligned!"
+                )
     return sgt
 
 
