@@ -101,6 +101,29 @@ def test_p17_limit_refuses_at_the_lowest_ancestor_with_eagain_and_changes_nothin
     assert ei.value.limit_pool is pool(dmem, "/a/b", region)
 
 
+def test_p17_every_refusal_counts_as_a_limit_hit() -> None:
+    """P-17: each -EAGAIN is one more limit hit (the count a syscall compares before and after
+    to tell a dmem refusal from other ENOMEM), whichever pool refused."""
+    tree, dmem, region = setup_ctl("/a", "/b")
+    tree.write("/a", "dmem.max", f"{REGION} 1M")
+    tree.write("/b", "dmem.max", f"{REGION} 1M")
+    for path in ("/a", "/b", "/a"):
+        with pytest.raises(DmemChargeError):
+            dmem.try_charge(region, 2 * MiB, task_in(tree, path))
+    assert dmem.limit_hits == 3
+    assert [pool(dmem, p, region).cnt.failcnt for p in ("/a", "/b")] == [2, 1]
+
+
+def test_pools_of_one_cgroup_by_path_or_cgroup() -> None:
+    """A cgroup's pools (one per region it was charged or limited in), named by path or
+    cgroup object."""
+    tree, dmem, region = setup_ctl("/a", "/b")
+    dmem.try_charge(region, MiB, task_in(tree, "/a"))
+    a = pool(dmem, "/a", region)
+    assert dmem.pools("/a") == dmem.pools(tree.lookup("/a")) == [a]
+    assert dmem.pools("/b") == []
+
+
 def test_p18_usage_plus_size_equal_to_max_succeeds() -> None:
     """P-18: reaching max exactly is allowed; one byte more is not."""
     tree, dmem, region = setup_ctl("/a")
@@ -140,7 +163,20 @@ def test_uncharge_underflow_warns_on_the_kernel() -> None:
     dmem.uncharge(p, 150)
     assert pool(dmem, "/a", region).cnt.usage == 0
     assert kernel.warnings.count("page_counter_cancel") == 2  # the pool and the root
-    assert any("underflow" in line for line in kernel.dmesg)
+    # page_counter_cancel's WARN_ONCE: one site, one backtrace however often it is hit
+    sites = [(r.function, r.message, r.count, r.reported) for r in kernel.warnings.records()]
+    assert sites == [("page_counter_cancel", "page_counter underflow", 2, 1)]
+    assert any(line.startswith("WARNING: page_counter underflow") for line in kernel.dmesg)
+
+
+def test_uncharge_underflow_without_a_kernel_is_kept_on_the_controller() -> None:
+    """P-41 on a controller not plugged into a kernel: the WARNs stay on ``dmem.warnings``
+    and usage is clamped; nothing fails."""
+    tree, dmem, region = setup_ctl("/a")
+    p = dmem.try_charge(region, 100, task_in(tree, "/a"))
+    dmem.uncharge(p, 150)
+    assert [x.cnt.usage for x in dmem.pools()] == [0, 0]
+    assert len(dmem.warnings) == 2 and all("underflow" in w for w in dmem.warnings)
 
 
 # -- interface files (P-19 … P-22, P-36) -------------------------------------------------------
@@ -190,6 +226,8 @@ def test_p20_max_below_current_reports_success_and_changes_nothing() -> None:
     tree.write("/a", "dmem.max", f"{REGION} 4M")  # no exception
     assert tree.read("/a", "dmem.max") == f"{REGION} {6 * MiB}\n"
     assert dmem.max_writes_ignored == 1
+    tree.write("/a", "dmem.max", f"{REGION} 3M")
+    assert dmem.max_writes_ignored == 2
     assert pool(dmem, "/a", region).cnt.usage == 5 * MiB  # P-35: nothing reclaimed
 
 
@@ -275,6 +313,16 @@ def test_p30_region_of_size_zero_is_no_region() -> None:
     assert "0000:05" not in tree.read("/", "dmem.capacity")
     assert "0000:06" not in tree.read("/", "dmem.capacity")
     assert all(p.cnt.usage == 0 for p in dmem.pools())
+
+
+def test_p30_any_non_zero_size_is_a_region() -> None:
+    """P-30: only size 0 yields no region; a one-byte region is registered and accounted."""
+    tree, dmem, _ = setup_ctl("/a")
+    tiny = dmem.dmem_cgroup_register_region(1, "drm/0000:05:00.0/vram0")
+    built = DmemRegion("drm/0000:06:00.0/vram0", 1)
+    assert tiny is not None and dmem.register_region(built) is built
+    assert dmem.regions[-2:] == (tiny, built)
+    assert dmem.try_charge(built, 1, task_in(tree, "/a")) is pool(dmem, "/a", built)
 
 
 def test_unregistered_region_is_enodev_and_leaves_the_files() -> None:
@@ -398,6 +446,71 @@ def test_p24_eligibility_rules() -> None:
     assert verdicts(dmem, L, p["/L/u"]) == "Y/Y"
     u = p["/L/u"]
     assert (u.evict_allowed, u.evict_denied, u.evict_low_skipped) == (3, 0, 1)
+
+
+def test_p24_an_evictable_verdict_never_reports_hit_low() -> None:
+    """§2.7 / P-24: ``hit_low`` is set only for a victim skipped in pass 1 with
+    emin < used ≤ elow; every "evictable" answer -- the limit pool itself, a root limit pool,
+    device-level pressure, used > elow, the low pass -- comes with hit_low false."""
+    tree, dmem, _, p = charged_tree()
+    tree.write("/L/u", "dmem.low", f"{REGION} 10M")  # 0 < used 10 ≤ elow 10
+    L, u, o = p["/L"], p["/L/u"], p["/o"]
+    for ignore_low in (False, True):
+        assert dmem.evict_valuable(L, L, ignore_low) == (True, False)
+        assert dmem.evict_valuable(None, None, ignore_low) == (True, False)
+        assert dmem.evict_valuable(p["/"], u, ignore_low) == (True, False)
+        assert dmem.evict_valuable(None, o, ignore_low) == (True, False)
+        assert dmem.evict_valuable(L, p["/L/t"], ignore_low) == (True, False)
+    assert dmem.evict_valuable(L, u, False) == (False, True)
+    assert dmem.evict_valuable(L, u, True) == (True, False)
+
+
+def test_p24_verdict_counts_add_up_per_victim_pool() -> None:
+    """§2.7: each call counts one verdict on the victim's pool -- allowed, denied or skipped
+    for low -- whichever rule decided it (limit pool itself, root limit, outside the subtree,
+    used ≤ emin, used > elow)."""
+    tree, dmem, _, p = charged_tree()
+    tree.write("/L/u", "dmem.min", f"{REGION} 10M")
+    L, t, u, o = p["/L"], p["/L/t"], p["/L/u"], p["/o"]
+    for _ in range(2):
+        dmem.evict_valuable(L, L, False)  # the limit pool itself
+        dmem.evict_valuable(p["/"], t, False)  # root limit pool
+        dmem.evict_valuable(L, o, False)  # outside the subtree
+        dmem.evict_valuable(L, u, False)  # used ≤ emin
+        dmem.evict_valuable(L, t, True)  # unprotected, low pass
+    counts = {k: (x.evict_allowed, x.evict_denied, x.evict_low_skipped) for k, x in p.items()}
+    assert counts["/L"] == (2, 0, 0)
+    assert counts["/L/t"] == (4, 0, 0)
+    assert counts["/o"] == (0, 2, 0)
+    assert counts["/L/u"] == (0, 2, 0)
+    stats = {s.cgroup: (s.evict_allowed, s.evict_denied, s.evict_low_skipped) for s in dmem.stats()}
+    assert stats == {k: counts[k] for k in stats}
+
+
+def test_p45_a_cgroup_without_a_pool_does_not_end_the_protection_walk() -> None:
+    """§2.7 / P-45: the pre-order walk skips a descendant without a pool for the region and
+    goes on to the victim, so the victim's protection is computed (here it is min-protected)."""
+    tree, dmem, region = setup_ctl("/L", "/L/x", "/L/y")  # /L/x: never charged, no pool
+    y = dmem.try_charge(region, 10 * MiB, task_in(tree, "/L/y"))
+    assert isinstance(y, DmemPool) and dmem.find_pool("/L/x", region) is None
+    tree.write("/L/y", "dmem.min", f"{REGION} 10M")
+    assert verdicts(dmem, pool(dmem, "/L", region), y) == "N/N"
+    assert y.cnt.emin == 10 * MiB
+
+
+def test_p45_protection_walk_stops_after_the_victim() -> None:
+    """§2.7: ``dmem_cgroup_calculate_protection`` stops once the victim's pool is processed;
+    pools later in pre-order keep the effective values they had (as the report shows)."""
+    tree, dmem, region = setup_ctl("/L", "/L/a", "/L/b")
+    for path in ("/L/a", "/L/b"):
+        dmem.try_charge(region, 10 * MiB, task_in(tree, path))
+        tree.write(path, "dmem.min", f"{REGION} 5M")
+    L = pool(dmem, "/L", region)
+    dmem.evict_valuable(L, pool(dmem, "/L/a", region), False)
+    emin = {s.cgroup: s.emin for s in dmem.stats()}
+    assert (emin["/L/a"], emin["/L/b"]) == (5 * MiB, 0)
+    dmem.evict_valuable(L, pool(dmem, "/L/b", region), False)
+    assert pool(dmem, "/L/b", region).cnt.emin == 5 * MiB
 
 
 def test_p25_direct_child_of_the_limit_pool_gets_its_settings_uncapped() -> None:

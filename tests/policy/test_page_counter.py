@@ -113,6 +113,29 @@ def test_p41_uncharging_more_than_the_usage_warns_and_clamps_to_zero() -> None:
     assert len(root.warnings) == 3  # leaf again, and now the root as well
 
 
+def test_new_counter_has_no_effective_protection_and_no_peak() -> None:
+    """§3.1: ``page_counter_init`` starts every field at 0 but max; emin/elow stay 0 until a
+    calculation writes them (P-38), so a pool never looked at reports no protection."""
+    c = PageCounter(PageCounter())
+    assert (c.emin, c.elow, c.watermark) == (0, 0, 0)
+    assert (c.min_usage, c.low_usage, c.children_min_usage, c.children_low_usage) == (0,) * 4
+    c.charge(10)
+    assert (c.emin, c.elow) == (0, 0)
+
+
+def test_p41_underflow_warning_has_the_kernels_text() -> None:
+    """P-41: the WARN is page_counter_cancel's ``page_counter underflow: <new> nr_pages=<n>``;
+    a named counter (a dmem pool) is identified in parentheses before the colon."""
+    root = PageCounter()
+    root.charge(10)
+    root.uncharge(12)
+    named = PageCounter(name="dmem /a vram0", warnings=[])
+    named.charge(1)
+    named.uncharge(3)
+    assert root.warnings == ["page_counter underflow: -2 nr_pages=12"]
+    assert named.warnings == ["page_counter underflow (dmem /a vram0): -2 nr_pages=3"]
+
+
 def test_negative_amounts_are_a_caller_bug() -> None:
     with pytest.raises(ValueError):
         PageCounter().try_charge(-1)
@@ -151,6 +174,28 @@ def test_p37_root_has_no_protected_usage_and_grandchildren_feed_only_their_paren
     assert (mid.children_min_usage, root.children_min_usage) == (8, 4)
     assert root.min_usage == 0  # propagate_protected_usage does nothing for the root
     assert sums_ok(root)
+
+
+def test_p37_detaching_a_child_takes_its_protected_usage_out_of_the_parents_sums() -> None:
+    """P-37 for the children that remain when one is freed (its cgroup released): the
+    parent's sums equal the remaining children's protected usage; the detached counter no
+    longer contributes anything."""
+    p = PageCounter()
+    a, b = PageCounter(p), PageCounter(p)
+    a.set_min(100)
+    a.set_low(40)
+    b.set_min(30)
+    b.set_low(10)
+    a.charge(50)
+    b.charge(20)
+    assert (p.children_min_usage, p.children_low_usage) == (70, 50)
+    a.detach()
+    assert p.children == [b]
+    assert (p.children_min_usage, p.children_low_usage) == (20, 10)
+    assert sums_ok(p)
+    assert (a.min_usage, a.low_usage) == (0, 0)
+    p.detach()  # a top-level counter has no parent to leave: nothing happens
+    assert (p.children_min_usage, p.children_low_usage) == (20, 10)
 
 
 # -- effective protection ----------------------------------------------------------------------
@@ -239,6 +284,38 @@ def test_p44_no_remainder_when_the_parent_has_nothing_unclaimed() -> None:
     assert effective_protection(50, 100, 50, 40, 40, True) == 50  # e(p) == Σ(p)
     assert effective_protection(30, 30, 40, 100, 30, True) == 30  # u(p) == Σ(p)
     assert effective_protection(30, 200, 40, 100, 30, True) == 30  # u(c) == π(c)
+
+
+@pytest.mark.parametrize(
+    ("usage", "parent_usage", "setting", "parent_e", "sigma"),
+    [
+        (50, 100, 40, 40, 40),  # e(p) == Σ(p); u(p) > Σ(p), u(c) > π(c)
+        (30, 30, 20, 100, 30),  # u(p) == Σ(p); e(p) > Σ(p), u(c) > π(c)
+        (30, 200, 40, 100, 30),  # u(c) == π(c); e(p) > Σ(p), u(p) > Σ(p)
+    ],
+)
+def test_p44_each_condition_alone_withholds_the_remainder(
+    usage: int, parent_usage: int, setting: int, parent_e: int, sigma: int
+) -> None:
+    """P-44: X(c) = 0 as soon as one of e(p) > Σ(p), u(p) > Σ(p), u(c) > π(c) fails, the
+    other two holding; e(c) is then π(c)."""
+    expected = min(usage, setting)
+    assert effective_protection(usage, parent_usage, setting, parent_e, sigma, True) == expected
+
+
+def test_p44_remainder_is_floored_exactly_at_byte_scale() -> None:
+    """P-44: X(c) is the floor of the exact quotient, formed from integers even where the
+    byte counts exceed a float's 53-bit mantissa."""
+    _, p, kids = _family(200, [(60, 80), (70, 50), (31, 0)], True)
+    sigma, up = 110, 161
+    assert (p.children_min_usage, p.usage) == (sigma, up)
+    assert [k.emin for k in kids] == [60, 50 + 90 * 20 // 51, 0 + 90 * 31 // 51] == [60, 85, 54]
+    assert all(type(k.emin) is int for k in kids)
+    gib = 1 << 30
+    u_c, u_p, e_p, s_c = 7 * gib + 3, 96 * gib + 1, 48 * gib + 5, gib
+    got = effective_protection(u_c, u_p, s_c, e_p, s_c, True)
+    assert got == s_c + (e_p - s_c) * (u_c - s_c) // (u_p - s_c)
+    assert type(got) is int
 
 
 def test_p45_top_down_order_matters() -> None:

@@ -95,10 +95,65 @@ def test_zero_bytes_and_bad_input() -> None:
     assert net.transfer(0, ["l"]).triggered
     with pytest.raises(ValueError, match="no link and no rate cap"):
         net.transfer(1, [])
+    with pytest.raises(ValueError, match="rate cap must be positive"):
+        net.transfer(1, ["l"], cap=0)  # a zero cap could never finish
     with pytest.raises(ValueError, match="capacity must be positive"):
         net.add_link("z", 0)
     with pytest.raises(ValueError, match="already exists"):
         net.add_link("l", 2.0)
+
+
+def test_a_finished_transfer_has_no_rate_and_nothing_left() -> None:
+    """A transfer's ``remaining`` bytes fall at its rate and are 0, with rate 0, once it has
+    completed -- at its completion and at any time after."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("l", 2.0)
+    done = net.transfer(4.0, ["l"])
+    (t,) = net.active
+    env.run(until=1.0)
+    assert t.remaining == pytest.approx(2.0)
+    env.run(until=done)
+    assert env.now == pytest.approx(2.0)
+    assert (t.rate, t.remaining) == (0.0, 0.0)
+    env.run(until=5.0)
+    assert (t.rate, t.remaining) == (0.0, 0.0)
+
+
+def test_link_counters_are_exact_across_starts_after_an_idle_start() -> None:
+    """cost-model §1 item 1, accounting: a link carries exactly the bytes that crossed it and is
+    busy exactly while a transfer is active -- not while idle before the first one -- however
+    many re-solves its counters were brought up to date in."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    link = net.add_link("l", 1.0)
+    done: list[simpy.Event] = []
+
+    def start(at: float):  # type: ignore[no-untyped-def]
+        yield env.timeout(at)
+        done.append(net.transfer(1.0, ["l"]))
+
+    for at in (1.0, 1.5, 2.0):  # idle for 1 s, then busy from 1 to 4 (3 bytes at 1 B/s)
+        env.process(start(at))
+    env.run()
+    assert len(done) == 3 and all(ev.processed for ev in done)
+    assert link.bytes_carried == pytest.approx(3.0)
+    assert link.busy_time == pytest.approx(3.0)
+    assert env.now == pytest.approx(4.0)
+    assert net.completed == 3
+
+
+def test_take_touched_reports_network_links_only_not_rate_caps() -> None:
+    """A rate cap is solved as a private link (flows.py), but it is not one of the network's
+    links: the sampler's ``take_touched`` lists only these, in the order they became busy."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    a = net.add_link("a", 10.0)
+    b = net.add_link("b", 10.0)
+    net.transfer(5.0, ["b"], cap=2.0)
+    net.transfer(5.0, ["a"], cap=4.0)
+    index, _ = net.take_touched()
+    assert index == [b.index, a.index] == [1, 0]
 
 
 def test_deterministic() -> None:
@@ -595,3 +650,6 @@ def test_transfer_all_of_nothing_fires_at_once_and_bad_specs_start_nothing() -> 
     done = net.transfer_all([(4.0, ["l"], None, "a"), (2.0, ["l"], None, "b")])
     env.run(until=done)
     assert env.now == pytest.approx(3.0)  # 6 bytes over 2 B/s, shared then alone
+    late = net.transfer_all([(4.0, ["l"], None, "c")])  # started at t=3: its value is 2 s
+    env.run(until=late)
+    assert (env.now, late.value) == (pytest.approx(5.0), pytest.approx(2.0))
