@@ -95,7 +95,7 @@ def test_the_reproducing_command_runs_as_written(capsys) -> None:  # type: ignor
     parentheses, so none of them ran. Each parses back to the table's own run, and one runs."""
     import shlex
 
-    from pinlab.bench import param_value, run_bench
+    from pinlab.bench import BenchSetup, param_value, tool
     from pinlab.cli import build_parser, main
     from pinlab.validate import DEFAULT_DIR
     from pinlab.validate.html import command_line
@@ -122,15 +122,8 @@ def test_the_reproducing_command_runs_as_written(capsys) -> None:  # type: ignor
     run = gdrcopy.spec.run
     line = command_line(TableResult(table=gdrcopy, points=(), outputs=()))
     assert main(shlex.split(line)[1:]) == 0
-    expected = run_bench(
-        run.tool,
-        run.argv,
-        platform=run.platform,
-        platform_params=run.platform_params,
-        nodes=run.nodes,
-        sets=run.sets,
-    )
-    assert capsys.readouterr().out == expected.text
+    setup = BenchSetup(run.platform, dict(run.platform_params), run.nodes, tuple(run.sets))
+    assert capsys.readouterr().out == tool(run.tool).run(run.argv, setup).text
 
 
 def test_text_from_files_is_escaped(tmp_path: Path) -> None:
