@@ -163,7 +163,8 @@ def param_value(text: str) -> object:
 
 def param_text(value: object) -> str:
     """The ``--param`` text that :func:`param_value` reads back as ``value``: a string as
-    itself unless it would read as something else (``"7"`` is written ``"\"7\""``)."""
+    itself unless it would read as something else (the string ``7`` is written quoted,
+    ``"7"``, or it would read back as the number)."""
     if isinstance(value, str) and param_value(value) == value:
         return value
     return toml_inline(value)
