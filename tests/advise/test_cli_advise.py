@@ -134,9 +134,21 @@ def test_no_point_meets_exit_1_with_the_closest(tmp_path: Path, capsys) -> None:
     assert code == 1
     text = capsys.readouterr().out
     assert "no evaluated policy meets every --protect; closest: point" in text
+    assert "maximised:" not in text  # no --maximise here; with one, see below
     assert not (out / "policy.toml").exists()
     assert "NOT meet" in (out / "closest-policy.toml").read_text()
     assert json.loads((out / "advise.json").read_text())["met"] is False
+
+
+def test_what_the_closest_point_reached_is_not_called_maximised(tmp_path: Path, capsys) -> None:
+    """With no point meeting every --protect there is no maximum under the protections; the
+    terminal says what the closest point reached, not "maximised"."""
+    out = tmp_path / "impossible"
+    argv = ["advise", "settlement", "--protect", "tenant.hog.throughput >= 1TB/s", *MAXIMISE]
+    assert main([*argv, "--budget", "3", *SHORT, "--out", str(out), "--jobs", "1"]) == 1
+    text = capsys.readouterr().out
+    assert "  at the closest: tenant.analytics.throughput: " in text
+    assert "maximised:" not in text
 
 
 @pytest.mark.parametrize(

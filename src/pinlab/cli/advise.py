@@ -73,8 +73,9 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
         if reached:
             term = plan.protections.objective
             assert term is not None
+            what = "maximised" if outcome.advice.recommended is not None else "at the closest"
             console.print(
-                f"  maximised: {term.text}: {reached}",
+                f"  {what}: {term.text}: {reached}",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
