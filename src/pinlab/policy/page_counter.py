@@ -260,7 +260,14 @@ def effective_protection(
       divided in proportion to protected usage, ``floor(protected * e(p) / Σ(p))`` (P-42);
     * otherwise the child keeps its protected usage ``min(usage, setting)`` (P-43), plus, in
       recursive mode, a share of the unclaimed parent protection in proportion to its
-      unprotected usage (P-44). Products are formed before dividing (``mult_frac``).
+      unprotected usage (P-44).
+
+    Products are formed before dividing, and the floor is exact (policy-semantics.md §3.4).
+    The kernel forms the same products in ``unsigned long``, with no ``mult_frac``, so the two
+    agree while a product stays below 2**64. dmem counts bytes, so that holds while both
+    factors stay below about 4 GiB: with e(p) = 48 GiB and two children protecting 32 GiB each
+    (overcommit), the kernel's product wraps to 0 and each child is left 0, where the exact
+    value is 24 GiB. No built-in scenario reaches that range.
     """
     protected = min(usage, setting)
     if siblings_protected > parent_effective:
