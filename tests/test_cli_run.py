@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -372,6 +373,34 @@ def test_same_seed_gives_byte_identical_summary(tmp_path: Path) -> None:
         assert summary["seed"] == 11
         assert all("unit" in m and "value" in m for m in summary["metrics"].values())
         assert str(tmp_path) not in (tmp_path / "a" / run / "summary.json").read_text()
+
+
+def test_results_do_not_depend_on_the_string_hash_seed(tmp_path: Path) -> None:
+    """design.md, "Scenario files": the same scenario and seed give byte-identical results in
+    any process. CPython salts ``str`` hashes per process (``PYTHONHASHSEED``), so a set or
+    dict ordered by hash would order a run's output differently in a sweep worker or the next
+    command. Two processes with different salts, the same command line and the same relative
+    ``--out``: every file of the run, report and config.toml included, matches byte for byte.
+    ``settlement`` goes through the policy layer (cgroups, dmem, memlock), named everywhere by
+    strings."""
+    import subprocess
+
+    outputs = []
+    for salt in ("1", "2"):
+        cwd = tmp_path / f"salt{salt}"
+        cwd.mkdir()
+        env = {**os.environ, "PYTHONHASHSEED": salt}
+        argv = [str(Path(sys.executable).parent / "pinlab"), "run", "settlement", "--seed", "5"]
+        done = subprocess.run(
+            [*argv, "--quiet", "--out", "out"], cwd=cwd, env=env, capture_output=True, text=True
+        )
+        assert done.returncode in (0, 1), done.stderr
+        files = {p.relative_to(cwd): p.read_bytes() for p in sorted(cwd.rglob("*")) if p.is_file()}
+        assert any(p.name == "report.html" for p in files)
+        outputs.append(files)
+    assert outputs[0].keys() == outputs[1].keys()
+    differ = [str(p) for p in outputs[0] if outputs[0][p] != outputs[1][p]]
+    assert not differ, f"these differ between PYTHONHASHSEED=1 and =2: {differ}"
 
 
 def test_real_runner_user_errors_are_one_line(
