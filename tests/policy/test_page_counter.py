@@ -318,6 +318,26 @@ def test_p44_remainder_is_floored_exactly_at_byte_scale() -> None:
     assert type(got) is int
 
 
+def test_p42_overcommit_share_is_exact_where_a_64_bit_product_wraps() -> None:
+    """P-42 at dmem's byte scale (docs/findings.md H-2): e(p) = 48 GiB over two children
+    protecting 32 GiB each gives each ⌊32 GiB · 48 GiB / 64 GiB⌋ = 24 GiB. The kernel forms
+    that product in ``unsigned long`` (mm/page_counter.c ``effective_protection``), where
+    2^35 · 3 · 2^34 wraps to 0, so its share is 0; the model keeps the exact value."""
+    gib = 1 << 30
+    root = PageCounter()
+    p = PageCounter(root)
+    kids = [PageCounter(p), PageCounter(p)]
+    p.set_min(48 * gib)
+    for k in kids:
+        k.set_min(32 * gib)
+        k.charge(32 * gib)
+    calculate_subtree_protection(root, True)
+    assert p.emin == 48 * gib and p.children_min_usage == 64 * gib
+    assert [k.emin for k in kids] == [24 * gib, 24 * gib]
+    kernel_product = (32 * gib * 48 * gib) % (1 << 64)
+    assert kernel_product // (64 * gib) == 0
+
+
 def test_p45_top_down_order_matters() -> None:
     """P-45: a child computed before its parent uses the parent's stale effective value; the
     pre-order subtree walk gives the right one."""
