@@ -24,7 +24,9 @@ Two measurements, in one process:
    those two steps' ends is the iterations' (steps only place the stop events SimPy runs between;
    the model is the same, and looking at the tenants between steps would be a walk over all of them
    per step, inside the timing). Then the ratios: per-accelerator wall time at the largest size over
-   the smallest, its geometric mean growth per doubling and the largest growth of one doubling, and
+   the smallest, its geometric mean growth per doubling and the largest growth of one doubling
+   (that doubling and the last one also split into phases: build, simulate, metrics with the
+   teardown, and the cyclic collector's share of them, timed by ``gc.callbacks``), and
    the largest size's wall time and memory against the issue-12 targets (<= 120 s and <= 8 GiB at
    131 072 accelerators; <= 1.1x per doubling), and the growth of user time alone, with the
    largest sizes' system time and minor page faults (and the time per fault). On a virtual
@@ -71,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import gc
 import itertools
 import json
 import math
@@ -186,12 +189,22 @@ def scale_child(nodes: int) -> dict[str, Any]:
 
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cfg = load_scenario(SCENARIO, sets=(f"platform.params.nodes={nodes}",))
+    collecting = [0.0, 0.0]  # the running collection's start, the collections' total
+
+    def on_collection(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting[0] = time.perf_counter()
+        else:
+            collecting[1] += time.perf_counter() - collecting[0]
+
+    gc.callbacks.append(on_collection)
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     # the collector as run_variant sets it for build, run, metrics and teardown
     with tuned_collector():
         resolved = cfg.resolve(VARIANT)
         sim, _ = build_simulation(resolved, cfg.platform_spec(VARIANT), cfg.source, None)
+        built = time.perf_counter()
         duration = float(resolved.scenario.duration)
         results = [t.result for t in sim.tenants.values()]
         steps = math.ceil(duration / STEP)
@@ -205,7 +218,9 @@ def scale_child(nodes: int) -> dict[str, Any]:
         walls.append(time.perf_counter())  # the last step's end, ``duration``
         collect_metrics(sim, duration)
         sim.teardown()
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    ended = time.perf_counter()
+    gc.callbacks.remove(on_collection)
+    wall, cpu = ended - wall0, time.process_time() - cpu0
     usage = resource.getrusage(resource.RUSAGE_SELF)
     peak = usage.ru_maxrss * 1024
     per_iteration = None
@@ -227,6 +242,12 @@ def scale_child(nodes: int) -> dict[str, Any]:
         # less the stop events of the steps
         "events": next(sim.env._eid) - len(sim.env._queue) - (steps - 1),
         "iteration": per_iteration,
+        "phases": {
+            "build": built - wall0,
+            "simulate": walls[-1] - built,
+            "metrics": ended - walls[-1],
+            "collector": collecting[1],
+        },
     }
 
 
@@ -281,6 +302,29 @@ def _print_growth(label: str, walls: list[tuple[int, float]], *, target: bool = 
         f"{walls[worst + 1][0]:,}{f'; target <= {TARGET_GROWTH}x' if target else ''})"
     )
     print(f"    each doubling: {' '.join(f'{x:.2f}' for x in steps)}")
+
+
+PHASES = ("build", "simulate", "metrics", "collector")
+"""A child's wall time in parts: building the platform and the tenants, the simulation (every
+step), collecting the metrics with the teardown; and the collector's share of those three
+(``gc.callbacks``, timed from each collection's start to its stop)."""
+
+
+def _print_phases(rows: list[tuple[int, dict[str, Any]]]) -> None:
+    """Where the time of the largest doubling of wall time per accelerator went, and of the last
+    doubling: each phase's wall time per accelerator on both sides and its growth. A phase that
+    grows alone points at its own code; all growing alike points at what they share (the
+    machine's caches, the size of the heap)."""
+    per_acc = [row["wall"] / acc for acc, row in rows]
+    worst = max(range(len(rows) - 1), key=lambda i: per_acc[i + 1] / per_acc[i])
+    for i in sorted({worst, len(rows) - 2}):
+        (small, before), (large, after) = rows[i], rows[i + 1]
+        parts = []
+        for phase in PHASES:
+            a = before["phases"][phase] / small * 1e6
+            b = after["phases"][phase] / large * 1e6
+            parts.append(f"{phase} {a:.1f} -> {b:.1f} us ({b / a if a else 0:.2f}x)")
+        print(f"  per accelerator, {small:,} -> {large:,}: {', '.join(parts)}")
 
 
 def _print_row(accelerators: int, row: dict[str, Any]) -> None:
@@ -379,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  (each row: the median of {args.passes} passes, alternately up and down)")
     if len(rows) >= 2:
         _print_growth("per-accelerator wall time", [(acc, row["wall"]) for acc, row in rows])
+        _print_phases(rows)
         if args.passes > 1:  # interference only ever adds time: the fastest pass is the work's
             fastest = [(size, min(r["wall"] for r in runs[size])) for size in sizes]
             _print_growth(f"the same, the fastest of {args.passes} passes", fastest)
