@@ -42,6 +42,11 @@ from pinlab.kernel.ttm import (
 )
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
+    IB_ACCESS_MW_BIND,
+    IB_ACCESS_ON_DEMAND,
+    IB_ACCESS_REMOTE_ATOMIC,
+    IB_ACCESS_REMOTE_READ,
+    IB_ACCESS_REMOTE_WRITE,
     IbUmemDmabuf,
     ib_umem_dmabuf_attach_pinned_ops,
     ib_umem_dmabuf_attach_pinned_revocable_ops,
@@ -265,6 +270,31 @@ def test_k43_success_maps_nothing(profile: str) -> None:
     assert s.bo.pin_count == 0 and s.bo.mem_type is TtmMemType.VRAM
     ib_umem_dmabuf_release(umem)
     assert_released(s)
+
+
+def test_k43_access_flags_and_writable() -> None:
+    """K-43/§5.1: the import records ``ib_access_writable(access)``: any write, atomic or
+    memory-window-bind access makes the umem writable; the flags are the uverbs values."""
+    assert (
+        IB_ACCESS_LOCAL_WRITE,
+        IB_ACCESS_REMOTE_WRITE,
+        IB_ACCESS_REMOTE_READ,
+        IB_ACCESS_REMOTE_ATOMIC,
+        IB_ACCESS_MW_BIND,
+        IB_ACCESS_ON_DEMAND,
+    ) == (1, 2, 4, 8, 16, 64)
+    s = setup()
+    writable = {
+        IB_ACCESS_LOCAL_WRITE: True,
+        IB_ACCESS_REMOTE_WRITE: True,
+        IB_ACCESS_REMOTE_ATOMIC: True,
+        IB_ACCESS_MW_BIND: True,
+        IB_ACCESS_REMOTE_READ: False,
+        IB_ACCESS_ON_DEMAND: False,
+        0: False,
+    }
+    for access, expected in writable.items():
+        assert IbUmemDmabuf(s.nic, s.dmabuf, 0, PAGE, access).writable is expected, access
 
 
 # -- K-44 / K-42: map_pages ----------------------------------------------------------------------

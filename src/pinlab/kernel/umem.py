@@ -48,6 +48,7 @@ IB_ACCESS_LOCAL_WRITE = 1 << 0
 IB_ACCESS_REMOTE_WRITE = 1 << 1
 IB_ACCESS_REMOTE_READ = 1 << 2
 IB_ACCESS_REMOTE_ATOMIC = 1 << 3
+IB_ACCESS_MW_BIND = 1 << 4
 IB_ACCESS_ON_DEMAND = 1 << 6
 
 
@@ -78,8 +79,16 @@ class IbUmemDmabuf:
 
     @property
     def writable(self) -> bool:
+        """``ib_access_writable()``: any access that can modify the memory -- a write, an
+        atomic, or binding a memory window (which can grant write access later)."""
         return bool(
-            self.access & (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)
+            self.access
+            & (
+                IB_ACCESS_LOCAL_WRITE
+                | IB_ACCESS_REMOTE_WRITE
+                | IB_ACCESS_REMOTE_ATOMIC
+                | IB_ACCESS_MW_BIND
+            )
         )
 
     def __repr__(self) -> str:
