@@ -303,7 +303,8 @@ def test_k43_access_flags_and_writable() -> None:
 @pytest.mark.parametrize("profile", ALL_PRESETS)
 def test_k44_map_pages_maps_once_and_waits_every_time(profile: str) -> None:
     """K-44: map_pages on an already mapped umem skips the map but still waits (KERNEL usage,
-    uninterruptible, no timeout); the sg window is trimmed to whole pages."""
+    uninterruptible, no timeout); the table is trimmed to the page-aligned window
+    [PAGE, 4 * PAGE) of the range, here one entry covering the whole buffer."""
     s = setup(profile)
     umem = get(s, offset=PAGE + 100, size=2 * PAGE)
     fence = add_kernel_fence(s)
@@ -321,7 +322,7 @@ def test_k44_map_pages_maps_once_and_waits_every_time(profile: str) -> None:
     (latest,) = s.bo.resv.fences(DmaResvUsage.KERNEL)
     assert latest.is_later_or_same(fence)
     assert waiter.calls == [([latest], False, None), ([latest], False, None)]
-    assert umem.first_sg_offset == 100 and umem.last_sg_trim == PAGE - 100
+    assert umem.first_sg_offset == PAGE and umem.last_sg_trim == s.dmabuf.size - 4 * PAGE
     with s.dmabuf.resv:
         ib_umem_dmabuf_unmap_pages(umem)
         assert umem.sgt is None and umem.first_sg_offset == 0 and umem.last_sg_trim == 0
@@ -329,6 +330,51 @@ def test_k44_map_pages_maps_once_and_waits_every_time(profile: str) -> None:
     assert s.exporter.calls.count("unmap") == 1
     ib_umem_dmabuf_release(umem)
     assert_released(s)
+
+
+@pytest.mark.parametrize(
+    ("offset", "length", "first", "trim"),
+    [
+        (PAGE + 100, 2 * PAGE, PAGE, PAGE),  # window [P, 4P): from entry 0 into entry 1
+        (100, 200, 0, PAGE),  # window [0, P) inside entry 0
+        (6 * PAGE, PAGE - 1, PAGE, PAGE),  # window [6P, 7P) inside entry 2
+        (2 * PAGE, 3 * PAGE, 0, 0),  # exactly entry 1
+        (0, 8 * PAGE, 0, 0),  # the whole buffer
+    ],
+)
+def test_k44_map_pages_records_the_trim_of_the_first_and_last_entry(
+    offset: int, length: int, first: int, trim: int
+) -> None:
+    """K-44/§5.2: the table is cut to the page-aligned window of the range: ``first_sg_offset``
+    is what the entry holding the window's start loses in front, ``last_sg_trim`` what the
+    entry holding its end loses behind (entries of 2, 3 and 3 pages here). Unmap undoes it."""
+    kernel = Kernel("6.16")
+    segments = ((0x10_0000, 2 * PAGE), (0x40_0000, 3 * PAGE), (0x80_0000, 3 * PAGE))
+    ops = DmaBufOps(
+        map_dma_buf=lambda a, d: SgTable(segments),
+        unmap_dma_buf=lambda a, sgt, d: None,
+        release=lambda d: None,
+    )
+    dmabuf = dma_buf_export(kernel, ExportInfo(ops=ops, size=8 * PAGE, priv=object()))
+    files = FdTable()
+    fd = dma_buf_fd(dmabuf, files=files)
+    umem = ib_umem_dmabuf_get(
+        kernel,
+        Device("mlx5_0"),
+        offset,
+        length,
+        fd,
+        ACCESS,
+        DmaBufAttachOps(True, lambda a: None),
+        files=files,
+    )
+    with dmabuf.resv:
+        ib_umem_dmabuf_map_pages(umem)
+        assert (umem.first_sg_offset, umem.last_sg_trim) == (first, trim)
+        ib_umem_dmabuf_unmap_pages(umem)
+        assert (umem.first_sg_offset, umem.last_sg_trim) == (0, 0)
+    ib_umem_dmabuf_release(umem)
+    assert dmabuf.refcount == 1 and dmabuf.attachments == []
 
 
 @pytest.mark.parametrize("profile", ALL_PRESETS)
