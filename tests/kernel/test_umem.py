@@ -58,6 +58,7 @@ from pinlab.kernel.umem import (
     ib_umem_dmabuf_revoke,
     ib_umem_dmabuf_set_revoke_locked,
     ib_umem_dmabuf_unmap_pages,
+    ib_umem_num_pages,
 )
 from tests.kernel.fakes import MiB, StaticExporter, TtmExporter, make_ttm_device
 
@@ -265,9 +266,67 @@ def test_k43_success_maps_nothing(profile: str) -> None:
     assert s.dmabuf.refcount == 2
     assert umem.attach is not None and umem.attach in s.dmabuf.attachments
     assert umem.attach.importer_priv is umem and umem.attach.importer_ops is not None
-    assert umem.sgt is None and not umem.pinned and not umem.revoked
+    assert umem.sgt is None and umem.pinned is False and umem.revoked is False
+    # The rest of the struct is zeroed as by kzalloc: no trim recorded, no driver state.
+    assert (umem.first_sg_offset, umem.last_sg_trim) == (0, 0)
+    assert umem.private is None and umem.pinned_revoke is None
     assert s.exporter.calls == ["attach"]
     assert s.bo.pin_count == 0 and s.bo.mem_type is TtmMemType.VRAM
+    ib_umem_dmabuf_release(umem)
+    assert_released(s)
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k43_checks_run_in_the_kernel_order(profile: str) -> None:
+    """K-43/§5.1: the overflow and ops checks come before ``dma_buf_get``, the zero-page check
+    after it; so a closed fd turns only the later ones into -EBADF. A range ending exactly at
+    U64_MAX does not overflow."""
+    s = setup(profile)
+    ops = DmaBufAttachOps(allow_peer2peer=True, move_notify=lambda a: None)
+    cases: list[tuple[str, int, int, DmaBufAttachOps | None, Errno]] = [
+        ("overflow", U64_MAX, 1, ops, Errno.EINVAL),
+        ("negative offset", -1, PAGE, ops, Errno.EINVAL),
+        ("negative size", 0, -1, ops, Errno.EINVAL),
+        ("ends at U64_MAX", U64_MAX - PAGE, PAGE, ops, Errno.EBADF),
+        ("zero pages", 0, 0, ops, Errno.EBADF),
+    ]
+    if not s.kernel.profile.invalidate_mappings:
+        cases.append(
+            ("no move_notify", 0, PAGE, DmaBufAttachOps(allow_peer2peer=True), Errno.EINVAL)
+        )
+    for what, offset, length, case_ops, errno in cases:
+        with pytest.raises(KernelError) as exc:
+            ib_umem_dmabuf_get(
+                s.kernel, s.nic, offset, length, 999, ACCESS, case_ops, files=s.files
+            )
+        assert exc.value.errno is errno, what
+
+
+def test_k43_ib_umem_num_pages_counts_every_page_touched() -> None:
+    """K-43: ``ib_umem_num_pages`` = pages of [ALIGN_DOWN(offset), ALIGN(offset + length)); a
+    sub-page range is one page, a range straddling a page boundary two."""
+    cases = [
+        ((0, 0), 0),
+        ((0, 1), 1),
+        ((0, PAGE), 1),
+        ((0, PAGE + 1), 2),
+        ((100, 0), 1),  # why the import counts from iova 0: an offset alone touches a page
+        ((100, PAGE), 2),
+        ((PAGE - 1, 2), 2),
+        ((3 * PAGE, PAGE), 1),
+        ((3 * PAGE + 5, 2 * PAGE), 3),
+    ]
+    for (offset, length), pages in cases:
+        n = ib_umem_num_pages(offset, length)
+        assert n == pages and isinstance(n, int), (offset, length)
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k43_a_sub_page_range_is_accepted(profile: str) -> None:
+    """K-43: the zero-page check refuses only size 0; one byte covers a page."""
+    s = setup(profile)
+    umem = get(s, offset=0, size=1)
+    assert umem.length == 1
     ib_umem_dmabuf_release(umem)
     assert_released(s)
 
@@ -295,6 +354,16 @@ def test_k43_access_flags_and_writable() -> None:
     }
     for access, expected in writable.items():
         assert IbUmemDmabuf(s.nic, s.dmabuf, 0, PAGE, access).writable is expected, access
+
+
+def test_k43_umems_are_distinct_objects() -> None:
+    """K-43: two imports of the same range are two umems (compared by identity, hashable)."""
+    s = setup()
+    a, b = get(s, size=PAGE), get(s, size=PAGE)
+    assert a != b and len({a, b}) == 2
+    for umem in (a, b):
+        ib_umem_dmabuf_release(umem)
+    assert_released(s)
 
 
 # -- K-44 / K-42: map_pages ----------------------------------------------------------------------
@@ -543,7 +612,7 @@ def test_k46_revoke_is_idempotent(profile: str) -> None:
     ib_umem_dmabuf_revoke(umem)
     first = s.exporter.calls[n:]
     assert "unmap" in first and first[-1] == "unpin"
-    assert umem.revoked and not umem.pinned and umem.sgt is None
+    assert umem.revoked is True and umem.pinned is False and umem.sgt is None
     assert s.bo.pin_count == 0 and not s.dmabuf.resv.is_locked()
     ib_umem_dmabuf_revoke(umem)
     assert s.exporter.calls[n:] == first
