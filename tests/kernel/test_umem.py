@@ -408,7 +408,9 @@ def test_k44_map_pages_maps_once_and_waits_every_time(profile: str) -> None:
         (100, 200, 0, PAGE),  # window [0, P) inside entry 0
         (6 * PAGE, PAGE - 1, PAGE, PAGE),  # window [6P, 7P) inside entry 2
         (2 * PAGE, 3 * PAGE, 0, 0),  # exactly entry 1
-        (0, 8 * PAGE, 0, 0),  # the whole buffer
+        (0, 8 * PAGE, 0, 0),  # the whole table
+        (7 * PAGE, 2 * PAGE, 2 * PAGE, 0),  # the window's end is past the table's
+        (8 * PAGE, PAGE, 0, 0),  # the whole window is past the table's end
     ],
 )
 def test_k44_map_pages_records_the_trim_of_the_first_and_last_entry(
@@ -416,7 +418,8 @@ def test_k44_map_pages_records_the_trim_of_the_first_and_last_entry(
 ) -> None:
     """K-44/§5.2: the table is cut to the page-aligned window of the range: ``first_sg_offset``
     is what the entry holding the window's start loses in front, ``last_sg_trim`` what the
-    entry holding its end loses behind (entries of 2, 3 and 3 pages here). Unmap undoes it."""
+    entry holding its end loses behind (entries of 2, 3 and 3 pages here, of a 10-page buffer:
+    an edge outside the table records nothing). Unmap undoes it."""
     kernel = Kernel("6.16")
     segments = ((0x10_0000, 2 * PAGE), (0x40_0000, 3 * PAGE), (0x80_0000, 3 * PAGE))
     ops = DmaBufOps(
@@ -424,7 +427,7 @@ def test_k44_map_pages_records_the_trim_of_the_first_and_last_entry(
         unmap_dma_buf=lambda a, sgt, d: None,
         release=lambda d: None,
     )
-    dmabuf = dma_buf_export(kernel, ExportInfo(ops=ops, size=8 * PAGE, priv=object()))
+    dmabuf = dma_buf_export(kernel, ExportInfo(ops=ops, size=10 * PAGE, priv=object()))
     files = FdTable()
     fd = dma_buf_fd(dmabuf, files=files)
     umem = ib_umem_dmabuf_get(
