@@ -14,6 +14,7 @@ from pinlab.kernel.p2pdma import (
     PCI_P2PDMA_MAP_BUS_ADDR,
     PCI_P2PDMA_MAP_NOT_SUPPORTED,
     PCI_P2PDMA_MAP_THRU_HOST_BRIDGE,
+    PCI_P2PDMA_MAP_UNKNOWN,
     PciP2pdmaMapType,
     calc_map_type_and_dist,
     cpu_supports_p2pdma,
@@ -22,6 +23,7 @@ from pinlab.kernel.p2pdma import (
     pci_p2pdma_distance,
     pci_p2pdma_distance_many,
     pci_p2pdma_map_type,
+    pci_p2pdma_setup,
 )
 from pinlab.kernel.pci import (
     PciDev,
@@ -366,6 +368,9 @@ def test_k83_whitelisted_vs_unlisted_intel_host_bridge() -> None:
     assert pci_p2pdma_distance(unlisted.gpu, unlisted.nic2) == -1
     assert host_bridge_whitelist(listed.gpu, listed.nic2)
     assert not host_bridge_whitelist(unlisted.gpu, unlisted.nic2)
+    assert unlisted.topo.log == []  # warn defaults to off
+    assert not host_bridge_whitelist(unlisted.gpu, unlisted.nic2, warn=True)
+    assert unlisted.topo.log == ["pci 0000:00:00.0: Host bridge not in P2PDMA whitelist: 8086:4660"]
 
 
 @pytest.mark.parametrize("family", [0x17, 0x19, 0x1A])
@@ -445,6 +450,17 @@ def test_k83_host_bridge_without_00_0_function_is_never_listed() -> None:
     assert pci_p2pdma_distance(a, b) == 4
 
 
+def test_k83_root_bus_without_any_function_is_never_listed() -> None:
+    """K-83: ``pci_host_bridge_dev()`` finds nothing, so no whitelist entry can match."""
+    topo = PciTopology()
+    empty = topo.add_host_bridge(None)
+    assert empty.pci_host_bridge_dev() is None
+    topo.whitelist = [P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, PCI_ANY_ID)]
+    assert not p2pdma_mod._host_bridge_listed(empty, True, True)
+    assert not p2pdma_mod._host_bridge_listed(empty, False, True)
+    assert topo.log == []  # no function to name in a warning
+
+
 # --------------------------------------------------------------------------------------------
 # K-58, K-85: many clients
 # --------------------------------------------------------------------------------------------
@@ -491,6 +507,20 @@ def test_k85_zero_clients_is_minus_1() -> None:
 # --------------------------------------------------------------------------------------------
 # K-84: the per-provider cache
 # --------------------------------------------------------------------------------------------
+
+
+def test_k84_map_types_are_the_kernel_enum() -> None:
+    """K-84: the cached values are ``enum pci_p2pdma_map_type`` of the P2P snapshot (≈6.0)."""
+    assert [(t.name, t.value) for t in PciP2pdmaMapType] == [
+        ("UNKNOWN", 0),
+        ("NOT_SUPPORTED", 1),
+        ("BUS_ADDR", 2),
+        ("THRU_HOST_BRIDGE", 3),
+    ]
+    assert PCI_P2PDMA_MAP_UNKNOWN is PciP2pdmaMapType.UNKNOWN
+    assert PCI_P2PDMA_MAP_NOT_SUPPORTED is PciP2pdmaMapType.NOT_SUPPORTED
+    assert PCI_P2PDMA_MAP_BUS_ADDR is PciP2pdmaMapType.BUS_ADDR
+    assert PCI_P2PDMA_MAP_THRU_HOST_BRIDGE is PciP2pdmaMapType.THRU_HOST_BRIDGE
 
 
 def test_k84_second_query_is_served_from_the_provider_cache(
@@ -553,6 +583,19 @@ def test_k84_topology_changes_invalidate_the_cache() -> None:
     assert pci_p2pdma_map_type(box.gpu, box.nic) is PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
     box.sw.downstream_ports[1].acs = PciAcs.NONE
     assert pci_p2pdma_map_type(box.gpu, box.nic) is PCI_P2PDMA_MAP_BUS_ADDR
+    # The refilled cache is valid for the new generation: the next query is a hit.
+    cache = box.gpu.p2pdma
+    assert cache is not None and cache.generation == box.topo.generation
+    hits = cache.hits
+    assert pci_p2pdma_distance(box.gpu, box.nic) == 4
+    assert cache.hits == hits + 1
+
+
+def test_k84_setup_is_idempotent_and_stamps_the_current_generation() -> None:
+    box = make_box()
+    cache = pci_p2pdma_setup(box.gpu)
+    assert cache.generation == box.topo.generation
+    assert pci_p2pdma_setup(box.gpu) is cache
 
 
 def test_k84_calc_map_type_and_dist_stores_its_answer() -> None:
@@ -560,6 +603,10 @@ def test_k84_calc_map_type_and_dist_stores_its_answer() -> None:
     assert calc_map_type_and_dist(box.gpu, box.nic) == (PCI_P2PDMA_MAP_BUS_ADDR, 4)
     assert box.gpu.p2pdma is not None
     assert box.gpu.p2pdma.map_types[map_types_idx(box.nic)] is PCI_P2PDMA_MAP_BUS_ADDR
+    # Not verbose unless asked: a refused pair logs nothing.
+    unlisted = make_box(hb_device=INTEL_CLIENT)
+    assert calc_map_type_and_dist(unlisted.gpu, unlisted.nic2) == (PCI_P2PDMA_MAP_NOT_SUPPORTED, 6)
+    assert unlisted.topo.log == []
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,6 +42,11 @@ from pinlab.kernel.ttm import (
 )
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
+    IB_ACCESS_MW_BIND,
+    IB_ACCESS_ON_DEMAND,
+    IB_ACCESS_REMOTE_ATOMIC,
+    IB_ACCESS_REMOTE_READ,
+    IB_ACCESS_REMOTE_WRITE,
     IbUmemDmabuf,
     ib_umem_dmabuf_attach_pinned_ops,
     ib_umem_dmabuf_attach_pinned_revocable_ops,
@@ -53,6 +58,7 @@ from pinlab.kernel.umem import (
     ib_umem_dmabuf_revoke,
     ib_umem_dmabuf_set_revoke_locked,
     ib_umem_dmabuf_unmap_pages,
+    ib_umem_num_pages,
 )
 from tests.kernel.fakes import MiB, StaticExporter, TtmExporter, make_ttm_device
 
@@ -260,10 +266,103 @@ def test_k43_success_maps_nothing(profile: str) -> None:
     assert s.dmabuf.refcount == 2
     assert umem.attach is not None and umem.attach in s.dmabuf.attachments
     assert umem.attach.importer_priv is umem and umem.attach.importer_ops is not None
-    assert umem.sgt is None and not umem.pinned and not umem.revoked
+    assert umem.sgt is None and umem.pinned is False and umem.revoked is False
+    # The rest of the struct is zeroed as by kzalloc: no trim recorded, no driver state.
+    assert (umem.first_sg_offset, umem.last_sg_trim) == (0, 0)
+    assert umem.private is None and umem.pinned_revoke is None
     assert s.exporter.calls == ["attach"]
     assert s.bo.pin_count == 0 and s.bo.mem_type is TtmMemType.VRAM
     ib_umem_dmabuf_release(umem)
+    assert_released(s)
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k43_checks_run_in_the_kernel_order(profile: str) -> None:
+    """K-43/§5.1: the overflow and ops checks come before ``dma_buf_get``, the zero-page check
+    after it; so a closed fd turns only the later ones into -EBADF. A range ending exactly at
+    U64_MAX does not overflow."""
+    s = setup(profile)
+    ops = DmaBufAttachOps(allow_peer2peer=True, move_notify=lambda a: None)
+    cases: list[tuple[str, int, int, DmaBufAttachOps | None, Errno]] = [
+        ("overflow", U64_MAX, 1, ops, Errno.EINVAL),
+        ("negative offset", -1, PAGE, ops, Errno.EINVAL),
+        ("negative size", 0, -1, ops, Errno.EINVAL),
+        ("ends at U64_MAX", U64_MAX - PAGE, PAGE, ops, Errno.EBADF),
+        ("zero pages", 0, 0, ops, Errno.EBADF),
+    ]
+    if not s.kernel.profile.invalidate_mappings:
+        cases.append(
+            ("no move_notify", 0, PAGE, DmaBufAttachOps(allow_peer2peer=True), Errno.EINVAL)
+        )
+    for what, offset, length, case_ops, errno in cases:
+        with pytest.raises(KernelError) as exc:
+            ib_umem_dmabuf_get(
+                s.kernel, s.nic, offset, length, 999, ACCESS, case_ops, files=s.files
+            )
+        assert exc.value.errno is errno, what
+
+
+def test_k43_ib_umem_num_pages_counts_every_page_touched() -> None:
+    """K-43: ``ib_umem_num_pages`` = pages of [ALIGN_DOWN(offset), ALIGN(offset + length)); a
+    sub-page range is one page, a range straddling a page boundary two."""
+    cases = [
+        ((0, 0), 0),
+        ((0, 1), 1),
+        ((0, PAGE), 1),
+        ((0, PAGE + 1), 2),
+        ((100, 0), 1),  # why the import counts from iova 0: an offset alone touches a page
+        ((100, PAGE), 2),
+        ((PAGE - 1, 2), 2),
+        ((3 * PAGE, PAGE), 1),
+        ((3 * PAGE + 5, 2 * PAGE), 3),
+    ]
+    for (offset, length), pages in cases:
+        n = ib_umem_num_pages(offset, length)
+        assert n == pages and isinstance(n, int), (offset, length)
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k43_a_sub_page_range_is_accepted(profile: str) -> None:
+    """K-43: the zero-page check refuses only size 0; one byte covers a page."""
+    s = setup(profile)
+    umem = get(s, offset=0, size=1)
+    assert umem.length == 1
+    ib_umem_dmabuf_release(umem)
+    assert_released(s)
+
+
+def test_k43_access_flags_and_writable() -> None:
+    """K-43/§5.1: the import records ``ib_access_writable(access)``: any write, atomic or
+    memory-window-bind access makes the umem writable; the flags are the uverbs values."""
+    assert (
+        IB_ACCESS_LOCAL_WRITE,
+        IB_ACCESS_REMOTE_WRITE,
+        IB_ACCESS_REMOTE_READ,
+        IB_ACCESS_REMOTE_ATOMIC,
+        IB_ACCESS_MW_BIND,
+        IB_ACCESS_ON_DEMAND,
+    ) == (1, 2, 4, 8, 16, 64)
+    s = setup()
+    writable = {
+        IB_ACCESS_LOCAL_WRITE: True,
+        IB_ACCESS_REMOTE_WRITE: True,
+        IB_ACCESS_REMOTE_ATOMIC: True,
+        IB_ACCESS_MW_BIND: True,
+        IB_ACCESS_REMOTE_READ: False,
+        IB_ACCESS_ON_DEMAND: False,
+        0: False,
+    }
+    for access, expected in writable.items():
+        assert IbUmemDmabuf(s.nic, s.dmabuf, 0, PAGE, access).writable is expected, access
+
+
+def test_k43_umems_are_distinct_objects() -> None:
+    """K-43: two imports of the same range are two umems (compared by identity, hashable)."""
+    s = setup()
+    a, b = get(s, size=PAGE), get(s, size=PAGE)
+    assert a != b and len({a, b}) == 2
+    for umem in (a, b):
+        ib_umem_dmabuf_release(umem)
     assert_released(s)
 
 
@@ -273,7 +372,8 @@ def test_k43_success_maps_nothing(profile: str) -> None:
 @pytest.mark.parametrize("profile", ALL_PRESETS)
 def test_k44_map_pages_maps_once_and_waits_every_time(profile: str) -> None:
     """K-44: map_pages on an already mapped umem skips the map but still waits (KERNEL usage,
-    uninterruptible, no timeout); the sg window is trimmed to whole pages."""
+    uninterruptible, no timeout); the table is trimmed to the page-aligned window
+    [PAGE, 4 * PAGE) of the range, here one entry covering the whole buffer."""
     s = setup(profile)
     umem = get(s, offset=PAGE + 100, size=2 * PAGE)
     fence = add_kernel_fence(s)
@@ -291,7 +391,7 @@ def test_k44_map_pages_maps_once_and_waits_every_time(profile: str) -> None:
     (latest,) = s.bo.resv.fences(DmaResvUsage.KERNEL)
     assert latest.is_later_or_same(fence)
     assert waiter.calls == [([latest], False, None), ([latest], False, None)]
-    assert umem.first_sg_offset == 100 and umem.last_sg_trim == PAGE - 100
+    assert umem.first_sg_offset == PAGE and umem.last_sg_trim == s.dmabuf.size - 4 * PAGE
     with s.dmabuf.resv:
         ib_umem_dmabuf_unmap_pages(umem)
         assert umem.sgt is None and umem.first_sg_offset == 0 and umem.last_sg_trim == 0
@@ -299,6 +399,54 @@ def test_k44_map_pages_maps_once_and_waits_every_time(profile: str) -> None:
     assert s.exporter.calls.count("unmap") == 1
     ib_umem_dmabuf_release(umem)
     assert_released(s)
+
+
+@pytest.mark.parametrize(
+    ("offset", "length", "first", "trim"),
+    [
+        (PAGE + 100, 2 * PAGE, PAGE, PAGE),  # window [P, 4P): from entry 0 into entry 1
+        (100, 200, 0, PAGE),  # window [0, P) inside entry 0
+        (6 * PAGE, PAGE - 1, PAGE, PAGE),  # window [6P, 7P) inside entry 2
+        (2 * PAGE, 3 * PAGE, 0, 0),  # exactly entry 1
+        (0, 8 * PAGE, 0, 0),  # the whole table
+        (7 * PAGE, 2 * PAGE, 2 * PAGE, 0),  # the window's end is past the table's
+        (8 * PAGE, PAGE, 0, 0),  # the whole window is past the table's end
+    ],
+)
+def test_k44_map_pages_records_the_trim_of_the_first_and_last_entry(
+    offset: int, length: int, first: int, trim: int
+) -> None:
+    """K-44/§5.2: the table is cut to the page-aligned window of the range: ``first_sg_offset``
+    is what the entry holding the window's start loses in front, ``last_sg_trim`` what the
+    entry holding its end loses behind (entries of 2, 3 and 3 pages here, of a 10-page buffer:
+    an edge outside the table records nothing). Unmap undoes it."""
+    kernel = Kernel("6.16")
+    segments = ((0x10_0000, 2 * PAGE), (0x40_0000, 3 * PAGE), (0x80_0000, 3 * PAGE))
+    ops = DmaBufOps(
+        map_dma_buf=lambda a, d: SgTable(segments),
+        unmap_dma_buf=lambda a, sgt, d: None,
+        release=lambda d: None,
+    )
+    dmabuf = dma_buf_export(kernel, ExportInfo(ops=ops, size=10 * PAGE, priv=object()))
+    files = FdTable()
+    fd = dma_buf_fd(dmabuf, files=files)
+    umem = ib_umem_dmabuf_get(
+        kernel,
+        Device("mlx5_0"),
+        offset,
+        length,
+        fd,
+        ACCESS,
+        DmaBufAttachOps(True, lambda a: None),
+        files=files,
+    )
+    with dmabuf.resv:
+        ib_umem_dmabuf_map_pages(umem)
+        assert (umem.first_sg_offset, umem.last_sg_trim) == (first, trim)
+        ib_umem_dmabuf_unmap_pages(umem)
+        assert (umem.first_sg_offset, umem.last_sg_trim) == (0, 0)
+    ib_umem_dmabuf_release(umem)
+    assert dmabuf.refcount == 1 and dmabuf.attachments == []
 
 
 @pytest.mark.parametrize("profile", ALL_PRESETS)
@@ -467,7 +615,7 @@ def test_k46_revoke_is_idempotent(profile: str) -> None:
     ib_umem_dmabuf_revoke(umem)
     first = s.exporter.calls[n:]
     assert "unmap" in first and first[-1] == "unpin"
-    assert umem.revoked and not umem.pinned and umem.sgt is None
+    assert umem.revoked is True and umem.pinned is False and umem.sgt is None
     assert s.bo.pin_count == 0 and not s.dmabuf.resv.is_locked()
     ib_umem_dmabuf_revoke(umem)
     assert s.exporter.calls[n:] == first

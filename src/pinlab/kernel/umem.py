@@ -48,6 +48,7 @@ IB_ACCESS_LOCAL_WRITE = 1 << 0
 IB_ACCESS_REMOTE_WRITE = 1 << 1
 IB_ACCESS_REMOTE_READ = 1 << 2
 IB_ACCESS_REMOTE_ATOMIC = 1 << 3
+IB_ACCESS_MW_BIND = 1 << 4
 IB_ACCESS_ON_DEMAND = 1 << 6
 
 
@@ -56,8 +57,11 @@ class IbUmemDmabuf:
     """``struct ib_umem_dmabuf``: one registered dma-buf range of one RDMA device.
 
     ``private`` is the importer's pointer (mlx5's MR); ``sgt`` is the current mapping, trimmed
-    to the page-aligned window ``[ALIGN_DOWN(offset), ALIGN(offset + length))``, recorded here
-    as ``first_sg_offset``/``last_sg_trim`` rather than by rewriting the table.
+    to the page-aligned window ``[ALIGN_DOWN(offset), ALIGN(offset + length))``. The trim is
+    recorded rather than applied to the table: ``first_sg_offset`` is what the kernel cuts from
+    the front of the entry holding the window's start, ``last_sg_trim`` what it cuts from the
+    end of the entry holding the window's end (both 0 while unmapped, or when an edge falls
+    outside the table).
     """
 
     ibdev: Device
@@ -78,8 +82,16 @@ class IbUmemDmabuf:
 
     @property
     def writable(self) -> bool:
+        """``ib_access_writable()``: any access that can modify the memory -- a write, an
+        atomic, or binding a memory window (which can grant write access later)."""
         return bool(
-            self.access & (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)
+            self.access
+            & (
+                IB_ACCESS_LOCAL_WRITE
+                | IB_ACCESS_REMOTE_WRITE
+                | IB_ACCESS_REMOTE_ATOMIC
+                | IB_ACCESS_MW_BIND
+            )
         )
 
     def __repr__(self) -> str:
@@ -136,6 +148,28 @@ def ib_umem_dmabuf_get(
     return umem
 
 
+def _sg_window_trim(umem: IbUmemDmabuf) -> tuple[int, int]:
+    """How ``map_pages`` trims the new table to the umem's page-aligned window (K-44).
+
+    The window's edges are byte positions in the buffer; the table's entries cover it in order.
+    The entry holding the start loses the bytes before it, the first entry whose end reaches the
+    window's end loses the bytes after it.
+    """
+    assert umem.sgt is not None
+    start = umem.offset - umem.offset % PAGE_SIZE
+    end = -(-(umem.offset + umem.length) // PAGE_SIZE) * PAGE_SIZE
+    first_offset = 0
+    pos = 0
+    for _, seg_len in umem.sgt.segments:
+        seg_end = pos + seg_len
+        if pos <= start < seg_end:
+            first_offset = start - pos
+        if pos < end <= seg_end:
+            return first_offset, seg_end - end
+        pos = seg_end
+    return first_offset, 0
+
+
 def ib_umem_dmabuf_map_pages(umem: IbUmemDmabuf) -> None:
     """``ib_umem_dmabuf_map_pages``: map (unless mapped) and wait for KERNEL fences (K-44).
 
@@ -150,9 +184,7 @@ def ib_umem_dmabuf_map_pages(umem: IbUmemDmabuf) -> None:
     if umem.sgt is None:
         assert umem.attach is not None
         umem.sgt = dma_buf_map_attachment(umem.attach, DmaDataDirection.BIDIRECTIONAL)
-        umem.first_sg_offset = umem.offset % PAGE_SIZE
-        end = umem.offset + umem.length
-        umem.last_sg_trim = (-end) % PAGE_SIZE
+        umem.first_sg_offset, umem.last_sg_trim = _sg_window_trim(umem)
     ret = dmabuf.resv.wait_timeout(DmaResvUsage.KERNEL, False, MAX_SCHEDULE_TIMEOUT)
     if ret < 0:
         raise err(Errno(-ret), fn, "waiting for KERNEL fences")
