@@ -25,6 +25,7 @@ from pinlab.kernel.pci import PciDev, find_parent_pci_dev
 from pinlab.kernel.ttm import TtmMemType, TtmPlace, ttm_bo_validate
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
+    IB_ACCESS_MW_BIND,
     IB_ACCESS_ON_DEMAND,
     IB_ACCESS_REMOTE_READ,
     ib_umem_dmabuf_map_pages,
@@ -350,6 +351,25 @@ def test_registration_without_on_demand_takes_the_pinned_path(
     assert nic.dma(mr).incident is None and nic.faults == 0
     nic.dereg_mr(mr)
     assert not bo.pinned
+
+
+def test_k43_a_window_bind_makes_the_pages_writable_but_not_the_mr() -> None:
+    """K-43: ``umem->writable`` is ``ib_access_writable()``, which counts
+    ``IB_ACCESS_MW_BIND`` (a window bound later can grant writes); a NIC write addressed to
+    the MR itself still needs the MR's own write access, so a read-and-bind MR serves reads and
+    refuses writes (``-EPERM``), while a local-write MR takes them."""
+    m, gpu, nic = setup()
+    _bo, _dmabuf, fd = exported(m, gpu)
+    bind = reg(nic, m, fd, IB_ACCESS_REMOTE_READ | IB_ACCESS_MW_BIND)
+    assert bind.umem.writable
+    assert nic.dma(bind).incident is None
+    with pytest.raises(KernelError) as e:
+        nic.dma(bind, write=True)
+    assert e.value.errno is Errno.EPERM and e.value.function == "nic_dma"
+    rw = reg(nic, m, fd, ACCESS)
+    assert nic.dma(rw, write=True).write
+    nic.dereg_mr(bind)
+    nic.dereg_mr(rw)
 
 
 def test_broken_importer_keeps_its_stale_mapping() -> None:

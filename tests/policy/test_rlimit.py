@@ -22,7 +22,9 @@ from pinlab.kernel.errno import Errno, KernelError
 from pinlab.kernel.kernel import CAP_IPC_LOCK, Kernel, Rlimit, Task
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
+    IB_ACCESS_MW_BIND,
     IB_ACCESS_ON_DEMAND,
+    IB_ACCESS_REMOTE_READ,
     ib_umem_dmabuf_get,
     ib_umem_dmabuf_get_pinned,
     ib_umem_dmabuf_release,
@@ -71,6 +73,18 @@ def test_p1_ib_umem_get_over_limit_is_enomem_and_changes_nothing() -> None:
     ib_umem_get(t, 0, (L - 10) * PAGE, ACCESS)
     expect(Errno.ENOMEM, ib_umem_get, t, 1 << 30, 11 * PAGE, ACCESS)
     assert t.mm.pinned_vm == L - 10
+
+
+def test_k43_pinned_host_umem_writable_is_ib_access_writable() -> None:
+    """K-43's ``umem->writable`` for the pinned umem of host memory too: ``ib_umem_get``
+    records ``ib_access_writable(access)`` as the dma-buf import does -- a window bind counts,
+    a remote read alone does not."""
+    t = task()
+    bind = ib_umem_get(t, 0, PAGE, IB_ACCESS_REMOTE_READ | IB_ACCESS_MW_BIND)
+    read = ib_umem_get(t, 1 << 30, PAGE, IB_ACCESS_REMOTE_READ)
+    assert bind.writable and not read.writable
+    assert ib_umem_get(t, 2 << 30, PAGE, ACCESS).writable
+    assert t.mm.pinned_vm == 3
 
 
 def test_p2_reaching_exactly_the_limit_succeeds() -> None:

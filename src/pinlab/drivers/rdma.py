@@ -27,6 +27,7 @@ from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.umem import (
     IB_ACCESS_LOCAL_WRITE,
     IB_ACCESS_ON_DEMAND,
+    IB_ACCESS_REMOTE_ATOMIC,
     IB_ACCESS_REMOTE_READ,
     IB_ACCESS_REMOTE_WRITE,
     IbUmemDmabuf,
@@ -38,6 +39,12 @@ from pinlab.kernel.umem import (
 )
 
 _keys = itertools.count(0x100)
+
+_NIC_WRITE_ACCESS = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC
+"""The access flags under which the NIC writes into an MR itself. Not ``umem->writable``
+(``ib_access_writable``), which also counts ``IB_ACCESS_MW_BIND``: binding a memory window
+makes the pages writable through the window, while a write addressed to the MR still needs
+the MR's own write access."""
 
 
 @dataclass(eq=False, slots=True)
@@ -310,7 +317,7 @@ class RdmaDevice(DeviceImporter):
         ``-EPERM``.
         """
         self._lookup(mr)
-        if write and not mr.umem.writable:
+        if write and not mr.access & _NIC_WRITE_ACCESS:
             raise err(Errno.EPERM, "nic_dma", f"{mr!r} was registered without write access")
         nbytes = mr.length if nbytes is None else nbytes
         faulted = False

@@ -52,6 +52,22 @@ IB_ACCESS_MW_BIND = 1 << 4
 IB_ACCESS_ON_DEMAND = 1 << 6
 
 
+def ib_access_writable(access: int) -> bool:
+    """``ib_access_writable()`` (include/rdma/ib_verbs.h): whether an MR with ``access`` can
+    modify its memory -- a local or remote write, an atomic, or binding a memory window (which
+    can grant write access later). ``ib_umem_get`` and ``ib_umem_dmabuf_get`` store it as
+    ``umem->writable``."""
+    return bool(
+        access
+        & (
+            IB_ACCESS_LOCAL_WRITE
+            | IB_ACCESS_REMOTE_WRITE
+            | IB_ACCESS_REMOTE_ATOMIC
+            | IB_ACCESS_MW_BIND
+        )
+    )
+
+
 @dataclass(eq=False, slots=True)
 class IbUmemDmabuf:
     """``struct ib_umem_dmabuf``: one registered dma-buf range of one RDMA device.
@@ -82,17 +98,8 @@ class IbUmemDmabuf:
 
     @property
     def writable(self) -> bool:
-        """``ib_access_writable()``: any access that can modify the memory -- a write, an
-        atomic, or binding a memory window (which can grant write access later)."""
-        return bool(
-            self.access
-            & (
-                IB_ACCESS_LOCAL_WRITE
-                | IB_ACCESS_REMOTE_WRITE
-                | IB_ACCESS_REMOTE_ATOMIC
-                | IB_ACCESS_MW_BIND
-            )
-        )
+        """``umem->writable``: :func:`ib_access_writable` of the registration's access."""
+        return ib_access_writable(self.access)
 
     def __repr__(self) -> str:
         state = "revoked" if self.revoked else ("pinned" if self.pinned else "dynamic")

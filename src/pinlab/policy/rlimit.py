@@ -44,12 +44,7 @@ from pinlab.kernel.kernel import (
     UserStruct,
 )
 from pinlab.kernel.limits import ULONG_MAX
-from pinlab.kernel.umem import (
-    IB_ACCESS_LOCAL_WRITE,
-    IB_ACCESS_ON_DEMAND,
-    IB_ACCESS_REMOTE_ATOMIC,
-    IB_ACCESS_REMOTE_WRITE,
-)
+from pinlab.kernel.umem import IB_ACCESS_ON_DEMAND, ib_access_writable
 
 __all__ = [
     "IB_ACCESS_ON_DEMAND",
@@ -411,9 +406,8 @@ class IbUmem:
 
     @property
     def writable(self) -> bool:
-        return bool(
-            self.access & (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)
-        )
+        """``umem->writable``: :func:`~pinlab.kernel.umem.ib_access_writable` of the access."""
+        return ib_access_writable(self.access)
 
 
 def ib_umem_get(
