@@ -585,6 +585,15 @@ CASES: dict[str, Case] = {
         scenario("show = [\n", "show = [\n  1,\n"),
         r"^pinlab: error: s\.toml: claim\.show\[0\]: expected a string or a table, found 1$",
     ),
+    # a [policy] whose cgroups or regions is no table is named, inline or by --policy
+    "a [policy] cgroups that is a string": expect(
+        kv_scenario("[[tenants]]", '[policy]\ncgroups = "x"\n\n[[tenants]]'),
+        r'^pinlab: error: s\.toml: policy: cgroups: expected a table, found "x"$',
+    ),
+    "a [policy] regions that is a number": expect(
+        kv_scenario("[[tenants]]", "[policy]\nregions = 5\n\n[[tenants]]"),
+        r"^pinlab: error: s\.toml: policy: regions: expected a table, found 5$",
+    ),
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(
         ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],

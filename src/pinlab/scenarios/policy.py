@@ -30,9 +30,16 @@ def _substitute(value: Any, names: Mapping[str, str]) -> Any:
     return value
 
 
+def _tables(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` when it is a table, else empty: a ``cgroups`` or ``regions`` of another
+    type is left for :func:`validate_policy` to name."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _mentioned_regions(doc: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
-    for spec in (doc.get("cgroups") or {}).values():
+    for spec in _tables(doc, "cgroups").values():
         if not isinstance(spec, dict):
             continue
         for key, lines in spec.items():
@@ -51,7 +58,7 @@ def dmem_settings(doc: Mapping[str, Any]) -> list[str]:
     """The key paths of a policy document that need the dmem cgroup controller: every
     ``dmem.*`` file a cgroup sets, and ``dmem-pin-max`` (whose files live beside them)."""
     out: list[str] = []
-    for path, spec in (doc.get("cgroups") or {}).items():
+    for path, spec in _tables(doc, "cgroups").items():
         if isinstance(spec, dict):
             out += [f'cgroups."{path}"."{key}"' for key in spec if str(key).startswith("dmem.")]
     proposals = doc.get("proposals") or {}
@@ -77,7 +84,9 @@ def policy_document(
             path = base_dir / path
         doc = deep_merge(read_toml(path, what="a policy file"), doc)
     doc = _substitute(doc, pci_names)
-    declared = dict(doc.get("regions") or {})
+    if "regions" in doc and not isinstance(doc["regions"], dict):
+        return doc
+    declared = dict(_tables(doc, "regions"))
     if regions is not None:
         for name, size in regions.items():
             declared.setdefault(name, size)
