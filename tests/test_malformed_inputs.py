@@ -594,6 +594,31 @@ CASES: dict[str, Case] = {
         kv_scenario("[[tenants]]", "[policy]\nregions = 5\n\n[[tenants]]"),
         r"^pinlab: error: s\.toml: policy: regions: expected a table, found 5$",
     ),
+    # an error in a --policy file's field is blamed on it, not on the scenario it is merged into
+    **{
+        f"a --policy file whose {what}": Case(
+            ["run", "desktop-pin-hog", "--policy", "p.toml", "--no-report", "--quiet"],
+            message,
+            {"p.toml": text},
+        )
+        for what, text, message in (
+            (
+                "cgroups is a list",
+                "cgroups = [1]\n",
+                r"^pinlab: error: --policy p\.toml: cgroups: expected a table, found \[1\]$",
+            ),
+            (
+                "user's uid is a string",
+                '[users.a]\nuid = "x"\n',
+                r'^pinlab: error: --policy p\.toml: users\.a\.uid: expected an integer, found "x"$',
+            ),
+            (
+                "memlock of the scenario's user is no size",
+                '[users.mallory]\nuid = 1002\nmemlock = "lots"\n',
+                r"^pinlab: error: --policy p\.toml: users\.mallory\.memlock: expected a size ",
+            ),
+        )
+    },
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(
         ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],

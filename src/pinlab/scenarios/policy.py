@@ -10,12 +10,18 @@ from typing import Any
 
 import tomli_w
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, toml_path
 from pinlab.policy.config import PolicyConfig, PolicyError, parse_policy
 from pinlab.scenarios.paths import deep_merge
 from pinlab.tomlfile import read_toml
 
-__all__ = ["dmem_settings", "policy_document", "validate_policy"]
+__all__ = [
+    "PolicyDocumentError",
+    "dmem_settings",
+    "policy_document",
+    "validate_policy",
+    "written_by",
+]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.+-]*)\}")
 
@@ -98,9 +104,40 @@ def policy_document(
     return doc
 
 
+class PolicyDocumentError(ConfigError):
+    """:func:`validate_policy`'s one line, keeping the policy's own field path and message
+    (``policy_where``, ``policy_message``) so that the error can be blamed on a ``--policy``
+    file that wrote the field (:func:`written_by`)."""
+
+    def __init__(self, error: PolicyError) -> None:
+        super().__init__("", "", str(error))
+        self.policy_where = error.where
+        self.policy_message = error.message
+
+
 def validate_policy(doc: Mapping[str, Any], source: str) -> PolicyConfig:
     """Validate a policy document with ``pinlab.policy.config``'s one-line messages."""
     try:
         return parse_policy(tomli_w.dumps(dict(doc)), f"{source}: policy")
     except PolicyError as e:
-        raise ConfigError("", "", str(e)) from None
+        raise PolicyDocumentError(e) from None
+
+
+def written_by(overlay: Mapping[str, Any], own: object, where: str) -> bool:
+    """Whether the policy field ``where`` (a :class:`PolicyDocumentError`'s path) is one
+    ``overlay`` -- a ``--policy`` document merged over the scenario's own ``[policy]``,
+    ``own`` -- wrote: the field itself, an element of a value it wrote (a scalar dmem line is
+    read as a list), or a field missing from a table only the overlay has."""
+
+    def walk(node: object, path: tuple[str | int, ...], mine: object) -> bool:
+        at = toml_path(path)
+        if path and where == at:
+            return True
+        if not isinstance(node, dict):
+            return bool(path) and where.startswith(at + "[")
+        if path and not isinstance(mine, dict) and where.startswith(at + "."):
+            return True
+        inner = mine if isinstance(mine, dict) else {}
+        return any(walk(v, (*path, str(k)), inner.get(k)) for k, v in node.items())
+
+    return walk(overlay, (), own)
