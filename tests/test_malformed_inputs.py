@@ -617,6 +617,12 @@ CASES: dict[str, Case] = {
                 '[users.mallory]\nuid = 1002\nmemlock = "lots"\n',
                 r"^pinlab: error: --policy p\.toml: users\.mallory\.memlock: expected a size ",
             ),
+            (
+                "region is not on the machine",
+                '[regions]\n"drm/0000:03:00.0/vram" = "16GiB"\n',
+                r'^pinlab: error: --policy p\.toml: regions\."drm/0000:03:00\.0/vram": expected a '
+                r"region registered on this machine \(drm/0000:01:00\.0/vram\), found ",
+            ),
         )
     },
     # -- pasted command output (inspect --paste) ----------------------------------------------

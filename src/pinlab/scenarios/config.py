@@ -250,12 +250,8 @@ class ScenarioConfig(BaseModel):
         the field's table). A ``--set`` is matched by its key as written and as the document
         addresses it after every ``--set``: ``tenants.3.start`` is ``tenants.hog.start``, and
         ``tenants.a.name="b"`` set ``tenants.b.name``."""
-        if (
-            isinstance(e, PolicyDocumentError)
-            and self.policy_source
-            and written_by(self.policy_overlay, self.policy_own, e.policy_where)
-        ):
-            return ConfigError(self.policy_source, e.policy_where, e.policy_message)
+        if isinstance(e, PolicyDocumentError):
+            return self.blame_policy(e)
         where = canonical(e.where)
         if not where:
             return e
@@ -281,6 +277,14 @@ class ScenarioConfig(BaseModel):
                 continue
         if culprit(wheres, fields, changes) is not None:
             return ConfigError(f"{self.source}: variants.{quote(variant)}", e.where, e.message)
+        return e
+
+    def blame_policy(self, e: PolicyDocumentError) -> ConfigError:
+        """The policy error ``e`` naming ``--policy FILE`` when that file wrote its field
+        (:func:`~pinlab.scenarios.policy.written_by`), else ``e``: also for the check of the
+        policy against the machine a run builds (its dmem regions)."""
+        if self.policy_source and written_by(self.policy_overlay, self.policy_own, e.policy_where):
+            return ConfigError(self.policy_source, e.policy_where, e.policy_message)
         return e
 
     def _blame_claim(self, e: ConfigError) -> ConfigError:

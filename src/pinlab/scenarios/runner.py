@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pinlab.errors import ConfigError
 from pinlab.gcpolicy import tuned_collector
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
 from pinlab.platform.presets import AnySpec
@@ -36,6 +35,7 @@ from pinlab.scenarios.claims import judge
 from pinlab.scenarios.config import ScenarioConfig
 from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
 from pinlab.scenarios.paths import flatten_cost
+from pinlab.scenarios.policy import PolicyDocumentError
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
     ResolvedScenario,
@@ -83,7 +83,7 @@ def _apply_policy(
                 config, kernel, tree, dmem, ttm_devices=ttm, source=f"{source}: policy"
             )
         except PolicyError as e:
-            raise ConfigError("", "", str(e)) from None
+            raise PolicyDocumentError(e) from None
     return applied
 
 
@@ -134,7 +134,10 @@ def run_variant(
     base_dir = Path(cfg.base_dir) if cfg.base_dir else None
     duration = float(resolved.scenario.duration)
     with tuned_collector():  # build, run, metrics, teardown: one long-lived heap (gcpolicy)
-        sim, _policies = build_simulation(resolved, spec, cfg.source, base_dir)
+        try:
+            sim, _policies = build_simulation(resolved, spec, cfg.source, base_dir)
+        except PolicyDocumentError as e:  # the policy against the machine's dmem regions
+            raise cfg.blame_policy(e) from None
         sim.run(duration)
         metrics = collect_metrics(sim, duration)
         metrics.update(teardown_metrics(sim.teardown()))
