@@ -625,6 +625,47 @@ CASES: dict[str, Case] = {
             ),
         )
     },
+    # a driver option the driver's constructor does not take, or of the wrong type, is named
+    # at its field (once a TypeError of the build naming only the preset, or read as true)
+    "an unknown driver option by --set": Case(
+        ["run", "efa-gaudi", "--set", "platform.devices.gaudi0.driver_options={bogus=3}"],
+        r"^pinlab: error: --set platform\.devices\.gaudi0\.driver_options=\{bogus=3\}: "
+        r"platform\.devices\.gaudi0\.driver_options: expected an option of driver 'habanalabs' "
+        r"\(dram_page_size, hbm_size\), found 'bogus'$",
+    ),
+    'a driver option "false" for a boolean': Case(
+        ["run", "efa-gaudi", "--set", 'platform.nics.efa0.driver_options={rdma_write="false"}'],
+        r"platform\.nics\.efa0\.driver_options\.rdma_write: expected true or false, "
+        r"found 'false'$",
+    ),
+    "a driver option no file can give (once a traceback)": Case(
+        [
+            "run",
+            "desktop-pin-hog",
+            "--set",
+            "platform.devices.gpu0.driver_options={gfx_version=11}",
+        ],
+        r"platform\.devices\.gpu0\.driver_options: expected an option of driver 'amdgpu' "
+        r"\(gtt_size, system_size, vram_size\), found 'gfx_version'$",
+    ),
+    "a negative driver option size (once run as given)": Case(
+        ["run", "desktop-pin-hog", "--set", "platform.devices.gpu0.driver_options={vram_size=-5}"],
+        r"platform\.devices\.gpu0\.driver_options\.vram_size: expected a whole number >= 0, "
+        r"found -5$",
+    ),
+    "an unknown driver option in a platform file": Case(
+        ["run", "examples/host-smoke.toml", "--platform", "p.toml", "--quiet", "--no-report"],
+        r"^pinlab: error: \S*p\.toml: devices\[0\]\.driver_options: expected an option of "
+        r"driver 'amdgpu' \(gtt_size, system_size, vram_size\), found 'strict_p2p'$",
+        {
+            "p.toml": edit(
+                dump_platform(resolve_platform("workstation")),
+                "[devices.driver_options]\n",
+                "[devices.driver_options]\nstrict_p2p = true\n",
+            ),
+            "examples/host-smoke.toml": HOST_SMOKE,
+        },
+    ),
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(
         ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],
