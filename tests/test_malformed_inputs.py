@@ -666,6 +666,17 @@ CASES: dict[str, Case] = {
             "examples/host-smoke.toml": HOST_SMOKE,
         },
     ),
+    # a count compared with inf held within any tolerance (0 == inf: HELD); nan never compares
+    **{
+        f"a claim value of {value} for a count": Case(
+            ["run", "s.toml", "--no-report", "--quiet"],
+            r"^pinlab: error: s\.toml: claim\.expect\[0\]\.value: global\.kernel_warnings is in "
+            rf"count: expected a number \(a count\), found {re.escape(value)} \(not a finite "
+            r"number\)$",
+            {"s.toml": edit(HOST_SMOKE, "value = 0", f"value = {value}")},
+        )
+        for value in ("inf", "nan", '"1e400"')
+    },
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(
         ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],
