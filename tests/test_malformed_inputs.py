@@ -677,6 +677,13 @@ CASES: dict[str, Case] = {
         )
         for value in ("inf", "nan", '"1e400"')
     },
+    # a claim field whose check has its own error type is named at the file's key, without
+    # the union member's tag (once claim.expect[4].comparison.than.times)
+    "a claim factor of inf": expect(
+        kv_scenario('than = { variant = "pinned" }', 'than = { variant = "pinned", times = inf }'),
+        r"^pinlab: error: s\.toml: claim\.expect\[4\]\.than\.times: expected a non-negative "
+        r"factor like 7 or \"7x\", found inf \(not a finite number\)$",
+    ),
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(
         ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],
