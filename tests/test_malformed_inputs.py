@@ -27,6 +27,9 @@ HOST_SMOKE = (Path(__file__).parents[1] / "examples/scenarios/host-smoke.toml").
 )
 SWEEP = (Path(__file__).parents[1] / "examples/sweeps/pin-cap.toml").read_text(encoding="utf-8")
 KV = builtin_path("odp-vs-pin").read_text(encoding="utf-8")
+TABLE = (
+    Path(__file__).parents[1] / "src/pinlab/validate/tables/gdrcopy-copylat-p100-pcie-write.toml"
+).read_text(encoding="utf-8")
 BAD_KERNEL = 'kernel = "9.9"\n' + dump_platform(
     resolve_platform("workstation").model_copy(update={"kernel": None})
 )
@@ -683,6 +686,18 @@ CASES: dict[str, Case] = {
         kv_scenario('than = { variant = "pinned" }', 'than = { variant = "pinned", times = inf }'),
         r"^pinlab: error: s\.toml: claim\.expect\[4\]\.than\.times: expected a non-negative "
         r"factor like 7 or \"7x\", found inf \(not a finite number\)$",
+    ),
+    # a validation table's value of no scalar type is one error at its key (once one per
+    # union member, under pydantic's tag: compare.where.Test.str ... (and 3 more))
+    "a validation table's where value that is a table": Case(
+        ["validate", "--dir", "d", "--out", "o"],
+        r"^pinlab: error: d/t\.toml: compare\.where\.Test: expected a string, a number or a "
+        r"boolean, found \{\}$",
+        {
+            "d/t.toml": edit(
+                TABLE, 'where = { Test = "gdr_copy_to_mapping" }', "where = { Test = {} }"
+            )
+        },
     ),
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(
