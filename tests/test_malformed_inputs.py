@@ -699,6 +699,24 @@ CASES: dict[str, Case] = {
             )
         },
     ),
+    # a size a driver refuses when the machine is built is named after the input that gave it
+    # (once "platform workstation: devices[0] (gpu0): ...", the preset's name only)
+    "a GTT size that is no multiple of the page, by --set": Case(
+        ["run", "desktop-pin-hog", "--set", "platform.devices.gpu0.gtt=1e3", "--no-report"],
+        r"^pinlab: error: --set platform\.devices\.gpu0\.gtt=1e3: platform\.devices\.gpu0: size "
+        r"1000 is not a multiple of the granule 4096$",
+    ),
+    "a GTT size that is no multiple of the page, in a platform file": Case(
+        ["run", "examples/host-smoke.toml", "--platform", "p.toml", "--quiet", "--no-report"],
+        r"^pinlab: error: \S*p\.toml: devices\[0\] \(gpu0\): size 1000 is not a multiple of the "
+        r"granule 4096$",
+        {
+            "p.toml": edit(
+                dump_platform(resolve_platform("workstation")), 'gtt = "32GiB"', "gtt = 1000"
+            ),
+            "examples/host-smoke.toml": HOST_SMOKE,
+        },
+    ),
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(
         ["inspect", "--out", "o.toml", "--paste", "cpuinfo=c.txt"],
