@@ -629,7 +629,7 @@ CASES: dict[str, Case] = {
         )
     },
     # a driver option the driver's constructor does not take, or of the wrong type, is named
-    # at its field (once a TypeError of the build naming only the preset, or read as true)
+    # at its field: not a TypeError of the build naming only the preset, not "false" as true
     "an unknown driver option by --set": Case(
         ["run", "efa-gaudi", "--set", "platform.devices.gaudi0.driver_options={bogus=3}"],
         r"^pinlab: error: --set platform\.devices\.gaudi0\.driver_options=\{bogus=3\}: "
@@ -641,7 +641,7 @@ CASES: dict[str, Case] = {
         r"platform\.nics\.efa0\.driver_options\.rdma_write: expected true or false, "
         r"found 'false'$",
     ),
-    "a driver option no file can give (once a traceback)": Case(
+    "a driver option no file can give": Case(
         [
             "run",
             "desktop-pin-hog",
@@ -651,7 +651,7 @@ CASES: dict[str, Case] = {
         r"platform\.devices\.gpu0\.driver_options: expected an option of driver 'amdgpu' "
         r"\(gtt_size, system_size, vram_size\), found 'gfx_version'$",
     ),
-    "a negative driver option size (once run as given)": Case(
+    "a negative driver option size": Case(
         ["run", "desktop-pin-hog", "--set", "platform.devices.gpu0.driver_options={vram_size=-5}"],
         r"platform\.devices\.gpu0\.driver_options\.vram_size: expected a whole number >= 0, "
         r"found -5$",
@@ -681,14 +681,14 @@ CASES: dict[str, Case] = {
         for value in ("inf", "nan", '"1e400"')
     },
     # a claim field whose check has its own error type is named at the file's key, without
-    # the union member's tag (once claim.expect[4].comparison.than.times)
+    # the union member's tag pydantic puts in its location (comparison)
     "a claim factor of inf": expect(
         kv_scenario('than = { variant = "pinned" }', 'than = { variant = "pinned", times = inf }'),
         r"^pinlab: error: s\.toml: claim\.expect\[4\]\.than\.times: expected a non-negative "
         r"factor like 7 or \"7x\", found inf \(not a finite number\)$",
     ),
-    # a validation table's value of no scalar type is one error at its key (once one per
-    # union member, under pydantic's tag: compare.where.Test.str ... (and 3 more))
+    # a validation table's value of no scalar type is one error at its key, not one per
+    # member of a union under pydantic's tags (compare.where.Test.str ... (and 3 more))
     "a validation table's where value that is a table": Case(
         ["validate", "--dir", "d", "--out", "o"],
         r"^pinlab: error: d/t\.toml: compare\.where\.Test: expected a string, a number or a "
@@ -699,8 +699,8 @@ CASES: dict[str, Case] = {
             )
         },
     ),
-    # a size a driver refuses when the machine is built is named after the input that gave it
-    # (once "platform workstation: devices[0] (gpu0): ...", the preset's name only)
+    # a size a driver refuses when the machine is built is named after the input that gave
+    # it, not after the preset ("platform workstation: devices[0] (gpu0): ...")
     "a GTT size that is no multiple of the page, by --set": Case(
         ["run", "desktop-pin-hog", "--set", "platform.devices.gpu0.gtt=1e3", "--no-report"],
         r"^pinlab: error: --set platform\.devices\.gpu0\.gtt=1e3: platform\.devices\.gpu0: size "

@@ -4,10 +4,9 @@ exit status 2, one line naming the file (or the flag) that holds the bad value, 
 nothing written.
 
 A fixed list, not a random one: each key of the file down to ``DEPTH`` levels is deleted,
-and given a string and an array where it held something else -- how a scenario's
-``[policy] cgroups = "x"`` once ended in an AttributeError. The files are small and quick
-to run (host-smoke, one second of simulated time) so that the few hundred mutants take
-seconds.
+and given a string and an array where it held something else (a policy's ``cgroups = "x"``
+must be named, not read as a table deep inside). The files are small and quick to run
+(host-smoke, one second of simulated time) so that the few hundred mutants take seconds.
 """
 
 from __future__ import annotations
