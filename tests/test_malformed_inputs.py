@@ -27,6 +27,9 @@ HOST_SMOKE = (Path(__file__).parents[1] / "examples/scenarios/host-smoke.toml").
 )
 SWEEP = (Path(__file__).parents[1] / "examples/sweeps/pin-cap.toml").read_text(encoding="utf-8")
 KV = builtin_path("odp-vs-pin").read_text(encoding="utf-8")
+TABLE = (
+    Path(__file__).parents[1] / "src/pinlab/validate/tables/gdrcopy-copylat-p100-pcie-write.toml"
+).read_text(encoding="utf-8")
 BAD_KERNEL = 'kernel = "9.9"\n' + dump_platform(
     resolve_platform("workstation").model_copy(update={"kernel": None})
 )
@@ -584,6 +587,135 @@ CASES: dict[str, Case] = {
     "a claim column that is a number": expect(
         scenario("show = [\n", "show = [\n  1,\n"),
         r"^pinlab: error: s\.toml: claim\.show\[0\]: expected a string or a table, found 1$",
+    ),
+    # a [policy] whose cgroups or regions is no table is named, inline or by --policy
+    "a [policy] cgroups that is a string": expect(
+        kv_scenario("[[tenants]]", '[policy]\ncgroups = "x"\n\n[[tenants]]'),
+        r'^pinlab: error: s\.toml: policy: cgroups: expected a table, found "x"$',
+    ),
+    "a [policy] regions that is a number": expect(
+        kv_scenario("[[tenants]]", "[policy]\nregions = 5\n\n[[tenants]]"),
+        r"^pinlab: error: s\.toml: policy: regions: expected a table, found 5$",
+    ),
+    # an error in a --policy file's field is blamed on it, not on the scenario it is merged into
+    **{
+        f"a --policy file whose {what}": Case(
+            ["run", "desktop-pin-hog", "--policy", "p.toml", "--no-report", "--quiet"],
+            message,
+            {"p.toml": text},
+        )
+        for what, text, message in (
+            (
+                "cgroups is a list",
+                "cgroups = [1]\n",
+                r"^pinlab: error: --policy p\.toml: cgroups: expected a table, found \[1\]$",
+            ),
+            (
+                "user's uid is a string",
+                '[users.a]\nuid = "x"\n',
+                r'^pinlab: error: --policy p\.toml: users\.a\.uid: expected an integer, found "x"$',
+            ),
+            (
+                "memlock of the scenario's user is no size",
+                '[users.mallory]\nuid = 1002\nmemlock = "lots"\n',
+                r"^pinlab: error: --policy p\.toml: users\.mallory\.memlock: expected a size ",
+            ),
+            (
+                "region is not on the machine",
+                '[regions]\n"drm/0000:03:00.0/vram" = "16GiB"\n',
+                r'^pinlab: error: --policy p\.toml: regions\."drm/0000:03:00\.0/vram": expected a '
+                r"region registered on this machine \(drm/0000:01:00\.0/vram\), found ",
+            ),
+        )
+    },
+    # a driver option the driver's constructor does not take, or of the wrong type, is named
+    # at its field: not a TypeError of the build naming only the preset, not "false" as true
+    "an unknown driver option by --set": Case(
+        ["run", "efa-gaudi", "--set", "platform.devices.gaudi0.driver_options={bogus=3}"],
+        r"^pinlab: error: --set platform\.devices\.gaudi0\.driver_options=\{bogus=3\}: "
+        r"platform\.devices\.gaudi0\.driver_options: expected an option of driver 'habanalabs' "
+        r"\(dram_page_size, hbm_size\), found 'bogus'$",
+    ),
+    'a driver option "false" for a boolean': Case(
+        ["run", "efa-gaudi", "--set", 'platform.nics.efa0.driver_options={rdma_write="false"}'],
+        r"platform\.nics\.efa0\.driver_options\.rdma_write: expected true or false, "
+        r"found 'false'$",
+    ),
+    "a driver option no file can give": Case(
+        [
+            "run",
+            "desktop-pin-hog",
+            "--set",
+            "platform.devices.gpu0.driver_options={gfx_version=11}",
+        ],
+        r"platform\.devices\.gpu0\.driver_options: expected an option of driver 'amdgpu' "
+        r"\(gtt_size, system_size, vram_size\), found 'gfx_version'$",
+    ),
+    "a negative driver option size": Case(
+        ["run", "desktop-pin-hog", "--set", "platform.devices.gpu0.driver_options={vram_size=-5}"],
+        r"platform\.devices\.gpu0\.driver_options\.vram_size: expected a whole number >= 0, "
+        r"found -5$",
+    ),
+    "an unknown driver option in a platform file": Case(
+        ["run", "examples/host-smoke.toml", "--platform", "p.toml", "--quiet", "--no-report"],
+        r"^pinlab: error: \S*p\.toml: devices\[0\]\.driver_options: expected an option of "
+        r"driver 'amdgpu' \(gtt_size, system_size, vram_size\), found 'strict_p2p'$",
+        {
+            "p.toml": edit(
+                dump_platform(resolve_platform("workstation")),
+                "[devices.driver_options]\n",
+                "[devices.driver_options]\nstrict_p2p = true\n",
+            ),
+            "examples/host-smoke.toml": HOST_SMOKE,
+        },
+    ),
+    # a count compared with inf held within any tolerance (0 == inf: HELD); nan never compares
+    **{
+        f"a claim value of {value} for a count": Case(
+            ["run", "s.toml", "--no-report", "--quiet"],
+            r"^pinlab: error: s\.toml: claim\.expect\[0\]\.value: global\.kernel_warnings is in "
+            rf"count: expected a number \(a count\), found {re.escape(value)} \(not a finite "
+            r"number\)$",
+            {"s.toml": edit(HOST_SMOKE, "value = 0", f"value = {value}")},
+        )
+        for value in ("inf", "nan", '"1e400"')
+    },
+    # a claim field whose check has its own error type is named at the file's key, without
+    # the union member's tag pydantic puts in its location (comparison)
+    "a claim factor of inf": expect(
+        kv_scenario('than = { variant = "pinned" }', 'than = { variant = "pinned", times = inf }'),
+        r"^pinlab: error: s\.toml: claim\.expect\[4\]\.than\.times: expected a non-negative "
+        r"factor like 7 or \"7x\", found inf \(not a finite number\)$",
+    ),
+    # a validation table's value of no scalar type is one error at its key, not one per
+    # member of a union under pydantic's tags (compare.where.Test.str ... (and 3 more))
+    "a validation table's where value that is a table": Case(
+        ["validate", "--dir", "d", "--out", "o"],
+        r"^pinlab: error: d/t\.toml: compare\.where\.Test: expected a string, a number or a "
+        r"boolean, found \{\}$",
+        {
+            "d/t.toml": edit(
+                TABLE, 'where = { Test = "gdr_copy_to_mapping" }', "where = { Test = {} }"
+            )
+        },
+    ),
+    # a size a driver refuses when the machine is built is named after the input that gave
+    # it, not after the preset ("platform workstation: devices[0] (gpu0): ...")
+    "a GTT size that is no multiple of the page, by --set": Case(
+        ["run", "desktop-pin-hog", "--set", "platform.devices.gpu0.gtt=1e3", "--no-report"],
+        r"^pinlab: error: --set platform\.devices\.gpu0\.gtt=1e3: platform\.devices\.gpu0: size "
+        r"1000 is not a multiple of the granule 4096$",
+    ),
+    "a GTT size that is no multiple of the page, in a platform file": Case(
+        ["run", "examples/host-smoke.toml", "--platform", "p.toml", "--quiet", "--no-report"],
+        r"^pinlab: error: \S*p\.toml: devices\[0\] \(gpu0\): size 1000 is not a multiple of the "
+        r"granule 4096$",
+        {
+            "p.toml": edit(
+                dump_platform(resolve_platform("workstation")), 'gtt = "32GiB"', "gtt = 1000"
+            ),
+            "examples/host-smoke.toml": HOST_SMOKE,
+        },
     ),
     # -- pasted command output (inspect --paste) ----------------------------------------------
     "a cpuinfo paste whose cpu family is not a number": Case(

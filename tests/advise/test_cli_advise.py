@@ -161,6 +161,10 @@ def test_what_the_closest_point_reached_is_not_called_maximised(tmp_path: Path, 
         (["--protect", "tenant.trainer.denials == 0", "--maximise", "tenant.x.speed"], "known"),
         (["--protect", "tenant.trainer.denials == 0", "--variant", "nope"], "--variant"),
         (["--protect", "tenant.trainer.denials == 0", "--budget", "0"], "--budget"),
+        (
+            ["--protect", "tenant.trainer.denials == 0", "--budget", str(2**63)],
+            "--budget: expected a number from 1 to 100000 (the policies run are one sweep's points",
+        ),
         ([], "--protect"),
     ],
 )

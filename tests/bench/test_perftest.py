@@ -329,6 +329,32 @@ def test_bad_platform_choices_are_one_line() -> None:
         run_bench("perftest", ["ib_write_bw"], sets=["rdma.post_cost"])
 
 
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"seed": -1}, r"^seed: expected an integer seed from 0 to 2\^63-1, found -1$"),
+        ({"seed": "x"}, r"^seed: expected an integer seed from 0 to 2\^63-1, found 'x'$"),
+        ({"platform": 5}, r"^platform: expected a preset name or a platform file's path, found 5$"),
+        (
+            {"platform_params": 5},
+            r"^platform_params: expected a table of preset parameters, found 5$",
+        ),
+        ({"sets": [1]}, r"^sets\[0\]: expected a key=value string, found 1$"),
+        (
+            {"sets": "rdma.jitter=0"},
+            r"^sets: expected a list of key=value strings, found the string",
+        ),
+    ],
+)
+def test_run_benchs_own_arguments_are_checked_first(
+    keywords: dict[str, object], message: str
+) -> None:
+    """Its keywords are validated as the scenario API's are (docs/api.md): a ConfigError
+    naming the argument, not a TypeError from pathlib or a ValueError from simpy's seed."""
+    with pytest.raises(ConfigError, match=message):
+        run_bench("perftest", ["ib_write_bw", "-n", "5"], **keywords)  # type: ignore[arg-type]
+
+
 def test_perftest_defaults() -> None:
     o = parse_args(["ib_send_bw", "-a"]).params
     assert (o.iterations, o.tx_depth, o.cq_mod, o.rx_depth) == (1000, 128, 100, 512)

@@ -138,6 +138,10 @@ PCI = (
         (PCI + "parent = '3'\n", "pci[0].parent", 'expected a PCI address like "0000:03:00.0"'),
         (PCI + "port_type = 'sideways'\n", "pci[0].port_type", 'found "sideways"'),
         (PCI + "port_type_source = 'guess'\n", "pci[0].port_type_source", 'found "guess"'),
+        # a sign or a width no PCI register has: int() would take them
+        (PCI.replace("class_code = '0'", "class_code = '-0xc0500'"), "pci[0].class_code", "-0xc"),
+        (PCI.replace("device = '0'", "device = 4294967296"), "pci[0].device", "4294967296"),
+        (PCI.replace("device = '0'", "device = true"), "pci[0].device", "hexadecimal"),
     ],
 )
 def test_bad_snapshot_is_one_line(text: str, where: str, message: str) -> None:

@@ -453,9 +453,39 @@ def test_driver_options_reach_the_drivers() -> None:
     assert build(spec, "7.1").nics["efa0"] is not None
     with pytest.raises(ConfigError, match=r"^platform dl1: nics\[0\] \(efa0\): revocable"):
         build(spec, "6.16")
-    data["nics"][0]["driver_options"] = {"colour": "red"}
-    with pytest.raises(ConfigError, match=r"nics\[0\] \(efa0\): .*colour"):
-        build(PlatformSpec.model_validate(data))
+
+
+@pytest.mark.parametrize(
+    ("group", "options", "message"),
+    [
+        (
+            "nics",
+            {"colour": "red"},
+            r"nics\.0\.driver_options\n.*expected an option of driver 'efa' \(rdma_write, "
+            r"revocable\), found 'colour'",
+        ),
+        (
+            "nics",
+            {"rdma_write": "false"},
+            r"nics\.0\.driver_options\.rdma_write\n.*expected true or false, found 'false'",
+        ),
+        (
+            "devices",
+            {"dram_page_size": True},
+            r"devices\.0\.driver_options\.dram_page_size\n"
+            r".*expected a whole number >= 0, found True",
+        ),
+    ],
+)
+def test_driver_options_are_checked_against_the_drivers_constructor(
+    group: str, options: dict[str, object], message: str
+) -> None:
+    """An option the driver's constructor does not take, or of another type, is the spec's
+    error at its field -- not a TypeError of the build, nor a string read as true."""
+    data = dl1().model_dump()
+    data[group][0]["driver_options"] = options
+    with pytest.raises(ValidationError, match=message):
+        PlatformSpec.model_validate(data)
     data = p4d().model_dump()
     data["devices"][0]["driver_options"] = {"strict_p2p": True}
     gpu = build(PlatformSpec.model_validate(data)).exporters["gpu0"]

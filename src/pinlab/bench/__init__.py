@@ -20,11 +20,13 @@ it). Each tool module registers its tool -- name, summary and the function that 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pinlab.errors import ConfigError, toml_inline
+from pinlab.scenarios.config import check_seed, check_sets
 
 __all__ = [
     "TOOLS",
@@ -200,5 +202,14 @@ def run_bench(
     platform file) with ``platform_params``; ``nodes`` overrides how many nodes the tool
     spans (perftest needs two, nccl-tests ``--nodes``); ``sets`` are ``key=value`` cost
     overrides; ``seed`` seeds every random draw. ``ConfigError`` on bad input."""
-    setup = BenchSetup(platform, dict(platform_params or {}), nodes, tuple(sets), seed)
+    if not isinstance(platform, str | os.PathLike):
+        raise ConfigError(
+            "platform", "", f"expected a preset name or a platform file's path, found {platform!r}"
+        )
+    params = {} if platform_params is None else platform_params
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+        raise ConfigError(
+            "platform_params", "", f"expected a table of preset parameters, found {params!r}"
+        )
+    setup = BenchSetup(platform, dict(params), nodes, check_sets(sets), check_seed(seed, "seed"))
     return tool(tool_name).run(argv, setup)

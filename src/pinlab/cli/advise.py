@@ -40,8 +40,13 @@ def _cmd_advise(args: argparse.Namespace, console: Console) -> int:
     from pinlab.advise import advise, prepare
     from pinlab.advise.output import maximised_text
     from pinlab.sweep import PointError
+    from pinlab.sweep.spec import MAX_POINTS
 
-    _positive("--budget", args.budget)
+    if not 1 <= args.budget <= MAX_POINTS:
+        raise UserError(
+            f"--budget: expected a number from 1 to {MAX_POINTS} (the policies run are one "
+            f"sweep's points, and a sweep has at most {MAX_POINTS}), found {args.budget}"
+        )
     _positive("--jobs", args.jobs)
     out = out_dir(args.out)
     with as_user_error():

@@ -148,13 +148,22 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+_HEX_MAX = 0xFFFF_FFFF
+"""The widest PCI config register an ID is read from (32 bits)."""
+
+
 def _hex(value: object) -> object:
+    number = value
     if isinstance(value, str):
-        text = value.strip().lower()
         try:
-            return int(text, 16)
+            number = int(value.strip().lower(), 16)
         except ValueError:
-            raise ValueError(f'expected a hexadecimal ID like "0x15b3", found {value!r}') from None
+            number = None
+    # a sign or a width no PCI register has is a typo, not an ID (int() takes "-0x10")
+    if isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= _HEX_MAX:
+        return number
+    if isinstance(value, str | int | float):
+        raise ValueError(f'expected a hexadecimal ID like "0x15b3", found {value!r}')
     return value
 
 

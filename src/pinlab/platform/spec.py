@@ -15,8 +15,12 @@ do ODP) is read off what the driver class declares.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
-from collections.abc import Iterable
+import types
+import typing
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
@@ -275,7 +279,8 @@ class DeviceSpec(_Spec):
     amdgpu's model does not yet (``drivers/amdgpu.py``). Each driver maps these sizes to its
     own constructor arguments (``ExporterDriver.from_spec``); sizes a driver has no domain for
     are not used. ``driver_options`` are passed to the driver constructor as keyword arguments
-    (``strict_p2p``, ``dram_page_size`` ...).
+    (``strict_p2p``, ``dram_page_size`` ...), each checked against the constructor's own
+    (name and type: ``_driver_options``).
     """
 
     name: Name
@@ -460,6 +465,73 @@ def _ref_error(loc: tuple[str | int, ...], expected: str, found: object) -> Init
     )
 
 
+_OPTION_TYPES: dict[object, tuple[type, str]] = {
+    bool: (bool, "true or false"),
+    bool | None: (bool, "true or false"),
+    int: (int, "a whole number >= 0"),
+    int | None: (int, "a whole number >= 0"),
+    str: (str, "a string"),
+    str | None: (str, "a string"),
+}
+"""The constructor argument types a ``driver_options`` value can give (TOML's booleans,
+integers and strings; the integers are sizes, counts and indices), with how a message words
+them."""
+
+_NOT_OPTIONS = frozenset({"kernel", "pdev", "detector", "name"})
+"""Constructor arguments a file cannot set: the machine's objects, and the name ``from_spec``
+passes itself."""
+
+
+@functools.cache
+def _driver_options(cls: type) -> Mapping[str, tuple[type, str]] | None:
+    """The ``driver_options`` a driver class takes: each keyword argument of its constructor
+    (those of a ``**options: Unpack[TypedDict]`` too) of a type in :data:`_OPTION_TYPES`,
+    with that type. None when the annotations cannot be read: the constructor is left to
+    refuse them."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+        hints = typing.get_type_hints(cast(Any, cls).__init__, include_extras=True)
+    except (TypeError, ValueError, NameError):
+        return None
+    found: dict[str, object] = {}
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            unpacked = typing.get_args(hints.get(p.name))
+            if not unpacked or not typing.is_typeddict(unpacked[0]):
+                return None
+            found.update(typing.get_type_hints(unpacked[0]))
+        elif p.kind is not p.VAR_POSITIONAL:
+            found[p.name] = hints.get(p.name)
+    return types.MappingProxyType(
+        {
+            name: _OPTION_TYPES[hint]
+            for name, hint in found.items()
+            if name not in _NOT_OPTIONS and hint in _OPTION_TYPES
+        }
+    )
+
+
+def _option_errors(
+    loc: tuple[str | int, ...], driver: str, cls: type, options: Mapping[str, object]
+) -> list[InitErrorDetails]:
+    """A device's or NIC's ``driver_options`` that its driver's constructor does not take,
+    or of a type it does not take (checked here, where the file and field are known)."""
+    known = _driver_options(cls)
+    if known is None:
+        return []
+    errors: list[InitErrorDetails] = []
+    for key, value in options.items():
+        if key not in known:
+            expected = f"an option of driver {driver!r} ({', '.join(sorted(known)) or 'none'})"
+            errors.append(_ref_error((*loc, "driver_options"), expected, key))
+            continue
+        kind, words = known[key]
+        wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+        if wrong or (kind is int and cast(int, value) < 0):
+            errors.append(_ref_error((*loc, "driver_options", key), words, value))
+    return errors
+
+
 class PlatformSpec(_Spec):
     """One node: CPU, DRAM, PCIe tree, devices, NICs, displays (module docstring).
 
@@ -556,9 +628,13 @@ class PlatformSpec(_Spec):
                 )
             elif dev.parent not in bridges and dev.parent not in switches:
                 errors.append(_ref_error(("devices", i, "parent"), parent_expected, dev.parent))
+            cls = EXPORTERS[dev.driver]
+            errors.extend(_option_errors(("devices", i), dev.driver, cls, dev.driver_options))
         for i, nic in enumerate(self.nics):
             if nic.parent not in bridges and nic.parent not in switches:
                 errors.append(_ref_error(("nics", i, "parent"), parent_expected, nic.parent))
+            options = nic.driver_options
+            errors.extend(_option_errors(("nics", i), nic.driver, nic_driver(nic.driver), options))
             if nic.odp and not nic_driver(nic.driver).supports_odp:
                 errors.append(
                     _ref_error(

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pinlab.errors import ConfigError, config_error, toml_path
 from pinlab.scenarios.claimspec import ClaimSpec
@@ -101,8 +102,10 @@ def claim_error(e: ValidationError, source: str, doc: Mapping[str, Any]) -> Conf
         details: Any = {k: v for k, v in err.items() if k != "msg"} | {"loc": loc}
         try:
             one = ValidationError.from_exception_data(e.title, [details])
-        except (KeyError, TypeError, ValueError):  # a custom error type: pydantic's own line
-            return config_error(e, source, "claim", ClaimSpec)
+        except (KeyError, TypeError, ValueError):  # a custom error type: its line, at ``loc``
+            custom = PydanticCustomError(str(err["type"]), str(err["msg"]))
+            plain = InitErrorDetails(type=custom, loc=loc, input=err.get("input"))
+            one = ValidationError.from_exception_data(e.title, [plain])
         messages.append(config_error(one, source, "claim", ClaimSpec).message)
     parts = [m.removeprefix("expected ").rpartition(", found ") for m in messages]
     message = messages[0]

@@ -21,6 +21,7 @@ reached its data phase at the end of the run is shown as ``setup``, ``not starte
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -92,12 +93,16 @@ def _parse_value(raw: object, unit: str) -> float:
         return 0.0
     if unit in _UNIT_TEXT:
         return float(_UNIT_TEXT[unit].parse(raw))
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        return float(raw)
     try:
-        return float(str(raw))
-    except ValueError:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            value = float(raw)
+        else:
+            value = float(str(raw))
+    except (ValueError, OverflowError):
         raise UnitError("a number (a count)", raw) from None
+    if not math.isfinite(value):  # == inf holds within any tolerance; nan compares false
+        raise UnitError("a number (a count)", raw, "not a finite number")
+    return value
 
 
 # -- terms: numbers read from a run -------------------------------------------------------------

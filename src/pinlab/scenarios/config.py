@@ -48,6 +48,7 @@ from pinlab.scenarios.catalog import Catalog, variant_catalog
 from pinlab.scenarios.claims import BoundClaim, bind_claim
 from pinlab.scenarios.claimspec import ClaimSpec
 from pinlab.scenarios.paths import deep_merge, quote
+from pinlab.scenarios.policy import PolicyDocumentError, written_by
 from pinlab.scenarios.references import rename_references
 from pinlab.scenarios.schema import (
     SEED_MAX,
@@ -113,6 +114,11 @@ class ScenarioConfig(BaseModel):
     claim_sets: tuple[tuple[str, str], ...] = ()
     profile_override: str | None = None
     seed_override: int | None = None
+    policy_source: str = ""
+    """What gave the policy merged over the scenario's (``--policy FILE``), if anything."""
+    policy_overlay: dict[str, Any] = {}
+    policy_own: dict[str, Any] = {}
+    """The merged policy document and the scenario's own ``[policy]`` it was merged over."""
     _resolved: dict[str, ResolvedScenario] = PrivateAttr(default_factory=dict)
     _specs: dict[str, AnySpec] = PrivateAttr(default_factory=dict)
     _catalogs: dict[str, Catalog] = PrivateAttr(default_factory=dict)
@@ -244,6 +250,8 @@ class ScenarioConfig(BaseModel):
         the field's table). A ``--set`` is matched by its key as written and as the document
         addresses it after every ``--set``: ``tenants.3.start`` is ``tenants.hog.start``, and
         ``tenants.a.name="b"`` set ``tenants.b.name``."""
+        if isinstance(e, PolicyDocumentError):
+            return self.blame_policy(e)
         where = canonical(e.where)
         if not where:
             return e
@@ -269,6 +277,14 @@ class ScenarioConfig(BaseModel):
                 continue
         if culprit(wheres, fields, changes) is not None:
             return ConfigError(f"{self.source}: variants.{quote(variant)}", e.where, e.message)
+        return e
+
+    def blame_policy(self, e: PolicyDocumentError) -> ConfigError:
+        """The policy error ``e`` naming ``--policy FILE`` when that file wrote its field
+        (:func:`~pinlab.scenarios.policy.written_by`), else ``e``: also for the check of the
+        policy against the machine a run builds (its dmem regions)."""
+        if self.policy_source and written_by(self.policy_overlay, self.policy_own, e.policy_where):
+            return ConfigError(self.policy_source, e.policy_where, e.policy_message)
         return e
 
     def _blame_claim(self, e: ConfigError) -> ConfigError:
@@ -418,8 +434,11 @@ def load_scenario(
             flag = f"--platform {platform}" if str(platform) else "--platform"
             raise ConfigError(flag, "", f"expected a platform file, found {found}")
         data["platform"] = {"file": str(platform_path.resolve())}
+    policy_given: dict[str, Any] = {}
+    own_policy = data.get("policy")
     if policy is not None:
-        data["policy"] = deep_merge(data.get("policy") or {}, _policy_document(policy))
+        policy_given = _policy_document(policy)
+        data["policy"] = deep_merge(own_policy or {}, policy_given)
     if rename:
         for key in ("tenants", "policy"):
             if key in data:
@@ -456,9 +475,22 @@ def load_scenario(
         claim_document=claim,
         sets=parsed,
         claim_sets=claim_sets,
+        policy_source=_policy_source(policy),
+        policy_overlay=policy_given,
+        policy_own=own_policy if isinstance(own_policy, dict) else {},
     )
     cfg.validate_all()
     return cfg
+
+
+def _policy_source(policy: str | Path | Mapping[str, Any] | None) -> str:
+    """How an error in the ``policy`` of :func:`load_scenario` names it: as the
+    ``--policy`` it came from, or as the argument."""
+    if policy is None:
+        return ""
+    if isinstance(policy, Mapping):
+        return "policy"
+    return f"--policy {policy}"
 
 
 def _policy_document(policy: str | Path | Mapping[str, Any]) -> dict[str, Any]:

@@ -10,12 +10,18 @@ from typing import Any
 
 import tomli_w
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, toml_path
 from pinlab.policy.config import PolicyConfig, PolicyError, parse_policy
 from pinlab.scenarios.paths import deep_merge
 from pinlab.tomlfile import read_toml
 
-__all__ = ["dmem_settings", "policy_document", "validate_policy"]
+__all__ = [
+    "PolicyDocumentError",
+    "dmem_settings",
+    "policy_document",
+    "validate_policy",
+    "written_by",
+]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_.+-]*)\}")
 
@@ -30,9 +36,16 @@ def _substitute(value: Any, names: Mapping[str, str]) -> Any:
     return value
 
 
+def _tables(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` when it is a table, else empty: a ``cgroups`` or ``regions`` of another
+    type is left for :func:`validate_policy` to name."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _mentioned_regions(doc: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
-    for spec in (doc.get("cgroups") or {}).values():
+    for spec in _tables(doc, "cgroups").values():
         if not isinstance(spec, dict):
             continue
         for key, lines in spec.items():
@@ -51,7 +64,7 @@ def dmem_settings(doc: Mapping[str, Any]) -> list[str]:
     """The key paths of a policy document that need the dmem cgroup controller: every
     ``dmem.*`` file a cgroup sets, and ``dmem-pin-max`` (whose files live beside them)."""
     out: list[str] = []
-    for path, spec in (doc.get("cgroups") or {}).items():
+    for path, spec in _tables(doc, "cgroups").items():
         if isinstance(spec, dict):
             out += [f'cgroups."{path}"."{key}"' for key in spec if str(key).startswith("dmem.")]
     proposals = doc.get("proposals") or {}
@@ -77,7 +90,9 @@ def policy_document(
             path = base_dir / path
         doc = deep_merge(read_toml(path, what="a policy file"), doc)
     doc = _substitute(doc, pci_names)
-    declared = dict(doc.get("regions") or {})
+    if "regions" in doc and not isinstance(doc["regions"], dict):
+        return doc
+    declared = dict(_tables(doc, "regions"))
     if regions is not None:
         for name, size in regions.items():
             declared.setdefault(name, size)
@@ -89,9 +104,40 @@ def policy_document(
     return doc
 
 
+class PolicyDocumentError(ConfigError):
+    """:func:`validate_policy`'s one line, keeping the policy's own field path and message
+    (``policy_where``, ``policy_message``) so that the error can be blamed on a ``--policy``
+    file that wrote the field (:func:`written_by`)."""
+
+    def __init__(self, error: PolicyError) -> None:
+        super().__init__("", "", str(error))
+        self.policy_where = error.where
+        self.policy_message = error.message
+
+
 def validate_policy(doc: Mapping[str, Any], source: str) -> PolicyConfig:
     """Validate a policy document with ``pinlab.policy.config``'s one-line messages."""
     try:
         return parse_policy(tomli_w.dumps(dict(doc)), f"{source}: policy")
     except PolicyError as e:
-        raise ConfigError("", "", str(e)) from None
+        raise PolicyDocumentError(e) from None
+
+
+def written_by(overlay: Mapping[str, Any], own: object, where: str) -> bool:
+    """Whether the policy field ``where`` (a :class:`PolicyDocumentError`'s path) is one
+    ``overlay`` -- a ``--policy`` document merged over the scenario's own ``[policy]``,
+    ``own`` -- wrote: the field itself, an element of a value it wrote (a scalar dmem line is
+    read as a list), or a field missing from a table only the overlay has."""
+
+    def walk(node: object, path: tuple[str | int, ...], mine: object) -> bool:
+        at = toml_path(path)
+        if path and where == at:
+            return True
+        if not isinstance(node, dict):
+            return bool(path) and where.startswith(at + "[")
+        if path and not isinstance(mine, dict) and where.startswith(at + "."):
+            return True
+        inner = mine if isinstance(mine, dict) else {}
+        return any(walk(v, (*path, str(k)), inner.get(k)) for k, v in node.items())
+
+    return walk(overlay, (), own)

@@ -25,10 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
 from pydantic import ValidationError as _PydanticError
+from pydantic_core import PydanticCustomError
 
-from pinlab.errors import ConfigError, config_error
+from pinlab.errors import ConfigError, config_error, show_value
 from pinlab.tomlfile import read_toml
 
 __all__ = [
@@ -123,7 +132,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-Scalar = StrictStr | StrictBool | StrictInt | StrictFloat
+def _scalar(value: object) -> str | bool | int | float:
+    # one check, so that a wrong value is one error at its key, not one per union member
+    # under pydantic's member tags (where.Test.str, where.Test.bool ...)
+    if isinstance(value, str | bool | int | float):
+        return value
+    raise PydanticCustomError(
+        "pinlab_scalar",
+        "expected a string, a number or a boolean, found {found}",
+        {"found": show_value(value)},
+    )
+
+
+Scalar = Annotated[str | bool | int | float, PlainValidator(_scalar)]
 Number = StrictInt | StrictFloat
 
 
