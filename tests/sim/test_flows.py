@@ -566,6 +566,91 @@ def test_the_widening_of_fact_3_is_exercised_and_exact() -> None:
     assert widened > 0
 
 
+def test_a_failed_fact_3_check_takes_in_that_links_transfers_and_no_more() -> None:
+    """flows.py facts 2 and 3: where a started transfer froze below a transfer left out, the
+    second attempt takes in that link's transfers at ``lam`` or above and, through saturated
+    links, their top-rate ones -- not every transfer at ``lam`` or above that it meets, and none
+    below ``lam``. Links L=10, M=8, U=100, rates by hand (progressive filling):
+
+    - s on L, capped at 1: 1.  h on L, M, U: 8 (M).  k on U, capped at 20: 20 (U unsaturated).
+    - g on L: lam = 10/3. Alone, g would get 10 - 1 - 8 = 1 < 8 (h on L): widened. L's transfers
+      at lam or above, g and h, share what s leaves of L: 4.5 each; s (below lam) and k (on
+      unsaturated U) are not solved again.
+    - p on M: lam = 8/2. Alone, p would get 8 - 4.5 = 3.5 < 4.5 (h on M): widened. p and h, and
+      through saturated L its top-rate g: M saturates first, p = h = 4, then g = 10 - 1 - 4 = 5.
+    """
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    for name, capacity in (("L", 10.0), ("M", 8.0), ("U", 100.0)):
+        net.add_link(name, capacity)
+    steps = (("s", ["L"], 1.0), ("h", ["L", "M", "U"], None), ("k", ["U"], 20.0))
+    steps += (("g", ["L"], None), ("p", ["M"], None))
+    events: dict[str, simpy.Event] = {}
+    counters: list[tuple[int, int]] = []
+    for label, path, cap in steps:
+        events[label] = net.transfer(1000.0, path, cap=cap, label=label)
+        counters.append((net.resolved, net.widened))
+    assert counters == [(1, 0), (2, 0), (3, 0), (3 + 2, 1), (5 + 3, 2)]
+    rates = {label: net.rate_of(event) for label, event in events.items()}
+    assert rates == {"s": 1.0, "h": 4.0, "k": 20.0, "g": 5.0, "p": 4.0}
+
+
+@pytest.mark.parametrize("started", [1, 2])
+def test_a_transfer_left_out_a_hair_faster_still_fails_fact_3s_check(started: int) -> None:
+    """flows.py fact 3 and its relative 1e-9 rounding margin, in the closed form for one started
+    transfer and in the heap fill for two: the margin makes the check stricter, never lets a
+    faster transfer stay out, and the widening's floor counts a transfer a hair above ``lam`` as
+    at ``lam``. Links L=n+1 (n started), M=1+1e-10, U=100, rates by hand: h on L, M, U gets
+    1+1e-10 (M); k on U capped at 20: 20. The n transfers on L: lam = (n+1)/(n+1) = 1; alone they
+    would get (n - 1e-10)/n each, below h on L by less than 1e-9: widened. h is taken in through L
+    only (k, on unsaturated U, is not solved again), and L saturates first: all at 1."""
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    for name, capacity in (("L", started + 1.0), ("M", 1.0 + 1e-10), ("U", 100.0)):
+        net.add_link(name, capacity)
+    h = net.transfer(1000.0, ["L", "M", "U"], label="h")
+    k = net.transfer(1000.0, ["U"], cap=20.0, label="k")
+    gs = net.transfer_many([(1000.0, ["L"], None, f"g{i}") for i in range(started)])
+    assert [net.rate_of(ev) for ev in (h, k, *gs)] == [1.0, 20.0] + [1.0] * started
+    assert (net.resolved, net.widened) == (1 + 1 + started + 1, 1)
+
+
+def test_an_end_re_solves_only_the_top_rate_transfers_of_a_saturated_link() -> None:
+    """flows.py facts 2 and 3: the link of an ended transfer, saturated, is entered for its
+    top-rate transfers -- those within the 1e-9 margin of its top rate included -- and a slower
+    one, bottlenecked elsewhere, keeps its rate unsolved. Rates by hand:
+
+    - S=10, B=3: e on S capped at 1, 1 byte; b on S and B: 3; a on S: 10 - 1 - 3 = 6. At t=1 e
+      ends: only a is solved again (S's top), 10 - 3 = 7; b keeps 3.
+    - S=10: y on S capped at 5 - 1e-11, x on S: 5 + 1e-11 (y's cap freezes first). g on S:
+      lam = 10/3; y, 4e-12 below S's top x, is top-rate too: x, y and g are taken in at once (no
+      failed check, no second attempt) and share S: 10/3 each.
+    """
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("S", 10.0)
+    net.add_link("B", 3.0)
+    e = net.transfer(1.0, ["S"], cap=1.0, label="e")
+    b = net.transfer(1000.0, ["S", "B"], label="b")
+    a = net.transfer(1000.0, ["S"], label="a")
+    assert [net.rate_of(ev) for ev in (e, b, a)] == [1.0, 3.0, 6.0]
+    assert net.resolved == 3
+    env.run(until=e)
+    assert env.now == pytest.approx(1.0)
+    assert [net.rate_of(ev) for ev in (b, a)] == [3.0, 7.0]
+    assert (net.resolved, net.widened) == (3 + 1, 0)
+
+    env = simpy.Environment()
+    net = FlowNetwork(env)
+    net.add_link("S", 10.0)
+    x = net.transfer(1000.0, ["S"], label="x")
+    y = net.transfer(1000.0, ["S"], cap=5.0 - 1e-11, label="y")
+    assert [net.rate_of(ev) for ev in (x, y)] == [10.0 - (5.0 - 1e-11), 5.0 - 1e-11]
+    g = net.transfer(1000.0, ["S"], label="g")
+    assert [net.rate_of(ev) for ev in (x, y, g)] == [10.0 / 3.0] * 3
+    assert (net.resolved, net.widened) == (1 + 2 + 3, 0)
+
+
 def test_more_transfers_than_the_first_finish_slots_complete_in_size_order() -> None:
     """cost-model §1 item 1: n transfers of sizes s_1 < ... < s_n on one link of capacity C end
     at t_k = t_(k-1) + (s_k - s_(k-1)) (n - k + 1) / C -- with more of them active than the
