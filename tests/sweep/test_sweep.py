@@ -374,6 +374,43 @@ def test_a_failure_on_a_worker_stops_the_sweep_and_keeps_the_rest(
     assert outcome.skipped == recorded and outcome.ran == 8 - recorded and outcome.complete
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_point_refused_only_when_run_names_the_sweep_files_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """A factor value that loads but that the machine's build refuses (a GTT size off the
+    4 KiB granule) is blamed as a load error is: on the sweep file's ``[factors]`` key, with
+    the point's values -- not as a ``--set`` the user never typed -- also when a worker ran
+    it. The point before it stays recorded."""
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
+    path = tmp_path / "gtt.toml"
+    path.write_text(
+        """[sweep]
+name = "gtt"
+scenario = "desktop-pin-hog"
+variants = ["none"]
+
+[fixed]
+"scenario.duration" = "1s"
+
+[factors]
+"platform.devices.gpu0.gtt" = ["1GiB", "1000B"]
+""",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    with pytest.raises(PointError) as e:
+        run_sweep(load_sweep(path), out, jobs=jobs)
+    assert e.value.user and e.value.point == 1
+    assert str(e.value) == (
+        f'point 1: {path}: factors."platform.devices.gpu0.gtt": platform.devices.gpu0: size '
+        "1000 is not a multiple of the granule 4096 (at the point "
+        'platform.devices.gpu0.gtt = "1000B")'
+    )
+    recorded = len(list((out / "points").glob("*.json")))
+    assert recorded == 1 if jobs == 1 else recorded <= 1
+
+
 def test_points_sharing_a_configuration_load_it_once(
     sweep_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

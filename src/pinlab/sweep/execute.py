@@ -51,7 +51,7 @@ from typing import Any
 
 from pinlab import fsutil
 from pinlab.errors import ConfigError
-from pinlab.sweep.spec import Point, Sweep
+from pinlab.sweep.spec import Point, Sweep, point_error
 from pinlab.sweep.table import META_COLUMNS, Analysis, build_table, write_table
 
 __all__ = [
@@ -81,12 +81,22 @@ start only for more than twice this much work left after the first point."""
 class PointError(RuntimeError):
     """A point that failed; picklable (a process pool or Dask sends it back).
 
-    ``user`` is true for a configuration problem (a :class:`ConfigError`)."""
+    ``user`` is true for a configuration problem (a :class:`ConfigError`); ``point`` is the
+    failed point's index and ``config`` that error's ``(source, where, message)``, so that the
+    sweep can name its own file's key (:func:`run_sweep`)."""
 
-    def __init__(self, message: str, user: bool = False) -> None:
-        super().__init__(message, user)
+    def __init__(
+        self,
+        message: str,
+        user: bool = False,
+        point: int | None = None,
+        config: tuple[str, str, str] | None = None,
+    ) -> None:
+        super().__init__(message, user, point, config)
         self.message = message
         self.user = user
+        self.point = point
+        self.config = config
 
     def __str__(self) -> str:
         return self.message
@@ -119,7 +129,8 @@ def run_point(spec: dict[str, Any], *, configs: Configs | None = None) -> dict[s
                 configs[key] = cfg
         result = run_variant(cfg, spec["variant"], profile=spec["profile"], seed=spec["seed"])
     except ConfigError as e:
-        raise PointError(f"point {spec['index']}: {e}", user=True) from None
+        config = (e.source, e.where, e.message)
+        raise PointError(f"point {spec['index']}: {e}", True, spec["index"], config) from None
     except Exception as e:  # a model bug: still one picklable line, the point named
         raise PointError(f"point {spec['index']}: {type(e).__name__}: {e}") from None
     names = _select(result.metrics, spec["metrics"])
@@ -539,6 +550,8 @@ def run_sweep(
                 ran += 1
                 if progress is not None:
                     progress(skipped + ran + len(unreplicated), total)
+        except PointError as e:
+            raise _blamed(sweep, e) from None
         finally:
             close = getattr(executor, "close", None)
             if close is not None:
@@ -578,6 +591,21 @@ def run_sweep(
         unreplicated=len(unreplicated),
         analysis=analysis,
     )
+
+
+def _blamed(sweep: Sweep, e: PointError) -> PointError:
+    """A point's configuration error that only running it found (its machine refused to
+    build, say) blamed as loading blames one: on the sweep file's ``[factors]`` or ``[fixed]``
+    key whose ``--set`` the scenario refused (:func:`~pinlab.sweep.spec.point_error`)."""
+    if e.config is None or e.point is None:
+        return e
+    point = next((p for p in sweep.points if p.index == e.point), None)
+    if point is None:
+        return e
+    blamed = point_error(sweep.source, ConfigError(*e.config), point.fixed, point.factors)
+    if not blamed.where:  # no key of the file wrote it: the scenario's own error, as it was
+        return e
+    return PointError(f"point {e.point}: {blamed}", True, e.point, e.config)
 
 
 def _close(client: Any, cluster: Any) -> None:

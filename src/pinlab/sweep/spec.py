@@ -54,7 +54,7 @@ from pinlab.scenarios.config import BUILTIN, ScenarioConfig, load_scenario
 from pinlab.scenarios.schema import SEED_MAX, Name, check_name, parse_path
 from pinlab.tomlfile import read_toml
 
-__all__ = ["MAX_POINTS", "SEED_MAX", "Point", "Sweep", "SweepFile", "load_sweep"]
+__all__ = ["MAX_POINTS", "SEED_MAX", "Point", "Sweep", "SweepFile", "load_sweep", "point_error"]
 
 MAX_POINTS = 100_000
 """The most points a sweep may expand to; a larger one is refused before it is expanded."""
@@ -182,7 +182,7 @@ def _read(path: str | Path) -> dict[str, Any]:
     return read_toml(path, what="a sweep file")
 
 
-def _point_error(
+def point_error(
     source: str, e: ConfigError, fixed: dict[str, Any], combo: dict[str, Any]
 ) -> ConfigError:
     """A point's scenario error, blamed on the sweep file: on the ``[fixed]`` or
@@ -319,7 +319,7 @@ def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
         try:
             cfg: ScenarioConfig = load_scenario(ref, sets=sets)
         except ConfigError as e:
-            raise _point_error(source, e, fixed, combo) from None
+            raise point_error(source, e, fixed, combo) from None
         if variants is None:
             variants = list(sec.variants) if sec.variants is not None else cfg.variants
             for v in variants:
