@@ -778,6 +778,47 @@ def test_k86_empty_placement_drops_the_backing(profile: str) -> None:
     assert bdev.gutted == 1
 
 
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k63_eviction_counts_the_evicted_bytes(profile: str) -> None:
+    """K-63: an eviction by move counts one eviction and the BO's bytes on the manager it
+    left (the gutting path is counted in test_k63_k86_imported_sg_bo_is_gutted)."""
+    bdev = make_dev(profile, vram=3)
+    a = new_bo(bdev, 2, VRAM)
+    new_bo(bdev, 2, VRAM)
+    assert a.mem_type is TT
+    vram = man(bdev, VRAM)
+    assert vram.evictions == 1 and vram.evicted_bytes == 2 * PAGE
+
+
+class _SeeBackingFuncs(ExportingFuncs):
+    """Records, at each ``move_notify`` that drops the backing (no new resource), the bytes
+    the BO's manager still has allocated (None: the BO had no backing any more)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used_at_notify: list[int | None] = []
+
+    def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
+        if new_res is None:
+            res = bo.resource
+            self.used_at_notify.append(res.manager.used if res is not None else None)
+        super().move_notify(bo, evict, new_res)
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k86_gutting_notifies_before_the_backing_goes(profile: str) -> None:
+    """K-86: gutting tells the driver (move_notify, no new resource) while the BO still has
+    its backing, so an exporter can invalidate importers' mappings before the memory is
+    freed; the backing is dropped afterwards."""
+    bdev = make_dev(profile)
+    funcs = _SeeBackingFuncs()
+    bdev.funcs = funcs
+    bo = new_bo(bdev, 2, VRAM)
+    validate(bo)
+    assert funcs.used_at_notify == [2 * PAGE]
+    assert bo.resource is None and man(bdev, VRAM).used == 0
+
+
 # -- K-64: fences --------------------------------------------------------------------------------
 
 
@@ -893,9 +934,20 @@ def test_k87_release_of_pinned_bo_warns_and_frees(profile: str) -> None:
     with pytest.raises(KernelBug):
         ttm_bo_release(bo)
     quiet = new_bo(bdev, 1, TT)
+    epoch = quiet.epoch
     ttm_bo_release(quiet)
     assert kernel.warnings.count("ttm_bo_release") == 1
     assert man(bdev, TT).used == 0
+    assert quiet.epoch == epoch + 1  # an sg_table made before points at freed memory
+
+
+def test_bo_init_rejects_a_zero_size() -> None:
+    """ttm_bo_init_reserved: a BO of size 0 is -EINVAL (no BO, nothing allocated)."""
+    bdev = make_dev()
+    with pytest.raises(KernelError) as exc:
+        ttm_bo_init_validate(bdev, 0, placement(VRAM))
+    assert_errno(exc, Errno.EINVAL)
+    assert man(bdev, VRAM).used == 0 and not man(bdev, VRAM).lru
 
 
 # -- dmem ----------------------------------------------------------------------------------------
