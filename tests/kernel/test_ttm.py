@@ -165,6 +165,30 @@ def test_k59_pin_counts_and_lru_membership(profile: str) -> None:
     assert len(kernel.warnings) == 0
 
 
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_pin_change_observer_hears_only_the_0_1_transitions(profile: str) -> None:
+    """§9.1: only pin 0 → 1 and unpin 1 → 0 change the LRU membership, so the manager's
+    pin-change observer hears of those, not of stacked pins; pinning a BO without backing
+    (gutted, K-86) touches no manager."""
+    bdev = make_dev(profile)
+    a = new_bo(bdev, 1, VRAM)
+    calls: list[int] = []
+    man(bdev, VRAM).on_pin_change = lambda: calls.append(a.pin_count)
+    pin(a)
+    pin(a)
+    unpin(a)
+    unpin(a)
+    assert calls == [1, 0]
+    g = new_bo(bdev, 1, VRAM)
+    validate(g)
+    assert g.resource is None
+    pin(g)
+    assert g.pin_count == 1 and calls == [1, 0]
+    assert g.serial not in man(bdev, VRAM).pinned
+    unpin(g)
+    assert g.pin_count == 0 and calls == [1, 0]
+
+
 # -- lock rules --------------------------------------------------------------------------------
 
 
@@ -492,6 +516,18 @@ def test_k88_flags_ignored_in_5_16() -> None:
     assert d.mem_type is VRAM and u.mem_type is SYSTEM  # VRAM evicted in pass 2
 
 
+@pytest.mark.parametrize("profile", FLAG_PRESETS)
+def test_k88_compatible_looks_past_a_skipped_place_of_its_type(profile: str) -> None:
+    """K-88 via ttm_resource_compatible: a place of the BO's memory type that is skipped (here
+    FALLBACK in the idle pass) does not end the search; a later place of the same type still
+    makes the current resource compatible, so the BO does not move."""
+    bdev = make_dev(profile)
+    bo = new_bo(bdev, 2, TT)
+    before = where(bo)
+    validate(bo, TtmPlace(TT, TtmPlFlag.FALLBACK), TtmPlace(TT))
+    assert where(bo) == before and not bdev.copy_queue
+
+
 # -- fragmentation -----------------------------------------------------------------------------
 
 
@@ -534,6 +570,10 @@ def test_contiguous_place_rejects_a_split_resource(profile: str) -> None:
     assert split.resource is not None and not split.resource.contiguous
     before = where(split)
     validate(split, VRAM)
+    assert where(split) == before
+    # a CONTIGUOUS place the split resource fails does not end the search: a later plain
+    # VRAM place is compatible, so nothing moves
+    validate(split, TtmPlace(VRAM, TtmPlFlag.CONTIGUOUS), TtmPlace(VRAM))
     assert where(split) == before
     with pytest.raises(KernelError) as exc:
         validate(split, TtmPlace(VRAM, TtmPlFlag.CONTIGUOUS))
@@ -590,6 +630,59 @@ def test_lru_move_to_tail_ignores_pinned(profile: str) -> None:
     pin(a)
     ttm_bo_move_to_lru_tail(a)
     assert a.serial not in man(bdev, VRAM).lru
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k62_places_without_a_usable_manager_are_skipped(profile: str) -> None:
+    """K-62 (ttm_bo_alloc_resource): a place whose memory type has no manager, or whose manager
+    is not in use, is passed over and the next place is tried."""
+    kernel = Kernel(profile)
+    bdev = TtmDevice(kernel, "gpu0", ExportingFuncs())
+    bdev.add_manager(VRAM, 4 * PAGE)
+    bdev.add_manager(SYSTEM, 4 * PAGE)
+    bo = new_bo(bdev, 1, TT, SYSTEM)  # no GTT manager
+    assert bo.mem_type is SYSTEM
+    man(bdev, VRAM).use_type = False
+    bo2 = new_bo(bdev, 1, VRAM, SYSTEM)
+    assert bo2.mem_type is SYSTEM and man(bdev, VRAM).used == 0
+
+
+class _KeepFuncs(ExportingFuncs):
+    """A driver whose ``eviction_valuable`` refuses BOs named ``keep*``."""
+
+    def eviction_valuable(self, bo: TtmBufferObject, place: TtmPlace) -> bool:
+        return not bo.name.startswith("keep")
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k60_walk_passes_over_a_victim_the_driver_does_not_value(profile: str) -> None:
+    """K-60 (ttm_bo_evict_cb): a victim the driver's ``eviction_valuable`` refuses is skipped
+    and the walk goes on to the next one; it is not evicted although it is the LRU-oldest."""
+    bdev = make_dev(profile, vram=2)
+    bdev.funcs = _KeepFuncs()
+    keep = new_bo(bdev, 1, VRAM, name="keep")
+    other = new_bo(bdev, 1, VRAM, name="other")
+    new_bo(bdev, 1, VRAM)
+    assert keep.mem_type is VRAM and other.mem_type is TT
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k62_walk_passes_over_the_evictor_on_the_lru(profile: str) -> None:
+    """K-62 (ttm_bo_evict_alloc): the BO being validated may sit at the LRU head of the manager
+    it needs space in (moving to a CONTIGUOUS place of the same type); the walk passes over
+    it and evicts the next victims until the new resource fits."""
+    bdev = make_dev(profile, vram=10)
+    a, b, c, d = (new_bo(bdev, 2, VRAM, name=n) for n in "abcd")
+    validate(a, SYSTEM)
+    validate(c, SYSTEM)
+    x = new_bo(bdev, 4, VRAM, name="x")  # split over pages 0-1 and 4-5; 8-9 free
+    assert x.resource is not None and not x.resource.contiguous
+    ttm_bo_move_to_lru_tail(b)
+    ttm_bo_move_to_lru_tail(d)
+    assert man(bdev, VRAM).lru_bos() == [x, b, d]
+    validate(x, TtmPlace(VRAM, TtmPlFlag.CONTIGUOUS))
+    assert x.mem_type is VRAM and x.resource is not None and x.resource.contiguous
+    assert (b.mem_type, d.mem_type) == (TT, TT)
 
 
 # -- K-63: eviction targets and notification ---------------------------------------------------
@@ -683,6 +776,47 @@ def test_k86_empty_placement_drops_the_backing(profile: str) -> None:
     with bo.resv:
         ttm_bo_validate(bo, ())  # nothing left to drop
     assert bdev.gutted == 1
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k63_eviction_counts_the_evicted_bytes(profile: str) -> None:
+    """K-63: an eviction by move counts one eviction and the BO's bytes on the manager it
+    left (the gutting path is counted in test_k63_k86_imported_sg_bo_is_gutted)."""
+    bdev = make_dev(profile, vram=3)
+    a = new_bo(bdev, 2, VRAM)
+    new_bo(bdev, 2, VRAM)
+    assert a.mem_type is TT
+    vram = man(bdev, VRAM)
+    assert vram.evictions == 1 and vram.evicted_bytes == 2 * PAGE
+
+
+class _SeeBackingFuncs(ExportingFuncs):
+    """Records, at each ``move_notify`` that drops the backing (no new resource), the bytes
+    the BO's manager still has allocated (None: the BO had no backing any more)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used_at_notify: list[int | None] = []
+
+    def move_notify(self, bo: TtmBufferObject, evict: bool, new_res: TtmResource | None) -> None:
+        if new_res is None:
+            res = bo.resource
+            self.used_at_notify.append(res.manager.used if res is not None else None)
+        super().move_notify(bo, evict, new_res)
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k86_gutting_notifies_before_the_backing_goes(profile: str) -> None:
+    """K-86: gutting tells the driver (move_notify, no new resource) while the BO still has
+    its backing, so an exporter can invalidate importers' mappings before the memory is
+    freed; the backing is dropped afterwards."""
+    bdev = make_dev(profile)
+    funcs = _SeeBackingFuncs()
+    bdev.funcs = funcs
+    bo = new_bo(bdev, 2, VRAM)
+    validate(bo)
+    assert funcs.used_at_notify == [2 * PAGE]
+    assert bo.resource is None and man(bdev, VRAM).used == 0
 
 
 # -- K-64: fences --------------------------------------------------------------------------------
@@ -800,9 +934,20 @@ def test_k87_release_of_pinned_bo_warns_and_frees(profile: str) -> None:
     with pytest.raises(KernelBug):
         ttm_bo_release(bo)
     quiet = new_bo(bdev, 1, TT)
+    epoch = quiet.epoch
     ttm_bo_release(quiet)
     assert kernel.warnings.count("ttm_bo_release") == 1
     assert man(bdev, TT).used == 0
+    assert quiet.epoch == epoch + 1  # an sg_table made before points at freed memory
+
+
+def test_bo_init_rejects_a_zero_size() -> None:
+    """ttm_bo_init_reserved: a BO of size 0 is -EINVAL (no BO, nothing allocated)."""
+    bdev = make_dev()
+    with pytest.raises(KernelError) as exc:
+        ttm_bo_init_validate(bdev, 0, placement(VRAM))
+    assert_errno(exc, Errno.EINVAL)
+    assert man(bdev, VRAM).used == 0 and not man(bdev, VRAM).lru
 
 
 # -- dmem ----------------------------------------------------------------------------------------
