@@ -169,3 +169,30 @@ def test_write_checks_out_before_writing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt", "mine.toml"]
     (written,) = run.write(tmp_path / "o")
     assert (written / "summary.json").is_file()
+
+
+def test_lookups_take_names_and_say_what_is_known(scenario: pinlab.Scenario) -> None:
+    """``RunResult.metric``/``tenant_state``, ``Run[...]`` and the catalog's ``lookup``/
+    ``matching`` given a non-string name the argument; an unknown metric's ``KeyError`` stays
+    one short line (a cluster has thousands of metrics) with the closest names."""
+    run = pinlab.run(scenario, ["odp"])
+    result = run["odp"]
+    catalog = scenario.catalog("odp")
+    for call, argument in (
+        (result.metric, "name"),
+        (result.tenant_state, "tenant"),
+        (run.__getitem__, "variant"),
+        (catalog.lookup, "name"),
+        (catalog.matching, "pattern"),
+    ):
+        for bad in (5, None, b"tenant.rdma.bytes"):
+            with pytest.raises(ConfigError, match=rf"^{argument}: expected .* \(a string\), found"):
+                call(bad)
+    with pytest.raises(KeyError) as missing:
+        result.metric("tenant.rdma.byte")
+    message = missing.value.args[0]
+    assert message.startswith("no metric 'tenant.rdma.byte' in odp-vs-pin/odp (")
+    assert "did you mean tenant.rdma.bytes" in message
+    assert len(message) < 200
+    assert result.metric("tenant.rdma.bytes") > 0
+    assert result.tenant_state("rdma") is None

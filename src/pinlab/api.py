@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, str_argument
 from pinlab.fsutil import output_dir
 from pinlab.scenarios.claims import judge as _judge
 from pinlab.scenarios.config import BUILTIN, ScenarioConfig, check_profile, check_seed, check_sets
@@ -136,6 +136,7 @@ class Run:
     verdict: Verdict
 
     def __getitem__(self, variant: str) -> RunResult:
+        str_argument("variant", variant, "a variant's name")
         for r in self.results:
             if r.variant == variant:
                 return r

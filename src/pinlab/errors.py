@@ -29,6 +29,7 @@ __all__ = [
     "exactly_one",
     "one_line",
     "show_value",
+    "str_argument",
     "toml_inline",
     "toml_path",
 ]
@@ -59,6 +60,15 @@ def exactly_one(names: str, first: object, second: object) -> None:
     if (first is None) == (second is None):
         found = "both" if first is not None else "neither"
         raise ValueError(f"expected exactly one of {names}, found {found}")
+
+
+def str_argument(name: str, value: object, what: str) -> str:
+    """``value`` when it is a string, else the :class:`ConfigError` naming the API argument
+    ``name`` and what it should hold (``what``: ``"a metric's name"``), so that a lookup given
+    a number says so instead of failing inside with an ``AttributeError``."""
+    if not isinstance(value, str):
+        raise ConfigError(name, "", f"expected {what} (a string), found {value!r}")
+    return value
 
 
 def one_line(text: str) -> str:

@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 
+from pinlab.errors import str_argument
 from pinlab.kernel.errno import Errno
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.presets import AnySpec
@@ -259,6 +260,7 @@ class Catalog:
 
     def lookup(self, name: str) -> MetricName | None:
         """The entry a concrete metric name belongs to, None if the variant cannot report it."""
+        str_argument("name", name, "a metric's name")
         for shape, entry in zip(self._shaped(), self.entries, strict=True):
             if shape.fullmatch(name):
                 return entry
@@ -288,6 +290,7 @@ class Catalog:
         :meth:`expanded`'s order. A name whose placeholder is known only after a run
         (``link.<link>.utilisation``) matches when some value of it would
         (``link.node*/net:efa0/tx.utilisation`` does): :func:`_glob_meets`."""
+        str_argument("pattern", pattern, "an fnmatch pattern")
         match = re.compile(fnmatch.translate(pattern)).match  # what fnmatchcase compiles
         prefix, suffix = _glob_ends(pattern)
         tokens = _glob_tokens(pattern)

@@ -11,6 +11,7 @@ same numbers as pyarrow tables (``.to_pandas()`` where pandas is installed).
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from pinlab import provenance
+from pinlab.errors import str_argument
 from pinlab.sim.metrics import Metric, Recorder, series_unit
 from pinlab.sim.workloads import WORKLOADS
 from pinlab.units import UnitError, parse_time
@@ -78,13 +80,18 @@ class RunResult:
         return not self.random_sources
 
     def metric(self, name: str) -> float | int:
-        """The value of ``name``; ``KeyError`` naming the known metrics when absent."""
+        """The value of ``name``; ``KeyError`` when this run has no such metric, naming the
+        closest names (a cluster has thousands: :attr:`metrics` holds them all), and
+        :class:`~pinlab.errors.ConfigError` when ``name`` is not a string."""
+        str_argument("name", name, "a metric's name")
         try:
             return self.metrics[name].value
         except KeyError:
-            known = ", ".join(sorted(self.metrics))
+            close = difflib.get_close_matches(name, list(self.metrics), n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise KeyError(
-                f"no metric {name!r} in {self.scenario}/{self.variant}: {known}"
+                f"no metric {name!r} in {self.scenario}/{self.variant} "
+                f"({len(self.metrics)} metrics{hint})"
             ) from None
 
     def summary(self) -> dict[str, Any]:
@@ -147,7 +154,7 @@ class RunResult:
         the run when it never reached its data phase: ``"not started"`` (it starts after the
         run ends), ``"failed"`` (an error ended it), ``"setup"`` (its workload reports a setup
         time and had none yet), ``"killed"``; None when it ran normally or is unknown."""
-        name = tenant.partition("@")[0]
+        name = str_argument("tenant", tenant, "a tenant's name").partition("@")[0]
         spec = next(
             (
                 t
