@@ -93,6 +93,7 @@ SWITCH_TABLE: dict[str, dict[str, Any]] = {
     },
     "ttm_desired_fallback": _row(NO, YES, YES, YES, YES, YES, YES),
     "ttm_propagate_enospc_available": _row(NO, NO, NO, NO, NO, YES, YES),
+    "p2pdma_whitelist_root_port": _row(NO, YES, YES, YES, YES, YES, YES),  # K-132 (v5.19)
     "dmem": _row(NO, NO, YES, YES, YES, YES, YES),
     # kernel.md §13
     "vfio_dmabuf": {

@@ -462,6 +462,89 @@ def test_k83_root_bus_without_any_function_is_never_listed() -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# K-132: which root-bus function the whitelist sees (v5.19: a Root Port at any devfn)
+# --------------------------------------------------------------------------------------------
+
+SKYLAKE_E_RP_B = 0x2031  # Skylake-E Root Port B: whitelisted, no flag
+SKYLAKE_E_RP_C = 0x2032
+
+
+def skylake_root_bus(*, whitelist_root_port: bool) -> tuple[PciTopology, PciDev, PciDev, PciDev]:
+    """A Skylake-E root bus with no host bridge function and Root Port A absent: the first
+    function is Root Port B at 00:01.0, Root Port C is at 00:02.0, one endpoint below each."""
+    topo = PciTopology(whitelist_root_port=whitelist_root_port)
+    hb = topo.add_host_bridge(None)
+    rp_b = hb.add_root_port(vendor=PCI_VENDOR_ID_INTEL, device=SKYLAKE_E_RP_B, slot=1)
+    rp_c = hb.add_root_port(vendor=PCI_VENDOR_ID_INTEL, device=SKYLAKE_E_RP_C, slot=2)
+    return topo, rp_b, rp_b.add_endpoint(), rp_c.add_endpoint()
+
+
+def test_k132_v5_19_identifies_a_first_root_port_at_any_devfn() -> None:
+    """K-132 (v5.19 on): the root bus's first function is a Root Port at devfn 01.0, so the
+    whitelist sees its IDs; 0x2031 is listed, and the two endpoints on different root ports
+    talk through the host bridge (distance 4, THRU_HOST_BRIDGE)."""
+    topo, rp_b, a, b = skylake_root_bus(whitelist_root_port=True)
+    host = rp_b.bus.host_bridge
+    assert rp_b.name == "0000:00:01.0" and host.bus.devices[0] is rp_b
+    assert host.pci_host_bridge_dev() is rp_b
+    assert (host.vendor, host.device) == (PCI_VENDOR_ID_INTEL, SKYLAKE_E_RP_B)
+    assert pci_p2pdma_distance(a, b) == 4
+    assert pci_p2pdma_map_type(a, b) is PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
+    assert topo.log == []
+
+
+def test_k132_before_v5_19_only_devfn_00_0_is_looked_at() -> None:
+    """K-132 (before v5.19, preset 5.16): the same root bus has no function at 00.0, so
+    ``pci_host_bridge_dev`` finds nothing, no entry can match (and nothing is logged even
+    verbosely: there is no function to name), and the pair is refused (K-55)."""
+    topo, rp_b, a, b = skylake_root_bus(whitelist_root_port=False)
+    host = rp_b.bus.host_bridge
+    assert host.pci_host_bridge_dev() is None and host.vendor is None
+    assert pci_p2pdma_distance(a, b) == -1
+    assert pci_p2pdma_map_type(a, b) is PCI_P2PDMA_MAP_NOT_SUPPORTED
+    assert pci_p2pdma_distance(a, b, verbose=True) == -1
+    assert not any("not in P2PDMA whitelist" in line for line in topo.log)
+    assert repr(host) == "<PciHostBridge pci0000:00 no whitelist fn>"
+
+
+@pytest.mark.parametrize("whitelist_root_port", [False, True])
+def test_k132_a_first_function_at_00_0_is_used_by_both_rules(whitelist_root_port: bool) -> None:
+    """K-132, K-83: the first function in devfn order, not in creation order: an RCiEP added
+    after a root port at slot 3 takes the free slot 0 and becomes the function the whitelist
+    sees under either rule."""
+    topo = PciTopology(whitelist_root_port=whitelist_root_port)
+    hb = topo.add_host_bridge(None)
+    rp = hb.add_root_port(vendor=PCI_VENDOR_ID_INTEL, device=SKYLAKE_E_RP_B, slot=3)
+    rciep = hb.add_endpoint(vendor=PCI_VENDOR_ID_INTEL, device=INTEL_CLIENT)
+    assert rciep.name == "0000:00:00.0" and hb.bus.devices == [rciep, rp]
+    assert hb.pci_host_bridge_dev() is rciep
+    assert (hb.vendor, hb.device) == (PCI_VENDOR_ID_INTEL, INTEL_CLIENT)
+
+
+def test_k132_switching_the_rule_invalidates_cached_map_types() -> None:
+    """K-132, K-84: the lookup rule is a fact the cached answers depend on; changing it bumps
+    the topology generation and the next query recalculates."""
+    topo, _, a, b = skylake_root_bus(whitelist_root_port=False)
+    assert pci_p2pdma_distance(a, b) == -1
+    before = topo.generation
+    topo.whitelist_root_port = True
+    assert topo.generation == before + 1
+    assert pci_p2pdma_distance(a, b) == 4
+
+
+def test_k132_root_port_slots_are_checked() -> None:
+    """An explicit device number must be free and within 0..31."""
+    topo = PciTopology()
+    hb = topo.add_host_bridge(PCI_VENDOR_ID_INTEL, SKYLAKE_E)
+    with pytest.raises(ValueError, match="already has a device 00"):
+        hb.add_root_port(slot=0)
+    with pytest.raises(ValueError, match="0 to 31"):
+        hb.add_root_port(slot=32)
+    assert hb.add_root_port(slot=5).name == "0000:00:05.0"
+    assert hb.add_root_port().name == "0000:00:01.0"
+
+
+# --------------------------------------------------------------------------------------------
 # K-58, K-85: many clients
 # --------------------------------------------------------------------------------------------
 

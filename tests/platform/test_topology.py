@@ -249,6 +249,17 @@ def test_dl1_gaudi_efa_crosses_whitelisted_root_complex() -> None:
     assert pci_p2pdma_distance(provider, m.pdevs["gaudi1"]) == 4
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_k132_machine_takes_the_whitelist_lookup_rule_from_the_profile(profile: str) -> None:
+    """K-132: the release decides whether ``pci_host_bridge_dev`` accepts a Root Port at any
+    devfn (v5.19 on); 5.16 is the one preset before it. dl1's host bridges have a 00.0
+    function, so its paths are the same under both rules."""
+    m = build(dl1(), profile)
+    assert m.pci.whitelist_root_port is (profile != "5.16")
+    assert m.pci.whitelist_root_port is get_profile(profile).p2pdma_whitelist_root_port
+    assert m.p2p_path_class("gaudi0", "efa0") == "root_complex"
+
+
 def test_dl1_with_unlisted_host_bridge_refuses_p2p() -> None:
     """K-83: an Intel host bridge not on the whitelist: P2PDMA distance -1 (K-55)."""
     m = build(dl1(host_bridge_device=0x09A2))

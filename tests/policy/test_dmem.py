@@ -286,6 +286,25 @@ def test_p22_file_placement() -> None:
     assert ei.value.errno is Errno.EINVAL  # read-only
 
 
+@pytest.mark.parametrize("profile", ["6.14", "6.16", "6.19", "7.1", "next"])
+def test_p22_no_failcnt_or_other_extra_file_on_any_dmem_release(profile: str) -> None:
+    """P-22: the dmem files are capacity/current/min/low/max (and ``dmem.peak`` on ``next``,
+    K-125) and nothing else: no release shows a failcnt, so refusals are counted nowhere
+    userspace can read."""
+    kernel = Kernel(profile)
+    tree = CgroupTree()
+    install(kernel, tree)
+    tree.mkdir("/a")
+    extra = {"dmem.peak"} if profile == "next" else set()
+    dmem_files = {"dmem.capacity", "dmem.current", "dmem.low", "dmem.max", "dmem.min"} | extra
+    seen = set()
+    for path in ("/", "/a"):
+        names = set(tree.files(path))
+        assert not any("failcnt" in name for name in names)
+        seen |= {n for n in names if n.startswith("dmem.")}
+    assert seen == dmem_files
+
+
 def test_p36_multi_line_write_applies_lines_in_order_until_a_bad_one() -> None:
     """P-36 (6.14): lines apply in order; an unknown region on a later line returns EINVAL
     after the earlier lines took effect; blank lines and surrounding blanks are ignored."""

@@ -2,7 +2,7 @@
 
 Models ``pci_p2pdma_distance_many()``, ``pci_p2pdma_distance()`` and their helpers in
 drivers/pci/p2pdma.c and include/linux/pci-p2pdma.h (``kernel-semantics.md`` §8; checklist items
-K-55, K-56, K-57, K-58, K-83, K-84, K-85). Exporters call it at attach time and clear
+K-55, K-56, K-57, K-58, K-83, K-84, K-85, K-132). Exporters call it at attach time and clear
 ``attach->peer2peer`` on a negative answer (§8.4); the simulator uses :func:`pci_p2pdma_map_type`
 to pick the path class (switch-local bus address vs. through the root complex).
 
@@ -29,10 +29,11 @@ Where pinlab differs from the kernel, for the simulator's sake (K-84):
 * The kernel recomputes on every distance call and only *stores* the map type;
   ``pci_p2pdma_map_type`` reads it back when mapping. pinlab caches the map type and the distance
   and answers repeated non-verbose queries from the cache. The answer is the same because any
-  change that could alter it (a function's ACS bits, the CPU, the whitelist,
-  ``CONFIG_PCI_P2PDMA``) bumps :attr:`PciTopology.generation <pinlab.kernel.pci.PciTopology>`,
-  which empties the cache. Verbose queries always recompute, so that every problem is logged
-  again; a cache hit does not repeat the non-verbose whitelist warning.
+  change that could alter it (a function's ACS bits, the CPU, the whitelist, the release's
+  whitelist lookup, ``CONFIG_PCI_P2PDMA``) bumps
+  :attr:`PciTopology.generation <pinlab.kernel.pci.PciTopology>`, which empties the cache.
+  Verbose queries always recompute, so that every problem is logged again; a cache hit does
+  not repeat the non-verbose whitelist warning.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def pci_bridge_has_acs_redir(pdev: PciDev) -> bool:
 def _host_bridge_listed(host: PciHostBridge, same_host_bridge: bool, warn: bool) -> bool:
     """``__host_bridge_whitelist()``: is ``host`` on the whitelist for this kind of path?
 
-    Looks up ``pci_host_bridge_dev(host)`` (no 00.0 function: False). The first entry with its
+    Looks up ``pci_host_bridge_dev(host)`` (none: False, K-132). The first entry with its
     vendor/device decides; an entry flagged REQ_SAME_HOST_BRIDGE refuses a cross-bridge path.
     An unlisted bridge logs "Host bridge not in P2PDMA whitelist: vvvv:dddd" when ``warn``.
     """

@@ -68,10 +68,11 @@ class PciBus:
 
     ``self`` is the bridge function whose secondary bus this is (``bus->self``), ``None`` for a root
     bus; ``host_bridge`` is what ``pci_find_host_bridge(bus)`` returns (the kernel walks up to the
-    root bus to find it; pinlab stores it at creation).
+    root bus to find it; pinlab stores it at creation). ``devices`` (``bus->devices``) is in
+    devfn order, the order a bus scan adds the functions in.
     """
 
-    __slots__ = ("_next_slot", "devices", "domain", "host_bridge", "number", "parent", "self")
+    __slots__ = ("_used_slots", "devices", "domain", "host_bridge", "number", "parent", "self")
 
     def __init__(
         self,
@@ -86,7 +87,7 @@ class PciBus:
         self.parent = parent
         self.self = bridge
         self.devices: list[PciDev] = []
-        self._next_slot = 0
+        self._used_slots: set[int] = set()
 
     @property
     def is_root(self) -> bool:
@@ -98,11 +99,18 @@ class PciBus:
         """The bus name as sysfs shows it: ``dddd:bb``."""
         return f"{self.domain:04x}:{self.number:02x}"
 
-    def _alloc_slot(self) -> int:
-        slot = self._next_slot
-        if slot > _MAX_SLOT:
-            raise ValueError(f"PCI bus {self.name} has no free device number left")
-        self._next_slot = slot + 1
+    def _alloc_slot(self, slot: int | None = None) -> int:
+        """Take ``slot``, or the lowest free device number when ``slot`` is None."""
+        if slot is None:
+            free = (n for n in range(_MAX_SLOT + 1) if n not in self._used_slots)
+            slot = next(free, None)
+            if slot is None:
+                raise ValueError(f"PCI bus {self.name} has no free device number left")
+        elif not 0 <= slot <= _MAX_SLOT:
+            raise ValueError(f"a PCI device number is 0 to {_MAX_SLOT}, not {slot}")
+        elif slot in self._used_slots:
+            raise ValueError(f"PCI bus {self.name} already has a device {slot:02x}")
+        self._used_slots.add(slot)
         return slot
 
     def __repr__(self) -> str:
@@ -330,9 +338,11 @@ class PciHostBridge(Device, _EndpointParent):
 
     A host bridge is a ``struct device`` but not a ``pci_dev``. The whitelist identifies it by the
     vendor/device ID of ``pci_host_bridge_dev()``: the first function of its root bus, provided
-    it sits at devfn 00.0 (≈v6.0 rule). With a ``vendor``, the constructor puts a host bridge
-    function (no PCIe capability) at 00.0. With ``vendor=None`` there is none, and slot 0 goes to
-    the first root port or RCiEP added, whose IDs the whitelist then sees, as in the kernel.
+    it sits at devfn 00.0 or (v5.19 on) is a Root Port (K-83, K-132). With a ``vendor``, the
+    constructor puts a host bridge function (no PCIe capability) at 00.0. With ``vendor=None``
+    there is none, and slot 0 goes to the first root port or RCiEP added without a ``slot``,
+    whose IDs the whitelist then sees, as in the kernel; a root port added at a later ``slot``
+    with slot 0 left empty is the Skylake-E layout that only v5.19 on identifies.
     """
 
     __slots__ = ("bus", "domain", "label", "topology")
@@ -356,22 +366,34 @@ class PciHostBridge(Device, _EndpointParent):
 
     @property
     def vendor(self) -> int | None:
-        """Vendor ID of ``pci_host_bridge_dev()``, ``None`` if there is no 00.0 function."""
+        """Vendor ID of ``pci_host_bridge_dev()``, ``None`` if it finds no function."""
         root = self.pci_host_bridge_dev()
         return None if root is None else root.vendor
 
     @property
     def device(self) -> int | None:
-        """Device ID of ``pci_host_bridge_dev()``, ``None`` if there is no 00.0 function."""
+        """Device ID of ``pci_host_bridge_dev()``, ``None`` if it finds no function."""
         root = self.pci_host_bridge_dev()
         return None if root is None else root.device
 
     def pci_host_bridge_dev(self) -> PciDev | None:
-        """``pci_host_bridge_dev(host)``: the first function of the root bus if it is devfn 00.0."""
+        """``pci_host_bridge_dev(host)``: the function the P2PDMA whitelist identifies this host
+        bridge by (K-83, K-132).
+
+        The first function of the root bus (``bus->devices`` is in devfn order), if it sits at
+        devfn 00.0 or -- with :attr:`PciTopology.whitelist_root_port` (v5.19 on) -- is a PCIe
+        Root Port at any devfn; otherwise None. Before v5.19 a root bus whose first function is
+        a Root Port at, say, 00:01.0 has no whitelist identity.
+        """
         devices = self.bus.devices
-        if not devices or devices[0].devfn != pci_devfn(0, 0):
+        if not devices:
             return None
-        return devices[0]
+        root = devices[0]
+        if root.devfn == pci_devfn(0, 0):
+            return root
+        if self.topology.whitelist_root_port and root.pcie_type is PciExpType.ROOT_PORT:
+            return root
+        return None
 
     def add_root_port(
         self,
@@ -380,9 +402,13 @@ class PciHostBridge(Device, _EndpointParent):
         vendor: int = 0,
         device: int = 0,
         label: str | None = None,
+        slot: int | None = None,
     ) -> PciDev:
-        """Add a root port (with its own secondary bus) to this host bridge's root bus."""
-        return self.topology._add_bridge(self.bus, PciExpType.ROOT_PORT, vendor, device, acs, label)
+        """Add a root port (with its own secondary bus) to this host bridge's root bus, at
+        device number ``slot`` (None: the lowest free one)."""
+        return self.topology._add_bridge(
+            self.bus, PciExpType.ROOT_PORT, vendor, device, acs, label, slot
+        )
 
     def _endpoint_bus(self) -> tuple[PciBus, PciExpType]:
         """An endpoint on the root bus is a Root Complex Integrated Endpoint (an APU's iGPU,
@@ -391,7 +417,7 @@ class PciHostBridge(Device, _EndpointParent):
 
     def __repr__(self) -> str:
         root = self.pci_host_bridge_dev()
-        ids = "no 00.0 fn" if root is None else f"{root.vendor:04x}:{root.device:04x}"
+        ids = "no whitelist fn" if root is None else f"{root.vendor:04x}:{root.device:04x}"
         label = f" {self.label}" if self.label else ""
         return f"<PciHostBridge {self.name}{label} {ids}>"
 
@@ -429,6 +455,9 @@ class PciTopology:
       ``cpu_supports_p2pdma`` (AMD family ≥ 0x17 allows host-bridge P2P, K-83).
     * ``whitelist``: ``pci_p2pdma_whitelist[]``, default :data:`PCI_P2PDMA_WHITELIST_V6_0`.
     * ``p2pdma_enabled``: ``CONFIG_PCI_P2PDMA``; without it the distance stubs return -1 (K-55).
+    * ``whitelist_root_port``: the kernel is v5.19 or later, whose ``pci_host_bridge_dev`` also
+      accepts a first root-bus function that is a Root Port at any devfn (K-132); the profile's
+      ``p2pdma_whitelist_root_port``.
     * ``log``: the kernel log lines P2PDMA printed (``pci_warn`` / ``dev_warn``), oldest first.
 
     Changing any of these, or a function's ``acs``, bumps :attr:`generation`, which drops every
@@ -442,6 +471,7 @@ class PciTopology:
         "_next_bus",
         "_p2pdma_enabled",
         "_whitelist",
+        "_whitelist_root_port",
         "by_name",
         "host_bridges",
         "log",
@@ -454,11 +484,13 @@ class PciTopology:
         cpu_family: int = 6,
         whitelist: Sequence[P2pdmaWhitelistEntry] = PCI_P2PDMA_WHITELIST_V6_0,
         p2pdma_enabled: bool = True,
+        whitelist_root_port: bool = True,
     ) -> None:
         self._cpu_vendor = cpu_vendor
         self._cpu_family = cpu_family
         self._whitelist = tuple(whitelist)
         self._p2pdma_enabled = p2pdma_enabled
+        self._whitelist_root_port = whitelist_root_port
         self._generation = 0
         self._next_bus: dict[int, int] = {}
         self.host_bridges: list[PciHostBridge] = []
@@ -485,6 +517,9 @@ class PciTopology:
         self._changed()
 
     p2pdma_enabled: _PlatformFact[bool] = _PlatformFact("""``IS_ENABLED(CONFIG_PCI_P2PDMA)``.""")
+    whitelist_root_port: _PlatformFact[bool] = _PlatformFact(
+        """v5.19 on: ``pci_host_bridge_dev`` also accepts a Root Port at any devfn (K-132)."""
+    )
 
     @property
     def generation(self) -> int:
@@ -522,7 +557,9 @@ class PciTopology:
         return number
 
     def _register(self, pdev: PciDev) -> PciDev:
-        pdev.bus.devices.append(pdev)
+        devices = pdev.bus.devices
+        at = next((i for i, d in enumerate(devices) if d.devfn > pdev.devfn), len(devices))
+        devices.insert(at, pdev)
         self.by_name[pdev.name] = pdev
         return pdev
 
@@ -535,10 +572,11 @@ class PciTopology:
         device: int,
         acs: PciAcs,
         label: str | None,
+        slot: int | None = None,
     ) -> PciDev:
         if not 1 <= functions <= _MAX_FUNCTIONS:
             raise ValueError(f"a PCI device has 1 to {_MAX_FUNCTIONS} functions, not {functions}")
-        slot = bus._alloc_slot()
+        slot = bus._alloc_slot(slot)
         first: PciDev | None = None
         for fn in range(functions):
             fn_label = label if label is None or functions == 1 else f"{label}.{fn}"
@@ -566,8 +604,9 @@ class PciTopology:
         device: int,
         acs: PciAcs,
         label: str | None,
+        slot: int | None = None,
     ) -> PciDev:
-        bridge = self._add_functions(bus, pcie_type, 1, vendor, device, acs, label)
+        bridge = self._add_functions(bus, pcie_type, 1, vendor, device, acs, label, slot)
         bridge.subordinate = PciBus(bus.host_bridge, self._alloc_bus(bus.domain), bus, bridge)
         return bridge
 

@@ -107,6 +107,8 @@ class KernelProfile:
     # TTM (§9)
     ttm_desired_fallback: bool
     ttm_propagate_enospc_available: bool
+    # PCI P2PDMA (§8)
+    p2pdma_whitelist_root_port: bool  # v5.19: the whitelist also sees a Root Port at any devfn
     # cgroup
     dmem: bool
     # after the 2026 specification (kernel.md §13)

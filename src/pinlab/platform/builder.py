@@ -99,6 +99,7 @@ class _MachineBuilder:
             cpu_family=spec.cpu.family,
             whitelist=spec.whitelist(),
             p2pdma_enabled=kernel.profile.pci_p2pdma,
+            whitelist_root_port=kernel.profile.p2pdma_whitelist_root_port,
         )
         self.system = System(kernel, clock=clock)
         self.links: dict[str, PlatformLink] = {}

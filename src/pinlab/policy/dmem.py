@@ -196,7 +196,8 @@ class DmemPool(RegionPool):
 @dataclass(frozen=True, slots=True)
 class DmemPoolStats:
     """One pool's numbers for reports: usage, settings, effective protection, failures and
-    eviction verdicts."""
+    eviction verdicts. ``failcnt`` is pinlab's count of refusals at this pool; no dmem file
+    shows one, and from 6.15 the kernel keeps none for dmem (P-64)."""
 
     cgroup: str
     region: str
@@ -341,8 +342,9 @@ class DmemCgroupController(CgroupSubsys):
 
         The pool (created on demand) and every ancestor pool of the region are charged with
         ``page_counter_try_charge``. A level whose usage would exceed its max refuses: nothing
-        stays charged anywhere, that pool's failcnt grows and :class:`DmemChargeError`
-        (``-EAGAIN``) carries it as the limit pool (P-17); reaching max exactly is fine
+        stays charged anywhere, that pool's failcnt grows (pinlab's count; from 6.15 the
+        kernel keeps none for dmem, P-64) and :class:`DmemChargeError` (``-EAGAIN``) carries it
+        as the limit pool (P-17); reaching max exactly is fine
         (P-18). ``-ENODEV`` for an unregistered region; a size-0 region is not accounted
         (returns None, P-30). On success the pool holds a reference on the cgroup until
         :meth:`uncharge`.

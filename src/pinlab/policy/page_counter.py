@@ -6,7 +6,9 @@ uses it for dmem, so every quantity here is in bytes (``policy-semantics.md`` §
 * :meth:`PageCounter.try_charge` (``page_counter_try_charge``) walks from a counter to the root
   adding the charge; the first level whose new usage is **strictly** above its ``max`` takes
   its part back, counts a ``failcnt`` and is returned, and every level already charged below it
-  is cancelled -- no level keeps any part of the charge (P-39);
+  is cancelled -- no level keeps any part of the charge (P-39). From 6.15 the kernel counts
+  ``failcnt`` only for counters with ``track_failcnt``, which dmem never sets; pinlab counts it
+  always, as a diagnostic no file shows (P-64, not modelled);
 * :meth:`PageCounter.uncharge` (``page_counter_uncharge``) never fails; an underflow WARNs
   (``page_counter_cancel``) and clamps usage to 0 (P-41);
 * :meth:`PageCounter.set_max` (``page_counter_set_max``) refuses with ``-EBUSY`` when the usage
@@ -45,7 +47,8 @@ class PageCounter:
     ``max``, ``min``, ``low``, ``emin``/``elow`` (effective protection, stored state written
     by :func:`page_counter_calculate_protection`), ``min_usage``/``low_usage`` (this counter's
     protected usage as last propagated), ``children_min_usage``/``children_low_usage`` (the
-    sum over the children), ``failcnt``, ``watermark`` (peak usage) and ``parent``.
+    sum over the children), ``failcnt`` (refusals at this level, counted on every preset:
+    pinlab has no ``track_failcnt``, P-64), ``watermark`` (peak usage) and ``parent``.
     ``children`` (model-only) lists the child counters in creation order so a subtree can be
     walked; ``owner`` is the object embedding the counter (``container_of``), e.g. a dmem pool.
     """

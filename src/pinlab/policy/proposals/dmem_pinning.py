@@ -11,10 +11,11 @@ The RFC's rule, which pinlab applies: pinning requires the memory to be charged 
 of ``n`` bytes adds ``n`` to a ``pinned`` count of the charged pool **and of every ancestor**,
 and fails if at any level below the root ``pinned`` would exceed that level's ``dmem.min``
 (the root has no ``dmem.min``; that it never refuses is pinlab's reading) -- the levels
-already done are undone and the refusing level's failcnt grows
-(``page_counter_try_pin``). ``dmem_cgroup_unpin`` subtracts at every level (an underflow WARNs
-and clamps to 0). A read-only file ``dmem.pinned`` (on every cgroup, the root included) shows
-the pinned bytes per region.
+already done are undone and the refusal is counted for the refusing level
+(``page_counter_try_pin``; the RFC bumps ``failcnt`` only with ``track_failcnt``, which dmem
+never sets, so this count is pinlab's, P-64). ``dmem_cgroup_unpin`` subtracts at every level
+(an underflow WARNs and clamps to 0). A read-only file ``dmem.pinned`` (on every cgroup, the
+root included) shows the pinned bytes per region.
 
 Where pinlab applies it: the RFC pins xe BOs created with ``DRM_XE_GEM_CREATE_FLAG_PINNED``;
 pinlab has no such flag and applies the rule to what the 2021 debate was about, every
