@@ -576,8 +576,11 @@ class TtmBoAllocState:
     ``limit_pool``: the pool whose ``dmem.max`` refused the charge (forcing pass only). With
     ``dmem_protected_alloc`` (K-126) the charge is taken once per place and kept while the
     walk evicts -- ``charge_pool``, None once a resource owns it or when not accounted --;
-    ``in_evict`` marks the walk's own retries; ``may_try_low`` False (an allocation protected
-    by ``dmem.low`` only) forbids the walk's low pass and victims of the evictor's own pool.
+    ``in_evict`` marks the walk's own retries; ``may_try_low`` False forbids the walk's low
+    pass and victims of the evictor's own pool. It starts False, as ``ttm_bo_alloc_resource``
+    zeroes the state per place (``alloc_state = {}``), and only a charged attempt outside the
+    walk sets it, so an allocation whose charge ``dmem.max`` refused never runs the low pass
+    (read with K-126 only: before it the low pass needs no permission).
     """
 
     __slots__ = ("charge_pool", "in_evict", "limit_pool", "may_try_low")
@@ -586,7 +589,7 @@ class TtmBoAllocState:
         self.charge_pool: object | None = None
         self.limit_pool: object | None = None
         self.in_evict = False
-        self.may_try_low = True
+        self.may_try_low = False
 
 
 def ttm_bo_alloc_at_place(
@@ -602,7 +605,9 @@ def ttm_bo_alloc_at_place(
     it; outside the eviction walk, a charged pool then within its effective ``dmem.min`` or
     ``dmem.low`` -- global protection, from the region's root pool -- makes the attempt evict
     even in the idle pass and although its charge fitted, and ``may_try_low`` is whether it
-    may evict without the low-protection limit (forcing pass or ``dmem.min``).
+    may evict without the low-protection limit (forcing pass or ``dmem.min``). A refused charge
+    leaves ``may_try_low`` alone (patches 4 and 5 of the v6 series set it only after a charge),
+    so its walk keeps to the low-respecting pass.
     """
     may_evict = not state.in_evict and force_space and place.mem_type is not TtmMemType.SYSTEM
     if not bo.bdev.kernel.profile.dmem_protected_alloc:
@@ -620,8 +625,6 @@ def ttm_bo_alloc_at_place(
         except DmemChargeError as e:
             if force_space:
                 state.limit_pool = e.limit_pool
-            if not state.in_evict:
-                state.may_try_low = may_evict
             return Errno.EBUSY if may_evict else Errno.ENOSPC
     dmem = bo.bdev.dmem
     if not state.in_evict and dmem is not None:
@@ -722,7 +725,7 @@ def ttm_bo_evict_alloc(
                 res = _evict_victim_and_alloc(victim, evictor, place, ctx, state)
                 if res is not None:
                     return res
-            if hit_low and not try_low and state.may_try_low:
+            if hit_low and not try_low and (state.may_try_low or not protected):
                 try_low = True
                 continue
             res = _revoke_and_evict(man, place, evictor, ctx, state)
