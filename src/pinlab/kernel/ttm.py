@@ -797,7 +797,13 @@ def _revoke_and_evict(
 ) -> TtmResource | None:
     """The opt-in revoke pass (no upstream equivalent): ask the device's ``revoke_pinned``
     policy to revoke pinned victims, least recently pinned first; a victim whose pin count
-    drops to 0 is evicted like any other."""
+    drops to 0 is evicted like any other.
+
+    The pinned BOs are listed once, and the policy's work on one may release or move another,
+    so an entry is skipped when it has no backing any more or its backing is no longer in
+    ``man``, as the kernel's LRU cursor skips a BO that "may have switched resource, and also
+    memory type" by the time it is locked (ttm_bo_util.c ``__ttm_bo_lru_cursor_next``, K-60).
+    The evictor is skipped too (its resv is held, so the trylock would refuse it anyway)."""
     revoke = man.bdev.revoke_pinned
     if revoke is None:
         return None
