@@ -918,7 +918,23 @@ def ttm_bo_clear(bo: TtmBufferObject) -> DmaFence:
 
 
 def ttm_bo_pipeline_gutting(bo: TtmBufferObject) -> None:
-    """``ttm_bo_pipeline_gutting``: drop the backing store (K-86). The driver is told first."""
+    """``ttm_bo_pipeline_gutting`` (ttm_bo_util.c): drop the backing store (K-86).
+
+    The order of the kernel's idle path since v6.4: the driver first drops what it built on
+    the backing -- ``ttm_tt_unpopulate``, where amdgpu's backend unbind unmaps an import's
+    attachment; modelled by ``move_notify(bo, True, None)``, although TTM calls no move
+    callback here -- then ``ttm_resource_free``, which leaves the BO without a resource.
+
+    Not modelled, and why: before v6.4 ("drm/ttm: stop allocating a dummy resource for
+    pipelined gutting", Christian König, in drm-misc-next for v6.4-rc1; preset 5.16) the
+    kernel also allocated a SYSTEM resource and gave it to the BO. That resource
+    has no pages -- the tt is unpopulated, and amdgpu_bo_move leaves SYSTEM for GTT without a
+    copy -- which pinlab's SYSTEM manager, counting pages, cannot hold, so every preset leaves
+    the BO without a resource. A BO that is not idle hands its resource and tt to a ghost BO
+    the kernel frees when its fences signal (``ttm_buffer_object_transfer``); the eviction
+    path waits for idle first, so only a busy BO validated against an empty placement keeps
+    its range a while in the kernel. pinlab frees it at once.
+    """
     if bo.resource is None:
         return
     bo.bdev.funcs.move_notify(bo, True, None)
