@@ -666,6 +666,94 @@ def test_k60_walk_passes_over_a_victim_the_driver_does_not_value(profile: str) -
     assert keep.mem_type is VRAM and other.mem_type is TT
 
 
+class _RevokeHook:
+    """A device's ``revoke_pinned`` hook (the opt-in revoke pass, ``revocable-pins``): records
+    the BOs it is offered and runs ``side_effect`` on the first; revokes nothing unless
+    ``claim`` (then it answers True without dropping the pins: a lying policy)."""
+
+    def __init__(self, side_effect: object = None, *, claim: bool = False) -> None:
+        self.offered: list[str] = []
+        self.side_effect = side_effect
+        self.claim = claim
+
+    def __call__(self, bo: TtmBufferObject) -> bool:
+        self.offered.append(bo.name)
+        if len(self.offered) == 1 and callable(self.side_effect):
+            self.side_effect()
+        return self.claim
+
+
+def _two_pinned(profile: str) -> tuple[TtmDevice, TtmBufferObject, TtmBufferObject]:
+    """VRAM (4 pages) full of two pinned BOs, ``a`` pinned first."""
+    bdev = make_dev(profile, vram=4)
+    a = new_bo(bdev, 2, VRAM, name="a")
+    b = new_bo(bdev, 2, VRAM, name="b")
+    pin(a)
+    pin(b)
+    return bdev, a, b
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k60_revoke_pass_skips_a_pinned_bo_freed_under_it(profile: str) -> None:
+    """K-60 (``__ttm_bo_lru_cursor_next``: a BO whose resource is gone by the time it is
+    locked is skipped): the revoke pass offers the pinned BOs it listed at its start; one
+    released meanwhile (here by the policy's own work on the first) has no backing any more
+    and is passed over, not offered."""
+    bdev, a, b = _two_pinned(profile)
+
+    def release_b() -> None:
+        unpin(b)
+        ttm_bo_release(b)
+
+    a_before = where(a)
+    hook = _RevokeHook(release_b)
+    bdev.revoke_pinned = hook
+    with pytest.raises(KernelError) as exc:
+        new_bo(bdev, 2, VRAM)
+    assert_errno(exc, Errno.ENOMEM)  # the pass found nothing to revoke; VRAM is given up
+    assert hook.offered == ["a"]
+    assert b.deleted and b.resource is None and where(a) == a_before
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k60_revoke_pass_skips_a_pinned_bo_that_moved_to_another_manager(profile: str) -> None:
+    """K-60 (``__ttm_bo_lru_cursor_next``: a BO whose resource switched memory type by the time
+    it is locked is skipped): a listed pinned BO that was unpinned and moved to GTT meanwhile
+    is no longer VRAM's to revoke and is not offered."""
+    bdev, a, b = _two_pinned(profile)
+
+    def move_b() -> None:
+        with b.resv:
+            ttm_bo_unpin(b)
+            ttm_bo_validate(b, placement(TT))
+
+    a_before = where(a)
+    hook = _RevokeHook(move_b)
+    bdev.revoke_pinned = hook
+    with pytest.raises(KernelError) as exc:
+        new_bo(bdev, 2, VRAM)
+    assert_errno(exc, Errno.ENOMEM)
+    assert hook.offered == ["a"]
+    assert b.mem_type is TT and where(a) == a_before
+
+
+@pytest.mark.parametrize("profile", ALL_PRESETS)
+def test_k60_revoke_pass_never_evicts_a_bo_still_pinned(profile: str) -> None:
+    """K-60 (``ttm_bo_evict_cb``: ``bo->pin_count`` means no eviction): a policy answering
+    "revoked" while pins remain does not get the BO evicted; the pass goes on and, finding
+    nothing else, the allocation fails."""
+    bdev, a, b = _two_pinned(profile)
+    before = where(a), where(b)
+    hook = _RevokeHook(claim=True)
+    bdev.revoke_pinned = hook
+    with pytest.raises(KernelError) as exc:
+        new_bo(bdev, 2, VRAM)
+    assert_errno(exc, Errno.ENOMEM)
+    assert hook.offered == ["a", "b"]
+    assert (where(a), where(b)) == before and a.pin_count == b.pin_count == 1
+    assert man(bdev, VRAM).evictions == 0
+
+
 @pytest.mark.parametrize("profile", ALL_PRESETS)
 def test_k62_walk_passes_over_the_evictor_on_the_lru(profile: str) -> None:
     """K-62 (ttm_bo_evict_alloc): the BO being validated may sit at the LRU head of the manager

@@ -258,6 +258,35 @@ def test_k126_limit_pool_still_bounds_the_walk(profile: str) -> None:
     assert g.usage("/a") == 2 * BO
 
 
+@pytest.mark.parametrize(("profile", "lands_in"), [("next", None), ("7.1", VRAM)])
+def test_k126_max_refused_allocation_never_runs_the_low_pass(
+    profile: str, lands_in: TtmMemType | None
+) -> None:
+    """Patches 4 and 5: when the charge itself is refused (``dmem.max`` of /L), the series
+    leaves ``may_try_low`` as ``ttm_bo_alloc_resource`` zeroed it -- only a charged
+    allocation sets it -- so the walk for /L/c's forcing pass keeps to its first, low-
+    respecting pass: /L/a's BOs, within /L/a's dmem.low seen from the limit pool /L, are
+    skipped (``hit_low``) and the VRAM-only allocation fails with ENOMEM. 7.1's walk retries
+    ignoring low and evicts /L/a's oldest BO, which lets the charge fit."""
+    g = gpu(profile)
+    g.write("/L", "max", "16M")
+    ta, tc = tasks(g, "/L/a", "/L/c")
+    g.write("/L/a", "low", "16M")
+    a_bos = [g.alloc(ta, BO) for _ in range(2)]
+    a = pool(g.dmem, "/L/a", g.region)
+    if lands_in is None:
+        with pytest.raises(KernelError) as ei:
+            g.alloc(tc, BO)
+        assert ei.value.errno is Errno.ENOMEM
+        assert where(*a_bos) == [VRAM, VRAM]
+        assert a.evict_low_skipped == 2 and a.evict_allowed == 0  # one pass, both skipped
+        assert (g.usage("/L/a"), g.usage("/L/c")) == (2 * BO, 0)
+        return
+    new = g.alloc(tc, BO)
+    assert where(new, *a_bos) == [VRAM, GTT, VRAM]
+    assert (g.usage("/L/a"), g.usage("/L/c")) == (BO, BO)
+
+
 PROTECTED_STEPS = st.lists(
     st.one_of(
         TTM_STEP,  # VRAM-only allocations, frees, pins, limit writes

@@ -576,8 +576,11 @@ class TtmBoAllocState:
     ``limit_pool``: the pool whose ``dmem.max`` refused the charge (forcing pass only). With
     ``dmem_protected_alloc`` (K-126) the charge is taken once per place and kept while the
     walk evicts -- ``charge_pool``, None once a resource owns it or when not accounted --;
-    ``in_evict`` marks the walk's own retries; ``may_try_low`` False (an allocation protected
-    by ``dmem.low`` only) forbids the walk's low pass and victims of the evictor's own pool.
+    ``in_evict`` marks the walk's own retries; ``may_try_low`` False forbids the walk's low
+    pass and victims of the evictor's own pool. It starts False, as ``ttm_bo_alloc_resource``
+    zeroes the state per place (``alloc_state = {}``), and only a charged attempt outside the
+    walk sets it, so an allocation whose charge ``dmem.max`` refused never runs the low pass
+    (read with K-126 only: before it the low pass needs no permission).
     """
 
     __slots__ = ("charge_pool", "in_evict", "limit_pool", "may_try_low")
@@ -586,7 +589,7 @@ class TtmBoAllocState:
         self.charge_pool: object | None = None
         self.limit_pool: object | None = None
         self.in_evict = False
-        self.may_try_low = True
+        self.may_try_low = False
 
 
 def ttm_bo_alloc_at_place(
@@ -602,7 +605,9 @@ def ttm_bo_alloc_at_place(
     it; outside the eviction walk, a charged pool then within its effective ``dmem.min`` or
     ``dmem.low`` -- global protection, from the region's root pool -- makes the attempt evict
     even in the idle pass and although its charge fitted, and ``may_try_low`` is whether it
-    may evict without the low-protection limit (forcing pass or ``dmem.min``).
+    may evict without the low-protection limit (forcing pass or ``dmem.min``). A refused charge
+    leaves ``may_try_low`` alone (patches 4 and 5 of the v6 series set it only after a charge),
+    so its walk keeps to the low-respecting pass.
     """
     may_evict = not state.in_evict and force_space and place.mem_type is not TtmMemType.SYSTEM
     if not bo.bdev.kernel.profile.dmem_protected_alloc:
@@ -620,8 +625,6 @@ def ttm_bo_alloc_at_place(
         except DmemChargeError as e:
             if force_space:
                 state.limit_pool = e.limit_pool
-            if not state.in_evict:
-                state.may_try_low = may_evict
             return Errno.EBUSY if may_evict else Errno.ENOSPC
     dmem = bo.bdev.dmem
     if not state.in_evict and dmem is not None:
@@ -722,7 +725,7 @@ def ttm_bo_evict_alloc(
                 res = _evict_victim_and_alloc(victim, evictor, place, ctx, state)
                 if res is not None:
                     return res
-            if hit_low and not try_low and state.may_try_low:
+            if hit_low and not try_low and (state.may_try_low or not protected):
                 try_low = True
                 continue
             res = _revoke_and_evict(man, place, evictor, ctx, state)
@@ -794,7 +797,13 @@ def _revoke_and_evict(
 ) -> TtmResource | None:
     """The opt-in revoke pass (no upstream equivalent): ask the device's ``revoke_pinned``
     policy to revoke pinned victims, least recently pinned first; a victim whose pin count
-    drops to 0 is evicted like any other."""
+    drops to 0 is evicted like any other.
+
+    The pinned BOs are listed once, and the policy's work on one may release or move another,
+    so an entry is skipped when it has no backing any more or its backing is no longer in
+    ``man``, as the kernel's LRU cursor skips a BO that "may have switched resource, and also
+    memory type" by the time it is locked (ttm_bo_util.c ``__ttm_bo_lru_cursor_next``, K-60).
+    The evictor is skipped too (its resv is held, so the trylock would refuse it anyway)."""
     revoke = man.bdev.revoke_pinned
     if revoke is None:
         return None
@@ -909,7 +918,23 @@ def ttm_bo_clear(bo: TtmBufferObject) -> DmaFence:
 
 
 def ttm_bo_pipeline_gutting(bo: TtmBufferObject) -> None:
-    """``ttm_bo_pipeline_gutting``: drop the backing store (K-86). The driver is told first."""
+    """``ttm_bo_pipeline_gutting`` (ttm_bo_util.c): drop the backing store (K-86).
+
+    The order of the kernel's idle path since v6.4: the driver first drops what it built on
+    the backing -- ``ttm_tt_unpopulate``, where amdgpu's backend unbind unmaps an import's
+    attachment; modelled by ``move_notify(bo, True, None)``, although TTM calls no move
+    callback here -- then ``ttm_resource_free``, which leaves the BO without a resource.
+
+    Not modelled, and why: before v6.4 ("drm/ttm: stop allocating a dummy resource for
+    pipelined gutting", Christian König, in drm-misc-next for v6.4-rc1; preset 5.16) the
+    kernel also allocated a SYSTEM resource and gave it to the BO. That resource
+    has no pages -- the tt is unpopulated, and amdgpu_bo_move leaves SYSTEM for GTT without a
+    copy -- which pinlab's SYSTEM manager, counting pages, cannot hold, so every preset leaves
+    the BO without a resource. A BO that is not idle hands its resource and tt to a ghost BO
+    the kernel frees when its fences signal (``ttm_buffer_object_transfer``); the eviction
+    path waits for idle first, so only a busy BO validated against an empty placement keeps
+    its range a while in the kernel. pinlab frees it at once.
+    """
     if bo.resource is None:
         return
     bo.bdev.funcs.move_notify(bo, True, None)
