@@ -306,10 +306,11 @@ def workstation(root: Path, *, config: bool = True) -> FakeHost:
     return h
 
 
-def dl1_host(root: Path, *, config: bool = True) -> FakeHost:
+def dl1_host(root: Path, *, config: bool = True, host_function: bool = True) -> FakeHost:
     """A DL1-like node: 2 × Xeon (Cascade Lake), a root complex per socket (0x2020), two PLX
     switches per socket with two Gaudis each; ACS redirect on sw1's downstream ports; an EFA
-    per socket on its own root port."""
+    per socket on its own root port. ``host_function=False``: no 00.0 function on either root
+    bus, whose first function is then the Skylake-E Root Port (0x2030) at 01.0 (K-132)."""
     h = FakeHost(root)
     h.proc(
         cpu_vendor="GenuineIntel",
@@ -333,7 +334,8 @@ def dl1_host(root: Path, *, config: bool = True) -> FakeHost:
     gaudi = 0
     for sock, bus0 in ((0, 0x00), (1, 0x80)):
         rb = f"0000:{bus0:02x}"
-        h.pci(f"{rb}:00.0", vendor=0x8086, device=0x2020, cls=0x060000, numa=sock)
+        if host_function:
+            h.pci(f"{rb}:00.0", vendor=0x8086, device=0x2020, cls=0x060000, numa=sock)
         for k in range(2):
             sw = 2 * sock + k
             b = bus0 + 0x10 * (k + 1)

@@ -122,6 +122,44 @@ def test_dl1_like_habana_behind_switches(tmp_path: Path) -> None:
     assert m.p2p_path_class("accel2", "accel3") == "root_complex"  # sw1: ACS redirect
 
 
+@pytest.mark.parametrize("config", [True, False])
+def test_a_root_bus_without_00_0_is_known_by_its_first_root_port(
+    tmp_path: Path, config: bool
+) -> None:
+    """K-132: with no 00.0 function, each root bus's first function is Skylake-E Root Port
+    0x2030 at 01.0 (a root port read from config space, or inferred from the tree). The file
+    says so (``root_port_slot``), and the platform built from it is whitelisted through that
+    port from v5.19 (profile 6.12 on) and not at all under 5.16, as the kernel would be."""
+    root = tmp_path / "root"
+    dl1_host(root, config=config, host_function=False)
+    plan = plan_host(inspect_host(root))
+    spec = plan.spec
+    assert [(h.vendor, h.device, h.root_port_slot, h.socket) for h in spec.host_bridges] == [
+        (0x8086, 0x2030, 1, 0),
+        (0x8086, 0x2030, 1, 1),
+    ]
+    (rc0,) = [m.what for m in plan.mapped if m.name == "rc0"]
+    assert "root port 0000:00:01.0 (8086:2030)" in rc0 and "from Linux 5.19" in rc0
+    back = _round_trip(spec, tmp_path, platform_text(plan))
+    assert "root_port_slot = 1" in (tmp_path / "host.toml").read_text()
+    new, old = build(back, "6.12"), build(back, "5.16")
+    assert new.p2p_path_class("accel0", "rdmap0s0") == "root_complex"
+    assert old.p2p_path_class("accel0", "rdmap0s0") is None
+    assert new.p2p_path_class("accel0", "accel1") == "switch"  # below sw0: no host bridge
+    assert old.p2p_path_class("accel0", "accel1") == "switch"
+
+
+def test_a_first_function_that_is_no_root_port_gives_no_ids(tmp_path: Path) -> None:
+    """K-132: a root bus whose first function is neither at 00.0 nor a Root Port identifies
+    its host bridge under no release: IDs 0/0, no ``root_port_slot``."""
+    root = tmp_path / "root"
+    h = dl1_host(root, host_function=False)
+    h.pci("0000:00:00.4", vendor=0x8086, device=0x2024, cls=0x088000, numa=0)  # not 00.0
+    (rc0, rc1) = plan_host(inspect_host(root)).spec.host_bridges
+    assert (rc0.vendor, rc0.device, rc0.root_port_slot) == (0, 0, None)
+    assert (rc1.vendor, rc1.device, rc1.root_port_slot) == (0x8086, 0x2030, 1)
+
+
 def test_kernel_suggestion() -> None:
     def sysinfo(release: str) -> SystemInfo:
         return SystemInfo(OK, "", release)

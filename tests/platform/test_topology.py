@@ -19,6 +19,7 @@ from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pd
 from pinlab.kernel.profile import get_profile
 from pinlab.platform import (
     CostModel,
+    HostBridgeSpec,
     LinkUse,
     Machine,
     PlatformSpec,
@@ -258,6 +259,30 @@ def test_k132_machine_takes_the_whitelist_lookup_rule_from_the_profile(profile: 
     assert m.pci.whitelist_root_port is (profile != "5.16")
     assert m.pci.whitelist_root_port is get_profile(profile).p2pdma_whitelist_root_port
     assert m.p2p_path_class("gaudi0", "efa0") == "root_complex"
+
+
+def test_k132_a_root_port_first_at_a_later_devfn_identifies_the_bridge_from_5_19() -> None:
+    """K-132: ``root_port_slot`` builds a root bus without a 00.0 function whose first function
+    is the Root Port carrying the IDs, at that device number; the children's root ports come
+    after it, so it stays first. Whitelisted through it from 5.19 (6.12 on), not under 5.16."""
+    spec = dl1()
+    bridges = tuple(hb.model_copy(update={"root_port_slot": 2}) for hb in spec.host_bridges)
+    spec = spec.model_copy(update={"host_bridges": bridges})
+    new, old = build(spec, "6.12"), build(spec, "5.16")
+    bus = new.pci.host_bridges[0].bus
+    assert [d.devfn >> 3 for d in bus.devices][:2] == [2, 3]
+    hb = spec.host_bridges[0]
+    assert (bus.devices[0].vendor, bus.devices[0].device) == (hb.vendor, hb.device)
+    assert new.pci.host_bridges[0].pci_host_bridge_dev() is bus.devices[0]
+    assert old.pci.host_bridges[0].pci_host_bridge_dev() is None
+    assert new.p2p_path_class("gaudi0", "efa0") == "root_complex"
+    assert old.p2p_path_class("gaudi0", "efa0") is None
+
+
+@pytest.mark.parametrize("slot", [-1, 32])
+def test_k132_root_port_slot_is_a_device_number(slot: int) -> None:
+    with pytest.raises(ValidationError, match="root_port_slot"):
+        HostBridgeSpec(name="rc0", root_port_slot=slot)
 
 
 def test_dl1_with_unlisted_host_bridge_refuses_p2p() -> None:

@@ -11,9 +11,11 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
 
 * **Host bridges**: one per root bus (``pci<domain>:<bus>`` in sysfs), named ``rc0``, ``rc1``
   ... in address order. vendor/device are those of the root bus's 00.0 function --
-  ``pci_host_bridge_dev()``, what ``host_bridge_whitelist`` matches -- or 0/0 when the root bus
-  has no 00.0 function (the kernel then finds no bridge device and the whitelist fails; a 0/0
-  entry fails it the same way). The socket is the 00.0 function's NUMA node's package.
+  ``pci_host_bridge_dev()``, what ``host_bridge_whitelist`` matches --; with no 00.0 function,
+  those of the first function when it is a Root Port (``root_port_slot``: from v5.19 the
+  kernel identifies the bridge by it, before it finds none, K-132), else 0/0 (the kernel finds
+  no bridge device and the whitelist fails; a 0/0 entry fails it the same way). The socket is
+  that function's NUMA node's package.
 * **Switches**: every PCIe switch upstream port (port type from config space, else inferred
   from the tree), ``sw0``, ``sw1`` ...; parent = the nearest switch above it, else its host
   bridge. Root ports and downstream ports are implicit in pinlab (one per child).
@@ -308,6 +310,15 @@ def _device_memory(
     return memory, (bar if bar and bar < memory else None), source
 
 
+def _first_root_port(bus: str, on_bus: list[PciFunction]) -> PciFunction | None:
+    """The first function of root bus ``bus`` in devfn order when it is a PCIe Root Port: what
+    ``pci_host_bridge_dev`` identifies a host bridge by, from v5.19, when the bus has no 00.0
+    function (K-132)."""
+    here = (f for f in on_bus if f.parent is None and f.address.startswith(bus + ":"))
+    fn = min(here, key=lambda f: f.address, default=None)
+    return fn if fn is not None and fn.port_type == "root_port" else None
+
+
 def plan_platform(
     pci: PciInfo,
     cpu: CpuInfo,
@@ -365,22 +376,31 @@ def plan_platform(
     for i, bus in enumerate(root_buses):
         hb_name = f"rc{i}"
         bridge_of[bus] = hb_name
-        first = fns.get(f"{bus}:00.0")
         on_bus = [f for f in fns.values() if f.root_bus == bus]
-        node = next((f.numa_node for f in [first, *on_bus] if f and f.numa_node >= 0), -1)
+        first = fns.get(f"{bus}:00.0")
+        port = None if first else _first_root_port(bus, on_bus)
+        node = next((f.numa_node for f in [first, port, *on_bus] if f and f.numa_node >= 0), -1)
+        ids = first or port
         host_bridges.append(
             HostBridgeSpec(
                 name=hb_name,
                 socket=socket_of(node),
-                vendor=first.vendor if first else 0,
-                device=first.device if first else 0,
+                vendor=ids.vendor if ids else 0,
+                device=ids.device if ids else 0,
+                root_port_slot=int(port.address[-4:-2], 16) if port else None,
             )
         )
-        what = (
-            f"host bridge function {first.address} ({first.vendor:04x}:{first.device:04x})"
-            if first
-            else "no 00.0 function on the root bus: IDs 0000:0000 (not whitelisted)"
-        )
+        if first:
+            what = f"host bridge function {first.address} ({first.vendor:04x}:{first.device:04x})"
+        elif port:
+            what = (
+                f"no 00.0 function; first function: root port {port.address} "
+                f"({port.vendor:04x}:{port.device:04x}), whose IDs the P2PDMA whitelist matches "
+                "from Linux 5.19 (before, it finds no function: not whitelisted)"
+            )
+        else:
+            what = "no 00.0 function or first root port on the root bus: IDs 0000:0000 "
+            what += "(not whitelisted)"
         mapped.append(MappedItem(hb_name, "host bridge", f"pci{bus}", what))
     if not host_bridges:
         host_bridges.append(HostBridgeSpec(name="rc0", socket=0, vendor=0, device=0))

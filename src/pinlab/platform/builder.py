@@ -106,6 +106,8 @@ class _MachineBuilder:
         self.pdevs: dict[str, PciDev] = {}
         self.nodes: dict[str, TreeNode] = {}
         self.bridges: dict[str, PciHostBridge] = {}
+        # per host bridge with a ``root_port_slot``: the device number of its next root port
+        self._next_root_slot: dict[str, int] = {}
         self.switch_specs = {sw.name: sw for sw in spec.switches}
 
     def machine(self) -> Machine:
@@ -127,7 +129,17 @@ class _MachineBuilder:
 
     def add_host_bridges(self) -> None:
         for hb in self.spec.host_bridges:
-            bridge = self.pci.add_host_bridge(hb.vendor, hb.device, label=hb.name)
+            if hb.root_port_slot is None:
+                bridge = self.pci.add_host_bridge(hb.vendor, hb.device, label=hb.name)
+            else:  # the root port first in devfn order; the children's ports come after it
+                bridge = self.pci.add_host_bridge(None, label=hb.name)
+                bridge.add_root_port(
+                    vendor=hb.vendor,
+                    device=hb.device,
+                    label=f"{hb.name}.rp",
+                    slot=hb.root_port_slot,
+                )
+                self._next_root_slot[hb.name] = hb.root_port_slot + 1
             self.bridges[hb.name] = bridge
             root = bridge.pci_host_bridge_dev()
             if root is not None:
@@ -141,7 +153,10 @@ class _MachineBuilder:
         """A new root port of host bridge ``parent``, or downstream port of switch ``parent``."""
         try:
             if parent in self.bridges:
-                return self.bridges[parent].add_root_port(label=f"{child}.port")
+                slot = self._next_root_slot.get(parent)
+                if slot is not None:
+                    self._next_root_slot[parent] = slot + 1
+                return self.bridges[parent].add_root_port(label=f"{child}.port", slot=slot)
             sw = self.switch_specs[parent]
             acs = PciAcs.REDIR if sw.acs_redirect else PciAcs.NONE
             return self.pdevs[parent].add_downstream_port(acs=acs, label=f"{child}.port")

@@ -106,6 +106,9 @@ CpuFamily = Annotated[
     int, BeforeValidator(_cpu_family), PlainSerializer(lambda n: f"0x{n:x}", return_type=str)
 ]
 
+PciDeviceNumber = Annotated[int, Field(ge=0, le=31)]
+"""A device (slot) number on a PCI bus, the ``SS`` of ``BB:SS.F``."""
+
 PcieGen = Literal[3, 4, 5]
 PcieWidth = Literal[1, 2, 4, 8, 16]
 PcieMps = Literal[128, 256, 512, 1024, 2048, 4096]
@@ -228,14 +231,22 @@ class DramSpec(_Spec):
 class HostBridgeSpec(_Spec):
     """A root complex (``struct pci_host_bridge``) on a socket.
 
-    ``vendor``/``device`` are the IDs of its 00.0 function, which the P2PDMA whitelist matches
-    (Skylake-E 0x2030–0x2033 are listed; ``kernel-semantics.md`` §8.3).
+    ``vendor``/``device`` are the IDs of its root bus's first function, which the P2PDMA
+    whitelist matches (Skylake-E 0x2030–0x2033 are listed; ``kernel-semantics.md`` §8.3): a
+    host bridge function at 00.0, or -- ``root_port_slot`` set -- a Root Port at that device
+    number with no function at 00.0 (a Skylake-E root bus whose first function is Root Port B
+    at 01.0), which the whitelist identifies the bridge by only from v5.19 (K-132).
     """
 
     name: Name
     socket: int = Field(default=0, ge=0, description="socket (NUMA node) of this root complex")
-    vendor: PciId = Field(default=0x8086, description="host bridge function vendor ID")
-    device: PciId = Field(default=0, description="host bridge function device ID")
+    vendor: PciId = Field(default=0x8086, description="root bus first function's vendor ID")
+    device: PciId = Field(default=0, description="root bus first function's device ID")
+    root_port_slot: PciDeviceNumber | None = Field(
+        default=None,
+        description="vendor/device are a Root Port's at this device number, the root bus's "
+        "first function (none at 00.0); unset: a host bridge function's at 00.0",
+    )
     mps: PcieMps | None = Field(
         default=None, description="Max_Payload_Size of its root ports (default pcie.mps)"
     )
