@@ -260,7 +260,13 @@ CASES: dict[str, Case] = {
     ),
     # -- the command line -------------------------------------------------------------------------
     "an unknown option": Case(
-        ["run", "--bogus"], r"^pinlab: error: unrecognized arguments: --bogus"
+        ["run", "--bogus"],
+        r"^pinlab: error: run: unrecognized arguments: --bogus \(see pinlab run --help\)$",
+    ),
+    "an unknown option of a nested subcommand": Case(
+        ["scenarios", "show", "odp-vs-pin", "--bogus"],
+        r"^pinlab: error: scenarios show: unrecognized arguments: --bogus "
+        r"\(see pinlab scenarios show --help\)$",
     ),
     "an unknown subcommand": Case(
         ["frobnicate"], r"^pinlab: error: argument COMMAND: invalid choice"
