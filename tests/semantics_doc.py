@@ -175,6 +175,7 @@ SWITCH_LABELS: dict[str, str] = {
     "ttm_desired_fallback": "TTM placement flags DESIRED/FALLBACK (else busy placements)",
     "ttm_propagate_enospc_available": "TTM device flag `TTM_ALLOCATION_PROPAGATE_ENOSPC` exists",
     "p2pdma_whitelist_root_port": "P2PDMA whitelist also checks a first Root Port at any devfn",
+    "p2pdma_whitelist": "P2PDMA host-bridge whitelist table (first release with it)",
     "dmem": "dmem cgroup controller exists",
     "vfio_dmabuf": "vfio-pci dma-buf exporter (`VFIO_DEVICE_FEATURE_DMA_BUF`)",
     "iommufd_dmabuf": "iommufd maps VFIO dma-bufs (`IOMMU_IOAS_MAP_FILE`)",

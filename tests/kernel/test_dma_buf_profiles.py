@@ -14,6 +14,7 @@ import pytest
 from pinlab.kernel.dma_buf import dma_buf_attach_revocable
 from pinlab.kernel.errno import NotInProfile
 from pinlab.kernel.kernel import Kernel
+from pinlab.kernel.pci_ids import P2pdmaWhitelistRelease
 from pinlab.kernel.profile import (
     DEFAULT_PROFILE,
     NEXT_SOURCES,
@@ -94,6 +95,12 @@ SWITCH_TABLE: dict[str, dict[str, Any]] = {
     "ttm_desired_fallback": _row(NO, YES, YES, YES, YES, YES, YES),
     "ttm_propagate_enospc_available": _row(NO, NO, NO, NO, NO, YES, YES),
     "p2pdma_whitelist_root_port": _row(NO, YES, YES, YES, YES, YES, YES),  # K-132 (v5.19)
+    "p2pdma_whitelist": {  # K-133 (v5.18), K-134 (v7.1), K-135 (v7.2, so only next)
+        "5.16": P2pdmaWhitelistRelease.V5_17,
+        **dict.fromkeys(("6.12", "6.14", "6.16", "6.19"), P2pdmaWhitelistRelease.V5_18),
+        "7.1": P2pdmaWhitelistRelease.V7_1,
+        "next": P2pdmaWhitelistRelease.V7_2,
+    },
     "dmem": _row(NO, NO, YES, YES, YES, YES, YES),
     # kernel.md §13
     "vfio_dmabuf": {
@@ -137,9 +144,10 @@ def test_presets_and_default() -> None:
 
 
 def test_next_differs_from_7_1_only_where_a_source_is_named() -> None:
-    """``next`` is not a release: every switch in which it differs from 7.1 names the queued
-    series or open RFC it comes from -- dmem.peak (K-125), protection-aware eviction (K-126),
-    the VFIO revoke ioctl RFC (K-104) -- and nothing else."""
+    """``next`` is not a release: every switch in which it differs from 7.1 names the series
+    merged after 7.1, queued, or an open RFC it comes from -- the 7.2 P2PDMA whitelist (K-135),
+    dmem.peak (K-125), protection-aware eviction (K-126), the VFIO revoke ioctl RFC (K-104) --
+    and nothing else."""
     differs = {
         f.name
         for f in dataclasses.fields(KernelProfile)
@@ -148,7 +156,7 @@ def test_next_differs_from_7_1_only_where_a_source_is_named() -> None:
     }
     assert differs == set(NEXT_SOURCES)
     for source in NEXT_SOURCES.values():
-        assert source.startswith(("queued for 7.3:", "RFC under review:"))
+        assert source.startswith(("merged for 7.2:", "queued for 7.3:", "RFC under review:"))
         assert '"' in source and "20" in source  # a quoted subject and a date
 
 

@@ -1,4 +1,5 @@
-"""PCI tree and P2PDMA distance (kernel-semantics.md §8; K-55 … K-58, K-83 … K-85)."""
+"""PCI tree and P2PDMA distance (kernel-semantics.md §8; K-55 … K-58, K-83 … K-85,
+K-132 … K-135)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,18 @@ from pinlab.kernel.pci import (
 )
 from pinlab.kernel.pci_ids import (
     PCI_ANY_ID,
-    PCI_P2PDMA_WHITELIST_V6_0,
+    PCI_P2PDMA_WHITELIST_V5_17,
+    PCI_P2PDMA_WHITELIST_V5_18,
+    PCI_P2PDMA_WHITELIST_V7_1,
+    PCI_P2PDMA_WHITELIST_V7_2,
+    PCI_VENDOR_ID_GOOGLE,
     PCI_VENDOR_ID_INTEL,
     X86_VENDOR_AMD,
     X86_VENDOR_INTEL,
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
+    P2pdmaWhitelistRelease,
+    pci_p2pdma_whitelist,
 )
 from pinlab.kernel.pci_regs import PciAcs, PciExpType
 
@@ -46,7 +53,7 @@ SKYLAKE_E = 0x2020  # whitelisted, no flag
 SKYLAKE_E_2 = 0x2030  # whitelisted, no flag
 XEON_E5 = 0x3C00  # whitelisted, REQ_SAME_HOST_BRIDGE
 XEON_E5_V3 = 0x2F00  # whitelisted, REQ_SAME_HOST_BRIDGE
-INTEL_CLIENT = 0x4660  # an Intel desktop host bridge that is not on the ≈6.0 list
+INTEL_CLIENT = 0x4660  # an Intel desktop host bridge that no release's list holds
 REDIR_BITS = (PciAcs.RR, PciAcs.CR, PciAcs.EC)
 
 
@@ -416,7 +423,7 @@ def test_k83_different_host_bridges_one_unlisted_refused() -> None:
 
 
 def test_k83_whitelist_is_a_platform_parameter() -> None:
-    assert [(e.device, bool(e.flags)) for e in PCI_P2PDMA_WHITELIST_V6_0] == [
+    assert [(e.device, bool(e.flags)) for e in PCI_P2PDMA_WHITELIST_V5_17] == [
         (0x3C00, True),
         (0x3C01, True),
         (0x2F00, True),
@@ -428,8 +435,9 @@ def test_k83_whitelist_is_a_platform_parameter() -> None:
         (0x2020, False),
     ]
     box = make_box(hb_device=0x09A2)
+    box.topo.whitelist = PCI_P2PDMA_WHITELIST_V5_17
     assert pci_p2pdma_distance(box.gpu, box.nic2) == -1
-    box.topo.whitelist = [*PCI_P2PDMA_WHITELIST_V6_0, P2pdmaWhitelistEntry(0x8086, 0x09A2)]
+    box.topo.whitelist = [*PCI_P2PDMA_WHITELIST_V5_17, P2pdmaWhitelistEntry(0x8086, 0x09A2)]
     assert pci_p2pdma_distance(box.gpu, box.nic2) == 6
     box.topo.whitelist = [P2pdmaWhitelistEntry(0x8086, PCI_ANY_ID)]
     assert pci_p2pdma_distance(box.gpu, box.nic2) == 6
@@ -545,6 +553,101 @@ def test_k132_root_port_slots_are_checked() -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# K-133 … K-135: the whitelist each release compiles in
+# --------------------------------------------------------------------------------------------
+
+ICX_ROOT = 0x09A2  # first root-bus device of every Xeon since Ice Lake-SP
+GOOGLE_SOC = 0x0050  # some Google root-bus device: only the vendor matters from v7.1
+XEON_ACCELERATORS = (0x0B25, 0x0CFE, 0x11FB, 0x1212, 0x1216, 0x4940, 0x4942, 0x4944, 0x4946, 0x4948)
+"""DSA/IAX (SPR), DSA (GNR-D), DSA/IAA (DMR), QAT 4xxx/401xx/402xx/420xx/6xxx."""
+
+
+def _ids(table: tuple[P2pdmaWhitelistEntry, ...]) -> set[tuple[int, int, bool]]:
+    return {(e.vendor, e.device, bool(e.flags)) for e in table}
+
+
+def test_k133_k135_each_release_names_its_table() -> None:
+    """K-133, K-134, K-135: the profile's ``P2pdmaWhitelistRelease`` picks the table; each one
+    extends the one before it, so only the added entries change an answer."""
+    assert [pci_p2pdma_whitelist(r) for r in P2pdmaWhitelistRelease] == [
+        PCI_P2PDMA_WHITELIST_V5_17,
+        PCI_P2PDMA_WHITELIST_V5_18,
+        PCI_P2PDMA_WHITELIST_V7_1,
+        PCI_P2PDMA_WHITELIST_V7_2,
+    ]
+    assert _ids(PCI_P2PDMA_WHITELIST_V5_18) - _ids(PCI_P2PDMA_WHITELIST_V5_17) == {
+        (PCI_VENDOR_ID_INTEL, ICX_ROOT, False)
+    }
+    assert _ids(PCI_P2PDMA_WHITELIST_V7_1) - _ids(PCI_P2PDMA_WHITELIST_V5_18) == {
+        (PCI_VENDOR_ID_GOOGLE, PCI_ANY_ID, False)
+    }
+    assert _ids(PCI_P2PDMA_WHITELIST_V7_2) - _ids(PCI_P2PDMA_WHITELIST_V7_1) == {
+        (PCI_VENDOR_ID_INTEL, device, False) for device in XEON_ACCELERATORS
+    }
+    for older, newer in zip(
+        list(P2pdmaWhitelistRelease), list(P2pdmaWhitelistRelease)[1:], strict=False
+    ):
+        assert _ids(pci_p2pdma_whitelist(older)) < _ids(pci_p2pdma_whitelist(newer))
+    assert PciTopology().whitelist == PCI_P2PDMA_WHITELIST_V5_18
+
+
+def test_k133_ice_lake_root_is_listed_from_v5_18() -> None:
+    """K-133: a Xeon whose root bus starts with 0x09a2 (Ice Lake-SP and every Xeon since):
+    before v5.18 the pair on two root ports is refused (verbosely: "cannot be used ...");
+    from v5.18 it goes through the host bridge (distance 6, THRU_HOST_BRIDGE), also across
+    two such host bridges since the entry carries no REQ_SAME_HOST_BRIDGE."""
+    box = make_box(hb_device=ICX_ROOT)
+    box.topo.whitelist = PCI_P2PDMA_WHITELIST_V5_17
+    assert pci_p2pdma_distance(box.gpu, box.nic2, verbose=True) == -1
+    assert any("cannot be used for peer-to-peer DMA" in line for line in box.topo.log)
+    assert pci_p2pdma_map_type(box.gpu, box.nic2) is PCI_P2PDMA_MAP_NOT_SUPPORTED
+    box.topo.whitelist = PCI_P2PDMA_WHITELIST_V5_18
+    assert pci_p2pdma_distance(box.gpu, box.nic2) == 6
+    assert pci_p2pdma_map_type(box.gpu, box.nic2) is PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
+    # below one switch the whitelist is never asked
+    assert pci_p2pdma_map_type(box.gpu, box.nic) is PCI_P2PDMA_MAP_BUS_ADDR
+    topo, a, b = two_host_bridges(ICX_ROOT, ICX_ROOT)
+    topo.whitelist = PCI_P2PDMA_WHITELIST_V5_17
+    assert pci_p2pdma_distance(a, b) == -1
+    topo.whitelist = PCI_P2PDMA_WHITELIST_V5_18
+    assert pci_p2pdma_distance(a, b) == 4
+
+
+@pytest.mark.parametrize("device", [GOOGLE_SOC, 0x0001, 0xFFFE])
+def test_k134_google_any_device_is_listed_from_v7_1(device: int) -> None:
+    """K-134: v7.1's entry matches every device of vendor 0x1ae0 (``PCI_ANY_ID``): refused with
+    the v5.18 table, allowed with v7.1's, within one host bridge and across two."""
+    topo = PciTopology()
+    hb = topo.add_host_bridge(PCI_VENDOR_ID_GOOGLE, device)
+    a = hb.add_root_port().add_endpoint()
+    b = hb.add_root_port().add_endpoint()
+    other = topo.add_host_bridge(PCI_VENDOR_ID_GOOGLE, device ^ 1).add_root_port().add_endpoint()
+    topo.whitelist = PCI_P2PDMA_WHITELIST_V5_18
+    assert pci_p2pdma_distance(a, b) == -1
+    assert pci_p2pdma_distance(a, other) == -1
+    topo.whitelist = PCI_P2PDMA_WHITELIST_V7_1
+    assert pci_p2pdma_distance(a, b) == 4
+    assert pci_p2pdma_map_type(a, b) is PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
+    assert pci_p2pdma_distance(a, other) == 4
+    # the wildcard is for Google's vendor ID only
+    assert pci_p2pdma_distance(*two_host_bridges(INTEL_CLIENT, INTEL_CLIENT)[1:]) == -1
+
+
+@pytest.mark.parametrize("accelerator", XEON_ACCELERATORS)
+def test_k135_xeon_accelerator_root_buses_are_listed_from_v7_2(accelerator: int) -> None:
+    """K-135: a Xeon accelerator (QAT, DSA, IAA) heads a root bus of its own; a device below
+    that host bridge and a GPU below the 0x09a2-headed one talk through both host bridges, so
+    both must be listed: refused with v7.1's table, allowed (distance 4) with v7.2's."""
+    topo, gpu, dev = two_host_bridges(ICX_ROOT, accelerator)
+    topo.whitelist = PCI_P2PDMA_WHITELIST_V7_1
+    assert pci_p2pdma_distance(gpu, dev) == -1
+    assert pci_p2pdma_distance(dev, gpu) == -1
+    topo.whitelist = PCI_P2PDMA_WHITELIST_V7_2
+    assert pci_p2pdma_distance(gpu, dev) == 4
+    assert pci_p2pdma_map_type(dev, gpu) is PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
+
+
+# --------------------------------------------------------------------------------------------
 # K-58, K-85: many clients
 # --------------------------------------------------------------------------------------------
 
@@ -593,7 +696,7 @@ def test_k85_zero_clients_is_minus_1() -> None:
 
 
 def test_k84_map_types_are_the_kernel_enum() -> None:
-    """K-84: the cached values are ``enum pci_p2pdma_map_type`` of the P2P snapshot (≈6.0)."""
+    """K-84: the cached values are ``enum pci_p2pdma_map_type`` of the P2P snapshot (pre-v5.18)."""
     assert [(t.name, t.value) for t in PciP2pdmaMapType] == [
         ("UNKNOWN", 0),
         ("NOT_SUPPORTED", 1),

@@ -202,3 +202,15 @@ def test_the_gpu_doc_lists_every_gpu_parameter_with_its_confidence() -> None:
             assert f"`{p.key}`" in doc, p.key
             assert p.confidence in ("high", "medium", "low"), p.key
             assert p.source and p.unit, p.key
+
+
+@pytest.mark.parametrize("profile", ["5.16", "6.12", "6.16", "7.1", "next"])
+def test_k133_sapphire_rapids_root_complex_p2p_follows_the_release(profile: str) -> None:
+    """K-133: dgx-h100's root buses start with Intel 0x09a2 (Sapphire Rapids, like every Xeon
+    since Ice Lake-SP). A GPU and another switch's NIC meet in the root complex: refused before
+    v5.18 (5.16), allowed from v5.18; across sockets likewise; one switch is never affected."""
+    m = build(PRESETS["dgx-h100"](), profile)
+    old = profile == "5.16"
+    assert m.p2p_path_class("gpu0", "mlx5_0") == "switch"
+    assert m.p2p_path_class("gpu0", "mlx5_1") == (None if old else "root_complex")
+    assert m.p2p_path_class("gpu0", "mlx5_4") == (None if old else "cross_socket")

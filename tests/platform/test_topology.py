@@ -1,5 +1,6 @@
 """Presets build into machines whose PCI tree, drivers and link graph match ``cost-model.md``
-§9; P2P path classes come from the kernel's P2PDMA rules (K-55, K-56, K-57, K-83)."""
+§9; P2P path classes come from the kernel's P2PDMA rules (K-55, K-56, K-57, K-83, K-132,
+K-133, K-134, K-135)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pinlab.drivers.nvidia_compute import NvidiaComputeDevice
 from pinlab.errors import ConfigError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pdma_map_type
+from pinlab.kernel.pci_ids import PCI_ANY_ID, P2pdmaWhitelistEntry, pci_p2pdma_whitelist
 from pinlab.kernel.profile import get_profile
 from pinlab.platform import (
     CostModel,
@@ -285,12 +287,39 @@ def test_k132_root_port_slot_is_a_device_number(slot: int) -> None:
         HostBridgeSpec(name="rc0", root_port_slot=slot)
 
 
-def test_dl1_with_unlisted_host_bridge_refuses_p2p() -> None:
+INTEL_CLIENT_HB = 0x4660
+"""An Intel desktop host bridge ID that no release's P2PDMA whitelist holds (K-133 … K-135)."""
+
+
+@pytest.mark.parametrize("profile", [*PROFILES, "next"])
+def test_dl1_with_unlisted_host_bridge_refuses_p2p(profile: str) -> None:
     """K-83: an Intel host bridge not on the whitelist: P2PDMA distance -1 (K-55)."""
-    m = build(dl1(host_bridge_device=0x09A2))
+    m = build(dl1(host_bridge_device=INTEL_CLIENT_HB), profile)
     assert m.p2p_path_class("gaudi0", "efa0") is None
     assert m.p2p_capacity("gaudi0", "efa0") is None
     # below one switch no host bridge is involved
+    assert m.p2p_path_class("gaudi0", "gaudi1") == "switch"
+
+
+@pytest.mark.parametrize("profile", [*PROFILES, "6.14", "6.19", "next"])
+def test_k133_machine_takes_the_whitelist_table_from_the_profile(profile: str) -> None:
+    """K-133 … K-135: a platform without its own list gets its kernel release's table, read off
+    the profile (``p2pdma_whitelist``); a platform's own list replaces it in every release."""
+    m = build(dl1(), profile)
+    assert m.pci.whitelist == pci_p2pdma_whitelist(get_profile(profile).p2pdma_whitelist)
+    data = dl1().model_dump()
+    data["p2pdma_whitelist"] = [{"vendor": 0x8086, "device": "any"}]
+    own = build(PlatformSpec.model_validate(data), profile)
+    assert own.pci.whitelist == (P2pdmaWhitelistEntry(0x8086, PCI_ANY_ID),)
+
+
+@pytest.mark.parametrize("profile", [*PROFILES, "next"])
+def test_k133_ice_lake_xeon_root_complex_p2p_from_v5_18(profile: str) -> None:
+    """K-133: dl1 with the 0x09a2 root-bus device of Xeons since Ice Lake-SP: Gaudi ↔ EFA through
+    the root complex is refused by 5.16 (before v5.18) and allowed by every later preset."""
+    m = build(dl1(host_bridge_device=0x09A2), profile)
+    expected = None if profile == "5.16" else "root_complex"
+    assert m.p2p_path_class("gaudi0", "efa0") == expected
     assert m.p2p_path_class("gaudi0", "gaudi1") == "switch"
 
 

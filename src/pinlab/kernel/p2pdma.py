@@ -2,11 +2,14 @@
 
 Models ``pci_p2pdma_distance_many()``, ``pci_p2pdma_distance()`` and their helpers in
 drivers/pci/p2pdma.c and include/linux/pci-p2pdma.h (``kernel-semantics.md`` §8; checklist items
-K-55, K-56, K-57, K-58, K-83, K-84, K-85, K-132). Exporters call it at attach time and clear
-``attach->peer2peer`` on a negative answer (§8.4); the simulator uses :func:`pci_p2pdma_map_type`
-to pick the path class (switch-local bus address vs. through the root complex).
+K-55, K-56, K-57, K-58, K-83, K-84, K-85, K-132; the whitelist each release compiles in, which
+:attr:`PciTopology.whitelist <pinlab.kernel.pci.PciTopology>` holds, is K-133 … K-135).
+Exporters call it at attach time and clear ``attach->peer2peer`` on a negative answer (§8.4);
+the simulator uses :func:`pci_p2pdma_map_type` to pick the path class (switch-local bus address
+vs. through the root complex).
 
-Facts carried over from the ≈v6.0 source (``P2P`` snapshot in §0.3), where the spec leaves room:
+Facts carried over from the pre-v5.18 source (``P2P`` snapshot in §0.3; the distance logic is
+unchanged in the later texts read), where the spec leaves room:
 
 * The provider-side walk checks ACS on every function from the provider up to *and including*
   the common upstream bridge; the client-side walk checks the functions strictly below it. So

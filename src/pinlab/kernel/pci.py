@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Generic, Self, TypeVar, cast, overload
 
 from pinlab.kernel.device import Device
 from pinlab.kernel.pci_ids import (
-    PCI_P2PDMA_WHITELIST_V6_0,
+    PCI_P2PDMA_WHITELIST_V5_18,
     PCI_VENDOR_ID_INTEL,
     X86_VENDOR_INTEL,
     P2pdmaWhitelistEntry,
@@ -453,7 +453,9 @@ class PciTopology:
 
     * ``cpu_vendor`` / ``cpu_family``: ``boot_cpu_data.x86_vendor`` / ``.x86``, read by
       ``cpu_supports_p2pdma`` (AMD family ≥ 0x17 allows host-bridge P2P, K-83).
-    * ``whitelist``: ``pci_p2pdma_whitelist[]``, default :data:`PCI_P2PDMA_WHITELIST_V6_0`.
+    * ``whitelist``: ``pci_p2pdma_whitelist[]``; the default, :data:`PCI_P2PDMA_WHITELIST_V5_18`,
+      is that of v5.18 to v7.0 (K-133), the releases the ``whitelist_root_port`` default models;
+      a machine built from a kernel profile gets its release's table.
     * ``p2pdma_enabled``: ``CONFIG_PCI_P2PDMA``; without it the distance stubs return -1 (K-55).
     * ``whitelist_root_port``: the kernel is v5.19 or later, whose ``pci_host_bridge_dev`` also
       accepts a first root-bus function that is a Root Port at any devfn (K-132); the profile's
@@ -482,7 +484,7 @@ class PciTopology:
         *,
         cpu_vendor: str = X86_VENDOR_INTEL,
         cpu_family: int = 6,
-        whitelist: Sequence[P2pdmaWhitelistEntry] = PCI_P2PDMA_WHITELIST_V6_0,
+        whitelist: Sequence[P2pdmaWhitelistEntry] = PCI_P2PDMA_WHITELIST_V5_18,
         p2pdma_enabled: bool = True,
         whitelist_root_port: bool = True,
     ) -> None:

@@ -3,7 +3,8 @@
 The vendor IDs are ``include/linux/pci_ids.h``'s; the CPUID vendor strings are what
 ``cpu_supports_p2pdma`` compares (``boot_cpu_data.x86_vendor``); the whitelist is
 ``pci_p2pdma_whitelist[]`` of ``drivers/pci/p2pdma.c`` (K-83), kept apart from the PCI tree
-(:mod:`pinlab.kernel.pci`) so that a profile or platform can pass a newer table.
+(:mod:`pinlab.kernel.pci`): the kernel profile names its release's table
+(:class:`P2pdmaWhitelistRelease`), and a platform may replace it.
 """
 
 from __future__ import annotations
@@ -13,19 +14,36 @@ import enum
 
 __all__ = [
     "PCI_ANY_ID",
-    "PCI_P2PDMA_WHITELIST_V6_0",
+    "PCI_DEVICE_ID_INTEL_DSA_DMR",
+    "PCI_DEVICE_ID_INTEL_DSA_GNRD",
+    "PCI_DEVICE_ID_INTEL_DSA_SPR0",
+    "PCI_DEVICE_ID_INTEL_IAA_DMR",
+    "PCI_DEVICE_ID_INTEL_IAX_SPR0",
+    "PCI_DEVICE_ID_INTEL_ICX_ROOT",
+    "PCI_DEVICE_ID_INTEL_QAT_4XXX",
+    "PCI_DEVICE_ID_INTEL_QAT_6XXX",
+    "PCI_DEVICE_ID_INTEL_QAT_401XX",
+    "PCI_DEVICE_ID_INTEL_QAT_402XX",
+    "PCI_DEVICE_ID_INTEL_QAT_420XX",
+    "PCI_P2PDMA_WHITELIST_V5_17",
+    "PCI_P2PDMA_WHITELIST_V5_18",
+    "PCI_P2PDMA_WHITELIST_V7_1",
+    "PCI_P2PDMA_WHITELIST_V7_2",
     "PCI_VENDOR_ID_AMD",
+    "PCI_VENDOR_ID_GOOGLE",
     "PCI_VENDOR_ID_INTEL",
     "X86_VENDOR_AMD",
     "X86_VENDOR_INTEL",
     "P2pdmaWhitelistEntry",
     "P2pdmaWhitelistFlag",
+    "P2pdmaWhitelistRelease",
+    "pci_p2pdma_whitelist",
 ]
 
 PCI_VENDOR_ID_INTEL = 0x8086
 PCI_VENDOR_ID_AMD = 0x1022
 PCI_ANY_ID = 0xFFFF
-"""Wildcard device ID in a whitelist entry (used by whitelists newer than ≈6.0)."""
+"""Wildcard device ID in a whitelist entry (v7.1 on, K-134)."""
 
 X86_VENDOR_INTEL = "GenuineIntel"
 X86_VENDOR_AMD = "AuthenticAMD"
@@ -44,7 +62,7 @@ class P2pdmaWhitelistFlag(enum.Flag):
 class P2pdmaWhitelistEntry:
     """One row of ``pci_p2pdma_whitelist[]``: the host bridge function's vendor and device ID.
 
-    ``device`` may be :data:`PCI_ANY_ID` (any device of that vendor), as later kernels allow.
+    ``device`` may be :data:`PCI_ANY_ID` (any device of that vendor), as v7.1 and later allow.
     """
 
     vendor: int
@@ -58,7 +76,42 @@ class P2pdmaWhitelistEntry:
 
 _SAME_HB = P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE
 
-PCI_P2PDMA_WHITELIST_V6_0: tuple[P2pdmaWhitelistEntry, ...] = (
+
+class P2pdmaWhitelistRelease(enum.Enum):
+    """Which release's ``pci_p2pdma_whitelist[]`` a kernel has (K-133, K-134, K-135).
+
+    The value names the first release with that table; a kernel profile names its table by
+    member (``KernelProfile.p2pdma_whitelist``) and :func:`pci_p2pdma_whitelist` returns it.
+    """
+
+    V5_17 = "5.17"
+    """Before v5.18: Xeon E5 / E7 v3 (same host bridge only) and Skylake-E."""
+    V5_18 = "5.18"
+    """v5.18 to v7.0: plus Intel 0x09a2, the first root-bus device of Xeons since Ice Lake."""
+    V7_1 = "7.1"
+    """v7.1: plus every Google device (a wildcard device ID)."""
+    V7_2 = "7.2"
+    """v7.2: plus the QAT, DSA and IAA accelerators that head their own Xeon root buses."""
+
+
+PCI_VENDOR_ID_GOOGLE = 0x1AE0
+
+PCI_DEVICE_ID_INTEL_DSA_SPR0 = 0x0B25
+PCI_DEVICE_ID_INTEL_IAX_SPR0 = 0x0CFE
+PCI_DEVICE_ID_INTEL_DSA_GNRD = 0x11FB
+PCI_DEVICE_ID_INTEL_DSA_DMR = 0x1212
+PCI_DEVICE_ID_INTEL_IAA_DMR = 0x1216
+PCI_DEVICE_ID_INTEL_QAT_4XXX = 0x4940
+PCI_DEVICE_ID_INTEL_QAT_401XX = 0x4942
+PCI_DEVICE_ID_INTEL_QAT_402XX = 0x4944
+PCI_DEVICE_ID_INTEL_QAT_420XX = 0x4946
+PCI_DEVICE_ID_INTEL_QAT_6XXX = 0x4948
+"""Intel accelerator device IDs (include/linux/pci_ids.h from v7.2, drivers/dma/idxd before)."""
+
+PCI_DEVICE_ID_INTEL_ICX_ROOT = 0x09A2
+"""The first device on a root bus of every Xeon since Ice Lake-SP (3rd Gen Xeon Scalable)."""
+
+PCI_P2PDMA_WHITELIST_V5_17: tuple[P2pdmaWhitelistEntry, ...] = (
     # Intel Xeon E5 / Core i7 (same host bridge only).
     P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x3C00, _SAME_HB),
     P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x3C01, _SAME_HB),
@@ -72,7 +125,52 @@ PCI_P2PDMA_WHITELIST_V6_0: tuple[P2pdmaWhitelistEntry, ...] = (
     P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2033),
     P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, 0x2020),
 )
-"""``pci_p2pdma_whitelist[]`` of the ≈v6.0 snapshot (``kernel-semantics.md`` §8.3, K-83).
+"""``pci_p2pdma_whitelist[]`` before v5.18 (the ``P2P`` snapshot of ``kernel.md`` §0.3, K-83)."""
 
-Newer kernels list more host bridges; :class:`PciTopology` takes the whitelist as a parameter.
-"""
+PCI_P2PDMA_WHITELIST_V5_18: tuple[P2pdmaWhitelistEntry, ...] = (
+    *PCI_P2PDMA_WHITELIST_V5_17,
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, PCI_DEVICE_ID_INTEL_ICX_ROOT),
+)
+"""v5.18 to v7.0: "PCI/P2PDMA: Add Intel 3rd Gen Intel Xeon Scalable Processors to whitelist"
+(feaea1fe8b36, K-133)."""
+
+PCI_P2PDMA_WHITELIST_V7_1: tuple[P2pdmaWhitelistEntry, ...] = (
+    *PCI_P2PDMA_WHITELIST_V5_18,
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_GOOGLE, PCI_ANY_ID),
+)
+"""v7.1: "PCI/P2PDMA: Add Google SoCs to the P2P DMA host bridge list" (70cf146a674c) after
+"PCI/P2PDMA: Allow wildcard Device IDs in host bridge list" (1a1f96e3e2a8), K-134."""
+
+PCI_P2PDMA_WHITELIST_V7_2: tuple[P2pdmaWhitelistEntry, ...] = (
+    *PCI_P2PDMA_WHITELIST_V5_18,
+    *(
+        P2pdmaWhitelistEntry(PCI_VENDOR_ID_INTEL, device)
+        for device in (
+            PCI_DEVICE_ID_INTEL_DSA_SPR0,
+            PCI_DEVICE_ID_INTEL_IAX_SPR0,
+            PCI_DEVICE_ID_INTEL_DSA_GNRD,
+            PCI_DEVICE_ID_INTEL_DSA_DMR,
+            PCI_DEVICE_ID_INTEL_IAA_DMR,
+            PCI_DEVICE_ID_INTEL_QAT_4XXX,
+            PCI_DEVICE_ID_INTEL_QAT_401XX,
+            PCI_DEVICE_ID_INTEL_QAT_402XX,
+            PCI_DEVICE_ID_INTEL_QAT_420XX,
+            PCI_DEVICE_ID_INTEL_QAT_6XXX,
+        )
+    ),
+    P2pdmaWhitelistEntry(PCI_VENDOR_ID_GOOGLE, PCI_ANY_ID),
+)
+"""v7.2 (and 7.1.3): "PCI/P2PDMA: Add Intel QAT, DSA, IAA devices to whitelist" (0ba76b19fd4c),
+inserted before the Google entry, K-135."""
+
+_WHITELISTS: dict[P2pdmaWhitelistRelease, tuple[P2pdmaWhitelistEntry, ...]] = {
+    P2pdmaWhitelistRelease.V5_17: PCI_P2PDMA_WHITELIST_V5_17,
+    P2pdmaWhitelistRelease.V5_18: PCI_P2PDMA_WHITELIST_V5_18,
+    P2pdmaWhitelistRelease.V7_1: PCI_P2PDMA_WHITELIST_V7_1,
+    P2pdmaWhitelistRelease.V7_2: PCI_P2PDMA_WHITELIST_V7_2,
+}
+
+
+def pci_p2pdma_whitelist(release: P2pdmaWhitelistRelease) -> tuple[P2pdmaWhitelistEntry, ...]:
+    """``pci_p2pdma_whitelist[]`` as the kernel of ``release`` compiles it (K-133 … K-135)."""
+    return _WHITELISTS[release]

@@ -2,7 +2,8 @@
 
 Presets ``5.16``, ``6.12``, ``6.14``, ``6.16`` (default), ``6.19`` and ``7.1`` are releases and
 follow the switch table of ``docs/semantics/kernel.md`` §1.3; ``next`` is **not a release**: it
-is 7.1 plus the work queued after it (the 7.3 dmem series) and open RFCs, labelled by
+is 7.1 plus the work merged or queued after it (a 7.2 P2PDMA whitelist change, the 7.3 dmem
+series) and open RFCs, labelled by
 :attr:`KernelProfile.status` and listed per switch in :data:`NEXT_SOURCES`. Configuration
 switches that are independent of the preset (§1.5:
 ``CONFIG_DMABUF_MOVE_NOTIFY``, ``CONFIG_DMABUF_DEBUG``, ``CONFIG_DMA_API_DEBUG``,
@@ -23,6 +24,8 @@ import typing
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+from pinlab.kernel.pci_ids import P2pdmaWhitelistRelease
 
 
 class CoreFamily(enum.Enum):
@@ -109,6 +112,7 @@ class KernelProfile:
     ttm_propagate_enospc_available: bool
     # PCI P2PDMA (§8)
     p2pdma_whitelist_root_port: bool  # v5.19: the whitelist also sees a Root Port at any devfn
+    p2pdma_whitelist: P2pdmaWhitelistRelease  # the release's host-bridge table (K-133..K-135)
     # cgroup
     dmem: bool
     # after the 2026 specification (kernel.md §13)
@@ -247,6 +251,8 @@ PRESETS: dict[str, KernelProfile] = load_presets(
 DEFAULT_PROFILE = "6.16"
 
 NEXT_SOURCES: dict[str, str] = {
+    "p2pdma_whitelist": 'merged for 7.2: "PCI/P2PDMA: Add Intel QAT, DSA, IAA devices to '
+    'whitelist" (Lukas Wunner, 2026-06-04), 0ba76b19fd4c; also in 7.1.3',
     "dmem_peak": 'queued for 7.3: "[PATCH v3] cgroup/dmem: introduce a peak file" '
     "(Thadeu Lima de Souza Cascardo, 2026-05-14), drm-misc-next for 7.3",
     "dmem_protected_alloc": 'queued for 7.3: "[PATCH v6 0/6] cgroup/dmem,drm/ttm: Improve '
@@ -254,8 +260,9 @@ NEXT_SOURCES: dict[str, str] = {
     "vfio_dmabuf_revoke_ioctl": 'RFC under review: "[PATCH v2 0/9] vfio/pci: Add mmap() for '
     'DMABUFs" (Matt Evans, 2026-05-27), VFIO_DEVICE_PCI_DMABUF_REVOKE',
 }
-"""Why ``next`` differs from ``7.1``, switch by switch: queued work or an open RFC, never a
-release. (The pin-limit RFCs are opt-in policies instead, ``pinlab.policy.proposals``.)"""
+"""Why ``next`` differs from ``7.1``, switch by switch: work merged after 7.1, queued work or an
+open RFC, never a release. (The pin-limit RFCs are opt-in policies instead,
+``pinlab.policy.proposals``.)"""
 
 
 def get_profile(name: str = DEFAULT_PROFILE, **switches: Any) -> KernelProfile:

@@ -20,6 +20,7 @@ from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.errors import ConfigError
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.pci import PciDev, PciHostBridge, PciTopology
+from pinlab.kernel.pci_ids import pci_p2pdma_whitelist
 from pinlab.kernel.pci_regs import PciAcs
 from pinlab.kernel.profile import KernelProfile
 from pinlab.platform import rdma_model
@@ -97,7 +98,7 @@ class _MachineBuilder:
         self.pci = PciTopology(
             cpu_vendor=spec.cpu.x86_vendor,
             cpu_family=spec.cpu.family,
-            whitelist=spec.whitelist(),
+            whitelist=spec.whitelist(pci_p2pdma_whitelist(kernel.profile.p2pdma_whitelist)),
             p2pdma_enabled=kernel.profile.pci_p2pdma,
             whitelist_root_port=kernel.profile.p2pdma_whitelist_root_port,
         )

@@ -185,8 +185,10 @@ _SPR = CpuSpec(
 _SPR_DRAM = "307.2GB/s"
 """DDR5-4800 × 8 channels per socket (cost-model.md §5 table)."""
 _SPR_ROOT = 0x09A2
-"""[assumption] Sapphire Rapids host bridge device ID (not on the ≈6.0 P2PDMA whitelist, so
-root-complex P2P between switches is refused; GPU and NIC below one switch are unaffected)."""
+"""The first device on a Sapphire Rapids root bus, as on every Xeon since Ice Lake-SP ("PCI/P2PDMA:
+Add Intel QAT, DSA, IAA devices to whitelist" says so). On the P2PDMA whitelist from v5.18
+(K-133): root-complex P2P between switches is refused only by the ``5.16`` preset; GPU and NIC
+below one switch are unaffected."""
 
 
 def _hopper_node(

@@ -41,7 +41,6 @@ from pinlab.drivers.rdma import RdmaDevice
 from pinlab.errors import ConfigError, show_value
 from pinlab.kernel.pci_ids import (
     PCI_ANY_ID,
-    PCI_P2PDMA_WHITELIST_V6_0,
     X86_VENDOR_AMD,
     X86_VENDOR_INTEL,
     P2pdmaWhitelistEntry,
@@ -570,7 +569,8 @@ class PlatformSpec(_Spec):
     )
     inter_socket: InterSocketSpec = Field(default_factory=InterSocketSpec)
     p2pdma_whitelist: tuple[WhitelistEntrySpec, ...] | None = Field(
-        default=None, description="host-bridge whitelist (default: the ≈6.0 kernel's)"
+        default=None,
+        description="host-bridge whitelist (default: the kernel profile's release table)",
     )
     cost_overrides: dict[str, bool | int | float | str] = Field(
         default_factory=dict, description="cost-model keys this platform changes (§9)"
@@ -735,8 +735,11 @@ class PlatformSpec(_Spec):
         """Total host DRAM, bytes."""
         return self.dram.size * self.cpu.sockets
 
-    def whitelist(self) -> tuple[P2pdmaWhitelistEntry, ...]:
-        """The whitelist entries the PCI model gets."""
+    def whitelist(
+        self, release: tuple[P2pdmaWhitelistEntry, ...]
+    ) -> tuple[P2pdmaWhitelistEntry, ...]:
+        """The whitelist entries the PCI model gets: this platform's own list if it has one,
+        else ``release``, the kernel profile's table (K-133 … K-135)."""
         if self.p2pdma_whitelist is None:
-            return PCI_P2PDMA_WHITELIST_V6_0
+            return release
         return tuple(e.entry() for e in self.p2pdma_whitelist)
