@@ -147,6 +147,22 @@ def test_pci_tree_parents_and_upstream_bridges() -> None:
     assert box.topo.host_bridges[0].name == "pci0000:00"
 
 
+def test_a_bus_hands_out_the_lowest_free_device_number_up_to_31() -> None:
+    """Device numbers of a bus: the lowest free one unless a slot is named (K-132 places a
+    root port at a later one), each once, 0 to 31."""
+    hb = PciTopology().add_host_bridge(None)
+    added = [hb.add_root_port(slot=s).devfn >> 3 for s in (3, None, None, None, None)]
+    assert added == [3, 0, 1, 2, 4]
+    assert [d.devfn >> 3 for d in hb.bus.devices] == [0, 1, 2, 3, 4]  # devfn order
+    with pytest.raises(ValueError, match="already has a device 01"):
+        hb.add_root_port(slot=1)
+    assert [hb.add_root_port().devfn >> 3 for _ in range(27)] == list(range(5, 32))
+    with pytest.raises(ValueError, match="no free device number left"):
+        hb.add_root_port()
+    with pytest.raises(ValueError, match="a PCI device number is 0 to 31, not 32"):
+        PciTopology().add_host_bridge(None).add_root_port(slot=32)
+
+
 def test_pci_link_takes_one_device_and_functions_are_bounded() -> None:
     box = make_box()
     with pytest.raises(ValueError, match="already has a device"):

@@ -87,7 +87,7 @@ class PciBus:
         self.parent = parent
         self.self = bridge
         self.devices: list[PciDev] = []
-        self._used_slots: set[int] = set()
+        self._used_slots = 0  # bit n: device number n is taken (a bus of a cluster: no set)
 
     @property
     def is_root(self) -> bool:
@@ -101,16 +101,16 @@ class PciBus:
 
     def _alloc_slot(self, slot: int | None = None) -> int:
         """Take ``slot``, or the lowest free device number when ``slot`` is None."""
+        used = self._used_slots
         if slot is None:
-            free = (n for n in range(_MAX_SLOT + 1) if n not in self._used_slots)
-            slot = next(free, None)
-            if slot is None:
+            slot = (~used & (used + 1)).bit_length() - 1  # the lowest clear bit
+            if slot > _MAX_SLOT:
                 raise ValueError(f"PCI bus {self.name} has no free device number left")
         elif not 0 <= slot <= _MAX_SLOT:
             raise ValueError(f"a PCI device number is 0 to {_MAX_SLOT}, not {slot}")
-        elif slot in self._used_slots:
+        elif used >> slot & 1:
             raise ValueError(f"PCI bus {self.name} already has a device {slot:02x}")
-        self._used_slots.add(slot)
+        self._used_slots = used | 1 << slot
         return slot
 
     def __repr__(self) -> str:
