@@ -306,11 +306,19 @@ def workstation(root: Path, *, config: bool = True) -> FakeHost:
     return h
 
 
-def dl1_host(root: Path, *, config: bool = True, host_function: bool = True) -> FakeHost:
+def dl1_host(
+    root: Path,
+    *,
+    config: bool = True,
+    host_function: bool = True,
+    release: str = "5.15.0-1019-aws",
+    host_bridge_device: int = 0x2020,
+) -> FakeHost:
     """A DL1-like node: 2 × Xeon (Cascade Lake), a root complex per socket (0x2020), two PLX
     switches per socket with two Gaudis each; ACS redirect on sw1's downstream ports; an EFA
     per socket on its own root port. ``host_function=False``: no 00.0 function on either root
-    bus, whose first function is then the Skylake-E Root Port (0x2030) at 01.0 (K-132)."""
+    bus, whose first function is then the Skylake-E Root Port (0x2030) at 01.0 (K-132);
+    ``host_bridge_device``: the 00.0 function's device ID; ``release``: the running kernel."""
     h = FakeHost(root)
     h.proc(
         cpu_vendor="GenuineIntel",
@@ -318,7 +326,7 @@ def dl1_host(root: Path, *, config: bool = True, host_function: bool = True) -> 
         cpu_model="Intel Xeon Platinum 8275CL",
         packages=(0, 1),
         mem_kb=768 * 1024 * 1024,
-        release="5.15.0-1019-aws",
+        release=release,
         hostname="ip-10-0-0-1",
         capeff="000001ffffffffff",
         memlock=("unlimited", "unlimited"),
@@ -335,7 +343,7 @@ def dl1_host(root: Path, *, config: bool = True, host_function: bool = True) -> 
     for sock, bus0 in ((0, 0x00), (1, 0x80)):
         rb = f"0000:{bus0:02x}"
         if host_function:
-            h.pci(f"{rb}:00.0", vendor=0x8086, device=0x2020, cls=0x060000, numa=sock)
+            h.pci(f"{rb}:00.0", vendor=0x8086, device=host_bridge_device, cls=0x060000, numa=sock)
         for k in range(2):
             sw = 2 * sock + k
             b = bus0 + 0x10 * (k + 1)

@@ -20,6 +20,7 @@ from pinlab.inspect.platform import (
 from pinlab.inspect.proc import MemInfo, SystemInfo
 from pinlab.inspect.source import OK
 from pinlab.inspect.summary import check_platform, plan_host
+from pinlab.kernel.pci_ids import P2pdmaWhitelistRelease, pci_p2pdma_whitelist
 from pinlab.platform import PlatformSpec, build
 from pinlab.platform.presets import load_platform
 from pinlab.units import parse_line_rate
@@ -158,6 +159,58 @@ def test_a_first_function_that_is_no_root_port_gives_no_ids(tmp_path: Path) -> N
     (rc0, rc1) = plan_host(inspect_host(root)).spec.host_bridges
     assert (rc0.vendor, rc0.device, rc0.root_port_slot) == (0, 0, None)
     assert (rc1.vendor, rc1.device, rc1.root_port_slot) == (0x8086, 0x2030, 1)
+
+
+@pytest.mark.parametrize(
+    ("release", "device", "profile", "carried"),
+    [
+        ("6.8.0-45-generic", 0x09A2, "5.16", "5.18"),  # Sapphire Rapids on Ubuntu 24.04
+        ("6.8.0-45-generic", 0x2020, "5.16", None),  # both tables list Skylake-E's 0x2020
+        ("6.16.3", 0x09A2, "6.16", None),  # the profile's table is the host's
+        ("7.1.2", 0x0B25, "7.1", None),  # a DSA root bus before 7.1.3: the profile's table
+        ("7.1.3", 0x0B25, "7.1", "7.2"),  # the 7.1.3 stable backport of K-135
+    ],
+)
+def test_the_hosts_whitelist_is_carried_when_the_profiles_judges_its_bridges_otherwise(
+    tmp_path: Path, release: str, device: int, profile: str, carried: str | None
+) -> None:
+    """K-133, K-135: the suggested profile is the newest not above the host's release, and its
+    whitelist may lack an entry the host's kernel has; the file then carries the host's table,
+    so that P2P through that bridge is what the host does under the suggested profile."""
+    root = tmp_path / "root"
+    dl1_host(root, release=release, host_bridge_device=device)
+    plan = plan_host(inspect_host(root))
+    spec = plan.spec
+    assert spec.kernel == profile
+    notes = [n for n in plan.notes if "P2PDMA whitelist" in n]
+    if carried is None:
+        assert spec.p2pdma_whitelist is None and not notes
+        return
+    release_table = pci_p2pdma_whitelist(P2pdmaWhitelistRelease(carried))
+    assert spec.p2pdma_whitelist is not None
+    assert tuple(e.entry() for e in spec.p2pdma_whitelist) == release_table
+    (note,) = notes
+    assert f"whitelist of {carried} and later, profile {profile}" in note and "rc0, rc1" in note
+    back = _round_trip(spec, tmp_path, platform_text(plan))
+    m = build(back, profile)
+    assert m.p2p_path_class("accel0", "rdmap0s0") == "root_complex"
+    assert (
+        build(back.model_copy(update={"p2pdma_whitelist": None}), profile).p2p_path_class(
+            "accel0", "rdmap0s0"
+        )
+        is None
+    )
+
+
+def test_a_root_port_identified_bridge_under_an_older_profile_is_noted(tmp_path: Path) -> None:
+    """K-132: a 6.8 host finds its bridges by their first Root Port; the suggested 5.16 does
+    not, and the notes say that P2P through them differs."""
+    root = tmp_path / "root"
+    dl1_host(root, release="6.8.0-45-generic", host_function=False)
+    plan = plan_host(inspect_host(root))
+    assert plan.spec.kernel == "5.16"
+    rp = [n for n in plan.notes if "first Root Port" in n]
+    assert len(rp) == 2 and "P2P through rc0 is refused under 5.16, not on this host" in rp[0]
 
 
 def test_kernel_suggestion() -> None:

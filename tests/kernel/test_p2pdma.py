@@ -45,7 +45,9 @@ from pinlab.kernel.pci_ids import (
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
     P2pdmaWhitelistRelease,
+    p2pdma_whitelist_release,
     pci_p2pdma_whitelist,
+    pci_p2pdma_whitelist_lookup,
 )
 from pinlab.kernel.pci_regs import PciAcs, PciExpType
 
@@ -605,6 +607,36 @@ def test_k133_k135_each_release_names_its_table() -> None:
     ):
         assert _ids(pci_p2pdma_whitelist(older)) < _ids(pci_p2pdma_whitelist(newer))
     assert PciTopology().whitelist == PCI_P2PDMA_WHITELIST_V5_18
+
+
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [
+        ((5, 17, 15), "5.17"),
+        ((5, 18, 0), "5.18"),
+        ((6, 8, 0), "5.18"),
+        ((7, 0, 9), "5.18"),
+        ((7, 1, 0), "7.1"),
+        ((7, 1, 2), "7.1"),
+        ((7, 1, 3), "7.2"),  # the stable backport of K-135
+        ((7, 2, 0), "7.2"),
+        ((8, 0, 0), "7.2"),
+    ],
+)
+def test_k133_k135_a_release_number_names_its_table(
+    version: tuple[int, int, int], release: str
+) -> None:
+    assert p2pdma_whitelist_release(version) is P2pdmaWhitelistRelease(release)
+
+
+def test_k83_the_first_matching_entry_decides() -> None:
+    """K-83: ``__host_bridge_whitelist`` stops at the first entry with the bridge's IDs; a
+    wildcard entry (K-134) matches any device of its vendor; an unlisted bridge has none."""
+    same = P2pdmaWhitelistEntry(0x8086, 0x2030, P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE)
+    table = (same, P2pdmaWhitelistEntry(0x8086, 0x2030), P2pdmaWhitelistEntry(0x1AE0, PCI_ANY_ID))
+    assert pci_p2pdma_whitelist_lookup(table, 0x8086, 0x2030) is same
+    assert pci_p2pdma_whitelist_lookup(table, 0x1AE0, 0x1234) is table[2]
+    assert pci_p2pdma_whitelist_lookup(table, 0x8086, 0x2031) is None
 
 
 def test_k133_ice_lake_root_is_listed_from_v5_18() -> None:

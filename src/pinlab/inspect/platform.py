@@ -51,6 +51,11 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
 * **Kernel**: ``kernel`` = the newest pinlab kernel profile not newer than the running
   release (6.18 → ``6.16``); none for a release older than every profile. A note names each
   exporter that does not exist in that profile (``ExporterDriver.exists_in``: xe before 6.12).
+  Where the release's P2PDMA whitelist (:func:`~pinlab.kernel.pci_ids.p2pdma_whitelist_release`)
+  judges one of the host's bridges otherwise than the profile's table -- Linux 6.8 lists the
+  Xeon root 0x09a2, profile 5.16 does not (K-133) -- the file carries the host's table as
+  ``p2pdma_whitelist`` and a note says why; a bridge the release finds by its first Root Port
+  and the profile does not (K-132) is a note.
 
 Fallbacks, never placeholders for hardware: a host without GPUs, accelerators or RDMA NICs
 (a CI VM) gets a platform with its host bridges, CPU and DRAM and **zero devices** --
@@ -75,6 +80,11 @@ from pinlab.inspect.cpu import CpuInfo
 from pinlab.inspect.pci import PciFunction, PciInfo
 from pinlab.inspect.proc import MemInfo, SystemInfo
 from pinlab.inspect.source import OK
+from pinlab.kernel.pci_ids import (
+    p2pdma_whitelist_release,
+    pci_p2pdma_whitelist,
+    pci_p2pdma_whitelist_lookup,
+)
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import dump_platform
 from pinlab.platform.spec import (
@@ -86,6 +96,7 @@ from pinlab.platform.spec import (
     NicSpec,
     PlatformSpec,
     SwitchSpec,
+    WhitelistEntrySpec,
     nic_driver,
 )
 from pinlab.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
@@ -178,6 +189,50 @@ class PlatformPlan:
     aliases: dict[str, str] = field(default_factory=dict)
     """The host's names of each device and NIC → its pinlab name: the PCI address, the DRM
     cards (``card1``), the RDMA and network devices (``mlx5_0``, ``enp5s0f0np0``)."""
+
+
+def _host_whitelist(
+    system: SystemInfo | None,
+    kernel: str | None,
+    host_bridges: Sequence[HostBridgeSpec],
+    notes: list[str],
+) -> tuple[WhitelistEntrySpec, ...] | None:
+    """The running release's P2PDMA whitelist for the file, when it judges one of the host's
+    bridges otherwise than the suggested profile's table (K-133 … K-135): a host on 6.8 is
+    modelled by profile 5.16, whose table lacks the root of Xeons since Ice Lake (0x09a2)
+    that 6.8 lists. Also a note when the host and the profile find a root-port-identified
+    bridge differently (K-132: v5.19's lookup)."""
+    version = system.stable_version if system is not None else None
+    if system is None or version is None or kernel is None:
+        return None
+    profile = KERNEL_PRESETS[kernel]
+    if version >= (5, 19, 0) and not profile.p2pdma_whitelist_root_port:
+        for hb in host_bridges:
+            if hb.root_port_slot is not None:
+                notes.append(
+                    f"Linux {system.release} identifies {hb.name} by its first Root Port "
+                    f"(v5.19 on), profile {kernel} finds no function there: P2P through "
+                    f"{hb.name} is refused under {kernel}, not on this host"
+                )
+    host_release = p2pdma_whitelist_release(version)
+    if host_release is profile.p2pdma_whitelist:
+        return None
+    host_table = pci_p2pdma_whitelist(host_release)
+    profile_table = pci_p2pdma_whitelist(profile.p2pdma_whitelist)
+    differ = [
+        hb.name
+        for hb in host_bridges
+        if pci_p2pdma_whitelist_lookup(host_table, hb.vendor, hb.device)
+        != pci_p2pdma_whitelist_lookup(profile_table, hb.vendor, hb.device)
+    ]
+    if not differ:
+        return None
+    notes.append(
+        f"Linux {system.release} compiles the P2PDMA whitelist of {host_release.value} and "
+        f"later, profile {kernel} that of {profile.p2pdma_whitelist.value}, and they judge "
+        f"{', '.join(differ)} differently: the file carries the host's (p2pdma_whitelist)"
+    )
+    return tuple(WhitelistEntrySpec.of(e) for e in host_table)
 
 
 def suggest_kernel(system: SystemInfo | None) -> str | None:
@@ -562,6 +617,7 @@ def plan_platform(
         notes.append(f"kernel {system.release} is older than every pinlab profile: none suggested")
     if kernel is not None:
         notes.extend(_absent_drivers(devices, kernel))
+    whitelist = _host_whitelist(system, kernel, host_bridges, notes)
     host = system.hostname if system is not None and system.hostname else ""
     spec_name = name or _safe_name(f"host-{host}" if host else "host", "host")
     release = system.release if system is not None and system.release else "unknown"
@@ -588,6 +644,7 @@ def plan_platform(
         devices=tuple(devices),
         nics=tuple(nics),
         displays=tuple(displays),
+        p2pdma_whitelist=whitelist,
     )
     return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes), aliases)
 

@@ -134,8 +134,15 @@ class SystemInfo(SourceRecord):
     @property
     def version(self) -> tuple[int, int] | None:
         """``(major, minor)`` of the release, None if it does not start with ``N.M``."""
-        m = re.match(r"(\d+)\.(\d+)", self.release)
-        return (int(m[1]), int(m[2])) if m else None
+        full = self.stable_version
+        return None if full is None else full[:2]
+
+    @property
+    def stable_version(self) -> tuple[int, int, int] | None:
+        """``(major, minor, patch)`` of the release (``6.8.0-45-generic`` → 6, 8, 0; a
+        release without a patch level has 0), None if it does not start with ``N.M``."""
+        m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", self.release)
+        return (int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
 
 
 # -- RLIMIT_MEMLOCK -------------------------------------------------------------------------------

@@ -53,7 +53,11 @@ from pinlab.kernel.pci import (
     pci_find_host_bridge,
     pci_upstream_bridge,
 )
-from pinlab.kernel.pci_ids import X86_VENDOR_AMD, P2pdmaWhitelistFlag
+from pinlab.kernel.pci_ids import (
+    X86_VENDOR_AMD,
+    P2pdmaWhitelistFlag,
+    pci_p2pdma_whitelist_lookup,
+)
 from pinlab.kernel.pci_regs import PciAcs
 
 __all__ = [
@@ -165,10 +169,10 @@ def _host_bridge_listed(host: PciHostBridge, same_host_bridge: bool, warn: bool)
     if root is None:
         return False
     topo = host.topology
-    for entry in topo.whitelist:
-        if entry.matches(root.vendor, root.device):
-            same_only = bool(entry.flags & P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE)
-            return same_host_bridge or not same_only
+    entry = pci_p2pdma_whitelist_lookup(topo.whitelist, root.vendor, root.device)
+    if entry is not None:
+        same_only = bool(entry.flags & P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE)
+        return same_host_bridge or not same_only
     if warn:
         topo.dev_warn(
             root, f"Host bridge not in P2PDMA whitelist: {root.vendor:04x}:{root.device:04x}"

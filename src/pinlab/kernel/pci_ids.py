@@ -37,7 +37,9 @@ __all__ = [
     "P2pdmaWhitelistEntry",
     "P2pdmaWhitelistFlag",
     "P2pdmaWhitelistRelease",
+    "p2pdma_whitelist_release",
     "pci_p2pdma_whitelist",
+    "pci_p2pdma_whitelist_lookup",
 ]
 
 PCI_VENDOR_ID_INTEL = 0x8086
@@ -169,6 +171,28 @@ _WHITELISTS: dict[P2pdmaWhitelistRelease, tuple[P2pdmaWhitelistEntry, ...]] = {
     P2pdmaWhitelistRelease.V7_1: PCI_P2PDMA_WHITELIST_V7_1,
     P2pdmaWhitelistRelease.V7_2: PCI_P2PDMA_WHITELIST_V7_2,
 }
+
+
+def p2pdma_whitelist_release(version: tuple[int, int, int]) -> P2pdmaWhitelistRelease:
+    """Which table a kernel of ``version`` (major, minor, stable patch level) compiles, by
+    mainline and stable numbering: v5.18 added 0x09a2 (K-133), v7.1 the Google wildcard
+    (K-134), v7.2 -- and the 7.1 stable series from 7.1.3 -- the Xeon accelerators (K-135). A
+    distribution kernel that backports differently has the table of what it backported."""
+    if version < (5, 18, 0):
+        return P2pdmaWhitelistRelease.V5_17
+    if version < (7, 1, 0):
+        return P2pdmaWhitelistRelease.V5_18
+    if version < (7, 1, 3):
+        return P2pdmaWhitelistRelease.V7_1
+    return P2pdmaWhitelistRelease.V7_2
+
+
+def pci_p2pdma_whitelist_lookup(
+    table: tuple[P2pdmaWhitelistEntry, ...], vendor: int, device: int
+) -> P2pdmaWhitelistEntry | None:
+    """The entry of ``table`` that decides for host bridge ``vendor:device`` -- the first that
+    matches, as ``__host_bridge_whitelist`` walks the array -- or None (not listed)."""
+    return next((e for e in table if e.matches(vendor, device)), None)
 
 
 def pci_p2pdma_whitelist(release: P2pdmaWhitelistRelease) -> tuple[P2pdmaWhitelistEntry, ...]:

@@ -442,6 +442,15 @@ class WhitelistEntrySpec(_Spec):
     device: PciId | Literal["any"]
     same_host_bridge: StrictBool = False
 
+    @classmethod
+    def of(cls, entry: P2pdmaWhitelistEntry) -> WhitelistEntrySpec:
+        """The platform-file form of a kernel table's entry (``"any"`` for ``PCI_ANY_ID``)."""
+        return cls(
+            vendor=entry.vendor,
+            device="any" if entry.device == PCI_ANY_ID else entry.device,
+            same_host_bridge=bool(entry.flags & P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE),
+        )
+
     def entry(self) -> P2pdmaWhitelistEntry:
         """The kernel-model entry."""
         device = PCI_ANY_ID if self.device == "any" else self.device
