@@ -11,8 +11,12 @@ import pytest
 
 from pinlab.cli import main
 from pinlab.inspect import inspect_host
-from pinlab.inspect.doctor import closest_profile, diagnose
+from pinlab.inspect.doctor import _refusal_reason, closest_profile, diagnose
+from pinlab.inspect.doctor_run import Inputs
 from pinlab.inspect.snapshot import Snapshot, snapshot_from_report, write_snapshot
+from pinlab.kernel.kernel import RLIM_INFINITY
+from pinlab.kernel.profile import get_profile
+from pinlab.platform import build, dl1
 from pinlab.platform.spec import PlatformSpec
 from pinlab.units import GiB
 from tests.inspect.fakehost import bare_host, workstation
@@ -234,3 +238,45 @@ def test_staged_cites_the_exporters_own_placement_rule(
     assert reg.placed_by == placed_by and "K-45" in reg.items
     odp = run_registration(replace(inputs, mode="odp"), "gpu0", "mlx5_0", "odp", 0)
     assert odp.placed_by  # the exporter's rule for an ODP import, whatever the driver
+
+
+def _inputs(spec: PlatformSpec, profile: str) -> Inputs:
+    return Inputs(
+        spec=spec,
+        profile=get_profile(profile),
+        uverbs_dmabuf=True,
+        memlock=(RLIM_INFINITY, RLIM_INFINITY),
+        caps=frozenset(),
+        policy={},
+        mode="pinned",
+        size=GiB,
+    )
+
+
+def test_a_refusal_says_which_host_bridge_and_what_the_kernel_logs() -> None:
+    """K-55, K-83, K-132: the reason is read off the kernel model -- for each host bridge on
+    the path, the function the whitelist knows it by and the entry that decides -- and ends
+    with what a verbose ``pci_p2pdma_distance`` logs."""
+    unlisted = _refusal_reason(_inputs(dl1(host_bridge_device=0x4660), "6.16"), "gaudi0", "efa0")
+    assert unlisted.startswith(
+        "the path goes through host bridge rc0 (8086:4660), which is not whitelisted, and the "
+        "CPU (intel family 0x6) is not an AMD Zen; the kernel logs: pci "
+    )
+    assert "do not share an upstream bridge or whitelisted host bridge" in unlisted
+
+    spec = dl1()
+    by_port = tuple(hb.model_copy(update={"root_port_slot": 2}) for hb in spec.host_bridges)
+    spec = spec.model_copy(update={"host_bridges": by_port})
+    old = _refusal_reason(_inputs(spec, "5.16"), "gaudi0", "efa0")
+    assert old.startswith(
+        "host bridge rc0 has no function the whitelist knows it by (none at 00.0, nor (before "
+        "v5.19) by a first Root Port)"
+    )
+    carried = spec.model_copy(update={"p2pdma_root_port_lookup": True})
+    assert build(carried, "5.16").p2p_path_class("gaudi0", "efa0") == "root_complex"
+
+    e5 = _refusal_reason(_inputs(dl1(host_bridge_device=0x3C00), "6.16"), "gaudi0", "efa2")
+    assert e5.startswith(
+        "host bridge rc0 (8086:3c00) is whitelisted for P2P below itself only, and the pair "
+        "spans two host bridges, and host bridge rc1 (8086:3c00) is whitelisted"
+    )

@@ -202,15 +202,27 @@ def test_the_hosts_whitelist_is_carried_when_the_profiles_judges_its_bridges_oth
     )
 
 
-def test_a_root_port_identified_bridge_under_an_older_profile_is_noted(tmp_path: Path) -> None:
-    """K-132: a 6.8 host finds its bridges by their first Root Port; the suggested 5.16 does
-    not, and the notes say that P2P through them differs."""
+@pytest.mark.parametrize(("release", "carried"), [("6.8.0-45-generic", True), ("5.17.1", None)])
+def test_a_root_port_identified_bridge_keeps_the_hosts_lookup_rule(
+    tmp_path: Path, release: str, carried: bool | None
+) -> None:
+    """K-132: a 6.8 host finds its bridges by their first Root Port, its suggested profile 5.16
+    would not: the file carries the host's rule and a note says so, so that P2P through them
+    is allowed under 5.16 as on the host. A 5.17 host has 5.16's rule: nothing to carry."""
     root = tmp_path / "root"
-    dl1_host(root, release="6.8.0-45-generic", host_function=False)
+    dl1_host(root, release=release, host_function=False)
     plan = plan_host(inspect_host(root))
-    assert plan.spec.kernel == "5.16"
-    rp = [n for n in plan.notes if "first Root Port" in n]
-    assert len(rp) == 2 and "P2P through rc0 is refused under 5.16, not on this host" in rp[0]
+    spec = plan.spec
+    assert spec.kernel == "5.16" and spec.p2pdma_root_port_lookup is carried
+    notes = [n for n in plan.notes if "first Root Port" in n]
+    back = _round_trip(spec, tmp_path, platform_text(plan))
+    path = build(back, "5.16").p2p_path_class("accel0", "rdmap0s0")
+    if carried:
+        (note,) = notes
+        assert "finds rc0, rc1 by a first Root Port (v5.19 on), unlike profile 5.16" in note
+        assert path == "root_complex"
+    else:
+        assert not notes and path is None
 
 
 def test_kernel_suggestion() -> None:

@@ -46,6 +46,9 @@ from pinlab.inspect.doctor_run import (
 from pinlab.inspect.hostpolicy import host_policy
 from pinlab.inspect.snapshot import Snapshot
 from pinlab.kernel.kernel import CAP_IPC_LOCK, DEFAULT_MEMLOCK, RLIM_INFINITY, Kernel
+from pinlab.kernel.p2pdma import pci_p2pdma_distance
+from pinlab.kernel.pci import find_parent_pci_dev
+from pinlab.kernel.pci_ids import P2pdmaWhitelistFlag, pci_p2pdma_whitelist_lookup
 from pinlab.platform import build, rdma_model
 from pinlab.platform.spec import PlatformSpec, SwitchSpec, nic_driver
 from pinlab.units import GiB, fmt_rate, fmt_size
@@ -202,7 +205,7 @@ def _evaluate(inputs: Inputs, snap: Snapshot, device: str, nic: str) -> PairRepo
         items = reg.placed_by
         why = ""
         if rates.path == REFUSED:
-            why = f"; P2PDMA refuses the pair ({_refusal_reason(inputs, device)})"
+            why = f"; P2PDMA refuses the pair ({_refusal_reason(inputs, device, nic)})"
             items = (*items, "K-55", "K-83")
         findings.append(
             Finding(
@@ -267,21 +270,46 @@ def _evaluate(inputs: Inputs, snap: Snapshot, device: str, nic: str) -> PairRepo
     )
 
 
-def _refusal_reason(inputs: Inputs, device: str) -> str:
-    """Why ``pci_p2pdma_distance`` is negative, in the terms of K-55/K-83."""
+def _refusal_reason(inputs: Inputs, device: str, nic: str) -> str:
+    """Why ``pci_p2pdma_distance`` is negative for ``device`` ↔ ``nic``, read off the kernel
+    model (K-55, K-83, K-132): for each host bridge on the path, the function the whitelist
+    identifies it by and the entry that decides; then the CPU, whose host bridges AMD Zen lets
+    through whatever the list says; then what a verbose query logs, as the kernel would."""
     if not inputs.profile.pci_p2pdma:
         return "CONFIG_PCI_P2PDMA is off"
+    machine = build(inputs.spec, Kernel(inputs.profile))
+    topo = machine.pci
+    provider, client = machine.pdevs[device], find_parent_pci_dev(machine.system.nics[nic].dev)
+    ends = [provider] if client is None else [provider, client]
+    bridges = list(dict.fromkeys(end.host_bridge for end in ends))
+    reasons: list[str] = []
+    for hb in bridges:
+        name = hb.label or hb.name
+        root = hb.pci_host_bridge_dev()
+        if root is None:
+            older = "" if topo.whitelist_root_port else ", nor (before v5.19) by a first Root Port"
+            reasons.append(
+                f"host bridge {name} has no function the whitelist knows it by "
+                f"(none at 00.0{older})"
+            )
+            continue
+        ids = f"{root.vendor:04x}:{root.device:04x}"
+        entry = pci_p2pdma_whitelist_lookup(topo.whitelist, root.vendor, root.device)
+        if entry is None:
+            reasons.append(
+                f"the path goes through host bridge {name} ({ids}), which is not whitelisted"
+            )
+        elif entry.flags & P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE and len(bridges) > 1:
+            reasons.append(
+                f"host bridge {name} ({ids}) is whitelisted for P2P below itself only, and the "
+                "pair spans two host bridges"
+            )
     spec = inputs.spec
-    parents = {s.name: s.parent for s in spec.switches}
-    at = spec.device(device).parent
-    while at in parents:
-        at = parents[at]
-    hb = next(h for h in spec.host_bridges if h.name == at)
-    return (
-        f"the path goes through host bridge {hb.vendor:04x}:{hb.device:04x}, which is not "
-        f"whitelisted, and the CPU ({spec.cpu.vendor} family 0x{spec.cpu.family:x}) is not an "
-        "AMD Zen"
-    )
+    reasons.append(f"the CPU ({spec.cpu.vendor} family 0x{spec.cpu.family:x}) is not an AMD Zen")
+    start = len(topo.log)
+    pci_p2pdma_distance(provider, machine.system.nics[nic].dev, verbose=True)
+    logged = "; ".join(topo.log[start:])
+    return ", and ".join(reasons) + (f"; the kernel logs: {logged}" if logged else "")
 
 
 # -- fixes ----------------------------------------------------------------------------------------

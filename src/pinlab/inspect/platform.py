@@ -54,8 +54,9 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
   Where the release's P2PDMA whitelist (:func:`~pinlab.kernel.pci_ids.p2pdma_whitelist_release`)
   judges one of the host's bridges otherwise than the profile's table -- Linux 6.8 lists the
   Xeon root 0x09a2, profile 5.16 does not (K-133) -- the file carries the host's table as
-  ``p2pdma_whitelist`` and a note says why; a bridge the release finds by its first Root Port
-  and the profile does not (K-132) is a note.
+  ``p2pdma_whitelist`` and a note says why; likewise the release's host-bridge lookup rule
+  (``p2pdma_root_port_lookup``, K-132) where a bridge is known by its first Root Port and the
+  profile's rule differs.
 
 Fallbacks, never placeholders for hardware: a host without GPUs, accelerators or RDMA NICs
 (a CI VM) gets a platform with its host bridges, CPU and DRAM and **zero devices** --
@@ -191,6 +192,33 @@ class PlatformPlan:
     cards (``card1``), the RDMA and network devices (``mlx5_0``, ``enp5s0f0np0``)."""
 
 
+def _host_root_port_lookup(
+    system: SystemInfo | None,
+    kernel: str | None,
+    host_bridges: Sequence[HostBridgeSpec],
+    notes: list[str],
+) -> bool | None:
+    """The running release's host-bridge lookup rule for the file (K-132), when it differs
+    from the suggested profile's and one of the host's bridges is known by a first Root Port:
+    a 6.8 host finds it (v5.19 on), its profile 5.16 would not."""
+    version = system.stable_version if system is not None else None
+    if system is None or version is None or kernel is None:
+        return None
+    host_rule = version >= (5, 19, 0)
+    if host_rule is KERNEL_PRESETS[kernel].p2pdma_whitelist_root_port:
+        return None
+    by_port = [hb.name for hb in host_bridges if hb.root_port_slot is not None]
+    if not by_port:
+        return None
+    finds = "finds" if host_rule else "does not find"
+    notes.append(
+        f"Linux {system.release} {finds} {', '.join(by_port)} by a first Root Port (v5.19 "
+        f"on), unlike profile {kernel}: the file carries the host's rule "
+        "(p2pdma_root_port_lookup)"
+    )
+    return host_rule
+
+
 def _host_whitelist(
     system: SystemInfo | None,
     kernel: str | None,
@@ -200,20 +228,11 @@ def _host_whitelist(
     """The running release's P2PDMA whitelist for the file, when it judges one of the host's
     bridges otherwise than the suggested profile's table (K-133 … K-135): a host on 6.8 is
     modelled by profile 5.16, whose table lacks the root of Xeons since Ice Lake (0x09a2)
-    that 6.8 lists. Also a note when the host and the profile find a root-port-identified
-    bridge differently (K-132: v5.19's lookup)."""
+    that 6.8 lists."""
     version = system.stable_version if system is not None else None
     if system is None or version is None or kernel is None:
         return None
     profile = KERNEL_PRESETS[kernel]
-    if version >= (5, 19, 0) and not profile.p2pdma_whitelist_root_port:
-        for hb in host_bridges:
-            if hb.root_port_slot is not None:
-                notes.append(
-                    f"Linux {system.release} identifies {hb.name} by its first Root Port "
-                    f"(v5.19 on), profile {kernel} finds no function there: P2P through "
-                    f"{hb.name} is refused under {kernel}, not on this host"
-                )
     host_release = p2pdma_whitelist_release(version)
     if host_release is profile.p2pdma_whitelist:
         return None
@@ -618,6 +637,7 @@ def plan_platform(
     if kernel is not None:
         notes.extend(_absent_drivers(devices, kernel))
     whitelist = _host_whitelist(system, kernel, host_bridges, notes)
+    root_port_lookup = _host_root_port_lookup(system, kernel, host_bridges, notes)
     host = system.hostname if system is not None and system.hostname else ""
     spec_name = name or _safe_name(f"host-{host}" if host else "host", "host")
     release = system.release if system is not None and system.release else "unknown"
@@ -645,6 +665,7 @@ def plan_platform(
         nics=tuple(nics),
         displays=tuple(displays),
         p2pdma_whitelist=whitelist,
+        p2pdma_root_port_lookup=root_port_lookup,
     )
     return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes), aliases)
 

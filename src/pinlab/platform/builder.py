@@ -100,7 +100,7 @@ class _MachineBuilder:
             cpu_family=spec.cpu.family,
             whitelist=spec.whitelist(pci_p2pdma_whitelist(kernel.profile.p2pdma_whitelist)),
             p2pdma_enabled=kernel.profile.pci_p2pdma,
-            whitelist_root_port=kernel.profile.p2pdma_whitelist_root_port,
+            whitelist_root_port=spec.root_port_lookup(kernel.profile.p2pdma_whitelist_root_port),
         )
         self.system = System(kernel, clock=clock)
         self.links: dict[str, PlatformLink] = {}

@@ -581,6 +581,11 @@ class PlatformSpec(_Spec):
         default=None,
         description="host-bridge whitelist (default: the kernel profile's release table)",
     )
+    p2pdma_root_port_lookup: StrictBool | None = Field(
+        default=None,
+        description="whether the whitelist also identifies a host bridge by a first Root Port "
+        "at any devfn, as Linux does from 5.19 (K-132; default: the kernel profile's rule)",
+    )
     cost_overrides: dict[str, bool | int | float | str] = Field(
         default_factory=dict, description="cost-model keys this platform changes (§9)"
     )
@@ -743,6 +748,11 @@ class PlatformSpec(_Spec):
     def host_memory(self) -> int:
         """Total host DRAM, bytes."""
         return self.dram.size * self.cpu.sockets
+
+    def root_port_lookup(self, release: bool) -> bool:
+        """Whether ``pci_host_bridge_dev`` also takes a first Root Port (K-132): this
+        platform's setting if it has one, else ``release``, the kernel profile's rule."""
+        return release if self.p2pdma_root_port_lookup is None else self.p2pdma_root_port_lookup
 
     def whitelist(
         self, release: tuple[P2pdmaWhitelistEntry, ...]
