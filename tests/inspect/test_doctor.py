@@ -280,3 +280,37 @@ def test_a_refusal_says_which_host_bridge_and_what_the_kernel_logs() -> None:
         "host bridge rc0 (8086:3c00) is whitelisted for P2P below itself only, and the pair "
         "spans two host bridges, and host bridge rc1 (8086:3c00) is whitelisted"
     )
+
+
+@pytest.mark.parametrize(
+    ("release", "path"), [("6.8.0-45-generic", "root_complex"), ("5.17.2", None)]
+)
+def test_a_sapphire_rapids_host_gets_its_kernels_p2p_answer(
+    tmp_path: Path, release: str, path: str | None
+) -> None:
+    """K-133: a Xeon host bridge 0x09a2 on Linux 6.8 is whitelisted (5.18 on) although the
+    closest profile is 5.16: the doctor diagnoses with the host's table, carried by the
+    platform, so the dGPU ↔ NIC path goes through the root complex as on the host; on 5.17
+    the kernel refuses it and the doctor says which bridge and quotes the kernel."""
+    h = workstation(tmp_path)
+    h.proc(
+        memlock=("unlimited", "unlimited"),
+        cpu_vendor="GenuineIntel",
+        cpu_family=6,
+        cpu_model="Intel(R) Xeon(R) Platinum 8480+",
+        release=release,
+    )
+    host_function = "/sys/devices/pci0000:00/0000:00:00.0"
+    h.write(f"{host_function}/vendor", "0x8086\n")
+    h.write(f"{host_function}/device", "0x09a2\n")
+    h.write(f"/boot/config-{release}", MN_ON)
+    d = diagnose(snapshot_from_report(inspect_host(tmp_path)))
+    (pair,) = d.pairs
+    if path is not None:
+        assert pair.rates.path == path
+        assert not any("P2PDMA refuses" in f.text for f in pair.findings)
+        return
+    assert pair.rates.path == "refused by P2PDMA"
+    (staged,) = [f for f in pair.findings if f.key == "staged"]
+    assert "host bridge rc0 (8086:09a2), which is not whitelisted" in staged.text
+    assert "the kernel logs: pci " in staged.text
