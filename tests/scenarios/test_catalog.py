@@ -134,3 +134,14 @@ def test_a_cluster_catalog_agrees_with_the_definitions() -> None:
         found = catalog.matching(pattern)
         assert found, pattern
         assert found == glob_matching(catalog, pattern, links)
+
+
+def test_a_name_with_its_words_in_another_order_is_suggested_first() -> None:
+    """``frame_misses`` for ``missed_frames``: difflib alone ranks names that share letters
+    (``frames``, ``framebuffers``) above it; the same words, reordered or inflected, come
+    first, then difflib's."""
+    catalog = load_scenario("desktop-pin-hog").catalog("none")
+    message = catalog.unknown("tenant.compositor.frame_misses", "of variant none")
+    assert "did you mean tenant.compositor.missed_frames or " in message
+    message = catalog.unknown("tenant.compositor.byte", "of variant none")
+    assert "did you mean tenant.compositor.bytes" in message

@@ -308,7 +308,8 @@ class Catalog:
         """The message for a name this catalog does not hold, naming what it does: close
         matches, then the quantities of the same entity, or the entities of the same scope."""
         names = [n for n, _ in self.expanded()]
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.75)
+        close = [*_same_words(name, names), *difflib.get_close_matches(name, names, cutoff=0.75)]
+        close = list(dict.fromkeys(close))[:3]
         scope, _, rest = name.partition(".")
         entity = rest.partition(".")[0]
         prefix = f"{scope}.{entity}."
@@ -330,6 +331,32 @@ class Catalog:
         if len(known) > len(shown):
             text += f", ... {len(known) - len(shown)} more"
         return text + f"; `pinlab metrics` lists them all), found {name!r}"
+
+
+def _words(quantity: str) -> list[str]:
+    """The words of a quantity's name, crudely stemmed and sorted, so that ``frame_misses``
+    and ``missed_frames`` give the same list (``fram``, ``miss``)."""
+    stems = []
+    for word in quantity.split("_"):
+        for suffix in ("es", "ed", "s"):  # one inflection, then a silent e: frames, frame
+            if len(word) > len(suffix) + 2 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        stems.append(word.removesuffix("e") if len(word) > 3 else word)
+    return sorted(stems)
+
+
+def _same_words(name: str, names: list[str]) -> list[str]:
+    """The names that differ from ``name`` only in its last part's word order or endings
+    (``tenant.compositor.frame_misses`` → ``tenant.compositor.missed_frames``), which
+    ``difflib`` ranks below names that merely share letters."""
+    head, _, quantity = name.rpartition(".")
+    words = _words(quantity)
+    return [
+        n
+        for n in names
+        if n != name and n.rpartition(".")[0] == head and _words(n.rpartition(".")[2]) == words
+    ][:3]
 
 
 def _head(name: str) -> str:
