@@ -334,6 +334,35 @@ def test_workers_start_while_the_first_point_runs(
     assert events.index("worker start") < events.index("point done")
 
 
+def test_one_pool_serves_every_batch_of_the_sweep(
+    sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12, item 4: the first seeds of the replication groups and then the other
+    replications are two batches; the workers start once, while the sweep's first point runs,
+    and serve both -- the second batch starts on every process at once instead of timing a
+    point alone again while a new worker imports pinlab."""
+    spawned: list[int] = []
+    start, run_one = execute._Pool.start, execute._run_one
+    here: list[int] = []
+
+    def starting(pool: Any) -> None:
+        if not pool.started:
+            spawned.append(len(here))
+        start(pool)
+
+    def running(*args: Any) -> dict[str, Any]:
+        here.append(1)
+        return run_one(*args)
+
+    monkeypatch.setattr(execute._Pool, "start", starting)
+    monkeypatch.setattr(execute, "_run_one", running)
+    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # a pool even for tiny points
+    outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
+    assert outcome.ran == 8 and outcome.complete and outcome.unreplicated == 0
+    assert spawned == [0]  # one start, before this process had finished a point
+    assert len(_rows(tmp_path / "out")) == 1 + 8
+
+
 def test_chunks_carry_about_a_second_of_points_and_shrink_to_the_end() -> None:
     sizes = execute.chunk_sizes(1000, 0.01, 2)
     assert sum(sizes) == 1000 and sizes[0] == round(execute.TASK_SECONDS / 0.01)

@@ -20,13 +20,15 @@ the table is rebuilt from the files, every point is in the table exactly once. A
 of an id the sweep no longer has (the sweep file was edited) is left alone and left out.
 
 Local execution (``jobs`` processes) is this process and ``jobs - 1`` spawned workers taking
-tasks from one queue: a worker imports pinlab once, when it starts, and serves every task it
-takes; this process runs the first point (timing it), then takes tasks like a worker while
-recording every result, so nobody waits for a worker and the last tasks go to whoever is
-free. The workers start while the first point runs, once it has run long enough to show that
-the work left is worth starting them (more than twice :data:`WORKER_START_SECONDS`), so they
-import pinlab while this process works; a sweep whose work left after its first point is less
-than that runs in this process alone. A task is a
+tasks from one queue, for the whole sweep (:class:`_Local`): a worker imports pinlab once,
+when it starts, and serves every task it takes, batch after batch -- the first seeds of the
+replication groups, then the other replications. This process runs the sweep's first point
+(timing it), then takes tasks like a worker while recording every result, so nobody waits for
+a worker and the last tasks go to whoever is free. The workers start while that first point
+runs, once it has run long enough to show that the work left in the sweep is worth starting
+them (more than twice :data:`WORKER_START_SECONDS`), so they import pinlab while this process
+works and are ready when the next batch begins; a sweep whose work left after its first point
+is less than that runs in this process alone. A task is a
 *chunk* of consecutive points (which mostly share one configuration, loaded and validated
 once per process for the whole sweep: :func:`run_point`'s ``configs``), sized by
 :func:`chunk_sizes` to about :data:`TASK_SECONDS` of work and never more than a share of what
@@ -218,7 +220,8 @@ def _run_chunk(run: RunPoint, specs: list[dict[str, Any]], configs: Configs) -> 
 
 def _worker(parent: int, tasks: Any, results: Any) -> None:
     """A worker process: import what every point needs, once, then take chunks from
-    ``tasks`` until the end mark (None) and put each one's outcome on ``results``. It ends
+    ``tasks`` and put each one's outcome on ``results``, batch after batch, until the sweep
+    stops it; a batch's end mark (an int, for the sweep process) is passed over. It ends
     itself when the sweep process (``parent``) is gone -- killed with SIGKILL, that one
     could not stop it -- and leaves Ctrl-C to the sweep process."""
     import signal
@@ -227,7 +230,10 @@ def _worker(parent: int, tasks: Any, results: Any) -> None:
     _watch_parent(parent)
     import pinlab.scenarios.runner  # noqa: F401
 
-    while (item := tasks.get()) is not None:
+    while True:
+        item = tasks.get()
+        if not isinstance(item, tuple):
+            continue
         key, run, specs = item
         try:
             outcome = _run_chunk(run, specs, _WORKER_CONFIGS)
@@ -268,32 +274,56 @@ def chunk_sizes(total: int, point_seconds: float, processes: int) -> list[int]:
     return sizes
 
 
-def _local(points: list[Point], run: RunPoint, jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
-    """``jobs`` processes -- this one and ``jobs - 1`` workers -- taking chunks from one
-    queue (module docstring). Results come in the order their chunks finish."""
-    configs: Configs = {}
-    rest = points[1:]
-    pool = _Pool(jobs - 1)
-    # the workers start while the first point runs, as soon as its running time shows that
-    # the work left is worth starting them: they import pinlab while this process works
-    early = threading.Timer(2 * WORKER_START_SECONDS / max(1, len(rest)), pool.start)
-    early.daemon = True
-    try:
-        early.start()
-        start = time.perf_counter()
-        first = _run_one(run, points[0].spec(), configs)
-        seconds = time.perf_counter() - start  # the chunk sizes and the check below need it
-        early.cancel()
-        early.join()  # a start under way finishes first
-        yield points[0], first
-        if not pool.started and seconds * len(rest) <= 2 * WORKER_START_SECONDS:
-            for point in rest:  # less work left than starting a worker costs
-                yield point, _run_one(run, point.spec(), configs)
+class _Local:
+    """Local execution of one sweep on ``jobs`` processes -- this one and ``jobs - 1`` spawned
+    workers (module docstring) -- kept across its batches (the first seeds of the replication
+    groups, then the other replications), so that the workers start once, while the sweep's
+    first point runs, and every later batch starts on all processes at once. ``work``: how
+    many points the sweep may still run (its batches' sizes are known only batch by batch)."""
+
+    def __init__(self, run: RunPoint, jobs: int, work: int) -> None:
+        self.run = run
+        self.jobs = jobs
+        self.work = work
+        self.pool = _Pool(jobs - 1)
+        self.configs: Configs = {}
+        self.seconds: float | None = None  # the sweep's first point's running time
+        self.batches = 0
+
+    def points(self, todo: list[Point]) -> Iterator[tuple[Point, dict[str, Any]]]:
+        """Run ``todo``, one batch; results in the order their chunks finish."""
+        if self.seconds is None:
+            first, todo = todo[0], todo[1:]
+            # the workers start while the first point runs, as soon as its running time shows
+            # that the work left is worth starting them: they import pinlab while this works
+            early = threading.Timer(
+                2 * WORKER_START_SECONDS / max(1, self.work - 1), self.pool.start
+            )
+            early.daemon = True
+            try:
+                early.start()
+                start = time.perf_counter()
+                result = _run_one(self.run, first.spec(), self.configs)
+                self.seconds = time.perf_counter() - start  # the chunk sizes need it
+            finally:
+                early.cancel()
+                early.join()  # a start under way finishes first
+            self.work -= 1
+            yield first, result
+        self.work -= len(todo)
+        if not todo:
             return
-        yield from _pooled(pool, rest, run, seconds, jobs, configs)
-    finally:
-        early.cancel()
-        pool.stop()
+        if not self.pool.started and self.seconds * len(todo) <= 2 * WORKER_START_SECONDS:
+            for point in todo:  # less work left than starting a worker costs
+                yield point, _run_one(self.run, point.spec(), self.configs)
+            return
+        self.batches += 1
+        yield from _pooled(
+            self.pool, todo, self.run, self.seconds, self.jobs, self.configs, self.batches
+        )
+
+    def close(self) -> None:
+        self.pool.stop()
 
 
 class _Pool:
@@ -342,9 +372,17 @@ class _Pool:
 
 
 def _pooled(
-    pool: _Pool, rest: list[Point], run: RunPoint, seconds: float, jobs: int, configs: Configs
+    pool: _Pool,
+    rest: list[Point],
+    run: RunPoint,
+    seconds: float,
+    jobs: int,
+    configs: Configs,
+    batch: int,
 ) -> Iterator[tuple[Point, dict[str, Any]]]:
-    """The points after the first on ``pool`` and this process (:func:`_local`)."""
+    """Batch ``batch`` of the sweep on ``pool`` and this process (:class:`_Local`). Behind
+    its chunks go end marks (``batch``): the one this process meets tells it every chunk is
+    taken; a worker passes them over, and a mark of an earlier batch is stale."""
     import queue
 
     chunks: list[list[Point]] = []
@@ -356,10 +394,10 @@ def _pooled(
     tasks, results, workers = pool.tasks, pool.results, pool.workers
     for key, chunk in enumerate(chunks):
         tasks.put((key, run, [p.spec() for p in chunk]))
-    for _ in workers:
-        tasks.put(None)  # one end mark per worker, behind every chunk
+    for _ in range(jobs):
+        tasks.put(batch)  # end marks behind every chunk, so that this process meets one
     left = len(chunks)
-    pulling = True  # this process takes chunks too, until it meets an end mark
+    pulling = True  # this process takes chunks too, until it meets this batch's end mark
 
     def answered(key: int, outcome: Outcome) -> Iterator[tuple[Point, dict[str, Any]]]:
         done, error = outcome
@@ -382,9 +420,8 @@ def _pooled(
                 item: Chunk | None = tasks.get(timeout=0.05)
             except queue.Empty:
                 continue
-            if item is None:  # every chunk is taken: the mark is a worker's
-                tasks.put(None)
-                pulling = False
+            if not isinstance(item, tuple):
+                pulling = item != batch  # this batch's mark: every chunk is taken
                 continue
             key, _, specs = item
             for point, spec in zip(chunks[key], specs, strict=True):
@@ -530,6 +567,12 @@ def run_sweep(
     ran = 0
     unreplicated: list[str] = []
 
+    work = sum(p.id not in done for p in sweep.points)
+    if budget is not None:
+        work = min(work, budget)
+    n_jobs = max(1, min(jobs if jobs is not None else (os.cpu_count() or 1), work))
+    local = _Local(run, n_jobs, work) if connection is None and n_jobs > 1 else None
+
     def execute(todo: list[Point]) -> None:
         nonlocal ran, budget
         if budget is not None:
@@ -540,9 +583,7 @@ def run_sweep(
         if connection is not None:
             executor: Iterator[tuple[Point, dict[str, Any]]] = _dask(todo, run, *connection)
         else:
-            n = jobs if jobs is not None else (os.cpu_count() or 1)
-            n = max(1, min(n, len(todo)))
-            executor = _serial(todo, run) if n == 1 else _local(todo, run, n)
+            executor = _serial(todo, run) if local is None else local.points(todo)
         try:
             for point, result in executor:
                 save_point(out, point, result)
@@ -576,6 +617,8 @@ def run_sweep(
             progress(skipped + ran + len(unreplicated), total)
         execute(later)
     finally:
+        if local is not None:
+            local.close()
         if connection is not None:
             _close(*connection)
         if created and not done:
