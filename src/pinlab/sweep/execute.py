@@ -417,7 +417,7 @@ def _pooled(
             break
         if pulling:
             try:
-                item: Chunk | None = tasks.get(timeout=0.05)
+                item: Chunk | int = tasks.get(timeout=0.05)
             except queue.Empty:
                 continue
             if not isinstance(item, tuple):
