@@ -458,6 +458,8 @@ def test_k83_whitelist_is_a_platform_parameter() -> None:
     box.topo.whitelist = [*PCI_P2PDMA_WHITELIST_V5_17, P2pdmaWhitelistEntry(0x8086, 0x09A2)]
     assert pci_p2pdma_distance(box.gpu, box.nic2) == 6
     box.topo.whitelist = [P2pdmaWhitelistEntry(0x8086, PCI_ANY_ID)]
+    assert pci_p2pdma_distance(box.gpu, box.nic2) == -1  # before v7.1: no wildcard (K-134)
+    box.topo.whitelist_any_device = True
     assert pci_p2pdma_distance(box.gpu, box.nic2) == 6
     box.topo.whitelist = [
         P2pdmaWhitelistEntry(0x8086, 0x09A2, P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE)
@@ -634,9 +636,31 @@ def test_k83_the_first_matching_entry_decides() -> None:
     wildcard entry (K-134) matches any device of its vendor; an unlisted bridge has none."""
     same = P2pdmaWhitelistEntry(0x8086, 0x2030, P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE)
     table = (same, P2pdmaWhitelistEntry(0x8086, 0x2030), P2pdmaWhitelistEntry(0x1AE0, PCI_ANY_ID))
-    assert pci_p2pdma_whitelist_lookup(table, 0x8086, 0x2030) is same
-    assert pci_p2pdma_whitelist_lookup(table, 0x1AE0, 0x1234) is table[2]
-    assert pci_p2pdma_whitelist_lookup(table, 0x8086, 0x2031) is None
+    for any_device in (True, False):
+        assert pci_p2pdma_whitelist_lookup(table, 0x8086, 0x2030, any_device=any_device) is same
+        assert pci_p2pdma_whitelist_lookup(table, 0x8086, 0x2031, any_device=any_device) is None
+    assert pci_p2pdma_whitelist_lookup(table, 0x1AE0, 0x1234, any_device=True) is table[2]
+
+
+def test_k134_a_wildcard_device_is_every_device_only_from_v7_1() -> None:
+    """K-134: "PCI/P2PDMA: Allow wildcard Device IDs in host bridge list" came in v7.1; before
+    it the lookup compares device IDs as they are, so a ``PCI_ANY_ID`` entry (a platform's own
+    list) matches no real device. The release says which (``any_device``), the machine built
+    from a profile gets it, and a Google host bridge under a wildcard entry is listed only
+    then."""
+    google = P2pdmaWhitelistEntry(PCI_VENDOR_ID_GOOGLE, PCI_ANY_ID)
+    table = (google,)
+    assert pci_p2pdma_whitelist_lookup(table, PCI_VENDOR_ID_GOOGLE, 0x1234, any_device=True)
+    assert not pci_p2pdma_whitelist_lookup(table, PCI_VENDOR_ID_GOOGLE, 0x1234, any_device=False)
+    assert pci_p2pdma_whitelist_lookup(table, PCI_VENDOR_ID_GOOGLE, PCI_ANY_ID, any_device=False)
+    assert [r.any_device for r in P2pdmaWhitelistRelease] == [False, False, True, True]
+    for wildcard in (False, True):
+        topo = PciTopology(whitelist=table, whitelist_any_device=wildcard)
+        a = topo.add_host_bridge(PCI_VENDOR_ID_GOOGLE, 0x1234)
+        b = topo.add_host_bridge(PCI_VENDOR_ID_GOOGLE, 0x1234)
+        gpu = a.add_root_port().add_endpoint(vendor=0x10DE, device=0x2330)
+        nic = b.add_root_port().add_endpoint(vendor=0x15B3, device=0x1021)
+        assert (pci_p2pdma_distance(gpu, nic) >= 0) is wildcard
 
 
 def test_k133_ice_lake_root_is_listed_from_v5_18() -> None:
@@ -674,6 +698,8 @@ def test_k134_google_any_device_is_listed_from_v7_1(device: int) -> None:
     assert pci_p2pdma_distance(a, b) == -1
     assert pci_p2pdma_distance(a, other) == -1
     topo.whitelist = PCI_P2PDMA_WHITELIST_V7_1
+    assert pci_p2pdma_distance(a, b) == -1  # v7.1's table on an older lookup: no wildcard
+    topo.whitelist_any_device = True  # and v7.1's lookup
     assert pci_p2pdma_distance(a, b) == 4
     assert pci_p2pdma_map_type(a, b) is PCI_P2PDMA_MAP_THRU_HOST_BRIDGE
     assert pci_p2pdma_distance(a, other) == 4

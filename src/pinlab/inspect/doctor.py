@@ -294,7 +294,9 @@ def _refusal_reason(inputs: Inputs, device: str, nic: str) -> str:
             )
             continue
         ids = f"{root.vendor:04x}:{root.device:04x}"
-        entry = pci_p2pdma_whitelist_lookup(topo.whitelist, root.vendor, root.device)
+        entry = pci_p2pdma_whitelist_lookup(
+            topo.whitelist, root.vendor, root.device, any_device=topo.whitelist_any_device
+        )
         if entry is None:
             reasons.append(
                 f"the path goes through host bridge {name} ({ids}), which is not whitelisted"

@@ -238,11 +238,12 @@ def _host_whitelist(
         return None
     host_table = pci_p2pdma_whitelist(host_release)
     profile_table = pci_p2pdma_whitelist(profile.p2pdma_whitelist)
+    any_host, any_profile = host_release.any_device, profile.p2pdma_whitelist.any_device
     differ = [
         hb.name
         for hb in host_bridges
-        if pci_p2pdma_whitelist_lookup(host_table, hb.vendor, hb.device)
-        != pci_p2pdma_whitelist_lookup(profile_table, hb.vendor, hb.device)
+        if pci_p2pdma_whitelist_lookup(host_table, hb.vendor, hb.device, any_device=any_host)
+        != pci_p2pdma_whitelist_lookup(profile_table, hb.vendor, hb.device, any_device=any_profile)
     ]
     if not differ:
         return None

@@ -169,7 +169,9 @@ def _host_bridge_listed(host: PciHostBridge, same_host_bridge: bool, warn: bool)
     if root is None:
         return False
     topo = host.topology
-    entry = pci_p2pdma_whitelist_lookup(topo.whitelist, root.vendor, root.device)
+    entry = pci_p2pdma_whitelist_lookup(
+        topo.whitelist, root.vendor, root.device, any_device=topo.whitelist_any_device
+    )
     if entry is not None:
         same_only = bool(entry.flags & P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE)
         return same_host_bridge or not same_only

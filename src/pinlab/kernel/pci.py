@@ -460,6 +460,9 @@ class PciTopology:
     * ``whitelist_root_port``: the kernel is v5.19 or later, whose ``pci_host_bridge_dev`` also
       accepts a first root-bus function that is a Root Port at any devfn (K-132); the profile's
       ``p2pdma_whitelist_root_port``.
+    * ``whitelist_any_device``: the kernel is v7.1 or later, whose lookup reads an entry's
+      ``PCI_ANY_ID`` device as every device of its vendor (K-134); before, IDs are compared as
+      they are. Default False, with the v5.18 table.
     * ``log``: the kernel log lines P2PDMA printed (``pci_warn`` / ``dev_warn``), oldest first.
 
     Changing any of these, or a function's ``acs``, bumps :attr:`generation`, which drops every
@@ -473,6 +476,7 @@ class PciTopology:
         "_next_bus",
         "_p2pdma_enabled",
         "_whitelist",
+        "_whitelist_any_device",
         "_whitelist_root_port",
         "by_name",
         "host_bridges",
@@ -487,12 +491,14 @@ class PciTopology:
         whitelist: Sequence[P2pdmaWhitelistEntry] = PCI_P2PDMA_WHITELIST_V5_18,
         p2pdma_enabled: bool = True,
         whitelist_root_port: bool = True,
+        whitelist_any_device: bool = False,
     ) -> None:
         self._cpu_vendor = cpu_vendor
         self._cpu_family = cpu_family
         self._whitelist = tuple(whitelist)
         self._p2pdma_enabled = p2pdma_enabled
         self._whitelist_root_port = whitelist_root_port
+        self._whitelist_any_device = whitelist_any_device
         self._generation = 0
         self._next_bus: dict[int, int] = {}
         self.host_bridges: list[PciHostBridge] = []
@@ -521,6 +527,9 @@ class PciTopology:
     p2pdma_enabled: _PlatformFact[bool] = _PlatformFact("""``IS_ENABLED(CONFIG_PCI_P2PDMA)``.""")
     whitelist_root_port: _PlatformFact[bool] = _PlatformFact(
         """v5.19 on: ``pci_host_bridge_dev`` also accepts a Root Port at any devfn (K-132)."""
+    )
+    whitelist_any_device: _PlatformFact[bool] = _PlatformFact(
+        """v7.1 on: an entry's ``PCI_ANY_ID`` device matches every device (K-134)."""
     )
 
     @property

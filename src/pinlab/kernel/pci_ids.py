@@ -71,9 +71,12 @@ class P2pdmaWhitelistEntry:
     device: int
     flags: P2pdmaWhitelistFlag = P2pdmaWhitelistFlag.NONE
 
-    def matches(self, vendor: int, device: int) -> bool:
-        """True when ``vendor:device`` is this entry (the whitelist lookup's match test)."""
-        return vendor == self.vendor and (self.device == PCI_ANY_ID or device == self.device)
+    def matches(self, vendor: int, device: int, *, any_device: bool = True) -> bool:
+        """True when ``vendor:device`` is this entry (the whitelist lookup's match test).
+        ``any_device``: the kernel reads :data:`PCI_ANY_ID` as every device (v7.1 on, K-134);
+        before, the device IDs are compared as they are, and 0xffff matches no real device."""
+        wildcard = any_device and self.device == PCI_ANY_ID
+        return vendor == self.vendor and (wildcard or device == self.device)
 
 
 _SAME_HB = P2pdmaWhitelistFlag.REQ_SAME_HOST_BRIDGE
@@ -94,6 +97,13 @@ class P2pdmaWhitelistRelease(enum.Enum):
     """v7.1: plus every Google device (a wildcard device ID)."""
     V7_2 = "7.2"
     """v7.2: plus the QAT, DSA and IAA accelerators that head their own Xeon root buses."""
+
+    @property
+    def any_device(self) -> bool:
+        """Whether this release's lookup reads a :data:`PCI_ANY_ID` device as every device:
+        "PCI/P2PDMA: Allow wildcard Device IDs in host bridge list" (1a1f96e3e2a8) came with
+        the first wildcard entry, in v7.1 (K-134)."""
+        return self in (P2pdmaWhitelistRelease.V7_1, P2pdmaWhitelistRelease.V7_2)
 
 
 PCI_VENDOR_ID_GOOGLE = 0x1AE0
@@ -188,11 +198,12 @@ def p2pdma_whitelist_release(version: tuple[int, int, int]) -> P2pdmaWhitelistRe
 
 
 def pci_p2pdma_whitelist_lookup(
-    table: tuple[P2pdmaWhitelistEntry, ...], vendor: int, device: int
+    table: tuple[P2pdmaWhitelistEntry, ...], vendor: int, device: int, *, any_device: bool
 ) -> P2pdmaWhitelistEntry | None:
     """The entry of ``table`` that decides for host bridge ``vendor:device`` -- the first that
-    matches, as ``__host_bridge_whitelist`` walks the array -- or None (not listed)."""
-    return next((e for e in table if e.matches(vendor, device)), None)
+    matches, as ``__host_bridge_whitelist`` walks the array -- or None (not listed);
+    ``any_device``: the release reads :data:`PCI_ANY_ID` as a wildcard (K-134)."""
+    return next((e for e in table if e.matches(vendor, device, any_device=any_device)), None)
 
 
 def pci_p2pdma_whitelist(release: P2pdmaWhitelistRelease) -> tuple[P2pdmaWhitelistEntry, ...]:

@@ -101,6 +101,7 @@ class _MachineBuilder:
             whitelist=spec.whitelist(pci_p2pdma_whitelist(kernel.profile.p2pdma_whitelist)),
             p2pdma_enabled=kernel.profile.pci_p2pdma,
             whitelist_root_port=spec.root_port_lookup(kernel.profile.p2pdma_whitelist_root_port),
+            whitelist_any_device=kernel.profile.p2pdma_whitelist.any_device,
         )
         self.system = System(kernel, clock=clock)
         self.links: dict[str, PlatformLink] = {}

@@ -436,7 +436,9 @@ class NvlinkSpec(_Spec):
 
 
 class WhitelistEntrySpec(_Spec):
-    """A ``pci_p2pdma_whitelist[]`` entry (``kernel-semantics.md`` §8.3)."""
+    """A ``pci_p2pdma_whitelist[]`` entry (``kernel-semantics.md`` §8.3); ``device = "any"``
+    is ``PCI_ANY_ID``, every device of the vendor on kernels from v7.1 and none before, whose
+    lookup compares the IDs as they are (K-134)."""
 
     vendor: PciId
     device: PciId | Literal["any"]
