@@ -21,6 +21,7 @@ without the visible/invisible split, so the BAR size does not yet bound VRAM pin
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Unpack
@@ -99,6 +100,22 @@ _DOMAIN_OF_MEM = {
     TtmMemType.TT: AmdgpuDomain.GTT,
     TtmMemType.SYSTEM: AmdgpuDomain.CPU,
 }
+
+
+@functools.cache
+def _placement_from_domain(domain: AmdgpuDomain, flags: AmdgpuCreate) -> TtmPlacement:
+    """The body of ``amdgpu_bo_placement_from_domain``: a placement is immutable (a tuple of
+    frozen places) and depends on nothing but its two arguments, so each pair is built once
+    -- every validation of every BO asks for one."""
+    places: list[TtmPlace] = []
+    if AmdgpuDomain.VRAM in domain:
+        contig = TtmPlFlag.CONTIGUOUS if AmdgpuCreate.VRAM_CONTIGUOUS in flags else TtmPlFlag.NONE
+        places.append(TtmPlace(TtmMemType.VRAM, contig))
+    if AmdgpuDomain.GTT in domain:
+        places.append(TtmPlace(TtmMemType.TT))
+    if AmdgpuDomain.CPU in domain:
+        places.append(TtmPlace(TtmMemType.SYSTEM))
+    return tuple(places)
 
 
 class AmdgpuBo(TtmGemBuffer):
@@ -197,17 +214,7 @@ class AmdgpuDevice(TtmGemExporter[AmdgpuBo]):
         self, domain: AmdgpuDomain, flags: AmdgpuCreate = AmdgpuCreate.NONE
     ) -> TtmPlacement:
         """``amdgpu_bo_placement_from_domain``: VRAM before GTT before CPU."""
-        places: list[TtmPlace] = []
-        if domain & AmdgpuDomain.VRAM:
-            contig = (
-                TtmPlFlag.CONTIGUOUS if flags & AmdgpuCreate.VRAM_CONTIGUOUS else TtmPlFlag.NONE
-            )
-            places.append(TtmPlace(TtmMemType.VRAM, contig))
-        if domain & AmdgpuDomain.GTT:
-            places.append(TtmPlace(TtmMemType.TT))
-        if domain & AmdgpuDomain.CPU:
-            places.append(TtmPlace(TtmMemType.SYSTEM))
-        return tuple(places)
+        return _placement_from_domain(domain, flags)
 
     def amdgpu_bo_create(
         self,

@@ -62,11 +62,24 @@ class KernelError(Exception):
     __slots__ = ("errno", "function", "policy", "reason")
 
     def __init__(self, errno: Errno, function: str = "", reason: str = "") -> None:
-        self.errno = Errno(errno)
+        # The text is built when it is read, not here: a refused placement raises errors
+        # that its caller catches and never prints (an allocation that fails over its
+        # places raises one per place), so formatting at every raise was a hot-path cost.
+        # ``args`` stays what the class was called with (``BaseException.__new__``).
+        self.errno = errno if type(errno) is Errno else Errno(errno)
         self.function = function
         self.reason = reason
         self.policy: str | None = None  # the opt-in policy that refused, when one did
-        super().__init__(self.__str__())
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # the constructor's arguments, then the slots set since (``policy``, a subclass's)
+        state = {
+            name: getattr(self, name)
+            for cls in type(self).__mro__
+            for name in cls.__dict__.get("__slots__", ())
+            if hasattr(self, name)
+        }
+        return (type(self), self.args, state)
 
     @property
     def value(self) -> int:

@@ -461,7 +461,7 @@ def _ttm_resource_alloc_charged(
     resource owns ``pool`` on success. ``-ENOSPC`` when the range allocator has no room, the
     charge then returned unless ``keep_charge`` (K-126 keeps it for the eviction walk)."""
     man = bo.bdev.managers[place.mem_type]
-    contiguous = bool(place.flags & TtmPlFlag.CONTIGUOUS)
+    contiguous = TtmPlFlag.CONTIGUOUS in place.flags  # a test, not a new flag: hot
     try:
         allocation = man.allocator.alloc(bo.size, contiguous=contiguous)
     except KernelError:
@@ -656,7 +656,7 @@ def ttm_bo_alloc_resource(
         man = bdev.managers.get(place.mem_type)
         if man is None or not man.use_type:
             continue
-        if skip and place.flags & skip:
+        if skip and skip in place.flags:  # one flag (_skip_flag)
             continue
         state = TtmBoAllocState()
         try:
