@@ -17,7 +17,7 @@ import pytest
 
 from pinlab.cli import main
 from pinlab.errors import ConfigError
-from pinlab.sweep import PointError, execute, load_sweep, run_point, run_sweep
+from pinlab.sweep import PointError, execute, load_sweep, pool, run_point, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "sweeps" / "pin-cap.toml"
@@ -185,7 +185,7 @@ def test_run_point_row_has_config_seed_and_selected_metrics(sweep_file: Path) ->
 def test_local_pool_writes_parquet_and_csv_with_factor_columns(
     sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # a pool even for tiny points
+    monkeypatch.setattr(pool, "WORKER_START_SECONDS", 0.0)  # a pool even for tiny points
     out = tmp_path / "out"
     assert main(["sweep", str(sweep_file), "--out", str(out), "--jobs", "2", "--quiet"]) == 0
     table = pq.read_table(out / "results.parquet")
@@ -303,7 +303,7 @@ def test_a_tiny_sweep_starts_no_worker(
         raise AssertionError("a worker was started")
 
     monkeypatch.setattr("multiprocessing.get_context", no_workers)
-    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 3600.0)
+    monkeypatch.setattr(pool, "WORKER_START_SECONDS", 3600.0)
     outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
     assert outcome.ran == 8 and outcome.complete
 
@@ -315,7 +315,7 @@ def test_workers_start_while_the_first_point_runs(
     worth a worker, the worker starts (and imports pinlab) while that point still runs, not
     after it: its start is off the sweep's critical path."""
     events: list[str] = []
-    start, run_one = execute._Pool.start, execute._run_one
+    start, run_one = pool._Pool.start, pool.run_one
 
     def starting(pool: Any) -> None:
         events.append("worker start")
@@ -326,9 +326,9 @@ def test_workers_start_while_the_first_point_runs(
         events.append("point done")
         return result
 
-    monkeypatch.setattr(execute._Pool, "start", starting)
-    monkeypatch.setattr(execute, "_run_one", running)
-    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # worth it from the start
+    monkeypatch.setattr(pool._Pool, "start", starting)
+    monkeypatch.setattr(pool, "run_one", running)
+    monkeypatch.setattr(pool, "WORKER_START_SECONDS", 0.0)  # worth it from the start
     outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
     assert outcome.ran == 8 and outcome.complete
     assert events.index("worker start") < events.index("point done")
@@ -342,7 +342,7 @@ def test_one_pool_serves_every_batch_of_the_sweep(
     and serve both -- the second batch starts on every process at once instead of timing a
     point alone again while a new worker imports pinlab."""
     spawned: list[int] = []
-    start, run_one = execute._Pool.start, execute._run_one
+    start, run_one = pool._Pool.start, pool.run_one
     here: list[int] = []
 
     def starting(pool: Any) -> None:
@@ -354,9 +354,9 @@ def test_one_pool_serves_every_batch_of_the_sweep(
         here.append(1)
         return run_one(*args)
 
-    monkeypatch.setattr(execute._Pool, "start", starting)
-    monkeypatch.setattr(execute, "_run_one", running)
-    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # a pool even for tiny points
+    monkeypatch.setattr(pool._Pool, "start", starting)
+    monkeypatch.setattr(pool, "run_one", running)
+    monkeypatch.setattr(pool, "WORKER_START_SECONDS", 0.0)  # a pool even for tiny points
     outcome = run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=2)
     assert outcome.ran == 8 and outcome.complete and outcome.unreplicated == 0
     assert spawned == [0]  # one start, before this process had finished a point
@@ -364,11 +364,11 @@ def test_one_pool_serves_every_batch_of_the_sweep(
 
 
 def test_chunks_carry_about_a_second_of_points_and_shrink_to_the_end() -> None:
-    sizes = execute.chunk_sizes(1000, 0.01, 2)
-    assert sum(sizes) == 1000 and sizes[0] == round(execute.TASK_SECONDS / 0.01)
+    sizes = pool.chunk_sizes(1000, 0.01, 2)
+    assert sum(sizes) == 1000 and sizes[0] == round(pool.TASK_SECONDS / 0.01)
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
-    assert execute.chunk_sizes(40, 0.01, 2)[0] == 10  # a quarter of what is left
-    assert execute.chunk_sizes(5, 30.0, 2) == [1] * 5  # long points: one per task
+    assert pool.chunk_sizes(40, 0.01, 2)[0] == 10  # a quarter of what is left
+    assert pool.chunk_sizes(5, 30.0, 2) == [1] * 5  # long points: one per task
 
 
 def test_a_chunk_returns_the_points_before_a_failure(sweep_file: Path) -> None:
@@ -377,7 +377,12 @@ def test_a_chunk_returns_the_points_before_a_failure(sweep_file: Path) -> None:
     points = load_sweep(sweep_file).points
     bad = points[1].spec()
     bad["variant"] = "nope"
-    done, error = execute._run_chunk(run_point, [points[0].spec(), bad, points[2].spec()], {})
+    specs = [
+        (points[0].spec(), pool.NO_GATE),
+        (bad, pool.NO_GATE),
+        (points[2].spec(), pool.NO_GATE),
+    ]
+    done, error = pool._run_chunk(run_point, specs, {})
     assert [result["row"]["point"] for result in done] == [0]
     assert isinstance(error, PointError) and error.user and "point 1" in str(error)
 
@@ -392,7 +397,7 @@ def failing_at_5(spec: dict[str, Any]) -> dict[str, Any]:
 def test_a_failure_on_a_worker_stops_the_sweep_and_keeps_the_rest(
     sweep_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
+    monkeypatch.setattr(pool, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
     sweep = load_sweep(sweep_file)
     out = tmp_path / "out"
     with pytest.raises(PointError, match="point 5: made to fail"):
@@ -411,7 +416,7 @@ def test_a_point_refused_only_when_run_names_the_sweep_files_key(
     4 KiB granule) is blamed as a load error is: on the sweep file's ``[factors]`` key, with
     the point's values -- not as a ``--set`` the user never typed -- also when a worker ran
     it. The point before it stays recorded."""
-    monkeypatch.setattr(execute, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
+    monkeypatch.setattr(pool, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
     path = tmp_path / "gtt.toml"
     path.write_text(
         """[sweep]

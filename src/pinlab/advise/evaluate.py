@@ -3,7 +3,7 @@
 A candidate is a sweep :class:`~pinlab.sweep.spec.Point` of the advised variant whose one
 factor is ``policy`` (the whole policy document): :func:`run_candidate` loads the scenario
 with that policy in place of the scenario's (``load_scenario(policy=...)``, what ``pinlab
-run --policy`` does) and hands it to :func:`~pinlab.sweep.execute.run_point`. A reference
+run --policy`` does) and hands it to :func:`~pinlab.sweep.point.run_point`. A reference
 point (a variant a ``--protect`` compares with, run under the scenario's own policy) has no
 factor. :meth:`Evaluator.run` runs a batch with :func:`~pinlab.sweep.execute.run_sweep`
 (``--jobs`` processes or ``--dask``) into one directory, so a point already evaluated --

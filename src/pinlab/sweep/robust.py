@@ -264,7 +264,7 @@ def _points(plans: Sequence[Plan]) -> list[Point]:
 
 
 def run_case_point(spec: dict[str, Any]) -> dict[str, Any]:
-    """:func:`~pinlab.sweep.execute.run_point`, but a point the model cannot run (an
+    """:func:`~pinlab.sweep.point.run_point`, but a point the model cannot run (an
     exception inside the simulation, not a configuration error) comes back as a row with
     ``error`` set: at that parameter value the claim cannot be judged, which is a result."""
     try:

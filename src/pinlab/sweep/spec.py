@@ -113,7 +113,7 @@ class SweepFile(BaseModel):
 @dataclass(frozen=True, slots=True)
 class Point:
     """One run of a sweep: factor values (path -> value), a variant and a seed (``None``:
-    the scenario's own). ``spec()`` is what :func:`pinlab.sweep.execute.run_point` takes.
+    the scenario's own). ``spec()`` is what :func:`pinlab.sweep.point.run_point` takes.
     ``id`` is derived from what the point runs (:func:`point_id`)."""
 
     index: int
