@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import ConfigDict
 
 from pinlab.platform.cost import LinkLayer
-from pinlab.platform.spec import CpuSpec, HostBridgeSpec, Mtu, NicSpec, PcieGen
+from pinlab.platform.spec import CpuSpec, HostBridgeSpec, NicSpec
+from pinlab.platform.spec_fields import Mtu, PcieGen
 from pinlab.units import parse_rate
 
 __all__ = [

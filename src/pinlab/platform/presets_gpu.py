@@ -19,12 +19,12 @@ from pinlab.platform.spec import (
     DramSpec,
     HostBridgeSpec,
     InterSocketSpec,
-    Mtu,
     NicSpec,
     NvlinkSpec,
     PlatformSpec,
     SwitchSpec,
 )
+from pinlab.platform.spec_fields import Mtu
 from pinlab.units import GiB, LineRate, TiB, parse_rate
 
 __all__ = ["GPU_BOX_CPUS", "dgx_a100", "dgx_h100", "gpu_box", "gpu_device", "p5"]

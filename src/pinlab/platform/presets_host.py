@@ -26,11 +26,10 @@ from pinlab.platform.spec import (
     DeviceSpec,
     DisplaySpec,
     DramSpec,
-    Name,
-    PcieGen,
     PlatformSpec,
     SwitchSpec,
 )
+from pinlab.platform.spec_fields import Name, PcieGen
 from pinlab.units import GB, Duration, GiB, LineRate, MiB, Size, parse_rate
 
 __all__ = ["GPUS", "apu_laptop", "cx_pair", "workstation", "workstation_amd"]

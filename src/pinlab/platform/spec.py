@@ -15,30 +15,20 @@ do ODP) is read off what the driver class declares.
 
 from __future__ import annotations
 
-import functools
-import inspect
-import re
-import types
-import typing
-from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal, cast
+from typing import Any, Literal, cast
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     StrictBool,
     ValidationError,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from pinlab.drivers import EXPORTERS, IMPORTERS
-from pinlab.drivers.rdma import RdmaDevice
-from pinlab.errors import ConfigError, show_value
+from pinlab.drivers import EXPORTERS
+from pinlab.errors import ConfigError
 from pinlab.kernel.pci_ids import (
     PCI_ANY_ID,
     X86_VENDOR_AMD,
@@ -46,8 +36,23 @@ from pinlab.kernel.pci_ids import (
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
 )
-from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
-from pinlab.platform.cost import CostModel, LinkLayer, NicModelName, PcieBarRead, RcClass
+from pinlab.platform.cost import CostModel, LinkLayer, NicModelName, RcClass
+from pinlab.platform.spec_fields import (
+    BarReadRow,
+    CpuFamily,
+    ExporterName,
+    KernelName,
+    Mtu,
+    Name,
+    PciDeviceNumber,
+    PcieGen,
+    PcieMps,
+    PcieWidth,
+    RdmaDriverName,
+    nic_driver,
+    option_errors,
+    ref_error,
+)
 from pinlab.units import Duration, LineRate, PciId, Rate, Size
 
 __all__ = [
@@ -66,110 +71,6 @@ __all__ = [
     "WhitelistEntrySpec",
     "nic_driver",
 ]
-
-# -- field types ---------------------------------------------------------------------------------
-
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
-
-
-def _check_name(value: object) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise PydanticCustomError(
-            "pinlab_name",
-            "expected a name of letters, digits, '_', '.', '+' or '-' starting with a letter, "
-            "found {found}",
-            {"found": repr(value)},
-        )
-    return value
-
-
-Name = Annotated[str, BeforeValidator(_check_name)]
-"""A device/switch/bridge name: used in link names (``pcie:<name>``) and on the command line."""
-
-
-def _cpu_family(value: object) -> int:
-    try:
-        n = int(value, 0) if isinstance(value, str) else value
-    except ValueError:
-        n = None
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 0xFF:
-        raise PydanticCustomError(
-            "pinlab_family",
-            'expected a CPU family number like 6 or "0x19", found {found}',
-            {"found": repr(value)},
-        )
-    return n
-
-
-CpuFamily = Annotated[
-    int, BeforeValidator(_cpu_family), PlainSerializer(lambda n: f"0x{n:x}", return_type=str)
-]
-
-PciDeviceNumber = Annotated[int, Field(ge=0, le=31)]
-"""A device (slot) number on a PCI bus, the ``SS`` of ``BB:SS.F``."""
-
-PcieGen = Literal[3, 4, 5]
-PcieWidth = Literal[1, 2, 4, 8, 16]
-PcieMps = Literal[128, 256, 512, 1024, 2048, 4096]
-"""Max_Payload_Size / Max_Read_Request_Size values (bytes); None in a spec: ``pcie.mps`` /
-``pcie.mrrs``."""
-Mtu = Literal[256, 512, 1024, 2048, 4096, 8192]
-
-
-def nic_driver(name: str) -> type[RdmaDevice]:
-    """The RDMA driver registered as ``name`` (``KeyError`` for any other name)."""
-    cls = IMPORTERS.get(name)
-    if cls is None or not issubclass(cls, RdmaDevice):
-        raise KeyError(name)
-    return cls
-
-
-def _registered(value: str, names: Iterable[str], kind: str) -> str:
-    known = sorted(names)
-    if value not in known:
-        raise PydanticCustomError(
-            "pinlab_driver",
-            "expected {kind} ({expected}), found {found}",
-            {"kind": kind, "expected": ", ".join(known), "found": repr(value)},
-        )
-    return value
-
-
-def _exporter_driver(value: str) -> str:
-    return _registered(value, EXPORTERS, "an exporter driver")
-
-
-def _rdma_driver(value: str) -> str:
-    rdma = (name for name, cls in IMPORTERS.items() if issubclass(cls, RdmaDevice))
-    return _registered(value, rdma, "an RDMA driver")
-
-
-def _bar_row(value: str) -> str:
-    return _registered(value, PcieBarRead.model_fields, "a pcie.bar_read row")
-
-
-BarReadRow = Annotated[str, AfterValidator(_bar_row)]
-
-
-def _kernel_profile(value: str | None) -> str | None:
-    # checked where the platform is read, whoever reads it: a scenario's [kernel] profile
-    # may override it, but a bad one is the platform file's error, not the scenario's
-    if value is not None and value not in KERNEL_PRESETS:
-        raise PydanticCustomError(
-            "pinlab_kernel",
-            "expected a kernel profile ({expected}), found {found}",
-            {"expected": ", ".join(KERNEL_PRESETS), "found": show_value(value)},
-        )
-    return value
-
-
-KernelName = Annotated[str | None, AfterValidator(_kernel_profile)]
-"""A row of the cost model's ``pcie.bar_read`` table (a device's BAR read latency)."""
-
-ExporterName = Annotated[str, AfterValidator(_exporter_driver)]
-"""The name of a registered exporter driver (:data:`pinlab.drivers.EXPORTERS`)."""
-RdmaDriverName = Annotated[str, AfterValidator(_rdma_driver)]
-"""The name of a registered RDMA driver (an :class:`RdmaDevice` in ``IMPORTERS``)."""
 
 
 class _Spec(BaseModel):
@@ -474,85 +375,6 @@ def _default_cost() -> CostModel:
     return _DEFAULT_COST[0]
 
 
-def _ref_error(loc: tuple[str | int, ...], expected: str, found: object) -> InitErrorDetails:
-    return InitErrorDetails(
-        type=PydanticCustomError(
-            "pinlab_ref",
-            "expected {expected}, found {found}",
-            {"expected": expected, "found": repr(found)},
-        ),
-        loc=loc,
-        input=found,
-    )
-
-
-_OPTION_TYPES: dict[object, tuple[type, str]] = {
-    bool: (bool, "true or false"),
-    bool | None: (bool, "true or false"),
-    int: (int, "a whole number >= 0"),
-    int | None: (int, "a whole number >= 0"),
-    str: (str, "a string"),
-    str | None: (str, "a string"),
-}
-"""The constructor argument types a ``driver_options`` value can give (TOML's booleans,
-integers and strings; the integers are sizes, counts and indices), with how a message words
-them."""
-
-_NOT_OPTIONS = frozenset({"kernel", "pdev", "detector", "name"})
-"""Constructor arguments a file cannot set: the machine's objects, and the name ``from_spec``
-passes itself."""
-
-
-@functools.cache
-def _driver_options(cls: type) -> Mapping[str, tuple[type, str]] | None:
-    """The ``driver_options`` a driver class takes: each keyword argument of its constructor
-    (those of a ``**options: Unpack[TypedDict]`` too) of a type in :data:`_OPTION_TYPES`,
-    with that type. None when the annotations cannot be read: the constructor is left to
-    refuse them."""
-    try:
-        params = inspect.signature(cls).parameters.values()
-        hints = typing.get_type_hints(cast(Any, cls).__init__, include_extras=True)
-    except (TypeError, ValueError, NameError):
-        return None
-    found: dict[str, object] = {}
-    for p in params:
-        if p.kind is p.VAR_KEYWORD:
-            unpacked = typing.get_args(hints.get(p.name))
-            if not unpacked or not typing.is_typeddict(unpacked[0]):
-                return None
-            found.update(typing.get_type_hints(unpacked[0]))
-        elif p.kind is not p.VAR_POSITIONAL:
-            found[p.name] = hints.get(p.name)
-    return types.MappingProxyType(
-        {
-            name: _OPTION_TYPES[hint]
-            for name, hint in found.items()
-            if name not in _NOT_OPTIONS and hint in _OPTION_TYPES
-        }
-    )
-
-
-def _option_errors(
-    loc: tuple[str | int, ...], driver: str, cls: type, options: Mapping[str, object]
-) -> list[InitErrorDetails]:
-    """A device's or NIC's ``driver_options`` that its driver's constructor does not take,
-    or of a type it does not take (checked here, where the file and field are known)."""
-    known = _driver_options(cls)
-    if known is None:
-        return []
-    errors: list[InitErrorDetails] = []
-    for key, value in options.items():
-        if key not in known:
-            expected = f"an option of driver {driver!r} ({', '.join(sorted(known)) or 'none'})"
-            errors.append(_ref_error((*loc, "driver_options"), expected, key))
-            continue
-        kind, words = known[key]
-        wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
-        if wrong or (kind is int and cast(int, value) < 0):
-            errors.append(_ref_error((*loc, "driver_options", key), words, value))
-    return errors
-
-
 class PlatformSpec(_Spec):
     """One node: CPU, DRAM, PCIe tree, devices, NICs, displays (module docstring).
 
@@ -609,19 +431,19 @@ class PlatformSpec(_Spec):
                 where = f"{group}[{i}]"
                 if item.name in seen:
                     errors.append(
-                        _ref_error(
+                        ref_error(
                             (group, i, "name"), f"a unique name (also {seen[item.name]})", item.name
                         )
                     )
                 seen.setdefault(item.name, where)
         if not self.host_bridges:
-            errors.append(_ref_error(("host_bridges",), "at least one host bridge", []))
+            errors.append(ref_error(("host_bridges",), "at least one host bridge", []))
         bridges = {hb.name for hb in self.host_bridges}
         switches = {sw.name: sw for sw in self.switches}
         for i, hb in enumerate(self.host_bridges):
             if hb.socket >= self.cpu.sockets:
                 errors.append(
-                    _ref_error(
+                    ref_error(
                         ("host_bridges", i, "socket"),
                         f"a socket below cpu.sockets = {self.cpu.sockets}",
                         hb.socket,
@@ -630,14 +452,14 @@ class PlatformSpec(_Spec):
         parent_expected = "the name of a host bridge or switch"
         for i, sw in enumerate(self.switches):
             if sw.parent not in bridges and sw.parent not in switches:
-                errors.append(_ref_error(("switches", i, "parent"), parent_expected, sw.parent))
+                errors.append(ref_error(("switches", i, "parent"), parent_expected, sw.parent))
             # no cycles
             seen_chain = {sw.name}
             node = switches.get(sw.parent)
             while node is not None:
                 if node.name in seen_chain:
                     errors.append(
-                        _ref_error(
+                        ref_error(
                             ("switches", i, "parent"), "a parent chain without a loop", sw.parent
                         )
                     )
@@ -647,24 +469,24 @@ class PlatformSpec(_Spec):
         for i, dev in enumerate(self.devices):
             if dev.rciep and dev.parent not in bridges:
                 errors.append(
-                    _ref_error(
+                    ref_error(
                         ("devices", i, "parent"),
                         "the name of a host bridge (an rciep sits on the root bus)",
                         dev.parent,
                     )
                 )
             elif dev.parent not in bridges and dev.parent not in switches:
-                errors.append(_ref_error(("devices", i, "parent"), parent_expected, dev.parent))
+                errors.append(ref_error(("devices", i, "parent"), parent_expected, dev.parent))
             cls = EXPORTERS[dev.driver]
-            errors.extend(_option_errors(("devices", i), dev.driver, cls, dev.driver_options))
+            errors.extend(option_errors(("devices", i), dev.driver, cls, dev.driver_options))
         for i, nic in enumerate(self.nics):
             if nic.parent not in bridges and nic.parent not in switches:
-                errors.append(_ref_error(("nics", i, "parent"), parent_expected, nic.parent))
+                errors.append(ref_error(("nics", i, "parent"), parent_expected, nic.parent))
             options = nic.driver_options
-            errors.extend(_option_errors(("nics", i), nic.driver, nic_driver(nic.driver), options))
+            errors.extend(option_errors(("nics", i), nic.driver, nic_driver(nic.driver), options))
             if nic.odp and not nic_driver(nic.driver).supports_odp:
                 errors.append(
-                    _ref_error(
+                    ref_error(
                         ("nics", i, "odp"),
                         f"false for driver {nic.driver!r} (it has no ODP support)",
                         True,
@@ -674,7 +496,7 @@ class PlatformSpec(_Spec):
         for i, disp in enumerate(self.displays):
             if disp.device not in devices:
                 errors.append(
-                    _ref_error(("displays", i, "device"), "the name of a device", disp.device)
+                    ref_error(("displays", i, "device"), "the name of a device", disp.device)
                 )
         errors.extend(self._nvlink_errors(devices))
         if self.cost_overrides:
@@ -704,13 +526,13 @@ class PlatformSpec(_Spec):
                     if nv.switches == 0
                     else ("at least two devices")
                 )
-                errors.append(_ref_error(("nvlink", i, "devices"), expected, list(nv.devices)))
+                errors.append(ref_error(("nvlink", i, "devices"), expected, list(nv.devices)))
             for j, dev in enumerate(nv.devices):
                 if dev not in devices:
-                    errors.append(_ref_error(("nvlink", i, "devices", j), "a device", dev))
+                    errors.append(ref_error(("nvlink", i, "devices", j), "a device", dev))
                 elif dev in member:
                     errors.append(
-                        _ref_error(
+                        ref_error(
                             ("nvlink", i, "devices", j),
                             f"a device in no other NVLink domain (also {member[dev]})",
                             dev,
