@@ -33,7 +33,7 @@ from pinlab.drivers.mlx5 import Mlx5Device
 from pinlab.kernel.bufinfo import render_bufinfo
 from pinlab.kernel.errno import KernelError
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pci import PciTopology
+from pinlab.kernel.pci_topology import PciTopology
 from pinlab.kernel.profile import PRESETS, get_profile
 from pinlab.kernel.ttm import TtmMemType, TtmPlace, ttm_bo_validate
 from pinlab.kernel.umem import IB_ACCESS_LOCAL_WRITE, IB_ACCESS_ON_DEMAND, IB_ACCESS_REMOTE_READ

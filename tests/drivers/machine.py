@@ -22,13 +22,14 @@ from pinlab.kernel.dma_buf import (
 )
 from pinlab.kernel.file import FdTable
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pci import PciDev, PciTopology
+from pinlab.kernel.pci import PciDev
 from pinlab.kernel.pci_ids import (
     PCI_VENDOR_ID_AMD,
     PCI_VENDOR_ID_INTEL,
     X86_VENDOR_AMD,
     X86_VENDOR_INTEL,
 )
+from pinlab.kernel.pci_topology import PciTopology
 from pinlab.kernel.profile import PRESETS, KernelProfile, get_profile
 from pinlab.kernel.umem import IB_ACCESS_LOCAL_WRITE, IbUmemDmabuf, ib_umem_dmabuf_get_pinned
 

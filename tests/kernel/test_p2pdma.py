@@ -28,7 +28,6 @@ from pinlab.kernel.p2pdma import (
 )
 from pinlab.kernel.pci import (
     PciDev,
-    PciTopology,
     find_parent_pci_dev,
     pci_upstream_bridge,
 )
@@ -50,6 +49,7 @@ from pinlab.kernel.pci_ids import (
     pci_p2pdma_whitelist_lookup,
 )
 from pinlab.kernel.pci_regs import PciAcs, PciExpType
+from pinlab.kernel.pci_topology import PciTopology
 
 SKYLAKE_E = 0x2020  # whitelisted, no flag
 SKYLAKE_E_2 = 0x2030  # whitelisted, no flag

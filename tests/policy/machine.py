@@ -10,8 +10,8 @@ from pinlab.drivers.amdgpu import AmdgpuDevice
 from pinlab.drivers.efa import EfaDevice
 from pinlab.drivers.mlx5 import Mlx5Device
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pci import PciTopology
 from pinlab.kernel.pci_ids import PCI_VENDOR_ID_AMD, X86_VENDOR_AMD
+from pinlab.kernel.pci_topology import PciTopology
 from pinlab.kernel.profile import PRESETS, get_profile
 from pinlab.kernel.umem import IB_ACCESS_LOCAL_WRITE
 from pinlab.uapi import Process, System

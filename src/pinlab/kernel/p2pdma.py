@@ -3,7 +3,7 @@
 Models ``pci_p2pdma_distance_many()``, ``pci_p2pdma_distance()`` and their helpers in
 drivers/pci/p2pdma.c and include/linux/pci-p2pdma.h (``kernel-semantics.md`` §8; checklist items
 K-55, K-56, K-57, K-58, K-83, K-84, K-85, K-132; the whitelist each release compiles in, which
-:attr:`PciTopology.whitelist <pinlab.kernel.pci.PciTopology>` holds, is K-133 … K-135).
+:attr:`PciTopology.whitelist <pinlab.kernel.pci_topology.PciTopology>` holds, is K-133 … K-135).
 Exporters call it at attach time and clear ``attach->peer2peer`` on a negative answer (§8.4);
 the simulator uses :func:`pci_p2pdma_map_type` to pick the path class (switch-local bus address
 vs. through the root complex).
@@ -34,7 +34,7 @@ Where pinlab differs from the kernel, for the simulator's sake (K-84):
   and answers repeated non-verbose queries from the cache. The answer is the same because any
   change that could alter it (a function's ACS bits, the CPU, the whitelist, the release's
   whitelist lookup, ``CONFIG_PCI_P2PDMA``) bumps
-  :attr:`PciTopology.generation <pinlab.kernel.pci.PciTopology>`, which empties the cache.
+  :attr:`PciTopology.generation <pinlab.kernel.pci_topology.PciTopology>`, which empties the cache.
   Verbose queries always recompute, so that every problem is logged again; a cache hit does
   not repeat the non-verbose whitelist warning.
 """
@@ -48,7 +48,6 @@ from pinlab.kernel.device import Device
 from pinlab.kernel.pci import (
     PciDev,
     PciHostBridge,
-    PciTopology,
     find_parent_pci_dev,
     pci_find_host_bridge,
     pci_upstream_bridge,
@@ -59,6 +58,7 @@ from pinlab.kernel.pci_ids import (
     pci_p2pdma_whitelist_lookup,
 )
 from pinlab.kernel.pci_regs import PciAcs
+from pinlab.kernel.pci_topology import PciTopology
 
 __all__ = [
     "PCI_P2PDMA_MAP_BUS_ADDR",

@@ -19,9 +19,10 @@ from pinlab.drivers.display import DisplayEngine
 from pinlab.drivers.gpu_import import GpuImporter
 from pinlab.errors import ConfigError
 from pinlab.kernel.kernel import Kernel
-from pinlab.kernel.pci import PciDev, PciHostBridge, PciTopology
+from pinlab.kernel.pci import PciDev, PciHostBridge
 from pinlab.kernel.pci_ids import pci_p2pdma_whitelist
 from pinlab.kernel.pci_regs import PciAcs
+from pinlab.kernel.pci_topology import PciTopology
 from pinlab.kernel.profile import KernelProfile
 from pinlab.platform import rdma_model
 from pinlab.platform.cost import CostModel

@@ -3,9 +3,10 @@
 A :class:`Machine` (made by :func:`~pinlab.platform.builder.build` from a
 :class:`~pinlab.platform.spec.PlatformSpec`) holds:
 
-* ``machine.pci``: the :class:`~pinlab.kernel.pci.PciTopology` (so P2PDMA answers come from the
-  same description; ``p2pdma_enabled`` = ``kernel.profile.pci_p2pdma``). Each host bridge gets
-  its 00.0 function with the spec's IDs; each child of a host bridge gets its own root port;
+* ``machine.pci``: the :class:`~pinlab.kernel.pci_topology.PciTopology` (so P2PDMA answers
+  come from the same description; ``p2pdma_enabled`` = ``kernel.profile.pci_p2pdma``). Each
+  host bridge gets its 00.0 function with the spec's IDs; each child of a host bridge gets its
+  own root port;
   each child of a switch its own downstream port (``acs_redirect`` sets the ACS redirect bits on
   that switch's downstream ports); ``rciep`` devices sit on the root bus.
 * ``machine.system``: a :class:`~pinlab.uapi.system.System` holding the drivers by name:
@@ -75,7 +76,8 @@ from pinlab.drivers.rdma import RdmaDevice
 from pinlab.kernel.device import Device
 from pinlab.kernel.kernel import Kernel
 from pinlab.kernel.p2pdma import PciP2pdmaMapType, pci_p2pdma_distance, pci_p2pdma_map_type
-from pinlab.kernel.pci import PciDev, PciTopology
+from pinlab.kernel.pci import PciDev
+from pinlab.kernel.pci_topology import PciTopology
 from pinlab.kernel.ttm import TtmDevice
 from pinlab.platform import pcie_model, rdma_model
 from pinlab.platform.cost import CostModel, NicModel, P2pPathClass
@@ -169,7 +171,7 @@ class Machine:
         spec: the :class:`PlatformSpec` it was built from.
         kernel: the node's :class:`~pinlab.kernel.kernel.Kernel`.
         cost: the effective :class:`CostModel` (platform overrides applied).
-        pci: the :class:`~pinlab.kernel.pci.PciTopology`.
+        pci: the :class:`~pinlab.kernel.pci_topology.PciTopology`.
         system: the :class:`~pinlab.uapi.system.System` (drivers by name, processes).
         links: every :class:`PlatformLink` by name.
         pdevs: the PCI function of every host bridge (its 00.0 function), switch (upstream
