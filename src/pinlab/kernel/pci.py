@@ -88,7 +88,7 @@ class PciBus:
         """The bus name as sysfs shows it: ``dddd:bb``."""
         return f"{self.domain:04x}:{self.number:02x}"
 
-    def _alloc_slot(self, slot: int | None = None) -> int:
+    def alloc_slot(self, slot: int | None = None) -> int:
         """Take ``slot``, or the lowest free device number when ``slot`` is None."""
         used = self._used_slots
         if slot is None:
@@ -133,7 +133,7 @@ class _EndpointParent:
         ``label`` and several functions, function ``n`` is labelled ``f"{label}.{n}"``.
         """
         bus, pcie_type = self._endpoint_bus()
-        return bus.host_bridge.topology._add_functions(
+        return bus.host_bridge.topology.add_functions(
             bus, pcie_type, functions, vendor, device, acs, label
         )
 
@@ -227,7 +227,7 @@ class PciDev(Device, _EndpointParent):
     @acs.setter
     def acs(self, value: PciAcs) -> None:
         self._acs = value
-        self.topology._changed()
+        self.topology.bump_generation()
 
     @property
     def is_bridge(self) -> bool:
@@ -291,7 +291,9 @@ class PciDev(Device, _EndpointParent):
         """
         bus = self._link_bus("a switch")
         topo = self.topology
-        usp = topo._add_bridge(bus, PciExpType.UPSTREAM, vendor, device, acs, label)
+        usp = topo.pci_add_new_bus(
+            topo.add_functions(bus, PciExpType.UPSTREAM, 1, vendor, device, acs, label)
+        )
         for i in range(downstream_ports):
             usp.add_downstream_port(
                 acs=downstream_acs,
@@ -312,8 +314,11 @@ class PciDev(Device, _EndpointParent):
         """Add one downstream port to the internal bus of this switch upstream port."""
         if self.pcie_type is not PciExpType.UPSTREAM or self.subordinate is None:
             raise ValueError(f"{self.name}: downstream ports belong to a switch upstream port")
-        return self.topology._add_bridge(
-            self.subordinate, PciExpType.DOWNSTREAM, vendor, device, acs, label
+        topo = self.topology
+        return topo.pci_add_new_bus(
+            topo.add_functions(
+                self.subordinate, PciExpType.DOWNSTREAM, 1, vendor, device, acs, label
+            )
         )
 
     def __repr__(self) -> str:
@@ -351,7 +356,7 @@ class PciHostBridge(Device, _EndpointParent):
         self.label = label
         self.bus = PciBus(self, bus_number, None, None)
         if vendor is not None:
-            topology._add_functions(self.bus, None, 1, vendor, device, PciAcs.NONE, None)
+            topology.add_functions(self.bus, None, 1, vendor, device, PciAcs.NONE, None)
 
     @property
     def vendor(self) -> int | None:
@@ -395,8 +400,9 @@ class PciHostBridge(Device, _EndpointParent):
     ) -> PciDev:
         """Add a root port (with its own secondary bus) to this host bridge's root bus, at
         device number ``slot`` (None: the lowest free one)."""
-        return self.topology._add_bridge(
-            self.bus, PciExpType.ROOT_PORT, vendor, device, acs, label, slot
+        topo = self.topology
+        return topo.pci_add_new_bus(
+            topo.add_functions(self.bus, PciExpType.ROOT_PORT, 1, vendor, device, acs, label, slot)
         )
 
     def _endpoint_bus(self) -> tuple[PciBus, PciExpType]:

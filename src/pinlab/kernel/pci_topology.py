@@ -54,7 +54,7 @@ class _PlatformFact(Generic[T]):
 
     def __set__(self, topo: PciTopology, value: T) -> None:
         setattr(topo, self._slot, value)
-        topo._changed()
+        topo.bump_generation()
 
 
 class PciTopology:
@@ -131,7 +131,7 @@ class PciTopology:
     @whitelist.setter
     def whitelist(self, value: Sequence[P2pdmaWhitelistEntry]) -> None:
         self._whitelist = tuple(value)
-        self._changed()
+        self.bump_generation()
 
     p2pdma_enabled: _PlatformFact[bool] = _PlatformFact("""``IS_ENABLED(CONFIG_PCI_P2PDMA)``.""")
     whitelist_root_port: _PlatformFact[bool] = _PlatformFact(
@@ -146,7 +146,8 @@ class PciTopology:
         """Bumped on every change that can alter a P2PDMA answer."""
         return self._generation
 
-    def _changed(self) -> None:
+    def bump_generation(self) -> None:
+        """A fact or a function's ``acs`` changed: every cached P2PDMA answer is stale."""
         self._generation += 1
 
     # -- building -----------------------------------------------------------------------------
@@ -183,7 +184,7 @@ class PciTopology:
         self.by_name[pdev.name] = pdev
         return pdev
 
-    def _add_functions(
+    def add_functions(
         self,
         bus: PciBus,
         pcie_type: PciExpType | None,
@@ -194,9 +195,12 @@ class PciTopology:
         label: str | None,
         slot: int | None = None,
     ) -> PciDev:
+        """Put a device of ``functions`` functions (``pcie_type``, the IDs, ``acs``) on
+        ``bus`` at device number ``slot`` (None: the lowest free one); returns function 0.
+        The tree's own ``add_*`` methods call it, each with the type its place takes."""
         if not 1 <= functions <= _MAX_FUNCTIONS:
             raise ValueError(f"a PCI device has 1 to {_MAX_FUNCTIONS} functions, not {functions}")
-        slot = bus._alloc_slot(slot)
+        slot = bus.alloc_slot(slot)
         first: PciDev | None = None
         for fn in range(functions):
             fn_label = label if label is None or functions == 1 else f"{label}.{fn}"
@@ -216,17 +220,10 @@ class PciTopology:
         assert first is not None
         return first
 
-    def _add_bridge(
-        self,
-        bus: PciBus,
-        pcie_type: PciExpType,
-        vendor: int,
-        device: int,
-        acs: PciAcs,
-        label: str | None,
-        slot: int | None = None,
-    ) -> PciDev:
-        bridge = self._add_functions(bus, pcie_type, 1, vendor, device, acs, label, slot)
+    def pci_add_new_bus(self, bridge: PciDev) -> PciDev:
+        """``pci_add_new_bus()``: give ``bridge`` (a root, upstream or downstream port) its
+        secondary bus, numbered next in its domain; returns the bridge."""
+        bus = bridge.bus
         bridge.subordinate = PciBus(bus.host_bridge, self._alloc_bus(bus.domain), bus, bridge)
         return bridge
 
