@@ -14,10 +14,10 @@ from pinlab.inspect.platform import (
     DEFAULT_DRAM_BANDWIDTH,
     plan_platform,
     platform_text,
-    suggest_kernel,
     write_platform,
 )
 from pinlab.inspect.proc import MemInfo, SystemInfo
+from pinlab.inspect.release import suggest_kernel
 from pinlab.inspect.source import OK
 from pinlab.inspect.summary import check_platform, plan_host
 from pinlab.kernel.pci_ids import P2pdmaWhitelistRelease, pci_p2pdma_whitelist

@@ -80,13 +80,13 @@ from pinlab.inspect.cgroup import DmemInfo
 from pinlab.inspect.cpu import CpuInfo
 from pinlab.inspect.pci import PciFunction, PciInfo
 from pinlab.inspect.proc import MemInfo, SystemInfo
-from pinlab.inspect.source import OK
-from pinlab.kernel.pci_ids import (
-    p2pdma_whitelist_release,
-    pci_p2pdma_whitelist,
-    pci_p2pdma_whitelist_lookup,
+from pinlab.inspect.release import (
+    absent_drivers,
+    host_root_port_lookup,
+    host_whitelist,
+    suggest_kernel,
 )
-from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
+from pinlab.inspect.source import OK
 from pinlab.platform.presets import dump_platform
 from pinlab.platform.spec import (
     CpuSpec,
@@ -97,7 +97,6 @@ from pinlab.platform.spec import (
     NicSpec,
     PlatformSpec,
     SwitchSpec,
-    WhitelistEntrySpec,
     nic_driver,
 )
 from pinlab.units import GiB, exact_rate, fmt_size, parse_line_rate, parse_rate
@@ -111,7 +110,6 @@ __all__ = [
     "PlatformPlan",
     "plan_platform",
     "platform_text",
-    "suggest_kernel",
     "write_platform",
 ]
 
@@ -190,78 +188,6 @@ class PlatformPlan:
     aliases: dict[str, str] = field(default_factory=dict)
     """The host's names of each device and NIC → its pinlab name: the PCI address, the DRM
     cards (``card1``), the RDMA and network devices (``mlx5_0``, ``enp5s0f0np0``)."""
-
-
-def _host_root_port_lookup(
-    system: SystemInfo | None,
-    kernel: str | None,
-    host_bridges: Sequence[HostBridgeSpec],
-    notes: list[str],
-) -> bool | None:
-    """The running release's host-bridge lookup rule for the file (K-132), when it differs
-    from the suggested profile's and one of the host's bridges is known by a first Root Port:
-    a 6.8 host finds it (v5.19 on), its profile 5.16 would not."""
-    version = system.stable_version if system is not None else None
-    if system is None or version is None or kernel is None:
-        return None
-    host_rule = version >= (5, 19, 0)
-    if host_rule is KERNEL_PRESETS[kernel].p2pdma_whitelist_root_port:
-        return None
-    by_port = [hb.name for hb in host_bridges if hb.root_port_slot is not None]
-    if not by_port:
-        return None
-    finds = "finds" if host_rule else "does not find"
-    notes.append(
-        f"Linux {system.release} {finds} {', '.join(by_port)} by a first Root Port (v5.19 "
-        f"on), unlike profile {kernel}: the file carries the host's rule "
-        "(p2pdma_root_port_lookup)"
-    )
-    return host_rule
-
-
-def _host_whitelist(
-    system: SystemInfo | None,
-    kernel: str | None,
-    host_bridges: Sequence[HostBridgeSpec],
-    notes: list[str],
-) -> tuple[WhitelistEntrySpec, ...] | None:
-    """The running release's P2PDMA whitelist for the file, when it judges one of the host's
-    bridges otherwise than the suggested profile's table (K-133 … K-135): a host on 6.8 is
-    modelled by profile 5.16, whose table lacks the root of Xeons since Ice Lake (0x09a2)
-    that 6.8 lists."""
-    version = system.stable_version if system is not None else None
-    if system is None or version is None or kernel is None:
-        return None
-    profile = KERNEL_PRESETS[kernel]
-    host_release = p2pdma_whitelist_release(version)
-    if host_release is profile.p2pdma_whitelist:
-        return None
-    host_table = pci_p2pdma_whitelist(host_release)
-    profile_table = pci_p2pdma_whitelist(profile.p2pdma_whitelist)
-    any_host, any_profile = host_release.any_device, profile.p2pdma_whitelist.any_device
-    differ = [
-        hb.name
-        for hb in host_bridges
-        if pci_p2pdma_whitelist_lookup(host_table, hb.vendor, hb.device, any_device=any_host)
-        != pci_p2pdma_whitelist_lookup(profile_table, hb.vendor, hb.device, any_device=any_profile)
-    ]
-    if not differ:
-        return None
-    notes.append(
-        f"Linux {system.release} compiles the P2PDMA whitelist of {host_release.value} and "
-        f"later, profile {kernel} that of {profile.p2pdma_whitelist.value}, and they judge "
-        f"{', '.join(differ)} differently: the file carries the host's (p2pdma_whitelist)"
-    )
-    return tuple(WhitelistEntrySpec.of(e) for e in host_table)
-
-
-def suggest_kernel(system: SystemInfo | None) -> str | None:
-    """The newest released pinlab kernel profile whose version is not above the running
-    release (``next`` is queued work, not a kernel anyone runs)."""
-    if system is None or system.version is None:
-        return None
-    fitting = [p for p in KERNEL_PRESETS.values() if p.released and p.version <= system.version]
-    return max(fitting, key=lambda p: p.version).name if fitting else None
 
 
 def _segment(cpu: CpuInfo) -> Literal["server", "client"]:
@@ -344,27 +270,6 @@ def _rdma(fn: PciFunction) -> tuple[str | None, str]:
     return None, ""
 
 
-def _absent_drivers(devices: Sequence[DeviceSpec], kernel: str) -> list[str]:
-    """A note for each exporter of ``devices`` that does not exist in kernel profile
-    ``kernel`` (``ExporterDriver.exists_in``: xe before 6.12), naming the oldest released
-    profile that has it."""
-    notes = []
-    profile = KERNEL_PRESETS[kernel]
-    for drv in dict.fromkeys(d.driver for d in devices):
-        model = EXPORTERS[drv]
-        if model.exists_in(profile):
-            continue
-        having = [p for p in KERNEL_PRESETS.values() if p.released and model.exists_in(p)]
-        if having:
-            oldest = min(having, key=lambda p: p.version).name
-            notes.append(
-                f"{drv} needs a kernel profile with {drv} ({oldest} or later), not {kernel}"
-            )
-        else:
-            notes.append(f"{drv} exists in no released kernel profile pinlab models")
-    return notes
-
-
 def _device_memory(
     fn: PciFunction, dmem_vram: dict[str, int], notes: list[str]
 ) -> tuple[int, int | None, str]:
@@ -404,271 +309,311 @@ def plan_platform(
     name: str | None = None,
 ) -> PlatformPlan:
     """The platform the host's PCI tree, CPU and memory describe (module docstring)."""
-    notes: list[str] = []
-    mapped: list[MappedItem] = []
-    skipped: list[str] = []
-    fns = {f.address: f for f in pci.functions} if pci.status == OK else {}
+    planner = _Planner(pci, cpu, memory)
+    planner.host_bridges()
+    planner.switches()
+    dmem_vram = dmem.vram_by_pci_address() if dmem is not None and dmem.status == OK else {}
+    planner.endpoints(dmem_vram)
+    return planner.plan(system, name)
 
-    # CPU and DRAM
-    if cpu.status == OK:
-        sockets = min(max(cpu.sockets, 1), 8)
-        if sockets != cpu.sockets:
-            notes.append(f"{cpu.sockets} sockets modelled as {sockets} (pinlab's maximum)")
-        cpu_spec = CpuSpec(
-            vendor=_CPU_VENDORS.get(cpu.vendor, "other"),
-            family=cpu.family,
-            model=cpu.model,
-            sockets=sockets,
-            segment=_segment(cpu),
-        )
-    else:
-        sockets = 1
-        cpu_spec = CpuSpec(vendor="other", family=0, model="unknown", sockets=1)
-        notes.append(
-            "CPU unknown (/proc/cpuinfo not read): vendor 'other', so cpu_supports_p2pdma() "
-            "is false in the model"
-        )
-    if memory.status == OK and memory.total:
-        host_total = memory.total
-    else:
-        host_total = DEFAULT_HOST_MEMORY
-        notes.append(
-            f"host memory unknown (/proc/meminfo not read): {fmt_size(host_total)} assumed"
-        )
-    notes.append(
-        f"dram.bandwidth {exact_rate(DEFAULT_DRAM_BANDWIDTH)} per socket is an assumption "
-        "(sysfs does not show DRAM bandwidth): edit it for this host"
-    )
-    dram = DramSpec(size=host_total // sockets, bandwidth=DEFAULT_DRAM_BANDWIDTH)
 
-    def socket_of(node: int) -> int:
-        return min(cpu.node_socket.get(node, 0), sockets - 1) if node >= 0 else 0
+class _Planner:
+    """One :func:`plan_platform`: its steps run in order (CPU and DRAM on creation, host
+    bridges, switches, endpoints, the plan), each adding its specs, what it mapped, what it
+    left out and the assumptions it made; later steps place functions below what the earlier
+    ones named (``bridge_of``, ``switch_of``)."""
 
-    # host bridges
-    root_buses = sorted({f.root_bus for f in fns.values()}, key=_bus_key)
-    bridge_of: dict[str, str] = {}
-    host_bridges: list[HostBridgeSpec] = []
-    for i, bus in enumerate(root_buses):
-        hb_name = f"rc{i}"
-        bridge_of[bus] = hb_name
-        on_bus = [f for f in fns.values() if f.root_bus == bus]
-        first = fns.get(f"{bus}:00.0")
-        port = None if first else _first_root_port(bus, on_bus)
-        node = next((f.numa_node for f in [first, port, *on_bus] if f and f.numa_node >= 0), -1)
-        ids = first or port
-        host_bridges.append(
-            HostBridgeSpec(
-                name=hb_name,
-                socket=socket_of(node),
-                vendor=ids.vendor if ids else 0,
-                device=ids.device if ids else 0,
-                root_port_slot=int(port.address[-4:-2], 16) if port else None,
-            )
-        )
-        if first:
-            what = f"host bridge function {first.address} ({first.vendor:04x}:{first.device:04x})"
-        elif port:
-            what = (
-                f"no 00.0 function; first function: root port {port.address} "
-                f"({port.vendor:04x}:{port.device:04x}), whose IDs the P2PDMA whitelist matches "
-                "from Linux 5.19 (before, it finds no function: not whitelisted)"
+    def __init__(self, pci: PciInfo, cpu: CpuInfo, memory: MemInfo) -> None:
+        self.cpu = cpu
+        self.fns = {f.address: f for f in pci.functions} if pci.status == OK else {}
+        self.notes: list[str] = []
+        self.mapped: list[MappedItem] = []
+        self.skipped: list[str] = []
+        self.bridge_of: dict[str, str] = {}  # root bus -> host bridge name
+        self.switch_of: dict[str, str] = {}  # upstream port address -> switch name
+        self.bridges: list[HostBridgeSpec] = []
+        self.switch_specs: list[SwitchSpec] = []
+        self.devices: list[DeviceSpec] = []
+        self.nics: list[NicSpec] = []
+        self.displays: list[DisplaySpec] = []
+        self.used: set[str] = set()
+        self.counters = {"gpu": 0, "accel": 0}
+        self._cpu_and_dram(memory)
+
+    def _cpu_and_dram(self, memory: MemInfo) -> None:
+        cpu, notes = self.cpu, self.notes
+        if cpu.status == OK:
+            self.sockets = min(max(cpu.sockets, 1), 8)
+            if self.sockets != cpu.sockets:
+                notes.append(f"{cpu.sockets} sockets modelled as {self.sockets} (pinlab's maximum)")
+            self.cpu_spec = CpuSpec(
+                vendor=_CPU_VENDORS.get(cpu.vendor, "other"),
+                family=cpu.family,
+                model=cpu.model,
+                sockets=self.sockets,
+                segment=_segment(cpu),
             )
         else:
-            what = "no 00.0 function or first root port on the root bus: IDs 0000:0000 "
-            what += "(not whitelisted)"
-        mapped.append(MappedItem(hb_name, "host bridge", f"pci{bus}", what))
-    if not host_bridges:
-        host_bridges.append(HostBridgeSpec(name="rc0", socket=0, vendor=0, device=0))
-        mapped.append(MappedItem("rc0", "host bridge", "-", "assumed: no PCI tree was read"))
+            self.sockets = 1
+            self.cpu_spec = CpuSpec(vendor="other", family=0, model="unknown", sockets=1)
+            notes.append(
+                "CPU unknown (/proc/cpuinfo not read): vendor 'other', so cpu_supports_p2pdma() "
+                "is false in the model"
+            )
+        if memory.status == OK and memory.total:
+            self.host_total = memory.total
+        else:
+            self.host_total = DEFAULT_HOST_MEMORY
+            notes.append(
+                f"host memory unknown (/proc/meminfo not read): {fmt_size(self.host_total)} assumed"
+            )
         notes.append(
-            "no PCI tree was read: a platform needs a host bridge, so the file has one 'rc0' "
-            "with unknown IDs 0000:0000 (P2PDMA's whitelist will not match it)"
+            f"dram.bandwidth {exact_rate(DEFAULT_DRAM_BANDWIDTH)} per socket is an assumption "
+            "(sysfs does not show DRAM bandwidth): edit it for this host"
         )
+        self.dram = DramSpec(size=self.host_total // self.sockets, bandwidth=DEFAULT_DRAM_BANDWIDTH)
 
-    # switches (PCIe switch upstream ports)
-    switch_of: dict[str, str] = {}
-    ups = [f for f in fns.values() if f.is_bridge and f.port_type == "upstream"]
-    for i, fn in enumerate(ups):
-        switch_of[fn.address] = f"sw{i}"
+    def _socket_of(self, node: int) -> int:
+        return min(self.cpu.node_socket.get(node, 0), self.sockets - 1) if node >= 0 else 0
 
-    def pinlab_parent(fn: PciFunction) -> str:
+    def host_bridges(self) -> None:
+        """One host bridge per root bus, known by its 00.0 function or a first Root Port."""
+        fns = self.fns
+        for i, bus in enumerate(sorted({f.root_bus for f in fns.values()}, key=_bus_key)):
+            hb_name = f"rc{i}"
+            self.bridge_of[bus] = hb_name
+            on_bus = [f for f in fns.values() if f.root_bus == bus]
+            first = fns.get(f"{bus}:00.0")
+            port = None if first else _first_root_port(bus, on_bus)
+            node = next((f.numa_node for f in [first, port, *on_bus] if f and f.numa_node >= 0), -1)
+            ids = first or port
+            self.bridges.append(
+                HostBridgeSpec(
+                    name=hb_name,
+                    socket=self._socket_of(node),
+                    vendor=ids.vendor if ids else 0,
+                    device=ids.device if ids else 0,
+                    root_port_slot=int(port.address[-4:-2], 16) if port else None,
+                )
+            )
+            if first:
+                what = (
+                    f"host bridge function {first.address} ({first.vendor:04x}:{first.device:04x})"
+                )
+            elif port:
+                what = (
+                    f"no 00.0 function; first function: root port {port.address} "
+                    f"({port.vendor:04x}:{port.device:04x}), whose IDs the P2PDMA whitelist "
+                    "matches from Linux 5.19 (before, it finds no function: not whitelisted)"
+                )
+            else:
+                what = "no 00.0 function or first root port on the root bus: IDs 0000:0000 "
+                what += "(not whitelisted)"
+            self.mapped.append(MappedItem(hb_name, "host bridge", f"pci{bus}", what))
+        if not self.bridges:
+            self.bridges.append(HostBridgeSpec(name="rc0", socket=0, vendor=0, device=0))
+            self.mapped.append(
+                MappedItem("rc0", "host bridge", "-", "assumed: no PCI tree was read")
+            )
+            self.notes.append(
+                "no PCI tree was read: a platform needs a host bridge, so the file has one 'rc0' "
+                "with unknown IDs 0000:0000 (P2PDMA's whitelist will not match it)"
+            )
+        self.used.update(self.bridge_of.values())
+
+    def _parent(self, fn: PciFunction) -> str:
+        """The pinlab name of what ``fn`` hangs below: the nearest switch, else its bridge."""
         addr = fn.parent
-        while addr is not None and addr in fns:
-            if addr in switch_of:
-                return switch_of[addr]
-            addr = fns[addr].parent
-        return bridge_of[fn.root_bus]
+        while addr is not None and addr in self.fns:
+            if addr in self.switch_of:
+                return self.switch_of[addr]
+            addr = self.fns[addr].parent
+        return self.bridge_of[fn.root_bus]
 
-    def placement(fn: PciFunction, *, link: bool = True) -> dict[str, Any]:
+    def _placement(self, fn: PciFunction, *, link: bool = True) -> dict[str, Any]:
         """What a switch, device or NIC spec says of the PCI function ``fn``: its place in
         the platform (``parent``), its PCI IDs and, with ``link``, its link (:func:`_link`)."""
-        parent_fn = fns.get(fn.parent) if fn.parent else None
+        parent_fn = self.fns.get(fn.parent) if fn.parent else None
         return {
-            "parent": pinlab_parent(fn),
+            "parent": self._parent(fn),
             "vendor": fn.vendor,
             "device": fn.device,
-            **(_link(fn, parent_fn, notes) if link else {}),
+            **(_link(fn, parent_fn, self.notes) if link else {}),
         }
 
-    switches: list[SwitchSpec] = []
-    for fn in ups:
-        downstream = [f for f in fns.values() if f.parent == fn.address and f.is_bridge]
-        acs = [f.acs_redirect for f in downstream]
-        redirect = any(a for a in acs if a)
-        if downstream and any(a is None for a in acs):
-            notes.append(
-                f"{fn.address}: ACS of the switch's downstream ports not readable "
-                "(config space needs root): acs_redirect = false assumed"
+    def switches(self) -> None:
+        """A switch per PCIe switch upstream port, ACS redirect read off its downstream ports."""
+        fns = self.fns
+        ups = [f for f in fns.values() if f.is_bridge and f.port_type == "upstream"]
+        for i, fn in enumerate(ups):
+            self.switch_of[fn.address] = f"sw{i}"
+        for fn in ups:
+            downstream = [f for f in fns.values() if f.parent == fn.address and f.is_bridge]
+            acs = [f.acs_redirect for f in downstream]
+            redirect = any(a for a in acs if a)
+            if downstream and any(a is None for a in acs):
+                self.notes.append(
+                    f"{fn.address}: ACS of the switch's downstream ports not readable "
+                    "(config space needs root): acs_redirect = false assumed"
+                )
+            sw_name = self.switch_of[fn.address]
+            self.switch_specs.append(
+                SwitchSpec(name=sw_name, acs_redirect=redirect, **self._placement(fn))
             )
-        switches.append(
-            SwitchSpec(name=switch_of[fn.address], acs_redirect=redirect, **placement(fn))
+            self.mapped.append(
+                MappedItem(
+                    sw_name,
+                    "switch",
+                    fn.address,
+                    f"upstream port {fn.vendor:04x}:{fn.device:04x}, {len(downstream)} "
+                    f"downstream ports{', ACS redirect' if redirect else ''} "
+                    f"(port type from {fn.port_type_source})",
+                )
+            )
+        self.used.update(self.switch_of.values())
+
+    def endpoints(self, dmem_vram: dict[str, int]) -> None:
+        """Devices (with their displays) and NICs; other functions are listed as skipped."""
+        for fn in self.fns.values():
+            if fn.is_bridge:
+                continue
+            drv, why = _exporter(fn)
+            nic, nic_why = _rdma(fn) if drv is None else (None, "")
+            if (drv or nic) and fn.virtfn:
+                self.skipped.append(
+                    f"{fn.address} {fn.kind}: an SR-IOV virtual function (its PF is mapped)"
+                )
+            elif drv is not None:
+                self._device(fn, drv, why, dmem_vram)
+            elif nic is not None:
+                self._nic(fn, nic, nic_why)
+            elif why or nic_why:
+                self.skipped.append(
+                    f"{fn.address} {fn.kind} {fn.vendor:04x}:{fn.device:04x}: {why or nic_why}"
+                )
+
+    def _device(self, fn: PciFunction, drv: str, why: str, dmem_vram: dict[str, int]) -> None:
+        prefix = "accel" if fn.is_accelerator else "gpu"
+        dev_name = f"{prefix}{self.counters[prefix]}"
+        self.counters[prefix] += 1
+        self.used.add(dev_name)
+        mem, bar, source = _device_memory(fn, dmem_vram, self.notes)
+        rciep = fn.parent is None
+        model = EXPORTERS[drv]
+        host_domains = model.host_memory_domains()
+        self.devices.append(
+            DeviceSpec(
+                name=dev_name,
+                driver=drv,
+                memory=mem,
+                bar=bar,
+                gtt=self.host_total // 2 if "gtt" in host_domains else None,
+                system=self.host_total if "system" in host_domains else None,
+                rciep=rciep,
+                **self._placement(fn, link=not rciep),
+            )
         )
-        mapped.append(
+        self.mapped.append(
             MappedItem(
-                switch_of[fn.address],
-                "switch",
+                dev_name,
+                f"device ({drv})",
                 fn.address,
-                f"upstream port {fn.vendor:04x}:{fn.device:04x}, {len(downstream)} downstream "
-                f"ports{', ACS redirect' if redirect else ''} "
-                f"(port type from {fn.port_type_source})",
+                f"{fn.kind} {fn.vendor:04x}:{fn.device:04x}, {why}; "
+                f"memory {fmt_size(mem)} from {source}",
+            )
+        )
+        if model.has_display and fn.drm_connectors:
+            disp = f"display{len(self.displays)}"
+            self.used.add(disp)
+            self.displays.append(DisplaySpec(name=disp, device=dev_name))
+            self.mapped.append(
+                MappedItem(
+                    disp,
+                    "display",
+                    fn.address,
+                    f"display engine of {dev_name} ({len(fn.drm_connectors)} connectors)",
+                )
+            )
+
+    def _nic(self, fn: PciFunction, nic: str, why: str) -> None:
+        n = len(self.nics)
+        base = fn.ib_devices[0] if len(fn.ib_devices) == 1 else f"{nic}_{n}"
+        nic_name = _safe_name(base, f"{nic}_{n}")
+        if nic_name in self.used:
+            nic_name = f"{nic}_{n}_{fn.address.replace(':', '_')}"
+        self.used.add(nic_name)
+        rate = None
+        if fn.ib_rate_gbps:
+            rate = parse_line_rate(f"{fn.ib_rate_gbps:g}Gbps")
+        elif fn.net_speed_mbps:
+            rate = parse_line_rate(f"{fn.net_speed_mbps}Mbps")
+        self.nics.append(
+            NicSpec(
+                name=nic_name,
+                driver=nic,
+                line_rate=rate,
+                odp=nic_driver(nic).supports_odp,
+                **self._placement(fn),
+            )
+        )
+        rate_text = "line rate unknown (default)" if rate is None else "line rate from sysfs"
+        self.mapped.append(
+            MappedItem(
+                nic_name,
+                f"NIC ({nic})",
+                fn.address,
+                f"{fn.kind} {fn.vendor:04x}:{fn.device:04x}, {why}; {rate_text}",
             )
         )
 
-    # devices, NICs, displays
-    dmem_vram = dmem.vram_by_pci_address() if dmem is not None and dmem.status == OK else {}
-    devices: list[DeviceSpec] = []
-    nics: list[NicSpec] = []
-    displays: list[DisplaySpec] = []
-    used: set[str] = {*bridge_of.values(), *switch_of.values()}
-    counters = {"gpu": 0, "accel": 0}
-    for fn in fns.values():
-        if fn.is_bridge:
-            continue
-        drv, why = _exporter(fn)
-        nic, nic_why = _rdma(fn) if drv is None else (None, "")
-        if (drv or nic) and fn.virtfn:
-            skipped.append(f"{fn.address} {fn.kind}: an SR-IOV virtual function (its PF is mapped)")
-            continue
-        if drv is not None:
-            prefix = "accel" if fn.is_accelerator else "gpu"
-            dev_name = f"{prefix}{counters[prefix]}"
-            counters[prefix] += 1
-            used.add(dev_name)
-            mem, bar, source = _device_memory(fn, dmem_vram, notes)
-            rciep = fn.parent is None
-            model = EXPORTERS[drv]
-            host_domains = model.host_memory_domains()
-            devices.append(
-                DeviceSpec(
-                    name=dev_name,
-                    driver=drv,
-                    memory=mem,
-                    bar=bar,
-                    gtt=host_total // 2 if "gtt" in host_domains else None,
-                    system=host_total if "system" in host_domains else None,
-                    rciep=rciep,
-                    **placement(fn, link=not rciep),
-                )
+    def plan(self, system: SystemInfo | None, name: str | None) -> PlatformPlan:
+        """The spec of what the steps found, the release's facts it must carry, the aliases."""
+        notes = self.notes
+        if not self.devices and not self.nics:
+            notes.append(
+                "no GPU, accelerator or RDMA NIC that pinlab models: the platform has host "
+                "bridges, CPU and DRAM only (zero devices is a valid platform; scenarios that "
+                "need a device must name a preset instead)"
             )
-            mapped.append(
-                MappedItem(
-                    dev_name,
-                    f"device ({drv})",
-                    fn.address,
-                    f"{fn.kind} {fn.vendor:04x}:{fn.device:04x}, {why}; "
-                    f"memory {fmt_size(mem)} from {source}",
-                )
+        kernel = suggest_kernel(system)
+        if system is not None and system.status == OK and kernel is None:
+            notes.append(
+                f"kernel {system.release} is older than every pinlab profile: none suggested"
             )
-            if model.has_display and fn.drm_connectors:
-                disp = f"display{len(displays)}"
-                used.add(disp)
-                displays.append(DisplaySpec(name=disp, device=dev_name))
-                mapped.append(
-                    MappedItem(
-                        disp,
-                        "display",
-                        fn.address,
-                        f"display engine of {dev_name} ({len(fn.drm_connectors)} connectors)",
-                    )
-                )
-            continue
-        if nic is not None:
-            base = fn.ib_devices[0] if len(fn.ib_devices) == 1 else f"{nic}_{len(nics)}"
-            nic_name = _safe_name(base, f"{nic}_{len(nics)}")
-            if nic_name in used:
-                nic_name = f"{nic}_{len(nics)}_{fn.address.replace(':', '_')}"
-            used.add(nic_name)
-            rate = None
-            if fn.ib_rate_gbps:
-                rate = parse_line_rate(f"{fn.ib_rate_gbps:g}Gbps")
-            elif fn.net_speed_mbps:
-                rate = parse_line_rate(f"{fn.net_speed_mbps}Mbps")
-            nics.append(
-                NicSpec(
-                    name=nic_name,
-                    driver=nic,
-                    line_rate=rate,
-                    odp=nic_driver(nic).supports_odp,
-                    **placement(fn),
-                )
-            )
-            rate_text = "line rate unknown (default)" if rate is None else "line rate from sysfs"
-            mapped.append(
-                MappedItem(
-                    nic_name,
-                    f"NIC ({nic})",
-                    fn.address,
-                    f"{fn.kind} {fn.vendor:04x}:{fn.device:04x}, {nic_why}; {rate_text}",
-                )
-            )
-            continue
-        reason = why or nic_why
-        if reason:
-            skipped.append(f"{fn.address} {fn.kind} {fn.vendor:04x}:{fn.device:04x}: {reason}")
-
-    if not devices and not nics:
-        notes.append(
-            "no GPU, accelerator or RDMA NIC that pinlab models: the platform has host bridges, "
-            "CPU and DRAM only (zero devices is a valid platform; scenarios that need a device "
-            "must name a preset instead)"
+        if kernel is not None:
+            notes.extend(absent_drivers(self.devices, kernel))
+        whitelist = host_whitelist(system, kernel, self.bridges, notes)
+        root_port_lookup = host_root_port_lookup(system, kernel, self.bridges, notes)
+        host = system.hostname if system is not None and system.hostname else ""
+        spec_name = name or _safe_name(f"host-{host}" if host else "host", "host")
+        release = system.release if system is not None and system.release else "unknown"
+        description = (
+            f"read from host {host or '?'} (Linux {release}) by pinlab inspect: "
+            f"host bridges {len(self.bridges)}, switches {len(self.switch_specs)}, "
+            f"devices {len(self.devices)}, RDMA NICs {len(self.nics)}; dram.bandwidth assumed"
         )
-    kernel = suggest_kernel(system)
-    if system is not None and system.status == OK and kernel is None:
-        notes.append(f"kernel {system.release} is older than every pinlab profile: none suggested")
-    if kernel is not None:
-        notes.extend(_absent_drivers(devices, kernel))
-    whitelist = _host_whitelist(system, kernel, host_bridges, notes)
-    root_port_lookup = _host_root_port_lookup(system, kernel, host_bridges, notes)
-    host = system.hostname if system is not None and system.hostname else ""
-    spec_name = name or _safe_name(f"host-{host}" if host else "host", "host")
-    release = system.release if system is not None and system.release else "unknown"
-    description = (
-        f"read from host {host or '?'} (Linux {release}) by pinlab inspect: "
-        f"host bridges {len(host_bridges)}, switches {len(switches)}, devices {len(devices)}, "
-        f"RDMA NICs {len(nics)}; dram.bandwidth assumed"
-    )
-    aliases: dict[str, str] = {}
-    for item in mapped:
-        found = fns.get(item.address)
-        if found is not None and item.kind.startswith(("device", "NIC")):
-            names = (found.address, *found.drm_cards, *found.ib_devices, *found.net_devices)
-            for alias in names:
-                aliases.setdefault(alias, item.name)
-    spec = PlatformSpec(
-        name=spec_name,
-        description=description,
-        kernel=kernel,
-        cpu=cpu_spec,
-        dram=dram,
-        host_bridges=tuple(host_bridges),
-        switches=tuple(switches),
-        devices=tuple(devices),
-        nics=tuple(nics),
-        displays=tuple(displays),
-        p2pdma_whitelist=whitelist,
-        p2pdma_root_port_lookup=root_port_lookup,
-    )
-    return PlatformPlan(spec, tuple(mapped), tuple(skipped), tuple(notes), aliases)
+        aliases: dict[str, str] = {}
+        for item in self.mapped:
+            found = self.fns.get(item.address)
+            if found is not None and item.kind.startswith(("device", "NIC")):
+                names = (found.address, *found.drm_cards, *found.ib_devices, *found.net_devices)
+                for alias in names:
+                    aliases.setdefault(alias, item.name)
+        spec = PlatformSpec(
+            name=spec_name,
+            description=description,
+            kernel=kernel,
+            cpu=self.cpu_spec,
+            dram=self.dram,
+            host_bridges=tuple(self.bridges),
+            switches=tuple(self.switch_specs),
+            devices=tuple(self.devices),
+            nics=tuple(self.nics),
+            displays=tuple(self.displays),
+            p2pdma_whitelist=whitelist,
+            p2pdma_root_port_lookup=root_port_lookup,
+        )
+        return PlatformPlan(spec, tuple(self.mapped), tuple(self.skipped), tuple(notes), aliases)
 
 
 def _bus_key(bus: str) -> tuple[int, ...]:
