@@ -75,6 +75,21 @@ def replications_fail(spec: dict[str, Any]) -> dict[str, Any]:
     return _verdict(run_point(spec))
 
 
+def replications_outlive_the_sweep(spec: dict[str, Any]) -> dict[str, Any]:
+    """A replication blocks until the test releases it (a minute at most); the first seed
+    returns once point 1 has begun."""
+    if spec["index"] == 0:
+        _wait_for("started-1")
+        return _verdict(run_point(spec))
+    _mark(f"started-{spec['index']}")
+    deadline = time.monotonic() + 60.0
+    while not (Path(os.environ[MARKS]) / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    result = run_point(spec)
+    _mark(f"done-{spec['index']}")
+    return result
+
+
 def deterministic_rows(spec: dict[str, Any]) -> dict[str, Any]:
     result = run_point(spec)
     result["row"]["deterministic"] = True
@@ -117,6 +132,20 @@ def test_a_deterministic_verdict_drops_what_was_speculated(
     assert (serial.ran, serial.unreplicated) == (1, 2)
     for name in ("results.csv", "notes.json"):
         assert (tmp_path / "two" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+
+
+def test_a_deterministic_verdict_does_not_wait_for_a_replication_under_way(
+    sweep: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep ends with its first seed's deterministic verdict: it does not wait for the
+    replication a worker is still running (its result would be dropped)."""
+    monkeypatch.setenv(DETERMINISTIC, "1")
+    outcome = run_sweep(sweep, tmp_path / "two", jobs=2, run=replications_outlive_the_sweep)
+    marks = Path(os.environ[MARKS])
+    assert (marks / "started-1").exists() and not (marks / "done-1").exists()
+    (marks / "release").touch()
+    assert outcome.ran == 1 and outcome.unreplicated == 2 and outcome.complete
+    assert _recorded(tmp_path / "two") == 1
 
 
 def test_a_speculated_failure_counts_only_for_a_stochastic_group(

@@ -149,8 +149,9 @@ class LocalPool:
     a process that would otherwise wait -- above all while the sweep's first point runs
     alone. A group's verdict is set when its first seed's result comes back: deterministic,
     and its replications not yet begun are skipped (the workers read the verdicts from
-    shared memory) and those already run are dropped; stochastic, and they are recorded as
-    if the next batch had run them. Until then a replication's result (or failure) is held."""
+    shared memory), those already run are dropped and those under way are not waited for;
+    stochastic, and they are recorded as if the next batch had run them. Until then a
+    replication's result (or failure) is held."""
 
     def __init__(self, run: RunPoint, jobs: int, work: int, first_of: dict[str, Point]) -> None:
         self.run = run
@@ -168,6 +169,9 @@ class LocalPool:
         self.gate: dict[str, int] = {}  # a speculative replication's id -> its group
         self.held: dict[int, list[tuple[Point, Settled]]] = {}
         self.starters: list[tuple[Point, int]] = []  # queued while the first point ran
+        self.chunks: dict[int, list[tuple[Point, int]]] = {}  # queued, not yet answered
+        self.next_key = 0  # a chunk's key: unique in the sweep, so a late answer is known
+        self.moot = False  # a deterministic verdict was set: some chunks may be moot
 
     def points(
         self, todo: list[Point], speculative: Sequence[Point] = ()
@@ -199,7 +203,8 @@ class LocalPool:
             self.work -= 1
             yield from self._settle(first, result)
         self.work -= len(plan)
-        queued, plan = self.starters, plan[len(self.starters) :]
+        queued = list(self.chunks)  # the starters
+        plan = plan[len(self.starters) :]
         self.starters = []
         plan = [(p, g) for p, g in plan if g == NO_GATE or self.verdicts[g] != DETERMINISTIC]
         if not queued and not plan:
@@ -215,8 +220,29 @@ class LocalPool:
     def _start_early(self, plan: list[tuple[Point, int]]) -> None:
         self.pool.start()
         self.starters = plan[: self.pool.size]
-        for key, (point, gate) in enumerate(self.starters):
-            self.pool.tasks.put((key, self.run, [(point.spec(), gate)]))
+        for item in self.starters:
+            self._put([item])
+
+    def _put(self, chunk: list[tuple[Point, int]]) -> int:
+        """Queue ``chunk`` under a new key; the key."""
+        key, self.next_key = self.next_key, self.next_key + 1
+        self.chunks[key] = chunk
+        self.pool.tasks.put((key, self.run, [(p.spec(), g) for p, g in chunk]))
+        return key
+
+    def _drop_moot(self, pending: set[int]) -> None:
+        """Stop waiting for the chunks whose every point is a replication of a deterministic
+        group: what they give would be dropped (a worker still running one finishes it and
+        its answer, which may come in a later batch, is passed over by its key)."""
+        if not self.moot:
+            return
+        self.moot = False
+        for key in [k for k in pending if all(self._is_moot(g) for _, g in self.chunks[k])]:
+            pending.discard(key)
+            del self.chunks[key]
+
+    def _is_moot(self, gate: int) -> bool:
+        return gate != NO_GATE and self.verdicts[gate] == DETERMINISTIC
 
     def _run_here(self, point: Point, gate: int) -> Settled:
         """Run ``point`` in this process; a speculative one's failure is a result to settle."""
@@ -236,6 +262,7 @@ class LocalPool:
         if group is not None and not isinstance(result, PointError):
             verdict = DETERMINISTIC if deterministic(result) else STOCHASTIC
             self.verdicts[group] = verdict
+            self.moot = self.moot or verdict == DETERMINISTIC
             if self.pool.gates is not None:
                 self.pool.gates[group] = verdict
             yield point, result
@@ -253,45 +280,48 @@ class LocalPool:
             yield point, result
 
     def _pooled(
-        self, queued: list[tuple[Point, int]], rest: list[tuple[Point, int]]
+        self, queued: list[int], rest: list[tuple[Point, int]]
     ) -> Iterator[tuple[Point, dict[str, Any]]]:
-        """This batch on the pool and this process. ``queued``: one-point chunks already on
-        the queue (keys from 0); ``rest`` is cut by :func:`chunk_sizes`. Behind the chunks go
-        end marks (the batch's number): the one this process meets tells it every chunk is
-        taken; a worker passes them over, and a mark of an earlier batch is stale."""
+        """This batch on the pool and this process. ``queued``: the keys of the chunks already
+        on the queue (the starters); ``rest`` is cut by :func:`chunk_sizes`. Behind the
+        chunks go end marks (the batch's number): the one this process meets tells it every
+        chunk is taken; a worker passes them over, and a mark of an earlier batch is stale.
+        A chunk made moot by a deterministic verdict is not waited for (:meth:`_drop_moot`)."""
         import queue
 
-        pool, run, batch = self.pool, self.run, self.batches
-        chunks: list[list[tuple[Point, int]]] = [[item] for item in queued]
+        pool, batch = self.pool, self.batches
+        pool.start()
+        pending = set(queued)
         taken = 0
         for n in chunk_sizes(len(rest), self.seconds or 0.0, self.jobs):
-            chunks.append(rest[taken : taken + n])
+            pending.add(self._put(rest[taken : taken + n]))
             taken += n
-        pool.start()
         tasks, results, workers = pool.tasks, pool.results, pool.workers
-        for key in range(len(queued), len(chunks)):
-            tasks.put((key, run, [(p.spec(), g) for p, g in chunks[key]]))
         for _ in range(self.jobs):
             tasks.put(batch)  # end marks behind every chunk, so that this process meets one
-        left = len(chunks)
         pulling = True  # this process takes chunks too, until it meets this batch's end mark
 
         def answered(key: int, outcome: Outcome) -> Iterator[tuple[Point, dict[str, Any]]]:
+            if key not in pending:
+                return  # a moot chunk's late answer
+            pending.discard(key)
+            chunk = self.chunks.pop(key)
             done, error = outcome
-            for (point, _), result in zip(chunks[key], done, strict=False):
+            for (point, _), result in zip(chunk, done, strict=False):
                 yield from self._settle(point, result)
             if error is not None:  # it ended the chunk at its first point not done
-                yield from self._settle(chunks[key][min(len(done), len(chunks[key]) - 1)][0], error)
+                yield from self._settle(chunk[min(len(done), len(chunk) - 1)][0], error)
 
-        while left:
+        self._drop_moot(pending)
+        while pending:
             try:  # what the workers finished so far
                 while True:
                     key, outcome = results.get_nowait()
-                    left -= 1
                     yield from answered(key, outcome)
+                    self._drop_moot(pending)
             except queue.Empty:
                 pass
-            if not left:
+            if not pending:
                 break
             if pulling:
                 try:
@@ -302,14 +332,17 @@ class LocalPool:
                     pulling = item != batch  # this batch's mark: every chunk is taken
                     continue
                 key = item[0]
-                for point, gate in chunks[key]:
-                    if gate != NO_GATE and self.verdicts[gate] == DETERMINISTIC:
+                if key not in pending:
+                    continue  # moot
+                pending.discard(key)
+                for point, gate in self.chunks.pop(key):
+                    if self._is_moot(gate):
                         break
                     settled = self._run_here(point, gate)
                     yield from self._settle(point, settled)
                     if isinstance(settled, PointError):
                         break  # a failure ends its chunk, as on a worker
-                left -= 1
+                self._drop_moot(pending)
                 continue
             try:
                 key, outcome = results.get(timeout=0.5)
@@ -318,11 +351,11 @@ class LocalPool:
                 if dead or not any(w.is_alive() for w in workers):
                     raise PointError(
                         f"a sweep worker exited (exit code {dead[0] if dead else 0}) with "
-                        f"{left} task(s) unfinished"
+                        f"{len(pending)} task(s) unfinished"
                     ) from None
                 continue
-            left -= 1
             yield from answered(key, outcome)
+            self._drop_moot(pending)
 
     def close(self) -> None:
         self.pool.stop()
