@@ -159,7 +159,7 @@ class ScenarioConfig(BaseModel):
 
     def catalog(self, variant: str | None = None) -> Catalog:
         """The metrics ``variant`` can report (:mod:`pinlab.scenarios.catalog`)."""
-        name = self._check_variant(variant)
+        name = self.check_variant(variant)
         if name not in self._catalogs:
             self._catalogs[name] = variant_catalog(self.resolve(name), self.platform_spec(name))
         return self._catalogs[name]
@@ -182,7 +182,9 @@ class ScenarioConfig(BaseModel):
         name = scenario.get("name") if isinstance(scenario, dict) else None
         return str(name) if name is not None else self.source
 
-    def _check_variant(self, variant: str | None) -> str:
+    def check_variant(self, variant: str | None) -> str:
+        """``variant``'s name (None: the first variant's); a one-line ``ConfigError`` naming
+        the scenario's variants for any other name."""
         name = variant if variant is not None else self.variants[0]
         if name not in self.variants:
             raise ConfigError(
@@ -203,7 +205,7 @@ class ScenarioConfig(BaseModel):
     ) -> tuple[dict[str, Any], list[list[str | int]]]:
         """:meth:`variant_document`, and the path each ``--set`` set, its list elements as
         indices (:func:`~pinlab.scenarios.schema.apply_set`)."""
-        name = self._check_variant(variant)
+        name = self.check_variant(variant)
         doc = copy.deepcopy(self.document)
         if name in self.variant_docs:
             doc = apply_changes(
@@ -225,7 +227,7 @@ class ScenarioConfig(BaseModel):
 
     def resolve(self, variant: str | None = None) -> ResolvedScenario:
         """The validated configuration of ``variant`` (default: the first)."""
-        name = self._check_variant(variant)
+        name = self.check_variant(variant)
         cached = self._resolved.get(name)
         if cached is None:
             doc = self.variant_document(name)
@@ -233,17 +235,17 @@ class ScenarioConfig(BaseModel):
             try:
                 cached, spec = validate_document(doc, self.source, base)
             except ConfigError as e:
-                raise self._blame(e, name) from None
+                raise self.blame(e, name) from None
             self._resolved[name] = cached
             self._specs[name] = spec
         return cached
 
     def platform_spec(self, variant: str | None = None) -> AnySpec:
-        name = self._check_variant(variant)
+        name = self.check_variant(variant)
         self.resolve(name)
         return self._specs[name]
 
-    def _blame(self, e: ConfigError, variant: str) -> ConfigError:
+    def blame(self, e: ConfigError, variant: str) -> ConfigError:
         """Name the ``--set`` (or the variant) whose value the error is about
         (:func:`~pinlab.scenarios.blame.culprit`: the last that set the field, else the last
         that set another field the check compared, else the last that set the key defining

@@ -173,7 +173,7 @@ def run_variant(
             raise cfg.blame_policy(e) from None
         except ConfigError as e:
             error = _machine_error(e, resolved, spec, cfg.source, base_dir)
-            raise cfg._blame(error, variant) from None
+            raise cfg.blame(error, variant) from None
         sim.run(duration)
         metrics = collect_metrics(sim, duration)
         metrics.update(teardown_metrics(sim.teardown()))
@@ -207,7 +207,7 @@ def run_scenario(
         cfg = cfg.with_seed(seed)
     names = list(variants) if variants is not None else cfg.variants
     for name in names:
-        cfg._check_variant(name)
+        cfg.check_variant(name)
     results = []
     for name in names:
         if progress is not None:
