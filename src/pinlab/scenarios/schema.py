@@ -21,7 +21,7 @@ the whole format with examples: ``docs/scenarios.md``)::
     value = 0
 
     [platform]
-    preset = "workstation"        # dl1 | p4d | workstation | apu-laptop | cluster
+    preset = "workstation"        # a platform preset: `pinlab platforms` lists them
     params = { resizable_bar = true }     # the preset's keyword parameters
     # or: file = "my-platform.toml" (relative to the scenario file)
     [platform.devices.gpu0]       # field overrides of a preset's device (DeviceSpec)
@@ -34,9 +34,10 @@ the whole format with examples: ``docs/scenarios.md``)::
     parent = "rc0"
 
     [kernel]
-    profile = "6.16"              # 5.16 | 6.12 | 6.14 | 6.16 | 7.1 (default: the platform's)
-    move_notify = true            # configuration switches: move_notify, pci_p2pdma,
-                                  # dmabuf_debug, dma_api_debug, umem_pinned_double_unpin
+    profile = "6.16"              # `pinlab profiles` lists them (default: the platform's)
+    move_notify = true            # configuration switches (`pinlab profiles`): move_notify,
+                                  # pci_p2pdma, dmabuf_debug, dma_api_debug,
+                                  # umem_pinned_double_unpin
     [cost]                        # cost-model overrides, dotted keys or nested tables
     "odp.fault" = "2ms"
 
