@@ -21,7 +21,7 @@ class PointError(RuntimeError):
 
     ``user`` is true for a configuration problem (a :class:`ConfigError`); ``point`` is the
     failed point's index and ``config`` that error's ``(source, where, message)``, so that the
-    sweep can name its own file's key (:func:`run_sweep`)."""
+    sweep can name its own file's key (:func:`~pinlab.sweep.execute.run_sweep`)."""
 
     def __init__(
         self,

@@ -102,7 +102,6 @@ def _worker(parent: int, tasks: Any, results: Any, gates: Any) -> None:
 
 def _watch_parent(pid: int, interval: float = 0.5) -> None:
     """A daemon thread that ends this worker once process ``pid`` (the sweep) has gone."""
-    import threading
 
     def watch() -> None:
         while True:
