@@ -64,7 +64,7 @@ class KernelError(Exception):
     def __init__(self, errno: Errno, function: str = "", reason: str = "") -> None:
         # The text is built when it is read, not here: a refused placement raises errors
         # that its caller catches and never prints (an allocation that fails over its
-        # places raises one per place), so formatting at every raise was a hot-path cost.
+        # places raises one per place), so formatting at every raise would cost on a hot path.
         # ``args`` stays what the class was called with (``BaseException.__new__``).
         self.errno = errno if type(errno) is Errno else Errno(errno)
         self.function = function
