@@ -42,6 +42,14 @@ Two measurements, in one process:
    (:func:`pinlab.gcpolicy.tuned_collector`), as ``run_variant`` does, and its steps as
    ``Simulation.run`` does (one nested block).
 
+Then why the ratio is what it is: the time per event of both (the inverse rates), what the
+target would leave the model per event, and one more run of the scenario under ``cProfile``
+(switched on inside ``env.run`` only, after the timed rounds, so it slows none of them) that
+says what one event carries -- function calls, syscalls into ``pinlab.uapi``, stale-DMA checks,
+trace records -- and where the time in ``env.run`` goes, by part of the program (the pinlab
+layers, the simulator by module, SimPy itself, the compiled flow solver, the built-ins). The
+profiler slows calls down unevenly, so these shares say where the work is, not its speed.
+
 Each figure is the median of ``--rounds`` runs (model and bare loop alternate, so a slow
 stretch of the machine hits both); a warm-up run comes first.
 
@@ -175,6 +183,70 @@ def model_run(sets: tuple[str, ...] = (), variants: list[str] | None = None) -> 
     with counting() as measured:
         run_scenario(cfg, variants=variants)
     return measured
+
+
+PROFILED_CALLS = {
+    "syscalls": ("pinlab/uapi/process.py", "_syscall"),
+    "stale-DMA checks": ("pinlab/drivers/dma_check.py", "check"),
+    "trace records": ("pinlab/sim/engine.py", "trace"),
+}
+"""Operations counted per event in the profiled run: (file suffix, function name)."""
+BELOW_SIMULATOR = ("kernel", "drivers", "policy", "uapi", "platform")
+"""The layers below ``pinlab.sim``: the kernel, its drivers, policy and userspace, the machine."""
+
+
+def _layer(filename: str, function: str) -> str:
+    """The part of the program a profiled function belongs to (``where_time_goes``)."""
+    if "/pinlab/" in filename:
+        parts = filename.split("/pinlab/")[-1].split("/")
+        if parts[0] == "sim":  # the simulator by module: engine, sampling, workloads ...
+            return "sim/" + parts[1].removesuffix(".py")
+        return parts[0].removesuffix(".py")
+    if "/simpy/" in filename:
+        return "SimPy"
+    if "FlowNetwork" in function:  # the compiled flow solver's methods show as built-ins
+        return "sim (compiled flow solver)"
+    return "built-ins and the standard library"
+
+
+def where_time_goes() -> tuple[dict[str, float], dict[str, int], int, int]:
+    """One more run of the scenario with ``cProfile`` on inside ``Environment.run`` only: the
+    share of that time in each part of the program (``_layer``), the counts of
+    :data:`PROFILED_CALLS`, and the calls and events in all. The profiler slows calls down
+    unevenly, so the shares say where the work is, not how fast it runs."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    real_run = simpy.Environment.run
+
+    def run(self: simpy.Environment, *args: Any, **kwargs: Any) -> Any:
+        profile.enable()
+        try:
+            return real_run(self, *args, **kwargs)
+        finally:
+            profile.disable()
+
+    simpy.Environment.run = run  # type: ignore[method-assign]
+    try:
+        measured = model_run()
+    finally:
+        simpy.Environment.run = real_run  # type: ignore[method-assign]
+    stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    shares: dict[str, float] = {}
+    counts = dict.fromkeys(PROFILED_CALLS, 0)
+    calls = 0
+    for (filename, _line, function), (_cc, ncalls, tottime, _ct, _callers) in stats.items():
+        if function in ("run", "enable", "disable") and filename.endswith("bench_sim.py"):
+            continue
+        layer = _layer(filename, function)
+        shares[layer] = shares.get(layer, 0.0) + tottime
+        calls += ncalls
+        for what, (suffix, name) in PROFILED_CALLS.items():
+            if function == name and filename.endswith(suffix):
+                counts[what] += ncalls
+    total = sum(shares.values()) or 1.0
+    return {k: v / total for k, v in shares.items()}, counts, calls, measured.events
 
 
 def median_of(runs: list[Measured]) -> Measured:
@@ -392,6 +464,26 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  ratio model/bare:   {ratio:12.4f}  ({ratio:.2%} of raw SimPy speed; "
         f"target >= {TARGET_RATIO})"
+    )
+
+    # why the ratio is what it is: pinlab's own work per event, by part of the program
+    shares, counts, calls, events = where_time_goes()
+    per_model, per_bare = 1e6 / model.rate, 1e6 / bare.rate
+    print(
+        f"  per event: {per_model:.1f} us in the model, {per_bare:.2f} us in the bare loop; "
+        f"the target would leave the model {per_bare / TARGET_RATIO:.1f} us"
+    )
+    per = ", ".join(f"{n / events:.2f} {what}" for what, n in counts.items())
+    print(f"  what one event carries (a profiled run): {calls / events:.0f} calls, {per}")
+    below = sum(shares.get(layer, 0.0) for layer in BELOW_SIMULATOR)
+    print(
+        f"  of those {per_model:.1f} us, the layers below the simulator "
+        f"({', '.join(BELOW_SIMULATOR)}) take {below:.0%} (profiled): {below * per_model:.1f} us"
+    )
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
+    print(
+        "  where env.run's time goes (profiled): "
+        + ", ".join(f"{layer} {share:.0%}" for layer, share in ranked if share >= 0.005)
     )
 
     # 2. scaling: wall time and memory per accelerator, 16 accelerators and up, doubling

@@ -6,6 +6,7 @@ call changes."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,15 @@ def _run(cwd: Path, *argv: str) -> str:
     [
         (("bench_alloc.py", "--quick"), ["rate ratio", "B/buffer"]),
         (("bench_flows.py", "--quick"), ["compl/s", "re-solved"]),
-        (("bench_sim.py", "--quick"), ["per doubling", "per iteration per accelerator"]),
+        (
+            ("bench_sim.py", "--quick"),
+            [
+                "per doubling",
+                "per iteration per accelerator",
+                "what one event carries",
+                "where env.run's time goes",
+            ],
+        ),
         (("bench_sweep.py", "--quick"), ["ratio (1 worker / 2 workers)", "results.csv identical"]),
         (("bench_report.py", "--quick"), ["reports are", "of pinlab run's wall time"]),
     ],
@@ -49,6 +58,11 @@ def test_each_benchmark_runs_quick(
     out = _run(tmp_path, *argv)
     for text in printed:
         assert text in out, out
+    if argv[0] == "bench_sim.py":  # the profiled run saw the model's work in each layer
+        carried = re.search(r"(\d+) calls, ([\d.]+) syscalls, ([\d.]+) stale-DMA checks", out)
+        assert carried and all(float(v) > 0 for v in carried.groups()), out
+        for layer in ("kernel", "uapi", "SimPy"):
+            assert re.search(rf"time goes \(profiled\): .*\b{layer} \d+%", out), out
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # where Debian's python3-simgrid is, as bench_flows.py says
