@@ -140,7 +140,29 @@ def test_paths_and_values() -> None:
             r"^--set kernel\.profile=9\.9: kernel\.profile: expected a kernel",
         ),
         (["cost.odp.fualt=2ms"], r"cost\.odp\.fualt.*did you mean 'odp\.fault'"),
-        (["variants.zzz.seed=1"], r"^--set variants\.zzz\.seed=1: variants: expected a variant"),
+        (
+            ["variants.zzz.seed=1"],
+            r"^--set variants\.zzz\.seed=1: variants: expected variants\.<variant>\.<key> with a "
+            r"variant of the scenario \(a, b\), found 'zzz'$",
+        ),
+        (["variants=5"], r"^--set variants=5: variants: expected .*found no variant$"),
+        (["variants.a=5"], r"^--set variants\.a=5: variants: expected .*found 'a' and no key$"),
+        # --variant chooses the variant; a --set of it would be dropped, so it is refused
+        (["variant=../x"], r"^--set variant=\.\./x: variant: expected a key of the scenario's"),
+        # a variant cannot change the claim, in the file or by --set
+        (
+            ["variants.a.claim.statement=y"],
+            r"^--set variants\.a\.claim\.statement=y: variants\.a\.claim\.statement: "
+            r"expected a change to the variant's setup, found a change to the claim",
+        ),
+        (["variants.b.claim=1"], r"^--set variants\.b\.claim=1: .*found a change to the claim"),
+        # a variant's --set is named for its error, not the scenario file or the variant
+        (
+            ["variants.b.tenants.kv.params.rate=-1"],
+            r"^--set variants\.b\.tenants\.kv\.params\.rate=-1: tenants\.kv\.params\.rate: "
+            r"expected a number >= 0\.0, found -1$",
+        ),
+        (["variants.a.bogus=1"], r"^--set variants\.a\.bogus=1: bogus: unknown field"),
         (["oops"], r"^--set oops: expected key=value"),
         (["tenants.kv.params.rate=-1"], r"params\.rate: expected a number >= 0\.0, found -1$"),
         # an unknown field lists the fields of its table, a workload's without its tag
@@ -192,6 +214,17 @@ def test_set_errors_are_one_line_and_name_the_set(
     with pytest.raises(ConfigError, match=expected) as info:
         load_scenario(write(tmp_path, SMALL), sets=sets)
     assert "\n" not in str(info.value)
+
+
+def test_a_files_own_variant_is_a_name_and_only_without_variant_tables(tmp_path: Path) -> None:
+    one = SMALL.split("[variants.a]")[0]  # a file of one variant, as a run's config.toml is
+    assert load_scenario(write(tmp_path, 'variant = "mine"\n' + one)).variants == ["mine"]
+    with pytest.raises(ConfigError, match=r"s\.toml: variant: expected a variant's name, found 5$"):
+        load_scenario(write(tmp_path, "variant = 5\n" + one), sets=[])
+    with pytest.raises(ConfigError, match=r"s\.toml: variant: expected a name of letters"):
+        load_scenario(write(tmp_path, 'variant = "../x"\n' + one))
+    with pytest.raises(ConfigError, match=r"s\.toml: variant: expected \[variants\.<name>\] "):
+        load_scenario(write(tmp_path, 'variant = "a"\n' + SMALL))
 
 
 @pytest.mark.parametrize(

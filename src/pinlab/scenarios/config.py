@@ -111,6 +111,9 @@ class ScenarioConfig(BaseModel):
     variant_docs: dict[str, dict[str, Any]]
     claim_document: dict[str, Any] = {}
     sets: tuple[tuple[tuple[str, ...], Any, str], ...] = ()
+    variant_sets: tuple[tuple[str, str, Any, str], ...] = ()
+    """``--set variants.<v>.<key>=...``: ``(v, key, value, expression)``, applied after the
+    variant's own changes and before the other ``--set`` overrides."""
     claim_sets: tuple[tuple[str, str], ...] = ()
     profile_override: str | None = None
     seed_override: int | None = None
@@ -211,6 +214,9 @@ class ScenarioConfig(BaseModel):
             doc = apply_changes(
                 doc, self.variant_docs[name], f"{self.source}: variants.{quote(name)}"
             )
+        for variant, key, value, text in self.variant_sets:
+            if variant == name:
+                doc = apply_changes(doc, {key: value}, f"--set {text}")
         placed = [
             apply_set(doc, list(path), value, f"--set {text}") for path, value, text in self.sets
         ]
@@ -262,21 +268,20 @@ class ScenarioConfig(BaseModel):
         wheres = (where, dotted(e.where))
         fields = e.fields if isinstance(e, CrossFieldError) else ()
         doc, placed = self._variant_document(variant)
-        sets = [
+        # every --set that reached this variant, in the order applied: its own, then the rest
+        own = [(key, value, text) for v, key, value, text in self.variant_sets if v == variant]
+        texts = [text for _key, _value, text in own] + [text for _p, _v, text in self.sets]
+        sets = [({_normalised(key)}, value) for key, value, _text in own]
+        sets += [
             ({".".join(normalise_path(list(path))), *addresses(doc, done)}, value)
             for (path, value, _text), done in zip(self.sets, placed, strict=True)
         ]
         i = culprit(wheres, fields, sets)
         if i is not None:
-            return ConfigError(f"--set {self.sets[i][2]}", e.where, e.message)
+            return ConfigError(f"--set {texts[i]}", e.where, e.message)
         if variant not in self.variant_docs or e.source != self.source:
             return e
-        changes: list[tuple[set[str], Any]] = []
-        for raw, value in self.variant_docs[variant].items():
-            try:
-                changes.append(({".".join(normalise_path(parse_path(raw)))}, value))
-            except ValueError:
-                continue
+        changes = [({_normalised(raw)}, value) for raw, value in self.variant_docs[variant].items()]
         if culprit(wheres, fields, changes) is not None:
             return ConfigError(f"{self.source}: variants.{quote(variant)}", e.where, e.message)
         return e
@@ -321,13 +326,14 @@ class ScenarioConfig(BaseModel):
     def with_set(self, *exprs: str) -> ScenarioConfig:
         """A copy with more ``key=value`` overrides (``pinlab run --set``), validated now:
         ``cfg.with_set("duration=5s", "tenants.hog.params.chunk=512MiB")``."""
-        variants = copy.deepcopy(self.variant_docs)
         claim = copy.deepcopy(self.claim_document)
-        sets, claim_sets = _parse_sets(check_sets(exprs, "with_set"), variants, claim)
+        sets, variant_sets, claim_sets = _parse_sets(
+            check_sets(exprs, "with_set"), self.variants if self.variant_docs else [], claim
+        )
         out = self._copy(
-            variant_docs=variants,
             claim_document=claim,
             sets=self.sets + sets,
+            variant_sets=self.variant_sets + variant_sets,
             claim_sets=self.claim_sets + claim_sets,
         )
         out.validate_all()
@@ -460,15 +466,10 @@ def load_scenario(
     for name, changes in variants.items():
         check_name(str(name), source, f"variants.{quote(str(name))}")
         for key in changes:
-            if key == "claim" or str(key).startswith("claim."):
-                raise ConfigError(
-                    source,
-                    f"variants.{quote(str(name))}.{key}",
-                    "expected a change to the variant's setup, found a change to the claim "
-                    "(the claim is the scenario's: its expectations name variants)",
-                )
+            _not_the_claim(source, str(name), str(key))
+    _check_own_variant(data, source, bool(variants))
     variant_docs = {str(k): dict(v) for k, v in variants.items()}
-    parsed, claim_sets = _parse_sets(sets, variant_docs, claim)
+    parsed, variant_sets, claim_sets = _parse_sets(sets, list(variant_docs), claim)
     cfg = ScenarioConfig(
         source=source,
         base_dir=str(path.parent),
@@ -476,6 +477,7 @@ def load_scenario(
         variant_docs=variant_docs,
         claim_document=claim,
         sets=parsed,
+        variant_sets=variant_sets,
         claim_sets=claim_sets,
         policy_source=_policy_source(policy),
         policy_overlay=policy_given,
@@ -531,29 +533,81 @@ def _without_policy(changes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _not_the_claim(source: str, variant: str, key: str) -> None:
+    """:class:`ConfigError` if a variant's change ``key`` changes the claim, which is the
+    scenario's (its expectations name variants)."""
+    if key == "claim" or key.startswith("claim."):
+        raise ConfigError(
+            source,
+            f"variants.{quote(variant)}.{key}",
+            "expected a change to the variant's setup, found a change to the claim "
+            "(the claim is the scenario's: its expectations name variants)",
+        )
+
+
+def _check_own_variant(data: Mapping[str, Any], source: str, tables: bool) -> None:
+    """A file's top-level ``variant`` (a run's ``config.toml`` names the variant it resolved):
+    a name, and only in a file without ``[variants]`` tables, whose names it would contradict."""
+    if "variant" not in data:
+        return
+    own = data["variant"]
+    if tables:
+        raise ConfigError(
+            source,
+            "variant",
+            "expected [variants.<name>] tables or a top-level variant naming the file's one "
+            f"variant, found both (variant = {own!r})",
+        )
+    if not isinstance(own, str):
+        raise ConfigError(source, "variant", f"expected a variant's name, found {own!r}")
+    check_name(own, source, "variant")
+
+
+def _normalised(key: str) -> str:
+    """A change's key (``tenants.hog."params".start``) as one dotted key, for blaming."""
+    try:
+        return ".".join(normalise_path(parse_path(key)))
+    except ValueError:
+        return key
+
+
 def _parse_sets(
-    exprs: Sequence[str], variants: dict[str, dict[str, Any]], claim: dict[str, Any]
-) -> tuple[tuple[tuple[tuple[str, ...], Any, str], ...], tuple[tuple[str, str], ...]]:
-    """``--set`` expressions: ``variants.<v>.<key>=...`` joins that variant's changes and
-    ``claim.<key>=...`` changes the claim (both in place); the rest apply to every variant.
-    Returns the rest, and each claim set's key (:func:`~pinlab.scenarios.blame.dotted`) with
-    its expression."""
+    exprs: Sequence[str], variants: Sequence[str], claim: dict[str, Any]
+) -> tuple[
+    tuple[tuple[tuple[str, ...], Any, str], ...],
+    tuple[tuple[str, str, Any, str], ...],
+    tuple[tuple[str, str], ...],
+]:
+    """``--set`` expressions: ``variants.<v>.<key>=...`` changes variant ``v`` (one of
+    ``variants``, the scenario's ``[variants]``), after its own changes; ``claim.<key>=...``
+    changes the claim (in place); the rest apply to every variant. Returns the rest, the
+    variants' ``(v, key, value, expression)``, and each claim set's key
+    (:func:`~pinlab.scenarios.blame.dotted`) with its expression. ``variant`` itself is not a
+    key to set: ``--variant`` chooses the variant."""
     parsed: list[tuple[tuple[str, ...], Any, str]] = []
+    variant_sets: list[tuple[str, str, Any, str]] = []
     claim_sets: list[tuple[str, str]] = []
     for expr in exprs:
         p, value = parse_set(expr)
+        if p == ["variant"]:
+            raise ConfigError(
+                f"--set {expr}",
+                "variant",
+                "expected a key of the scenario's setup, found the variant's name "
+                "(--variant chooses the variant to run)",
+            )
         if p[0] == "variants":
-            if len(p) < 2 or p[1] not in variants:
+            if len(p) < 3 or p[1] not in variants:
+                found = repr(p[1]) if len(p) > 1 else "no variant"
                 raise ConfigError(
                     f"--set {expr}",
                     "variants",
-                    f"expected a variant ({', '.join(variants) or 'none'}), "
-                    f"found {p[1] if len(p) > 1 else 'nothing'!r}",
+                    "expected variants.<variant>.<key> with a variant of the scenario "
+                    f"({', '.join(variants) or 'it has no [variants]'}), found {found}"
+                    + (" and no key" if len(p) == 2 and p[1] in variants else ""),
                 )
-            if len(p) == 2:
-                raise ConfigError(f"--set {expr}", "variants", "expected a key inside the variant")
-            # a dotted key added to the variant's table, applied after the variant's own
-            variants[p[1]] = {**variants[p[1]], _join(p[2:]): value}
+            _not_the_claim(f"--set {expr}", p[1], _join(p[2:]))
+            variant_sets.append((p[1], _join(p[2:]), value, expr))
             continue
         if p[0] == "claim":
             if len(p) == 1:
@@ -562,7 +616,7 @@ def _parse_sets(
             claim_sets.append((dotted(".".join(p)), expr))
             continue
         parsed.append((tuple(p), value, expr))
-    return tuple(parsed), tuple(claim_sets)
+    return tuple(parsed), tuple(variant_sets), tuple(claim_sets)
 
 
 def _join(path: Sequence[str]) -> str:
