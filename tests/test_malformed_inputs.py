@@ -140,7 +140,13 @@ CASES: dict[str, Case] = {
         policy('memlock = "64MiB"', "memlock = 18446744073709551616"), r"memlock: expected"
     ),
     "a negative seed in the file": expect(
-        scenario("seed = 1", "seed = -1"), r"scenario\.seed: expected a number >= 0"
+        scenario("seed = 1", "seed = -1"),
+        r"scenario\.seed: expected an integer seed from 0 to 2\^63-1, found -1$",
+    ),
+    "a sample interval longer than the run": expect(
+        scenario("seed = 1", "seed = 1", "--set", "scenario.sample_interval=1h"),
+        r"--set scenario\.sample_interval=1h: scenario\.sample_interval: expected at most the "
+        r"duration \(.*\), found \"1h\"$",
     ),
     "a seed above 2^63-1 in the file": expect(
         scenario("seed = 1", "seed = 9223372036854775808"), r"scenario\.seed: expected"

@@ -83,6 +83,15 @@ def test_zip_mode_pairs_the_factors(tmp_path: Path) -> None:
         (("[fixed]", "[fixed]\nbogus = 1\n[other]"), "other"),
         (('"scenario.duration" = "6s"', '"scenario.duration" = "soon"'), "scenario.duration"),
         (('scenario = "desktop-pin-hog"', 'scenario = "missing.toml"'), "sweep.scenario"),
+        # a key both fixed and varied: the factor would always replace the fixed value
+        (
+            (
+                '"scenario.duration" = "6s"',
+                '"scenario.duration" = "6s"\nscenario.sample_interval = "1s"',
+            ),
+            "fixed.scenario.sample_interval: expected a key that is not also a factor, found it in "
+            "[factors] as 'scenario.sample_interval'",
+        ),
     ],
 )
 def test_validation_errors_are_one_line(
@@ -108,7 +117,7 @@ def test_validation_errors_are_one_line(
     [
         (
             ("seed = 5", "seed = -1"),
-            "sweep.seed: expected a number >= 0, found -1",
+            "sweep.seed: expected an integer seed from 0 to 2^63-1, found -1",
         ),
         (
             ("seed = 5", 'seed = "5"'),

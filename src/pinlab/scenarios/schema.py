@@ -86,6 +86,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -189,6 +190,21 @@ def check_name(name: str, source: str, where: str) -> None:
 SEED_MAX = 2**63 - 1
 """Seeds are 0 … 2⁶³−1: what TOML's 64-bit integers hold, so ``config.toml`` stays valid."""
 
+
+def _seed_in_range(value: int) -> int:
+    if not 0 <= value <= SEED_MAX:
+        raise PydanticCustomError(
+            "pinlab_seed",
+            "expected an integer seed from 0 to 2^63-1, found {found}",
+            {"found": value},
+        )
+    return value
+
+
+Seed = Annotated[int, AfterValidator(_seed_in_range)]
+"""A seed: an integer 0 … :data:`SEED_MAX`, refused with that range named (``[scenario] seed``,
+a sweep's ``seeds`` and ``seed``)."""
+
 MAX_SAMPLES = 1_000_000
 """The most points a run samples per series (``duration / sample_interval``)."""
 
@@ -252,7 +268,7 @@ class ScenarioMeta(_Model):
 
     name: Name
     duration: Duration = Field(description="simulated time of each variant")
-    seed: int = Field(default=0, ge=0, le=SEED_MAX)
+    seed: Seed = 0
     sample_interval: Duration | None = Field(
         default=None, description="time-series resolution (default duration / 200)"
     )
@@ -505,13 +521,24 @@ def _written(doc: Mapping[str, Any], path: Sequence[str | int], parsed: float) -
 
 
 def _check_samples(doc: Mapping[str, Any], meta: ScenarioMeta, source: str) -> None:
-    """At most :data:`MAX_SAMPLES` samples per series. The default interval, duration / 200,
-    always fits: only a given one can be too fine, or the duration too long for it."""
+    """At most :data:`MAX_SAMPLES` samples per series, and at least one interval in the run.
+    The default interval, duration / 200, always fits: only a given one can be too fine or
+    too coarse, or the duration too long or too short for it."""
     interval = meta.sample_interval
-    if interval is None or meta.duration / interval <= MAX_SAMPLES:
+    if interval is None:
         return
     duration = _written(doc, ("scenario", "duration"), meta.duration)
     given = _written(doc, ("scenario", "sample_interval"), interval)
+    if interval > meta.duration:
+        raise CrossFieldError(
+            source,
+            "scenario.sample_interval",
+            f"expected at most the duration ({duration}: a series needs an interval inside "
+            f"the run), found {given}",
+            ("scenario.duration",),
+        )
+    if meta.duration / interval <= MAX_SAMPLES:
+        return
     raise CrossFieldError(
         source,
         "scenario.sample_interval",

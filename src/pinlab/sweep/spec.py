@@ -33,7 +33,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -51,15 +51,13 @@ from pydantic import (
 
 from pinlab.errors import ConfigError, config_error, show_value, toml_inline, toml_path
 from pinlab.scenarios.config import BUILTIN, ScenarioConfig, load_scenario
-from pinlab.scenarios.schema import SEED_MAX, Name, check_name, parse_path
+from pinlab.scenarios.schema import SEED_MAX, Name, Seed, check_name, parse_path
 from pinlab.tomlfile import read_toml
 
 __all__ = ["MAX_POINTS", "SEED_MAX", "Point", "Sweep", "SweepFile", "load_sweep", "point_error"]
 
 MAX_POINTS = 100_000
 """The most points a sweep may expand to; a larger one is refused before it is expanded."""
-
-Seed = Annotated[StrictInt, Field(ge=0, le=SEED_MAX)]
 
 
 class SweepSection(BaseModel):
@@ -207,6 +205,30 @@ def _check_paths(source: str, table: str, paths: list[str]) -> None:
             raise ConfigError(source, toml_path((table, key)), str(e)) from None
 
 
+def _leaves(path: tuple[str, ...], value: Any) -> Iterator[tuple[str, ...]]:
+    """The paths of the values a fixed ``value`` sets (a table merges, key by key)."""
+    if isinstance(value, dict) and value:
+        for key, sub in value.items():
+            yield from _leaves((*path, str(key)), sub)
+    else:
+        yield path
+
+
+def _check_disjoint(source: str, fixed: dict[str, Any], factors: list[str]) -> None:
+    """A key is fixed or varied, not both: a point's factor value would always replace the
+    fixed one, which then means nothing."""
+    varied = {tuple(parse_path(key)): key for key in factors}
+    for key, value in fixed.items():
+        for leaf in _leaves(tuple(parse_path(key)), value):
+            other = varied.get(leaf)
+            if other is not None:
+                raise ConfigError(
+                    source,
+                    toml_path(("fixed", *leaf)),
+                    f"expected a key that is not also a factor, found it in [factors] as {other!r}",
+                )
+
+
 def _check_size(
     source: str, mode: str, factors: dict[str, list[Any]], variants: int, seeds: int
 ) -> None:
@@ -281,6 +303,7 @@ def load_sweep(path: str | Path, *, validate_points: bool = True) -> Sweep:
     sec = doc.sweep
     _check_paths(source, "fixed", list(doc.fixed))
     _check_paths(source, "factors", list(doc.factors))
+    _check_disjoint(source, dict(doc.fixed), list(doc.factors))
     if sec.scenario in BUILTIN:
         ref = sec.scenario
     else:
