@@ -262,7 +262,7 @@ def test_bad_seed_is_rejected_by_argparse(
             main(["run", "--seed", bad])
         assert exc.value.code == 2
         err = capsys.readouterr().err
-        assert err.startswith("pinlab: error: run: argument --seed: expected")
+        assert err.startswith("pinlab: error: run: --seed: expected")
         assert err.count("\n") == 1
 
 

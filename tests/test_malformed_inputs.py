@@ -157,7 +157,7 @@ CASES: dict[str, Case] = {
     ),
     "a seed out of range by --seed": expect(
         scenario("seed = 1", "seed = 1", "--seed", "-5"),
-        r"^pinlab: error: run: argument --seed: expected a seed",
+        r"^pinlab: error: run: --seed: expected a seed",
     ),
     "a seed out of range in a sweep": expect(
         sweep("seeds = [1, 2]", "seeds = [1, -2]"), r"sweep\.seeds"
@@ -267,15 +267,16 @@ CASES: dict[str, Case] = {
     # -- the command line -------------------------------------------------------------------------
     "an unknown option": Case(
         ["run", "--bogus"],
-        r"^pinlab: error: run: unrecognized arguments: --bogus \(see pinlab run --help\)$",
+        r"^pinlab: error: run: expected the command's flags and arguments, found --bogus "
+        r"\(see pinlab run --help\)$",
     ),
     "an unknown option of a nested subcommand": Case(
         ["scenarios", "show", "odp-vs-pin", "--bogus"],
-        r"^pinlab: error: scenarios show: unrecognized arguments: --bogus "
-        r"\(see pinlab scenarios show --help\)$",
+        r"^pinlab: error: scenarios show: expected the command's flags and arguments, "
+        r"found --bogus \(see pinlab scenarios show --help\)$",
     ),
     "an unknown subcommand": Case(
-        ["frobnicate"], r"^pinlab: error: argument COMMAND: invalid choice"
+        ["frobnicate"], r"^pinlab: error: COMMAND: expected one of 'demo', .*, found 'frobnicate'"
     ),
     "--compare-profile equal to --profile": Case(
         ["run", "desktop-pin-hog", "--profile", "6.16", "--compare-profile", "6.16"],

@@ -102,8 +102,9 @@ def test_bad_category_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) ->
         main(["run", SCENARIO, "--trace-filter", "copy,bogus"])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "unknown trace category bogus; valid: copy, transfer, odp" in err
-    with pytest.raises(ValueError, match="valid"):
+    assert "--trace-filter: expected trace categories of copy, transfer, odp" in err
+    assert err.rstrip().endswith("found 'bogus' (see pinlab run --help)"), err
+    with pytest.raises(ValueError, match=r"found none$"):
         parse_categories("")
 
 

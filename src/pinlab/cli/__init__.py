@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -98,6 +99,40 @@ driver and cost-parameter names:
 from the commands themselves."""
 
 
+_ARGPARSE_FORMS = (
+    (
+        re.compile(r"^argument (\S+?): invalid int value: (.*)$"),
+        r"\1: expected an integer, found \2",
+    ),
+    (
+        re.compile(r"^argument (\S+?): invalid float value: (.*)$"),
+        r"\1: expected a number, found \2",
+    ),
+    (
+        re.compile(r"^argument (\S+?): invalid choice: (.*) \(choose from (.*)\)$"),
+        r"\1: expected one of \3, found \2",
+    ),
+    (re.compile(r"^argument (\S+?): expected one argument$"), r"\1: expected a value, found none"),
+    (re.compile(r"^argument (\S+?): (expected .*)$"), r"\1: \2"),
+    (
+        re.compile(r"^unrecognized arguments: (.*)$"),
+        r"expected the command's flags and arguments, found \1",
+    ),
+    (
+        re.compile(r"^the following arguments are required: (.*)$"),
+        r"\1: expected a value, found none",
+    ),
+)
+"""argparse's own messages in pinlab's ``FIELD: expected ..., found ...`` form."""
+
+
+def _pinlab_form(message: str) -> str:
+    for pattern, form in _ARGPARSE_FORMS:
+        if pattern.match(message):
+            return pattern.sub(form, message)
+    return message.removeprefix("argument ")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with pinlab's one-line errors: ``pinlab: error: run: --seed: expected ...``
     and exit status 2, without the usage block (``--help`` still prints it)."""
@@ -105,6 +140,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("pinlab").strip()
         where = f"{command}: " if command else ""
+        message = _pinlab_form(message)
         line = f"pinlab: error: {where}{message} (see pinlab {command} --help)".replace("  ", " ")
         Console(stderr=True, soft_wrap=True).print(line, markup=False, highlight=False)
         sys.exit(2)

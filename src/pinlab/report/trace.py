@@ -74,8 +74,8 @@ def parse_categories(text: str) -> frozenset[str]:
     cats = {c.strip() for c in text.split(",") if c.strip()}
     bad = sorted(cats - set(CATEGORIES))
     if bad or not cats:
-        what = ", ".join(bad) if bad else "nothing"
-        raise ValueError(f"unknown trace category {what}; valid: {', '.join(CATEGORIES)}")
+        what = ", ".join(repr(c) for c in bad) if bad else "none"
+        raise ValueError(f"expected trace categories of {', '.join(CATEGORIES)}, found {what}")
     return frozenset(cats)
 
 
