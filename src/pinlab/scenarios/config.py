@@ -32,7 +32,7 @@ from typing import Any
 import tomli_w
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
-from pinlab.errors import ConfigError
+from pinlab.errors import ConfigError, show_value
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import AnySpec
 from pinlab.scenarios.blame import (
@@ -556,10 +556,10 @@ def _check_own_variant(data: Mapping[str, Any], source: str, tables: bool) -> No
             source,
             "variant",
             "expected [variants.<name>] tables or a top-level variant naming the file's one "
-            f"variant, found both (variant = {own!r})",
+            f"variant, found both (variant = {show_value(own)})",
         )
     if not isinstance(own, str):
-        raise ConfigError(source, "variant", f"expected a variant's name, found {own!r}")
+        raise ConfigError(source, "variant", f"expected a variant's name, found {show_value(own)}")
     check_name(own, source, "variant")
 
 
