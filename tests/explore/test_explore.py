@@ -459,7 +459,9 @@ def test_a_seed_out_of_range_is_refused_as_run_and_bench_refuse_it(
 ) -> None:
     """README "Guarantees": a seed is 0 … 2^63-1 wherever one can be given; explore took any
     integer (exit 0)."""
-    assert main(["explore", "--seed", seed, "--max-sequences", "1", "--budget", "5"]) == 2
+    with pytest.raises(SystemExit) as exited:  # argparse's own error
+        main(["explore", "--seed", seed, "--max-sequences", "1", "--budget", "5"])
+    assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err == (
         f"pinlab: error: explore: argument --seed: expected a seed from 0 to 2^63-1, found "
