@@ -198,6 +198,20 @@ def test_lookups_take_names_and_say_what_is_known(scenario: pinlab.Scenario) -> 
     assert result.tenant_state("rdma") is None
 
 
+def test_the_none_lookups_are_the_documented_ones(scenario: pinlab.Scenario) -> None:
+    """docs/api.md: ``tenant_state`` is None for a tenant that ran normally and for a name that
+    is no tenant of the run; ``catalog.lookup`` is None for a name the variant cannot report
+    -- unlike ``metric``, whose ``KeyError`` names the closest metrics."""
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text().split())
+    assert "for a name that is no tenant of the run" in doc
+    assert "`catalog.lookup(name)` is `None` for a name the variant cannot report" in doc
+    result = pinlab.run(scenario, ["odp"])["odp"]
+    assert result.tenant_state("nobody") is None
+    assert scenario.catalog("odp").lookup("nope.x") is None
+    with pytest.raises(KeyError):
+        result.metric("nope.x")
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
 @pytest.mark.parametrize("place", ["/proc/pinlab-test", "/sys/pinlab-test"])
 def test_write_where_the_system_refuses_is_a_config_error(tmp_path: Path, place: str) -> None:
