@@ -7,7 +7,8 @@ A document is read top to bottom; its fenced blocks run in one fresh working dir
   one under test); the command must exit 0, or with the status a trailing ``# exit status N``
   names. The lines that follow a command, up to the next one, are output it must print:
   each, with whitespace ignored, must appear in its stdout and stderr, the parts of a line
-  split by ``...`` in that order (a line that is only ``...`` checks nothing);
+  split by ``...`` in that order (a line that is only ``...`` checks nothing); the lines
+  after an ``ls`` with no ``...`` among them are the whole listing, every name it prints;
 * a ``python`` block runs in one namespace shared by the document's blocks (its asserts
   check what it computed);
 * a block preceded by ``<!-- not run -->`` is shown only.
@@ -54,6 +55,8 @@ class Command:
     command: str
     status: int
     expected: list[str] = field(default_factory=list)
+    elided: bool = False
+    """A line ``...`` followed the command: what it shows is not all it prints."""
 
 
 def blocks(path: Path) -> list[Block]:
@@ -93,7 +96,9 @@ def commands(block: Block) -> list[Command]:
                 status = int(m.group(1))
                 text = text[: m.start()]
             out.append(Command(block.line + 1 + offset, text, status))
-        elif out and line.strip() and line.strip() != "...":
+        elif out and line.strip() == "...":
+            out[-1].elided = True
+        elif out and line.strip():
             out[-1].expected.append(line)
     return out
 
@@ -167,6 +172,15 @@ class DocRunner:
             f"{where}: `{command.command}` exited {done.returncode}, the document says "
             f"{command.status}:\n{output}"
         )
+        if (
+            text.startswith("ls ")
+            and not command.elided
+            and not any("..." in line for line in command.expected)
+        ):
+            listed = [line.strip() for line in command.expected]
+            assert sorted(output.split()) == sorted(listed), (
+                f"{where}: `{command.command}` lists {output.split()}, the document {listed}"
+            )
         squashed = _squash(output)
         for line in command.expected:
             position = 0

@@ -196,3 +196,66 @@ def test_lookups_take_names_and_say_what_is_known(scenario: pinlab.Scenario) -> 
     assert len(message) < 200
     assert result.metric("tenant.rdma.bytes") > 0
     assert result.tenant_state("rdma") is None
+
+
+def test_the_none_lookups_are_the_documented_ones(scenario: pinlab.Scenario) -> None:
+    """docs/api.md: ``tenant_state`` is None for a tenant that ran normally and for a name that
+    is no tenant of the run; ``catalog.lookup`` is None for a name the variant cannot report
+    -- unlike ``metric``, whose ``KeyError`` names the closest metrics."""
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text().split())
+    assert "for a name that is no tenant of the run" in doc
+    assert "`catalog.lookup(name)` is `None` for a name the variant cannot report" in doc
+    result = pinlab.run(scenario, ["odp"])["odp"]
+    assert result.tenant_state("nobody") is None
+    assert scenario.catalog("odp").lookup("nope.x") is None
+    with pytest.raises(KeyError):
+        result.metric("nope.x")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("place", ["/proc/pinlab-test", "/sys/pinlab-test"])
+def test_write_where_the_system_refuses_is_a_config_error(tmp_path: Path, place: str) -> None:
+    """``/proc`` and ``/sys`` pass ``access(2)`` for root but refuse ``mkdir`` (``ENOENT``,
+    ``EPERM``): the promised ``ConfigError`` in the expected/found form, not an ``OSError``."""
+    path = tmp_path / "mine.toml"
+    path.write_text(MINE, encoding="utf-8")
+    run = pinlab.run(path)
+    with pytest.raises(ConfigError) as refused:
+        run.write(place)
+    assert str(refused.value).startswith(
+        f"out {place}: expected a directory pinlab can write, found one the system refuses "
+        "to write ("
+    ), refused.value
+
+
+def test_a_wrong_argument_is_named_by_its_type_not_dumped(tmp_path: Path) -> None:
+    """One result where a list was expected (or any large object) is named by its type: the
+    one-line error stays short instead of holding the object's repr (kilobytes)."""
+    path = tmp_path / "mine.toml"
+    path.write_text(MINE, encoding="utf-8")
+    mine = pinlab.load_scenario(path)
+    result = pinlab.run_variant(mine, "base")
+    assert len(repr(result)) > 1000
+    for call, message in (
+        (lambda: pinlab.judge(mine, result), "results: expected a list of RunResult"),
+        (lambda: pinlab.judge(result, [result]), "scenario: expected a Scenario"),
+        (lambda: pinlab.judge(mine, [mine]), "results[0]: expected a RunResult"),
+        (lambda: pinlab.load_scenario(result), "name_or_path: expected a built-in"),
+        (lambda: pinlab.load_scenario(path, platform=result), "platform: expected"),
+        (lambda: pinlab.run(result), "scenario: expected a Scenario, a built-in"),
+        (lambda: pinlab.run(mine, result), "variants: expected a variant name"),
+        (lambda: pinlab.run(mine, [result]), "variants[0]: expected a variant of mine"),
+        (lambda: pinlab.run_variant(mine, result), "variant: expected a variant of mine"),
+        (lambda: result.metric(result), "name: expected a metric's name"),
+    ):
+        with pytest.raises(ConfigError) as bad:
+            call()  # type: ignore[arg-type]
+        text = str(bad.value)
+        assert text.startswith(message) and len(text) < 250, text
+        assert text.endswith(("found a RunResult", "found a ScenarioConfig")), text
+    with pytest.raises(ConfigError) as long_list:
+        pinlab.judge(mine, list(range(5000)))  # type: ignore[arg-type]
+    assert str(long_list.value) == "results[0]: expected a RunResult, found 0"
+    with pytest.raises(ConfigError) as long_name:
+        pinlab.run(mine, "v" * 300)
+    assert len(str(long_name.value)) < 200 and str(long_name.value).endswith("vvv...")

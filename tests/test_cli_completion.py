@@ -298,3 +298,30 @@ complete_line "pinlab bench --param nic="
     assert set(BUILTIN) <= {w.strip() for w in run.split()}
     # bash breaks words at "=": the answer is what follows it
     assert nic.split() == ["cx5", "cx6", "cx7"]
+
+
+def test_inspect_paste_completes_its_kinds_then_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """README: completion covers "the names they take": ``--paste KIND=FILE`` takes the
+    pasted commands' names first (it offered the directory's files), then a file."""
+    from pinlab.inspect.paste import PASTE_KINDS
+
+    (tmp_path / "tree.txt").write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert names("pinlab inspect --paste ", monkeypatch) == {f"{k}=" for k in PASTE_KINDS}
+    assert names("pinlab inspect --paste lspci-", monkeypatch) == {"lspci-tv=", "lspci-vvv="}
+    assert names("pinlab inspect --paste lspci-tv=tr", monkeypatch) == {"lspci-tv=tree.txt"}
+    assert names("pinlab inspect --paste nope=tr", monkeypatch) == set()
+
+
+@pytest.mark.parametrize("option", ["--device", "--nic", "--size"])
+def test_doctor_free_values_offer_no_file_names(
+    option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``pinlab doctor --device`` takes an accelerator's name (gpu0, a PCI address), not a
+    file: no file names from the current directory."""
+    (tmp_path / "gpu-notes.txt").write_text("", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert names(f"pinlab doctor {option} ", monkeypatch) == set()
+    assert names(f"pinlab doctor {option} g", monkeypatch) == set()

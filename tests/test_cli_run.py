@@ -515,3 +515,16 @@ def test_platform_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["run", "efa-gaudi", "--platform", str(host), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and ("variants." in err or "params.devices" in err)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_an_out_the_system_refuses_is_an_expected_found_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--out /proc/...`` passes ``access(2)`` for root, then ``mkdir`` fails (``ENOENT``):
+    the error is in the README's expected/found form, like every other bad ``--out``."""
+    assert main(["run", "desktop-pin-hog", "--out", "/proc/pinlab-test", "--no-report"]) == 2
+    assert capsys.readouterr().err == (
+        "pinlab: error: --out /proc/pinlab-test: expected a directory pinlab can write, found "
+        "one the system refuses to write (No such file or directory)\n"
+    )

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pinlab.errors import ConfigError, str_argument
-from pinlab.fsutil import output_dir
+from pinlab.errors import ConfigError, found_value, str_argument
+from pinlab.fsutil import output_dir, refused_write
 from pinlab.scenarios.claims import judge as _judge
 from pinlab.scenarios.config import BUILTIN, ScenarioConfig, check_profile, check_seed, check_sets
 from pinlab.scenarios.config import load_scenario as _load
@@ -59,10 +59,12 @@ def load_scenario(
             "name_or_path",
             "",
             f"expected a built-in scenario ({', '.join(BUILTIN)}) or a scenario file's path, "
-            f"found {name_or_path!r}",
+            f"found {found_value(name_or_path)}",
         )
     if platform is not None and not isinstance(platform, str | os.PathLike):
-        raise ConfigError("platform", "", f"expected a platform file's path, found {platform!r}")
+        raise ConfigError(
+            "platform", "", f"expected a platform file's path, found {found_value(platform)}"
+        )
     _check_overrides(sets, profile, seed)
     cfg = _load(name_or_path, sets=sets, platform=platform)
     if profile is not None:
@@ -84,7 +86,9 @@ def _check_overrides(sets: object, profile: object, seed: object) -> None:
 def _check_scenario(scenario: object) -> ScenarioConfig:
     if not isinstance(scenario, ScenarioConfig):
         raise ConfigError(
-            "scenario", "", f"expected a Scenario (pinlab.load_scenario), found {scenario!r}"
+            "scenario",
+            "",
+            f"expected a Scenario (pinlab.load_scenario), found {found_value(scenario)}",
         )
     return scenario
 
@@ -96,7 +100,9 @@ def judge(scenario: Scenario, results: Sequence[RunResult]) -> Verdict:
     cfg = _check_scenario(scenario)
     if isinstance(results, str | bytes) or not isinstance(results, Sequence):
         raise ConfigError(
-            "results", "", f"expected a list of RunResult (pinlab.run_variant), found {results!r}"
+            "results",
+            "",
+            f"expected a list of RunResult (pinlab.run_variant), found {found_value(results)}",
         )
     if not results:
         raise ConfigError(
@@ -108,7 +114,7 @@ def judge(scenario: Scenario, results: Sequence[RunResult]) -> Verdict:
     seen: set[str] = set()
     for i, r in enumerate(results):
         if not isinstance(r, RunResult):
-            raise ConfigError(f"results[{i}]", "", f"expected a RunResult, found {r!r}")
+            raise ConfigError(f"results[{i}]", "", f"expected a RunResult, found {found_value(r)}")
         if r.variant not in cfg.variants:
             raise ConfigError(
                 f"results[{i}]",
@@ -141,7 +147,7 @@ class Run:
             if r.variant == variant:
                 return r
         ran = ", ".join(r.variant for r in self.results)
-        raise KeyError(f"variant {variant!r} was not run (ran: {ran})")
+        raise KeyError(f"variant {found_value(variant)} was not run (ran: {ran})")
 
     def __iter__(self) -> Iterator[RunResult]:
         return iter(self.results)
@@ -177,17 +183,22 @@ class Run:
         does; with ``report`` also each run's ``report.html`` and plots. Returns the
         directories. ``out`` is checked first (:func:`pinlab.fsutil.output_dir`): an empty
         path, a file on the way or a place this process cannot write is a
-        :class:`ConfigError`, and nothing is written."""
+        :class:`ConfigError`, and nothing is written; a directory the system then refuses
+        to make or write (``/proc``, ``/sys``, a full disk) is a :class:`ConfigError` too."""
         from pinlab.report.html import write_run_report
         from pinlab.report.output import write_run
 
+        shown = out
         out = output_dir(out, "out")
         paths = []
-        for result in self.results:
-            path = write_run(result, out, trace=trace)
-            if report:
-                write_run_report(path, result, self.verdict)
-            paths.append(path)
+        try:
+            for result in self.results:
+                path = write_run(result, out, trace=trace)
+                if report:
+                    write_run_report(path, result, self.verdict)
+                paths.append(path)
+        except OSError as e:
+            raise refused_write(f"out {os.fspath(shown)}", e) from None
         return paths
 
 
@@ -230,7 +241,8 @@ def run_variant(
         raise ConfigError(
             "variant",
             "",
-            f"expected a variant of {cfg.name} ({', '.join(cfg.variants)}), found {variant!r}",
+            f"expected a variant of {cfg.name} ({', '.join(cfg.variants)}), "
+            f"found {found_value(variant)}",
         )
     (name,) = _variant_names(cfg, variant, "variant")
     return _run_variant(cfg, name, profile=profile, seed=seed)
@@ -245,7 +257,7 @@ def _scenario_arg(scenario: object) -> ScenarioConfig:
             "scenario",
             "",
             f"expected a Scenario, a built-in scenario ({', '.join(BUILTIN)}) or a scenario "
-            f"file's path, found {scenario!r}",
+            f"file's path, found {found_value(scenario)}",
         )
     return load_scenario(scenario if isinstance(scenario, str) else Path(scenario))
 
@@ -258,7 +270,7 @@ def _variant_names(cfg: ScenarioConfig, variants: object, source: str = "variant
     names = [variants] if isinstance(variants, str) else variants
     if not isinstance(names, Sequence) or not names:
         raise ConfigError(
-            source, "", f"expected a variant name or a list of them, found {variants!r}"
+            source, "", f"expected a variant name or a list of them, found {found_value(variants)}"
         )
     out: list[str] = []
     for i, name in enumerate(names):
@@ -267,9 +279,12 @@ def _variant_names(cfg: ScenarioConfig, variants: object, source: str = "variant
             raise ConfigError(
                 where,
                 "",
-                f"expected a variant of {cfg.name} ({', '.join(cfg.variants)}), found {name!r}",
+                f"expected a variant of {cfg.name} ({', '.join(cfg.variants)}), "
+                f"found {found_value(name)}",
             )
         if name in out:
-            raise ConfigError(where, "", f"expected each variant once, found {name!r} again")
+            raise ConfigError(
+                where, "", f"expected each variant once, found {found_value(name)} again"
+            )
         out.append(name)
     return out

@@ -27,6 +27,7 @@ __all__ = [
     "ConfigError",
     "config_error",
     "exactly_one",
+    "found_value",
     "one_line",
     "show_value",
     "str_argument",
@@ -62,12 +63,34 @@ def exactly_one(names: str, first: object, second: object) -> None:
         raise ValueError(f"expected exactly one of {names}, found {found}")
 
 
+_FOUND_WIDTH = 60
+"""The longest ``found ...`` :func:`found_value` shows as a value before it names its type."""
+
+
+def found_value(value: object) -> str:
+    """``value`` as the ``found ...`` of an API argument's error, bounded: a short scalar or
+    container as its ``repr`` (``3``, ``None``, ``'odp'``, ``[1, 2]``), a long string cut
+    (``'aaa...'``), a long container by its type and size (``a list of 5000 items``) and any
+    other object by its type (``a RunResult``) -- never the repr of a large object, which
+    would turn the one-line error into kilobytes."""
+    if value is None or isinstance(value, bool | int | float | complex | str | bytes):
+        shown = repr(value)
+        return shown if len(shown) <= _FOUND_WIDTH else f"{shown[: _FOUND_WIDTH - 3]}..."
+    kind = type(value).__name__
+    if isinstance(value, list | tuple | dict | set | frozenset):
+        shown = repr(value)
+        if len(shown) <= _FOUND_WIDTH:
+            return shown
+        return f"a {kind} of {len(value)} item{'' if len(value) == 1 else 's'}"
+    return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
+
+
 def str_argument(name: str, value: object, what: str) -> str:
     """``value`` when it is a string, else the :class:`ConfigError` naming the API argument
     ``name`` and what it should hold (``what``: ``"a metric's name"``), so that a lookup given
     a number says so instead of failing inside with an ``AttributeError``."""
     if not isinstance(value, str):
-        raise ConfigError(name, "", f"expected {what} (a string), found {value!r}")
+        raise ConfigError(name, "", f"expected {what} (a string), found {found_value(value)}")
     return value
 
 

@@ -77,6 +77,19 @@ def output_dir(text: str | os.PathLike[str], flag: str = "out") -> Path:
     return out
 
 
+def refused_write(source: str, error: OSError) -> ConfigError:
+    """The :class:`ConfigError` for an output directory ``source`` names (``--out DIR``,
+    ``out DIR``) that passed :func:`output_dir` but that the system refused when it was
+    written -- ``mkdir`` under ``/proc`` (``ENOENT``) or ``/sys`` (``EPERM``), a full disk --
+    which ``access(2)`` cannot foresee for root."""
+    return ConfigError(
+        source,
+        "",
+        "expected a directory pinlab can write, found one the system refuses to write "
+        f"({error.strerror or type(error).__name__})",
+    )
+
+
 def output_file(text: str | os.PathLike[str], flag: str) -> Path:
     """The output file ``flag`` names: a file this process can write, or a new name in a
     directory it can write. :class:`ConfigError` otherwise (an empty path, a directory, a

@@ -120,9 +120,14 @@ def test_the_recommendation_is_no_looser_than_the_scenario_policy(advised: Path)
     assert knobs['cgroups."user.slice/user-1002.slice"."dmem.max".drm/{gpu0}/vram'] != "max"
 
 
-def test_same_seed_same_files_whatever_the_jobs(advised: Path, tmp_path: Path) -> None:
-    out = tmp_path / "again"
-    assert _advise(out, "--jobs", "2") == 0
+def test_same_seed_same_files_whatever_the_jobs(
+    advised: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run with the same ``--out advice`` (in another directory): the policy file's comment
+    names the file by the path advise was given, so only that may differ between outs."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "advice"
+    assert _advise(Path("advice"), "--jobs", "2") == 0
     for name in ("policy.toml", "points.csv", "pareto.svg", "advise.html", "advise.json"):
         assert (out / name).read_bytes() == (advised / name).read_bytes(), name
 
@@ -166,6 +171,13 @@ def test_what_the_closest_point_reached_is_not_called_maximised(tmp_path: Path, 
             "--budget: expected a number from 1 to 100000 (the policies run are one sweep's points",
         ),
         ([], "--protect"),
+        (
+            ["--protect", "tenant.compositor.denied.ENOMEM === 0"],
+            "--protect 'tenant.compositor.denied.ENOMEM === 0': expected a comparison operator "
+            "(< <= == >= > !=), found '===' (did you mean ==?)",
+        ),
+        (["--protect", "tenant.trainer.denials => 0"], "found '=>' (did you mean >=?)"),
+        (["--protect", "tenant.trainer.denials = 0"], "found '=' (did you mean ==?)"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_nothing_written(
@@ -201,3 +213,33 @@ def test_run_policy_is_every_variants_policy(tmp_path: Path) -> None:
     assert docs[0]["users"]["hpc"]["cgroup"] == "hpc.slice"  # the scenario's declaration
     with pytest.raises(Exception, match="expected a policy file"):
         load_scenario("settlement", policy=tmp_path / "missing.toml")
+
+
+def _run_line(policy_file: Path) -> list[str]:
+    """The ``pinlab run ...`` command the policy file's comment says runs it."""
+    lines = [ln for ln in policy_file.read_text().splitlines() if ln.startswith("#")]
+    (line,) = [ln for ln in lines if "pinlab run " in ln]
+    return shlex.split(line.split("pinlab run ", 1)[1])
+
+
+def test_the_written_run_command_works_from_where_advise_ran(advised: Path, tmp_path: Path) -> None:
+    """docs/advise.md "What it writes": the comment's command names DIR/policy.toml (the
+    docs' example ran advise with --out advice, so advice/policy.toml), not a bare
+    policy.toml that exists only inside DIR."""
+    argv = _run_line(advised / "policy.toml")
+    assert argv[argv.index("--policy") + 1] == "advice/policy.toml"
+    old = os.getcwd()
+    os.chdir(advised.parent)
+    try:
+        out = str(tmp_path / "runs")
+        assert main(["run", *argv, "--out", out, "--quiet", "--no-report"]) == 0
+    finally:
+        os.chdir(old)
+
+
+def test_the_closest_policys_run_command_names_the_closest_file(tmp_path: Path) -> None:
+    out = tmp_path / "impossible"
+    argv = ["advise", "settlement", "--protect", "tenant.hog.throughput >= 1TB/s"]
+    assert main([*argv, "--budget", "3", *SHORT, "--out", str(out), "--jobs", "1"]) == 1
+    run = _run_line(out / "closest-policy.toml")
+    assert run[run.index("--policy") + 1] == str(out / "closest-policy.toml")

@@ -275,3 +275,35 @@ def test_bench_cost_overrides_change_the_mechanism() -> None:
     assert ratio == pytest.approx(0.5 / 0.972, rel=0.01)
     with pytest.raises(ConfigError, match=r"nvlink\.gen3\.link_efficency"):
         run_bench("nvbandwidth", argv, platform="p4d", sets=["nvlink.gen3.link_efficency=0.5"])
+
+
+@pytest.mark.parametrize(
+    ("tool", "argv", "prog"),
+    [
+        ("gdrcopy", ["copylat"], "copylat"),
+        ("registration", ["reg_mr"], "reg_mr"),
+        ("p2p", [], "p2pBandwidthLatencyTest"),
+        ("nvbandwidth", ["-t", "0", *NVB_SMALL], "nvbandwidth"),
+        ("nccl-tests", ["all_reduce_perf", "-f", "2"], "all_reduce_perf"),
+    ],
+)
+def test_a_gpu_tool_on_a_platform_without_gpus_says_so(
+    tool: str, argv: list[str], prog: str
+) -> None:
+    """cx-pair, bench's default, has no GPU without ``--param gpu=``: the GPU tools say that
+    (not ``expected a GPU id below 0`` or, for p2p, empty matrices and success)."""
+    with pytest.raises(ConfigError) as bad:
+        run_bench(tool, argv)
+    assert str(bad.value) == (
+        f"{prog}: --platform: expected a platform with a GPU, found cx-pair (node cx-cx6-ib), "
+        "which has none (e.g. --platform workstation, or --param gpu=h100 on cx-pair)"
+    )
+    assert run_bench(tool, argv, platform="dgx-a100").text
+
+
+@pytest.mark.parametrize(("tool", "test"), [("gdrcopy", "copylat"), ("registration", "reg_mr")])
+def test_a_missing_test_name_is_named_as_missing(tool: str, test: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{tool}: test: expected {test}\b.*, found no test$"):
+        run_bench(tool, [])
+    with pytest.raises(ConfigError, match=rf"^{tool}: test: expected {test}\b.*, found 'bogus'$"):
+        run_bench(tool, ["bogus"])

@@ -411,3 +411,30 @@ def test_the_dmabuf_send_curve_knee_comes_from_the_per_message_cost() -> None:
     assert with_cost[big] == pytest.approx(
         c.nic.cx7.p2p_read_tags * 512 / latency * 8 / 1e9, rel=0.02
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("ib_write_bw", r"^argv: expected a list of arguments, found a string 'ib_write_bw'$"),
+        (5, r"^argv: expected a list of arguments, found 5$"),
+        (["ib_write_bw", 5], r"^argv\[1\]: expected an argument \(a string\), found 5$"),
+    ],
+)
+def test_argv_is_a_list_of_strings(argv: object, message: str) -> None:
+    """One string would be read a character at a time (``found 'i'``): refused, naming it."""
+    with pytest.raises(ConfigError, match=message):
+        run_bench("perftest", argv)  # type: ignore[arg-type]
+
+
+def test_an_unknown_platform_lists_the_presets() -> None:
+    """``--platform PRESET|FILE``: a name that is neither says so and lists the presets."""
+    from pinlab.platform.presets import PRESETS
+
+    with pytest.raises(ConfigError) as bad:
+        run_bench("perftest", ["ib_write_bw"], platform="nope")
+    assert str(bad.value) == (
+        f"--platform nope: expected a preset ({', '.join(PRESETS)}) or a platform file, "
+        "found neither"
+    )
+    assert "cx-pair" in PRESETS and "workstation" in PRESETS

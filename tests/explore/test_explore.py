@@ -451,3 +451,28 @@ def test_cli_bad_input_is_one_line(
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("seed", ["9223372036854775808", "99999999999999999999999", "-1"])
+def test_a_seed_out_of_range_is_refused_as_run_and_bench_refuse_it(
+    seed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README "Guarantees": a seed is 0 … 2^63-1 wherever one can be given; explore took any
+    integer (exit 0)."""
+    with pytest.raises(SystemExit) as exited:  # argparse's own error
+        main(["explore", "--seed", seed, "--max-sequences", "1", "--budget", "5"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"pinlab: error: explore: argument --seed: expected a seed from 0 to 2^63-1, found "
+        f"'{seed}' (see pinlab explore --help)\n"
+    )
+
+
+def test_explore_checks_its_seed_as_the_api_does() -> None:
+    from pinlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^seed: expected an integer seed from 0 to 2\^63-1"):
+        explore([], seed=2**63)
+    with pytest.raises(ConfigError, match=r"^seed: expected an integer seed"):
+        explore([], seed=True)

@@ -10,6 +10,7 @@ judges every protection on that run, and writes the evidence (:mod:`pinlab.advis
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +129,10 @@ def prepare(
     return Plan(scenario, cfg, name, protections, space, seeds, fixed)
 
 
-def _header(plan: Plan, budget: int, seed: int, met: bool) -> list[str]:
+def _header(plan: Plan, budget: int, seed: int, met: bool, policy_file: Path) -> list[str]:
+    """The policy file's comment: the advise command that made it and the run command that
+    uses it, naming ``policy_file`` as advise was given it (``advice/policy.toml`` for
+    ``--out advice``), so the command works from the directory advise ran in."""
     argv = " ".join(f"--protect {toml_inline(p)}" for p in plan.protections.texts)
     term = plan.protections.objective
     if term is not None:
@@ -139,7 +143,8 @@ def _header(plan: Plan, budget: int, seed: int, met: bool) -> list[str]:
         f"pinlab advise {plan.scenario} --variant {plan.variant} {argv} --budget {budget} "
         f"--seed {seed}{sets}",
         f"the {what} policy for the variant's users and cgroups; run it with:",
-        f"  pinlab run {plan.scenario} --variant {plan.variant}{sets} --policy {POLICY_FILE}",
+        f"  pinlab run {plan.scenario} --variant {plan.variant}{sets} "
+        f"--policy {shlex.quote(str(policy_file))}",
     ]
 
 
@@ -171,7 +176,7 @@ def advise(
     assert chosen.policy is not None
     met = advice.recommended is not None
     policy_file = out / (POLICY_FILE if met else CLOSEST_FILE)
-    header = _header(plan, budget, seed, met)
+    header = _header(plan, budget, seed, met, policy_file)
     text = policy_toml(chosen.policy, header)
     fsutil.write_atomic(policy_file, text)
     verification = _verify(plan, policy_file, evaluator) if met else None

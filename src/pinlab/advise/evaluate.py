@@ -16,6 +16,7 @@ strings (:func:`~pinlab.scenarios.claimspec.parse_expectation`), judged with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 
 from pinlab.errors import ConfigError, toml_inline
 from pinlab.scenarios.claims import BoundClaim, Check, Term, bind_claim, judge, show_value
-from pinlab.scenarios.claimspec import ClaimSpec, parse_expectation
+from pinlab.scenarios.claimspec import OPS, ClaimSpec, parse_expectation
 from pinlab.scenarios.config import BUILTIN, ScenarioConfig, load_scenario
 from pinlab.scenarios.result import Metric, RunResult, Verdict
 from pinlab.sim.metrics import Recorder
@@ -66,6 +67,26 @@ class Protections:
         return [c for c in self.claim.expectations if isinstance(c, Check)]
 
 
+_OPERATOR_RUN = re.compile(r"[<>=!]+")
+"""A run of comparison characters in a ``--protect``: one of :data:`OPS`, or a mistyped one."""
+
+_MEANT = {"=": "==", "===": "==", "=>": ">=", "=<": "<=", "<>": "!=", "=!": "!="}
+"""What a mistyped operator most likely meant."""
+
+
+def _check_operators(text: str) -> None:
+    """``ValueError`` for a mistyped comparison operator in ``text`` (``===``, ``=>``, ``=``):
+    the string form would otherwise read its surplus characters as a side (``found '= 0'``
+    as a variant's name) instead of naming the operator. A lone ``!`` (a glob's ``[!x]``)
+    is no operator."""
+    for run in _OPERATOR_RUN.finditer(text):
+        op = run.group()
+        if op in OPS or set(op) == {"!"}:
+            continue
+        meant = f" (did you mean {_MEANT[op]}?)" if op in _MEANT else ""
+        raise ValueError(f"expected a comparison operator ({' '.join(OPS)}), found {op!r}{meant}")
+
+
 def bind_protections(
     cfg: ScenarioConfig, variant: str, protect: Sequence[str], maximise: str | None
 ) -> Protections:
@@ -78,6 +99,7 @@ def bind_protections(
     for text in protect:
         source = f"--protect {text!r}"
         try:
+            _check_operators(text)
             comparison = parse_expectation(text, variant=variant)
         except ValueError as e:
             raise ConfigError(source, "", str(e)) from None

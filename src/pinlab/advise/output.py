@@ -1,6 +1,6 @@
 """What ``pinlab advise`` writes under ``--out``::
 
-    policy.toml          the recommended policy (``pinlab run SCENARIO --policy policy.toml``);
+    policy.toml          the recommended policy (``pinlab run SCENARIO --policy DIR/policy.toml``);
                          closest-policy.toml instead when no point met every protection
     points.csv           the evidence: one row per evaluated point (stage, protections held,
                          margin, the maximised metric, each protection's value, each knob)

@@ -23,9 +23,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pinlab.errors import ConfigError, toml_inline
+from pinlab.errors import ConfigError, found_value, toml_inline
 from pinlab.scenarios.config import check_seed, check_sets
 
 __all__ = [
@@ -201,15 +202,44 @@ def run_bench(
     """Run ``tool_name`` with the real tool's ``argv`` on ``platform`` (a preset name, or a
     platform file) with ``platform_params``; ``nodes`` overrides how many nodes the tool
     spans (perftest needs two, nccl-tests ``--nodes``); ``sets`` are ``key=value`` cost
-    overrides; ``seed`` seeds every random draw. ``ConfigError`` on bad input."""
+    overrides; ``seed`` seeds every random draw. ``ConfigError`` on bad input: ``argv`` is
+    a list of strings (one string would be read a character at a time), ``platform`` a preset
+    or a file that exists (the message lists the presets)."""
+    from pinlab.platform.presets import PRESETS
+
+    if not isinstance(tool_name, str):
+        raise ConfigError(
+            "tool", "", f"expected a tool's name (a string), found {found_value(tool_name)}"
+        )
+    if isinstance(argv, str | bytes):
+        raise ConfigError(
+            "argv", "", f"expected a list of arguments, found a string {found_value(argv)}"
+        )
+    if not isinstance(argv, Sequence):
+        raise ConfigError("argv", "", f"expected a list of arguments, found {found_value(argv)}")
+    for i, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise ConfigError(
+                f"argv[{i}]", "", f"expected an argument (a string), found {found_value(arg)}"
+            )
     if not isinstance(platform, str | os.PathLike):
         raise ConfigError(
-            "platform", "", f"expected a preset name or a platform file's path, found {platform!r}"
+            "platform",
+            "",
+            f"expected a preset name or a platform file's path, found {found_value(platform)}",
+        )
+    if not (isinstance(platform, str) and platform in PRESETS) and not Path(platform).exists():
+        raise ConfigError(
+            f"--platform {os.fspath(platform)}",
+            "",
+            f"expected a preset ({', '.join(PRESETS)}) or a platform file, found neither",
         )
     params = {} if platform_params is None else platform_params
     if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
         raise ConfigError(
-            "platform_params", "", f"expected a table of preset parameters, found {params!r}"
+            "platform_params",
+            "",
+            f"expected a table of preset parameters, found {found_value(params)}",
         )
     setup = BenchSetup(platform, dict(params), nodes, check_sets(sets), check_seed(seed, "seed"))
     return tool(tool_name).run(argv, setup)

@@ -22,6 +22,7 @@ from pinlab.sim.workloads import WORKLOADS, WorkloadParams, spawn
 __all__ = [
     "ToolParser",
     "bus_id",
+    "gpu_spec",
     "parse_sets",
     "run_one",
     "run_tenants",
@@ -89,6 +90,22 @@ def single_node(parser: ToolParser, setup: BenchSetup, why: str) -> None:
 def node_spec(sim: Simulation) -> PlatformSpec:
     """The (first) node's description."""
     return sim.node().machine.spec
+
+
+def gpu_spec(tool: str, sim: Simulation, platform: str) -> PlatformSpec:
+    """The (first) node's description when it has a GPU for ``tool`` to run on (``platform``
+    is the preset or file the user named); else the
+    :class:`ConfigError` saying the platform has none and how to get one (``cx-pair``, the
+    default, has a GPU only with ``--param gpu=...``) -- not a ``GPU id below 0``."""
+    spec = node_spec(sim)
+    if not spec.devices:
+        raise ConfigError(
+            tool,
+            "--platform",
+            f"expected a platform with a GPU, found {platform} (node {spec.name}), which has none "
+            "(e.g. --platform workstation, or --param gpu=h100 on cx-pair)",
+        )
+    return spec
 
 
 def run_tenants(sim: Simulation, params: WorkloadParams, *, per_node: bool = False) -> list[Tenant]:

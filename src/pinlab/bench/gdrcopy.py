@@ -19,7 +19,15 @@ from collections.abc import Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_one, simulation, single_node
+from pinlab.bench._gpu import (
+    ToolParser,
+    bus_id,
+    gpu_spec,
+    run_one,
+    simulation,
+    single_node,
+)
+from pinlab.errors import ConfigError
 from pinlab.sim.workloads.gdrcopy import GdrcopyParams, GdrcopyResult
 
 __all__ = ["TOOL"]
@@ -50,7 +58,13 @@ def _parser() -> ToolParser:
 def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
     argv = list(argv)
     if not argv or argv[0] not in ("copylat", "gdrcopy_copylat"):
-        ToolParser("gdrcopy").fail("test", "copylat (the one modelled)", argv[:1])
+        found = repr(argv[0]) if argv else "no test"
+        raise ConfigError(
+            "gdrcopy",
+            "test",
+            f"expected copylat, the one modelled (pinlab bench gdrcopy copylat [-s ...]), "
+            f"found {found}",
+        )
     parser = _parser()
     args = parser.parse_args(argv[1:])
     if args.size <= 0:
@@ -62,7 +76,7 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         parser.fail("-C", "no cold cache (it needs a caching mapping, not modelled)", True)
     single_node(parser, setup, "copylat runs on one GPU")
     sim = simulation(setup)
-    spec = node_spec(sim)
+    spec = gpu_spec(parser.tool, sim, str(setup.platform))
     if not 0 <= args.gpu < len(spec.devices):
         parser.fail("-d", f"a GPU id below {len(spec.devices)}", args.gpu)
     size = -(-args.size // _GPU_PAGE) * _GPU_PAGE

@@ -24,7 +24,7 @@ from typing import Any
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, run_tenants, simulation
+from pinlab.bench._gpu import ToolParser, bus_id, gpu_spec, run_tenants, simulation
 from pinlab.sim.workloads.nccl import DTYPE_SIZE, PATH_LEVELS, NcclParams, NcclResult
 
 __all__ = ["TOOL", "float_str", "parse_size"]
@@ -138,7 +138,7 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
     if n_nodes < 1:
         parser.fail("--nodes", "a positive number of nodes", n_nodes)
     sim = simulation(setup, nodes=n_nodes)
-    node_gpus = len(sim.node().machine.spec.devices)
+    node_gpus = len(gpu_spec(parser.tool, sim, str(setup.platform)).devices)
     if args.ngpus * args.nthreads > node_gpus:
         parser.fail("-g/--ngpus", f"at most {node_gpus} GPUs per node (× -t)", args.ngpus)
     gdr_read = {"0": "off", "1": "on", None: "auto"}[args.net_gdr_read]

@@ -18,7 +18,15 @@ from collections.abc import Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_one, simulation, single_node
+from pinlab.bench._gpu import (
+    ToolParser,
+    bus_id,
+    gpu_spec,
+    node_spec,
+    run_one,
+    simulation,
+    single_node,
+)
 from pinlab.sim.workloads.nvbandwidth import (
     TESTCASES,
     Matrix,
@@ -121,7 +129,9 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
     first_sim = None
     for tc in cases:
         sim = simulation(setup)
-        first_sim = first_sim or sim
+        if first_sim is None:
+            gpu_spec(parser.tool, sim, str(setup.platform))
+            first_sim = sim
         params = NvbandwidthParams(
             testcase=tc.name,  # type: ignore[arg-type]
             buffer=args.bufferSize * MiB,

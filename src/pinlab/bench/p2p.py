@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, bus_id, node_spec, run_one, simulation, single_node
+from pinlab.bench._gpu import ToolParser, bus_id, gpu_spec, run_one, simulation, single_node
 from pinlab.sim.workloads.p2p import P2pParams, P2pResult
 
 __all__ = ["TOOL"]
@@ -72,10 +72,10 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         parser.fail("--numElems", "a positive number of ints", args.numElems)
     single_node(parser, setup, "the sample runs on one node")
     sim = simulation(setup)
+    spec = gpu_spec(parser.tool, sim, str(setup.platform))
     params = P2pParams(elements=args.numElems, p2p_read=args.p2p_read, sm_copy=args.sm_copy)
     result = run_one(sim, params, P2pResult)
     machine = sim.node().machine
-    spec = node_spec(sim)
     n = len(result.device_names)
     lines = [_TITLE]
     for i, d in enumerate(spec.devices):

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
-from pinlab.bench._gpu import ToolParser, node_spec, run_one, simulation, single_node
+from pinlab.bench._gpu import ToolParser, gpu_spec, run_one, simulation, single_node
+from pinlab.errors import ConfigError
 from pinlab.sim.workloads.reg_mr import RegMrParams, RegMrResult
 from pinlab.units import GiB
 
@@ -59,7 +60,12 @@ def _parser() -> ToolParser:
 def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
     argv = list(argv)
     if not argv or argv[0] != "reg_mr":
-        ToolParser("registration").fail("test", "reg_mr", argv[:1])
+        found = repr(argv[0]) if argv else "no test"
+        raise ConfigError(
+            "registration",
+            "test",
+            f"expected reg_mr (pinlab bench registration reg_mr [--size ...]), found {found}",
+        )
     parser = _parser()
     args = parser.parse_args(argv[1:])
     size = parse_amount(args.size)
@@ -77,7 +83,7 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
     spec_name = ""
     for amount in before:
         sim = simulation(setup)
-        spec = node_spec(sim)
+        spec = gpu_spec(parser.tool, sim, str(setup.platform))
         spec_name = spec.name
         if not 0 <= args.device < len(spec.devices):
             parser.fail("--device", f"a GPU id below {len(spec.devices)}", args.device)

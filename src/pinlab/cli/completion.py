@@ -3,7 +3,8 @@
 :func:`install` gives the parser's arguments their completers (:data:`COMPLETERS`: scenario
 names and files, the variants of the scenario already typed, kernel profiles, workloads,
 platform presets, driver names, cost-parameter keys, ``--set`` paths, bench tools, validation
-tables, pin proposals) and hooks argcomplete into the parser -- only when the shell's
+tables, pin proposals, ``inspect --paste`` kinds; nothing for a free value such as ``doctor
+--device``) and hooks argcomplete into the parser -- only when the shell's
 completion function is asking (``_ARGCOMPLETE`` in the environment). Enabling it in bash or
 zsh: README, or the end of ``pinlab --help``.
 
@@ -33,6 +34,8 @@ __all__ = [
     "importer_kinds",
     "install",
     "names_of",
+    "no_names",
+    "paste_sources",
     "preset_names",
     "preset_or_file",
     "preset_params",
@@ -153,6 +156,27 @@ def comma_list(names: Completer) -> Completer:
     return complete
 
 
+def paste_sources(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
+    """``KIND=`` for ``pinlab inspect --paste KIND=FILE`` (the pasted commands' names,
+    ``lspci-tv=`` ...); after a known ``KIND=``, the files, each after it."""
+    from argcomplete.completers import FilesCompleter
+
+    from pinlab.inspect.paste import PASTE_KINDS
+
+    kind, sep, path = prefix.partition("=")
+    if not sep:
+        return [f"{k}=" for k in PASTE_KINDS if k.startswith(prefix)]
+    if kind not in PASTE_KINDS:
+        return []
+    return [f"{kind}={p}" for p in FilesCompleter()(path)]
+
+
+def no_names(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
+    """Nothing: a free value (``pinlab doctor --device gpu0``, a size) is no file name, and
+    the names it takes are the host's or the snapshot's, not known while a line is typed."""
+    return []
+
+
 def cost_keys(prefix: str = "", parsed_args: Any = None, **_: Any) -> list[str]:
     """The cost-model parameter keys (``pinlab params PATTERN``)."""
     from pinlab.platform.cost import parameters
@@ -255,7 +279,11 @@ COMPLETERS: dict[tuple[str, str], Completer] = {
     ("bench", "platform"): preset_or_file,
     ("bench", "param"): preset_params,
     ("bench", "set"): lambda prefix, **_: [f"{k}=" for k in cost_keys(prefix)],
-    ("bench", "args"): lambda prefix, **_: [],  # the tool's own arguments: no file names
+    ("bench", "args"): no_names,  # the tool's own arguments: no file names
+    ("doctor", "device"): no_names,
+    ("doctor", "nic"): no_names,
+    ("doctor", "size"): no_names,
+    ("inspect", "paste"): paste_sources,
     ("validate", "tables"): validation_tables,
     ("sweep", "file"): toml_files,
     ("explore", "exporters"): comma_list(exporter_kinds),

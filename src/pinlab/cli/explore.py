@@ -92,7 +92,6 @@ def _cmd_explore(args: argparse.Namespace, console: Console) -> int:
 
 
 _positive_int = ArgType(int, "a positive integer", lambda n: n >= 1)
-_seed = ArgType(int, "an integer seed >= 0", lambda n: n >= 0)
 _seconds = ArgType(float, "seconds", lambda s: 0 < s < math.inf, "a positive number of seconds")
 
 
@@ -133,6 +132,6 @@ def add_parsers(sub: Any) -> None:
         metavar="N",
         help="also stop after N sequences (a budget that does not depend on the machine)",
     )
-    add_seed_flag(p, "0: canonical order; else shuffled", default=0, type=_seed)
+    add_seed_flag(p, "0: canonical order; else shuffled", default=0)
     add_json_flag(p)
     add_out_flag(p, "write index.html, findings.json, reproducers")

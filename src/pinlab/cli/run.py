@@ -338,6 +338,7 @@ def _save(
     """Write each run's directory under ``out`` (and, with ``report``, its ``report.html``
     and plots); the number written. ``trace_filter`` limits the categories of
     ``trace.json`` (``--trace-filter``), ``trace_max_events`` caps its size."""
+    from pinlab.fsutil import refused_write
     from pinlab.report.html import run_report_files
     from pinlab.report.output import write_run
     from pinlab.report.trace import DEFAULT_MAX_EVENTS
@@ -355,7 +356,7 @@ def _save(
                 extra=partial(run_report_files, result, verdict) if report else None,
             )
     except OSError as e:
-        raise UserError(f"--out {out}: cannot write the run directory: {e.strerror or e}") from None
+        raise UserError(str(refused_write(f"--out {out}", e))) from None
     return len(results)
 
 

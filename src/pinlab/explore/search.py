@@ -61,6 +61,7 @@ from pinlab.explore.findings import Finding, KnownFindings, make_finding
 from pinlab.explore.ops import Op
 from pinlab.explore.run import Outcome, Runner
 from pinlab.explore.target import Target
+from pinlab.scenarios.config import check_seed
 
 
 @dataclass(slots=True)
@@ -112,7 +113,10 @@ def explore(
     clock: Callable[[], float] = time.monotonic,
 ) -> Report:
     """Explore ``targets`` up to ``depth`` operations per sequence within ``budget`` seconds
-    (None: no time limit) and ``max_sequences`` sequences (None: no limit); module docstring."""
+    (None: no time limit) and ``max_sequences`` sequences (None: no limit); module docstring.
+    ``seed`` is a seed as everywhere (0 … 2^63-1, :func:`~pinlab.scenarios.config.check_seed`;
+    :class:`~pinlab.errors.ConfigError` otherwise)."""
+    seed = check_seed(seed)
     rng = random.Random(seed)
     order = list(targets)
     if seed:

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from pinlab import provenance
-from pinlab.errors import str_argument
+from pinlab.errors import found_value, str_argument
 from pinlab.sim.metrics import Metric, Recorder, series_unit
 from pinlab.sim.workloads import WORKLOADS
 from pinlab.units import UnitError, parse_time
@@ -90,7 +90,7 @@ class RunResult:
             close = difflib.get_close_matches(name, list(self.metrics), n=3)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise KeyError(
-                f"no metric {name!r} in {self.scenario}/{self.variant} "
+                f"no metric {found_value(name)} in {self.scenario}/{self.variant} "
                 f"({len(self.metrics)} metrics{hint})"
             ) from None
 
