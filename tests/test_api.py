@@ -228,6 +228,24 @@ def test_write_where_the_system_refuses_is_a_config_error(tmp_path: Path, place:
     ), refused.value
 
 
+def test_a_scenarios_own_lookups_name_their_argument(scenario: pinlab.Scenario) -> None:
+    """``catalog(variant)`` and ``to_toml(variant)`` name the argument, not the scenario's
+    file (a built-in was loaded by name); seeds, profiles and sets given as large objects are
+    named by their type."""
+    for call, message in (
+        (lambda: scenario.catalog("zzz"), "variant: expected a variant of odp-vs-pin ("),
+        (lambda: scenario.to_toml("zzz"), "variant: expected a variant of odp-vs-pin ("),
+        (lambda: scenario.catalog(5), "variant: expected a variant of odp-vs-pin ("),
+        (lambda: scenario.with_seed(list(range(5000))), "seed: expected an integer seed"),
+        (lambda: scenario.with_profile(list(range(5000))), "profile: expected a kernel profile"),
+        (lambda: scenario.with_set(*[list(range(5000))]), "with_set[0]: expected a key=value"),
+    ):
+        with pytest.raises(ConfigError) as bad:
+            call()  # type: ignore[arg-type]
+        text = str(bad.value)
+        assert text.startswith(message) and len(text) < 250, text
+
+
 def test_a_wrong_argument_is_named_by_its_type_not_dumped(tmp_path: Path) -> None:
     """One result where a list was expected (or any large object) is named by its type: the
     one-line error stays short instead of holding the object's repr (kilobytes)."""

@@ -32,7 +32,7 @@ from typing import Any
 import tomli_w
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
-from pinlab.errors import ConfigError, show_value
+from pinlab.errors import ConfigError, found_value, show_value
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import AnySpec
 from pinlab.scenarios.blame import (
@@ -162,7 +162,7 @@ class ScenarioConfig(BaseModel):
 
     def catalog(self, variant: str | None = None) -> Catalog:
         """The metrics ``variant`` can report (:mod:`pinlab.scenarios.catalog`)."""
-        name = self.check_variant(variant)
+        name = self.check_variant(variant, "variant")
         if name not in self._catalogs:
             self._catalogs[name] = variant_catalog(self.resolve(name), self.platform_spec(name))
         return self._catalogs[name]
@@ -185,16 +185,19 @@ class ScenarioConfig(BaseModel):
         name = scenario.get("name") if isinstance(scenario, dict) else None
         return str(name) if name is not None else self.source
 
-    def check_variant(self, variant: str | None) -> str:
+    def check_variant(self, variant: str | None, argument: str | None = None) -> str:
         """``variant``'s name (None: the first variant's); a one-line ``ConfigError`` naming
-        the scenario's variants for any other name."""
+        the scenario's variants for any other name, or anything but a string. The error names
+        ``argument`` (an API argument: ``variant``) when given, else the scenario's
+        ``variants``."""
         name = variant if variant is not None else self.variants[0]
-        if name not in self.variants:
+        if not isinstance(name, str) or name not in self.variants:
+            source, where = (argument, "") if argument is not None else (self.source, "variants")
             raise ConfigError(
-                self.source,
-                "variants",
+                source,
+                where,
                 f"expected a variant of {self._written_name()} "
-                f"({', '.join(self.variants)}), found {name!r}",
+                f"({', '.join(self.variants)}), found {found_value(name)}",
             )
         return name
 
@@ -307,7 +310,7 @@ class ScenarioConfig(BaseModel):
 
     def to_toml(self, variant: str | None = None) -> str:
         """``config.toml``: the fully resolved configuration of ``variant``."""
-        return tomli_w.dumps(self.resolve(variant).document())
+        return tomli_w.dumps(self.resolve(self.check_variant(variant, "variant")).document())
 
     def _copy(self, **update: Any) -> ScenarioConfig:
         out = self.model_copy(update=update)
@@ -351,7 +354,9 @@ def check_profile(profile: object, source: str = "profile") -> str:
     argument that gave it), as ``--profile`` is refused."""
     if not isinstance(profile, str) or profile not in KERNEL_PRESETS:
         known = ", ".join(KERNEL_PRESETS)
-        raise ConfigError(source, "", f"expected a kernel profile ({known}), found {profile!r}")
+        raise ConfigError(
+            source, "", f"expected a kernel profile ({known}), found {found_value(profile)}"
+        )
     return profile
 
 
@@ -365,7 +370,9 @@ def check_seed(seed: object, source: str = "seed") -> int:
         except TypeError:
             value = None
     if value is None or not 0 <= value <= SEED_MAX:
-        raise ConfigError(source, "", f"expected an integer seed from 0 to 2^63-1, found {seed!r}")
+        raise ConfigError(
+            source, "", f"expected an integer seed from 0 to 2^63-1, found {found_value(seed)}"
+        )
     return value
 
 
@@ -377,15 +384,19 @@ def check_sets(exprs: object, source: str = "sets") -> tuple[str, ...]:
         raise ConfigError(
             source,
             "",
-            f"expected a list of key=value strings, found the string {exprs!r} "
-            f"(a list of one: [{exprs!r}])",
+            f"expected a list of key=value strings, found the string {found_value(exprs)} "
+            f"(a list of one: [{found_value(exprs)}])",
         )
     if not isinstance(exprs, Iterable) or isinstance(exprs, Mapping):
-        raise ConfigError(source, "", f"expected a list of key=value strings, found {exprs!r}")
+        raise ConfigError(
+            source, "", f"expected a list of key=value strings, found {found_value(exprs)}"
+        )
     out = tuple(exprs)
     for i, expr in enumerate(out):
         if not isinstance(expr, str):
-            raise ConfigError(f"{source}[{i}]", "", f"expected a key=value string, found {expr!r}")
+            raise ConfigError(
+                f"{source}[{i}]", "", f"expected a key=value string, found {found_value(expr)}"
+            )
     return out
 
 
