@@ -143,7 +143,7 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
             BASE + '[[devices]]\nname = "g"\ndriver = "amdgpu"\nparent = "rc0"\nmemory = "1"\n'
             'colour = "red"\n',
             "devices[0].colour",
-            'unknown field (found "red")',
+            "unknown field (expected one of name, driver, parent, memory,",
         ),
         (
             BASE + '[[nics]]\nname = "e"\ndriver = "efa"\nparent = "rc0"\nodp = true\n',

@@ -132,14 +132,13 @@ def platform_from_dict(data: Mapping[str, Any], source: str = "platform") -> Any
             )
         return _preset(data["preset"], data.get("params", {}), source)
     kind = data.get("kind", "node")
+    if kind not in ("node", "cluster"):
+        raise ConfigError(source, "kind", f"expected 'node' or 'cluster', found {kind!r}")
+    model: type[PlatformSpec | ClusterSpec] = ClusterSpec if kind == "cluster" else PlatformSpec
     try:
-        if kind == "cluster":
-            return ClusterSpec.model_validate(dict(data), context=STRICT_UNITS)
-        if kind != "node":
-            raise ConfigError(source, "kind", f"expected 'node' or 'cluster', found {kind!r}")
-        return PlatformSpec.model_validate(dict(data), context=STRICT_UNITS)
+        return model.model_validate(dict(data), context=STRICT_UNITS)
     except ValidationError as e:
-        raise config_error(e, source) from None
+        raise config_error(e, source, model=model) from None
 
 
 def load_platform(path: str | Path) -> AnySpec:
