@@ -44,6 +44,7 @@ __all__ = [
     "LimitFacts",
     "Snapshot",
     "dump_snapshot",
+    "kernel_facts",
     "load_snapshot",
     "parse_snapshot",
     "snapshot_from_report",
@@ -111,6 +112,25 @@ class KernelFacts(_Facts):
         if name in self.symbols:
             return True
         return None if self.symbols_excerpt else False
+
+    def config_switches(self) -> dict[str, bool]:
+        """The kernel profile's configuration switches these facts settle (``kernel-semantics.md``
+        §1.5), by switch name: ``move_notify`` from ``CONFIG_DMABUF_MOVE_NOTIFY`` (only a config
+        file tells: kallsyms exports ``dma_buf_move_notify`` either way), ``pci_p2pdma`` from
+        ``CONFIG_PCI_P2PDMA``, else from kallsyms' ``pci_p2pdma_distance_many``. A switch they
+        do not settle is absent. The one derivation: ``pinlab doctor``'s profile
+        (:func:`~pinlab.inspect.doctor_run.closest_profile`) and the platform file's
+        ``[kernel_config]`` both take it from here."""
+        out: dict[str, bool] = {}
+        move_notify = self.option("DMABUF_MOVE_NOTIFY")
+        if move_notify is not None:
+            out["move_notify"] = move_notify
+        p2p = self.option("PCI_P2PDMA")
+        if p2p is None:
+            p2p = self.has_symbol("pci_p2pdma_distance_many")
+        if p2p is not None:
+            out["pci_p2pdma"] = p2p
+        return out
 
     def has_module(self, name: str) -> bool | None:
         """Whether module ``name`` is loaded (None: the module list was not read)."""
@@ -238,6 +258,7 @@ class Snapshot(_Facts):
             dmem=self.dmem_info(),
             system=self.system_info(),
             name=name,
+            kernel_config=self.kernel.config_switches(),
         )
 
     def aliases(self) -> dict[str, str]:
@@ -249,10 +270,10 @@ class Snapshot(_Facts):
 # -- from a host ----------------------------------------------------------------------------------
 
 
-def snapshot_from_report(report: HostReport) -> Snapshot:
-    """The snapshot of what :func:`~pinlab.inspect.host.inspect_host` read."""
+def kernel_facts(report: HostReport) -> KernelFacts:
+    """The kernel facts of what :func:`~pinlab.inspect.host.inspect_host` read."""
     k = report.kernel
-    kernel = KernelFacts(
+    return KernelFacts(
         release=report.system.release,
         config_source=k.config_source,
         config=dict(k.config),
@@ -260,6 +281,11 @@ def snapshot_from_report(report: HostReport) -> Snapshot:
         symbols=None if k.symbols is None else list(k.symbols),
         memory_peers=None if k.memory_peers is None else list(k.memory_peers),
     )
+
+
+def snapshot_from_report(report: HostReport) -> Snapshot:
+    """The snapshot of what :func:`~pinlab.inspect.host.inspect_host` read."""
+    kernel = kernel_facts(report)
     m, caps = report.memlock, report.capabilities
     known = m.status == OK
     cap_list: list[_CapName] | None = None

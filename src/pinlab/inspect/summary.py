@@ -23,6 +23,7 @@ from pinlab.errors import ConfigError
 from pinlab.inspect.host import HostReport
 from pinlab.inspect.pci import PciFunction
 from pinlab.inspect.platform import NAMED_MODULES, PlatformPlan, plan_platform
+from pinlab.inspect.snapshot import kernel_facts
 from pinlab.inspect.source import MISSING, NOT_APPLICABLE, OK
 from pinlab.kernel.profile import DEFAULT_PROFILE
 from pinlab.platform import PlatformSpec, build
@@ -55,6 +56,7 @@ def plan_host(report: HostReport, name: str | None = None) -> PlatformPlan:
         dmem=report.dmem,
         system=report.system,
         name=name,
+        kernel_config=kernel_facts(report).config_switches(),
     )
 
 
