@@ -93,3 +93,20 @@ def test_inspect_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     spec = load_platform(out)
     assert isinstance(spec, PlatformSpec)
     build(spec, "6.16")
+
+
+def test_the_printed_command_runs_a_scenario_on_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pinlab run --platform FILE`` alone runs the built-in suite on its own platforms (and
+    is refused on a host's): the summary and the file's header name the scenario to give."""
+    root = tmp_path / "root"
+    workstation(root)
+    out = tmp_path / "ws.toml"
+    assert main(["inspect", "--root", str(root), "--out", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps the long line
+    assert f"use it: pinlab run SCENARIO --platform {out} (SCENARIO: a scenario file" in text
+    assert "# Use it with: pinlab run SCENARIO --platform <this file>" in out.read_text()
+    smoke = Path(__file__).parents[2] / "examples" / "scenarios" / "host-smoke.toml"
+    args = ["run", str(smoke), "--platform", str(out), "--out", str(tmp_path / "run")]
+    assert main([*args, "--no-report", "--quiet"]) == 0

@@ -88,6 +88,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         platform_text,
         render_summary,
         summary_json,
+        use_it,
         write_platform,
     )
     from pinlab.inspect.hostpolicy import host_policy_text
@@ -123,6 +124,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         )
         for note in [*snap.notes, *plan.notes]:
             print(f"  note: {note}")
+        print(f"  use it: {use_it(out)}")
         return 0
     if args.json:
         print(json.dumps(summary_json(report, plan, out, check), indent=2))

@@ -117,6 +117,7 @@ __all__ = [
     "PlatformPlan",
     "plan_platform",
     "platform_text",
+    "use_it",
     "write_platform",
 ]
 
@@ -657,6 +658,15 @@ def _comment(lines: Sequence[str]) -> str:
     return "".join(f"# {line}".rstrip() + "\n" for line in lines)
 
 
+def use_it(path: str | os.PathLike[str]) -> str:
+    """The command that runs a scenario on the platform file at ``path``: ``pinlab run`` with
+    no scenario runs the built-in suite on its own platforms, not on this one."""
+    return (
+        f"pinlab run SCENARIO --platform {path} (SCENARIO: a scenario file, or a built-in that "
+        "`pinlab scenarios` lists; --map NAME=HOST puts its device names onto this host's)"
+    )
+
+
 def platform_text(plan: PlatformPlan, *, source: str = "") -> str:
     """The platform file: a comment header (mapping, skipped functions, assumptions) and
     :func:`dump_platform`'s TOML, which :func:`load_platform` reads back equal."""
@@ -664,7 +674,7 @@ def platform_text(plan: PlatformPlan, *, source: str = "") -> str:
         "pinlab platform file written by `pinlab inspect`"
         + (f" from {source}" if source else "")
         + ".",
-        "Use it with: pinlab run --platform <this file>",
+        f"Use it with: {use_it('<this file>')}",
         "",
         "Mapping (pinlab name = PCI address: what):",
         *(f"  {m.name} = {m.address}: {m.kind}, {m.what}" for m in plan.mapped),

@@ -22,7 +22,7 @@ from rich.text import Text
 from pinlab.errors import ConfigError
 from pinlab.inspect.host import HostReport
 from pinlab.inspect.pci import PciFunction
-from pinlab.inspect.platform import NAMED_MODULES, PlatformPlan, plan_platform
+from pinlab.inspect.platform import NAMED_MODULES, PlatformPlan, plan_platform, use_it
 from pinlab.inspect.snapshot import kernel_facts
 from pinlab.inspect.source import MISSING, NOT_APPLICABLE, OK
 from pinlab.kernel.profile import DEFAULT_PROFILE
@@ -328,7 +328,7 @@ def render_summary(
             f" -- {check.message}",
         )
     )
-    console.print(Text(f"  use it: pinlab run --platform {out}", style="bold"))
+    console.print(Text(f"  use it: {use_it(out)}", style="bold"))
 
 
 def summary_json(
