@@ -18,11 +18,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pinlab import fsutil
 from pinlab.errors import ConfigError, config_error
@@ -172,6 +182,30 @@ class LimitFacts(_Facts):
     memory_max: CgLimit = None
     dmem_capacity: dict[str, Size] = Field(default_factory=dict)
     dmem: list[DmemFacts] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _soft_within_hard(self) -> LimitFacts:
+        """``do_prlimit`` (``kernel/sys.c``) refuses a soft limit above the hard one
+        (``-EINVAL``): no host has it, so a snapshot that says so was edited wrong; named at
+        ``memlock_soft``, before the doctor builds a policy from it."""
+        if not self.memlock_known:
+            return self
+        inf = float("inf")
+        soft = inf if self.memlock_soft is None else self.memlock_soft
+        hard = inf if self.memlock_hard is None else self.memlock_hard
+        if soft > hard:
+            show = partial(compact_size, unlimited="unlimited")
+            error = InitErrorDetails(
+                type=PydanticCustomError(
+                    "pinlab_rlimit",
+                    "expected at most the hard limit (memlock_hard = {hard}), found {soft}",
+                    {"hard": show(self.memlock_hard), "soft": show(self.memlock_soft)},
+                ),
+                loc=("memlock_soft",),
+                input=self.memlock_soft,
+            )
+            raise ValidationError.from_exception_data(type(self).__name__, [error])
+        return self
 
     def has_cap(self, name: str) -> bool | None:
         return None if self.capabilities is None else name in self.capabilities
