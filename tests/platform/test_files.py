@@ -148,7 +148,7 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
         (
             BASE + '[[nics]]\nname = "e"\ndriver = "efa"\nparent = "rc0"\nodp = true\n',
             "nics[0].odp",
-            "expected false for driver 'efa' (it has no ODP support), found True",
+            "expected false for driver 'efa' (it has no ODP support), found true",
         ),
         (
             BASE + '[[nics]]\nname = "e"\ndriver = "cx7"\nparent = "rc0"\n',
