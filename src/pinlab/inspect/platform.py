@@ -633,9 +633,6 @@ class _Planner:
         return PlatformPlan(spec, tuple(self.mapped), tuple(self.skipped), tuple(notes), aliases)
 
 
-_OPTIONS = {"move_notify": "CONFIG_DMABUF_MOVE_NOTIFY", "pci_p2pdma": "CONFIG_PCI_P2PDMA"}
-
-
 def _config_notes(config: KernelConfigSpec, profile: str) -> list[str]:
     """A note for each switch of the host's kernel that the profile's default does not match."""
     base = KERNEL_PRESETS[profile]
@@ -643,7 +640,7 @@ def _config_notes(config: KernelConfigSpec, profile: str) -> list[str]:
     for key, value in config.for_profile(base.move_notify_is_option).items():
         if getattr(base, key) is not value:
             notes.append(
-                f"this kernel has {_OPTIONS[key]}={'y' if value else 'n'}, unlike profile "
+                f"this kernel has {config.OPTIONS[key]}={'y' if value else 'n'}, unlike profile "
                 f"{profile}'s default: the file carries it (kernel_config.{key} = "
                 f"{'true' if value else 'false'}), and a run on it starts from it"
             )

@@ -352,6 +352,9 @@ def summary_json(
         "path": str(out),
         "name": plan.spec.name,
         "kernel": plan.spec.kernel,
+        "kernel_config": {}
+        if plan.spec.kernel_config is None
+        else plan.spec.kernel_config.switches(),
         "host_bridges": len(plan.spec.host_bridges),
         "switches": len(plan.spec.switches),
         "devices": len(plan.spec.devices),

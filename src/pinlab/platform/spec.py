@@ -15,7 +15,7 @@ do ODP) is read off what the driver class declares.
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -375,6 +375,12 @@ class KernelConfigSpec(_Spec):
 
     move_notify: StrictBool | None = None
     pci_p2pdma: StrictBool | None = None
+
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "move_notify": "CONFIG_DMABUF_MOVE_NOTIFY",
+        "pci_p2pdma": "CONFIG_PCI_P2PDMA",
+    }
+    """Each switch's kernel configuration option."""
 
     def switches(self) -> dict[str, bool]:
         """The switches the file sets, by the kernel profile's switch names."""

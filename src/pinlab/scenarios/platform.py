@@ -118,13 +118,14 @@ def host_switches(
     host = node.kernel_config.for_profile(KERNEL_PRESETS[profile].move_notify_is_option)
     for key, value in host.items():
         if key in own and own[key] is not value:
-            where = f"{cfg.file}'s " if cfg.file is not None else ""
+            option = f"{node.kernel_config.OPTIONS[key]}={'y' if value else 'n'}"
+            where = f" of {cfg.file}" if cfg.file is not None else ""
             raise ConfigError(
                 source,
                 f"kernel.{key}",
-                f"expected the host's {toml_bool(value)} ({where}kernel_config.{key}: the "
-                f"kernel of platform {node.name} is built so), found {toml_bool(own[key])}; "
-                "a scenario on a host platform runs under the host's kernel configuration",
+                f"expected {toml_bool(value)}, the host kernel's ({option}: kernel_config.{key}"
+                f"{where}), found {toml_bool(own[key])}; on a host platform a scenario runs "
+                "under the host kernel's configuration",
             )
     return {k: v for k, v in host.items() if k not in own}
 
