@@ -93,3 +93,56 @@ def test_inspect_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     spec = load_platform(out)
     assert isinstance(spec, PlatformSpec)
     build(spec, "6.16")
+
+
+def test_the_printed_command_runs_a_scenario_on_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pinlab run --platform FILE`` alone runs the built-in suite on its own platforms (and
+    is refused on a host's): the summary and the file's header name the scenario to give."""
+    root = tmp_path / "root"
+    workstation(root)
+    out = tmp_path / "ws.toml"
+    assert main(["inspect", "--root", str(root), "--out", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps the long line
+    assert f"use it: pinlab run SCENARIO --platform {out} (SCENARIO: a scenario file" in text
+    assert "# Use it with: pinlab run SCENARIO --platform <this file>" in out.read_text()
+    smoke = Path(__file__).parents[2] / "examples" / "scenarios" / "host-smoke.toml"
+    args = ["run", str(smoke), "--platform", str(out), "--out", str(tmp_path / "run")]
+    assert main([*args, "--no-report", "--quiet"]) == 0
+
+
+def test_a_paste_summary_names_the_profile_the_file_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 6.8 host's file suggests profile 5.16: the check builds under it and says so."""
+    uname = tmp_path / "uname.txt"
+    uname.write_text("6.8.0-52-generic\n")
+    out = tmp_path / "p.toml"
+    assert main(["inspect", "--paste", f"uname-r={uname}", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert 'kernel = "5.16"' in out.read_text()
+    assert "loads and builds under kernel profile 5.16:" in text and "6.16" not in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--paste", "uname-r=U"], "--paste uname-r=U: expected each kind once, found uname-r"),
+        (["--root", "R"], "--root R: expected --root or --paste"),
+    ],
+)
+def test_paste_refuses_a_second_paste_of_a_kind_and_a_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    uname = tmp_path / "uname.txt"
+    uname.write_text("6.16.3\n")
+    (tmp_path / "root").mkdir()
+    extra = [a.replace("U", str(uname)).replace("R", str(tmp_path / "root")) for a in extra]
+    message = message.replace("U", str(uname)).replace("R", str(tmp_path / "root"))
+    out = tmp_path / "p.toml"
+    args = ["inspect", "--paste", f"uname-r={uname}", *extra, "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pinlab: error: {message}") and err.count("\n") == 1
+    assert not out.exists()

@@ -65,11 +65,18 @@ def test_map_errors_are_one_line(
         (["--platform", str(host), "--map", "gpu0=card9"], "expected a name of platform"),
         (["--platform", str(host), "--map", "gpu0"], "expected SCENARIO_NAME=HOST_NAME"),
         (["--map", "gpu0=card1"], "--map: expected --platform"),
+        # a scenario-side name the scenario's platform lacks would rename nothing
+        (
+            ["--platform", str(host), "--map", "foo=gpu0"],
+            "--map foo=gpu0: expected a device, NIC or display name of odp-vs-pin's own "
+            "platform (display0, gpu0, mlx5_0), found 'foo'",
+        ),
     ]
     for extra, message in cases:
         assert main(["run", "odp-vs-pin", *extra, "--out", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
+        assert not any(tmp_path.iterdir())
 
 
 def test_map_renames_the_scenarios_references(

@@ -126,6 +126,19 @@ PCI = (
             "limits.memlock_soft",
             "lots",
         ),
+        # do_prlimit (kernel/sys.c) refuses soft > hard: named at the snapshot's field
+        (
+            "pinlab_snapshot = 1\n[limits]\nmemlock_known = true\nmemlock_soft = '1GiB'\n"
+            "memlock_hard = '8MiB'\n",
+            "limits.memlock_soft",
+            "expected at most the hard limit (memlock_hard = 8MiB), found 1GiB",
+        ),
+        (
+            "pinlab_snapshot = 1\n[limits]\nmemlock_known = true\nmemlock_soft = 'unlimited'\n"
+            "memlock_hard = '8MiB'\n",
+            "limits.memlock_soft",
+            "found unlimited",
+        ),
         (
             "pinlab_snapshot = 1\n[[pci]]\naddress = '0000:03:00.0'\nroot_bus = '0000:00'\n"
             "vendor = 'xyz'\ndevice = '0'\nclass_code = '0'\n",
@@ -152,6 +165,22 @@ def test_bad_snapshot_is_one_line(text: str, where: str, message: str) -> None:
         parse_snapshot(text, "s.toml")
     line = str(e.value)
     assert line.startswith("s.toml") and where in line and message in line and "\n" not in line
+
+
+def test_doctor_names_the_snapshot_field_of_a_soft_limit_above_the_hard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        "pinlab_snapshot = 1\n[limits]\nmemlock_known = true\nmemlock_soft = '1GiB'\n"
+        "memlock_hard = '8MiB'\n"
+    )
+    assert main(["doctor", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"pinlab: error: {bad}: limits.memlock_soft: expected at most the hard limit "
+        "(memlock_hard = 8MiB), found 1GiB\n"
+    )
 
 
 def test_load_snapshot_errors_name_the_file(tmp_path: Path) -> None:

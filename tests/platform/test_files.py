@@ -143,12 +143,12 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
             BASE + '[[devices]]\nname = "g"\ndriver = "amdgpu"\nparent = "rc0"\nmemory = "1"\n'
             'colour = "red"\n',
             "devices[0].colour",
-            'unknown field (found "red")',
+            "unknown field (expected one of name, driver, parent, memory,",
         ),
         (
             BASE + '[[nics]]\nname = "e"\ndriver = "efa"\nparent = "rc0"\nodp = true\n',
             "nics[0].odp",
-            "expected false for driver 'efa' (it has no ODP support), found True",
+            "expected false for driver 'efa' (it has no ODP support), found true",
         ),
         (
             BASE + '[[nics]]\nname = "e"\ndriver = "cx7"\nparent = "rc0"\n',
@@ -194,6 +194,13 @@ NODE = BASE.replace("[dram]", "[node.dram]").replace("[[host_bridges]]", "[[node
             "expected a parameter of preset 'dl1'",
         ),
         ('preset = "dl1"\n[params]\nhbm = "big"\n', "params.hbm", 'found "big"'),
+        # a value of the right type that the machine's build refuses names the parameter
+        (
+            'preset = "workstation"\n[params]\nvram = 8\n',
+            "params.vram",
+            "expected a value preset 'workstation' builds with, found 8 (devices[0] (gpu0): "
+            "size 8 is not a multiple of the granule 4096)",
+        ),
         (
             'kind = "cluster"\nname = "c"\nnodes = 0\n[node]\n' + NODE,
             "nodes",

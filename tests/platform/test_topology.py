@@ -538,7 +538,7 @@ def test_driver_options_reach_the_drivers() -> None:
             "devices",
             {"dram_page_size": True},
             r"devices\.0\.driver_options\.dram_page_size\n"
-            r".*expected a whole number >= 0, found True",
+            r".*expected a whole number >= 0, found true",
         ),
     ],
 )

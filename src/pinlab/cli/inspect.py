@@ -61,6 +61,11 @@ def _pastes(items: list[str]) -> tuple[dict[str, str], dict[str, str]]:
             raise UserError(
                 f"--paste {item}: expected KIND=FILE with KIND one of {', '.join(PASTE_KINDS)}"
             )
+        if kind in files:  # the second would replace the first unseen
+            raise UserError(
+                f"--paste {item}: expected each kind once, found {kind} also as "
+                f"--paste {kind}={files[kind]}"
+            )
         what = f"the output of {PASTE_KINDS[kind]}"
         try:
             raw = read_user_file(path, what=what, source=f"--paste {kind}={path}")
@@ -88,6 +93,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         platform_text,
         render_summary,
         summary_json,
+        use_it,
         write_platform,
     )
     from pinlab.inspect.hostpolicy import host_policy_text
@@ -95,6 +101,13 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     from pinlab.inspect.snapshot import snapshot_from_report, write_snapshot
 
     out = _outputs(args)
+    if args.paste and args.root is not None:
+        raise UserError(
+            f"--root {args.root}: expected --root or --paste (pasted output stands instead of "
+            "reading a host), found both"
+        )
+    if args.root is None:
+        args.root = "/"
     if args.paste:
         with as_user_error():
             texts, files = _pastes(args.paste)
@@ -123,6 +136,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         )
         for note in [*snap.notes, *plan.notes]:
             print(f"  note: {note}")
+        print(f"  use it: {use_it(out)}")
         return 0
     if args.json:
         print(json.dumps(summary_json(report, plan, out, check), indent=2))
@@ -135,6 +149,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
 def add_parsers(sub: Any) -> None:
     inspect = add_command(sub, "inspect", _cmd_inspect)
     add_root_flag(inspect)
+    inspect.set_defaults(root=None)  # given or not: --paste refuses it
     add_out_flag(
         inspect,
         "platform file to write (default pinlab-host.toml), for pinlab run --platform",

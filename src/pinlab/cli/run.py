@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -103,11 +103,13 @@ def _load_configs(
         raise UserError("--map: expected --platform (the host platform the names map onto)")
     if policy is not None:
         extra["policy"] = policy
+    parsed: dict[str, str] = {}
     if maps and platform is not None:
-        from pinlab.inspect.fit import parse_maps, resolve_maps
+        from pinlab.inspect.fit import check_map_sources, parse_maps, resolve_maps
 
         with as_user_error():
-            extra["rename"] = resolve_maps(parse_maps(maps), platform)
+            parsed = parse_maps(maps)
+            extra["rename"] = resolve_maps(parsed, platform)
     configs = []
     for name in names:
         try:
@@ -119,7 +121,23 @@ def _load_configs(
             raise UserError(_refusal(name, sets, platform, e)) from None
         except OSError as e:
             raise UserError(f"{name}: {e.strerror or e} (expected a scenario file)") from None
+    if parsed:  # after the refusals, which say more of what is missing
+        with as_user_error():
+            check_map_sources(parsed, _own_configs(names, sets))
     return configs
+
+
+def _own_configs(names: Sequence[str], sets: tuple[str, ...]) -> list[ScenarioConfig]:
+    """The scenarios on their own platforms (what ``--map``'s left-hand names name); one that
+    does not load there is left out (its load on the host platform reports it)."""
+    from pinlab.errors import ConfigError
+    from pinlab.scenarios import config
+
+    own = []
+    for name in names:
+        with suppress(ConfigError, OSError):
+            own.append(config.load_scenario(name, sets=sets))
+    return own
 
 
 def _refusal(name: str, sets: tuple[str, ...], platform: str, error: Exception) -> str:

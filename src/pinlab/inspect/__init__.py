@@ -31,6 +31,7 @@ from pinlab.inspect.platform import (
     PlatformPlan,
     plan_platform,
     platform_text,
+    use_it,
     write_platform,
 )
 from pinlab.inspect.summary import (
@@ -52,5 +53,6 @@ __all__ = [
     "platform_text",
     "render_summary",
     "summary_json",
+    "use_it",
     "write_platform",
 ]

@@ -19,7 +19,7 @@ from pinlab.kernel.kernel import RLIM_INFINITY, Kernel
 from pinlab.kernel.profile import PRESETS, KernelProfile
 from pinlab.kernel.umem import IB_ACCESS_LOCAL_WRITE, IB_ACCESS_ON_DEMAND, IB_ACCESS_REMOTE_READ
 from pinlab.platform import build
-from pinlab.platform.spec import PlatformSpec
+from pinlab.platform.spec import KernelConfigSpec, PlatformSpec
 from pinlab.platform.topology import Machine
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import apply_policy
@@ -86,7 +86,9 @@ class Inputs:
 def closest_profile(snap: Snapshot) -> tuple[KernelProfile, bool, list[str]]:
     """(the profile, whether uverbs has the dma-buf MR method, notes). The preset is the newest
     not above the running release (the oldest when the release is older than every preset);
-    ``move_notify`` and ``pci_p2pdma`` follow the config file (``pci_p2pdma`` also kallsyms);
+    ``move_notify`` and ``pci_p2pdma`` follow the config file (``pci_p2pdma`` also kallsyms:
+    :meth:`~pinlab.inspect.snapshot.KernelFacts.config_switches`, as the platform file's
+    ``[kernel_config]``);
     ``dmem`` is off when ``CONFIG_CGROUP_DMEM`` is; the uverbs dma-buf method needs Linux 5.12
     (``UVERBS_METHOD_REG_DMABUF_MR``, bfe0cc6eb249) and, when kallsyms shows a loaded
     ``ib_uverbs``, its ``ib_umem_dmabuf_get``."""
@@ -103,22 +105,15 @@ def closest_profile(snap: Snapshot) -> tuple[KernelProfile, bool, list[str]]:
             f"kernel {k.release} is older than every pinlab profile: the oldest, {base.name}, "
             "stands in for it"
         )
-    profile = base
-    mn = k.option(_MN_OPTION)
-    if mn is not None and profile.move_notify_is_option:
-        profile = profile.with_(move_notify=mn)
-    p2p = k.option("PCI_P2PDMA")
-    if p2p is None:
-        p2p = k.has_symbol("pci_p2pdma_distance_many")
-    if p2p is not None:
-        profile = profile.with_(pci_p2pdma=p2p)
+    switches = KernelConfigSpec(**k.config_switches())
+    profile = base.with_(**switches.for_profile(base.move_notify_is_option))
     if k.option("CGROUP_DMEM") is False and profile.dmem:
         profile = dataclasses.replace(profile, dmem=False)
     uverbs = version is None or version[:2] >= (5, 12)
     if uverbs and k.has_module("ib_uverbs") and k.has_symbol("ib_umem_dmabuf_get") is False:
         uverbs = False
         notes.append("ib_uverbs is loaded but kallsyms has no ib_umem_dmabuf_get")
-    if mn is None and profile.move_notify_is_option:
+    if switches.move_notify is None and profile.move_notify_is_option:
         notes.append(
             f"CONFIG_{_MN_OPTION} unknown (no kernel config in the snapshot; kallsyms cannot "
             f"tell): the profile's default, {'y' if profile.move_notify else 'n'}, assumed"

@@ -27,6 +27,7 @@ from pinlab.platform.spec import PlatformSpec
 from pinlab.scenarios.references import check_references
 
 __all__ = [
+    "check_map_sources",
     "first_missing_reference",
     "host_summary",
     "parse_maps",
@@ -51,6 +52,28 @@ def parse_maps(items: Sequence[str]) -> dict[str, str]:
             )
         out[left.strip()] = right.strip()
     return out
+
+
+def check_map_sources(maps: dict[str, str], scenarios: Sequence[Any]) -> None:
+    """Refuse a ``--map`` whose scenario-side name no scenario's own platform gives (in any
+    variant): the rename would silently do nothing. ``scenarios`` are
+    :class:`~pinlab.scenarios.config.ScenarioConfig` loaded on their own platforms."""
+    if not scenarios:  # none loads on its own platform: nothing to check the names against
+        return
+    names: set[str] = set()
+    for cfg in scenarios:
+        for variant in cfg.variants:
+            spec = cfg.platform_spec(variant)
+            names.update(_names(spec.node if isinstance(spec, ClusterSpec) else spec))
+    for scenario_name, host_name in maps.items():
+        if scenario_name not in names:
+            whose = scenarios[0].name if len(scenarios) == 1 else "the scenarios"
+            raise ConfigError(
+                f"--map {scenario_name}={host_name}",
+                "",
+                f"expected a device, NIC or display name of {whose}'s own platform "
+                f"({', '.join(sorted(names)) or 'none'}), found {scenario_name!r}",
+            )
 
 
 def read_aliases(path: str | os.PathLike[str]) -> dict[str, str]:

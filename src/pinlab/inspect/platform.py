@@ -56,7 +56,11 @@ The mapping (``kernel-semantics.md`` §8 for why each part matters to P2PDMA):
   Xeon root 0x09a2, profile 5.16 does not (K-133) -- the file carries the host's table as
   ``p2pdma_whitelist`` and a note says why; likewise the release's host-bridge lookup rule
   (``p2pdma_root_port_lookup``, K-132) where a bridge is known by its first Root Port and the
-  profile's rule differs.
+  profile's rule differs. The kernel configuration switches the host's config file (or, for
+  P2PDMA, kallsyms) settles -- ``CONFIG_DMABUF_MOVE_NOTIFY``, ``CONFIG_PCI_P2PDMA``
+  (:meth:`~pinlab.inspect.snapshot.KernelFacts.config_switches`, the doctor's source too) --
+  are the file's ``[kernel_config]``, which a run on it starts from; a note names each that
+  differs from the profile's default.
 
 Fallbacks, never placeholders for hardware: a host without GPUs, accelerators or RDMA NICs
 (a CI VM) gets a platform with its host bridges, CPU and DRAM and **zero devices** --
@@ -69,7 +73,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -87,6 +91,8 @@ from pinlab.inspect.release import (
     suggest_kernel,
 )
 from pinlab.inspect.source import OK
+from pinlab.kernel.profile import DEFAULT_PROFILE
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.presets import dump_platform
 from pinlab.platform.spec import (
     CpuSpec,
@@ -94,6 +100,7 @@ from pinlab.platform.spec import (
     DisplaySpec,
     DramSpec,
     HostBridgeSpec,
+    KernelConfigSpec,
     NicSpec,
     PlatformSpec,
     SwitchSpec,
@@ -110,6 +117,7 @@ __all__ = [
     "PlatformPlan",
     "plan_platform",
     "platform_text",
+    "use_it",
     "write_platform",
 ]
 
@@ -307,14 +315,16 @@ def plan_platform(
     dmem: DmemInfo | None = None,
     system: SystemInfo | None = None,
     name: str | None = None,
+    kernel_config: Mapping[str, bool] | None = None,
 ) -> PlatformPlan:
-    """The platform the host's PCI tree, CPU and memory describe (module docstring)."""
+    """The platform the host's PCI tree, CPU and memory describe (module docstring);
+    ``kernel_config`` the switches the host's kernel facts settle."""
     planner = _Planner(pci, cpu, memory)
     planner.host_bridges()
     planner.switches()
     dmem_vram = dmem.vram_by_pci_address() if dmem is not None and dmem.status == OK else {}
     planner.endpoints(dmem_vram)
-    return planner.plan(system, name)
+    return planner.plan(system, name, kernel_config or {})
 
 
 class _Planner:
@@ -566,8 +576,11 @@ class _Planner:
             )
         )
 
-    def plan(self, system: SystemInfo | None, name: str | None) -> PlatformPlan:
-        """The spec of what the steps found, the release's facts it must carry, the aliases."""
+    def plan(
+        self, system: SystemInfo | None, name: str | None, switches: Mapping[str, bool]
+    ) -> PlatformPlan:
+        """The spec of what the steps found, the release's facts and kernel configuration it
+        must carry, the aliases."""
         notes = self.notes
         if not self.devices and not self.nics:
             notes.append(
@@ -584,6 +597,9 @@ class _Planner:
             notes.extend(absent_drivers(self.devices, kernel))
         whitelist = host_whitelist(system, kernel, self.bridges, notes)
         root_port_lookup = host_root_port_lookup(system, kernel, self.bridges, notes)
+        kernel_config = KernelConfigSpec(**switches) if switches else None
+        if kernel_config is not None:
+            notes.extend(_config_notes(kernel_config, kernel or DEFAULT_PROFILE))
         host = system.hostname if system is not None and system.hostname else ""
         spec_name = name or _safe_name(f"host-{host}" if host else "host", "host")
         release = system.release if system is not None and system.release else "unknown"
@@ -603,6 +619,7 @@ class _Planner:
             name=spec_name,
             description=description,
             kernel=kernel,
+            kernel_config=kernel_config,
             cpu=self.cpu_spec,
             dram=self.dram,
             host_bridges=tuple(self.bridges),
@@ -616,12 +633,35 @@ class _Planner:
         return PlatformPlan(spec, tuple(self.mapped), tuple(self.skipped), tuple(notes), aliases)
 
 
+def _config_notes(config: KernelConfigSpec, profile: str) -> list[str]:
+    """A note for each switch of the host's kernel that the profile's default does not match."""
+    base = KERNEL_PRESETS[profile]
+    notes = []
+    for key, value in config.for_profile(base.move_notify_is_option).items():
+        if getattr(base, key) is not value:
+            notes.append(
+                f"this kernel has {config.OPTIONS[key]}={'y' if value else 'n'}, unlike profile "
+                f"{profile}'s default: the file carries it (kernel_config.{key} = "
+                f"{'true' if value else 'false'}), and a run on it starts from it"
+            )
+    return notes
+
+
 def _bus_key(bus: str) -> tuple[int, ...]:
     return tuple(int(x, 16) for x in bus.split(":"))
 
 
 def _comment(lines: Sequence[str]) -> str:
     return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+
+
+def use_it(path: str | os.PathLike[str]) -> str:
+    """The command that runs a scenario on the platform file at ``path``: ``pinlab run`` with
+    no scenario runs the built-in suite on its own platforms, not on this one."""
+    return (
+        f"pinlab run SCENARIO --platform {path} (SCENARIO: a scenario file, or a built-in that "
+        "`pinlab scenarios` lists; --map NAME=HOST puts its device names onto this host's)"
+    )
 
 
 def platform_text(plan: PlatformPlan, *, source: str = "") -> str:
@@ -631,7 +671,7 @@ def platform_text(plan: PlatformPlan, *, source: str = "") -> str:
         "pinlab platform file written by `pinlab inspect`"
         + (f" from {source}" if source else "")
         + ".",
-        "Use it with: pinlab run --platform <this file>",
+        f"Use it with: {use_it('<this file>')}",
         "",
         "Mapping (pinlab name = PCI address: what):",
         *(f"  {m.name} = {m.address}: {m.kind}, {m.what}" for m in plan.mapped),

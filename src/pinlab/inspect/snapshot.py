@@ -18,11 +18,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pinlab import fsutil
 from pinlab.errors import ConfigError, config_error
@@ -44,6 +54,7 @@ __all__ = [
     "LimitFacts",
     "Snapshot",
     "dump_snapshot",
+    "kernel_facts",
     "load_snapshot",
     "parse_snapshot",
     "snapshot_from_report",
@@ -112,6 +123,25 @@ class KernelFacts(_Facts):
             return True
         return None if self.symbols_excerpt else False
 
+    def config_switches(self) -> dict[str, bool]:
+        """The kernel profile's configuration switches these facts settle (``kernel-semantics.md``
+        §1.5), by switch name: ``move_notify`` from ``CONFIG_DMABUF_MOVE_NOTIFY`` (only a config
+        file tells: kallsyms exports ``dma_buf_move_notify`` either way), ``pci_p2pdma`` from
+        ``CONFIG_PCI_P2PDMA``, else from kallsyms' ``pci_p2pdma_distance_many``. A switch they
+        do not settle is absent. The one derivation: ``pinlab doctor``'s profile
+        (:func:`~pinlab.inspect.doctor_run.closest_profile`) and the platform file's
+        ``[kernel_config]`` both take it from here."""
+        out: dict[str, bool] = {}
+        move_notify = self.option("DMABUF_MOVE_NOTIFY")
+        if move_notify is not None:
+            out["move_notify"] = move_notify
+        p2p = self.option("PCI_P2PDMA")
+        if p2p is None:
+            p2p = self.has_symbol("pci_p2pdma_distance_many")
+        if p2p is not None:
+            out["pci_p2pdma"] = p2p
+        return out
+
     def has_module(self, name: str) -> bool | None:
         """Whether module ``name`` is loaded (None: the module list was not read)."""
         return None if self.modules is None else name in self.modules
@@ -152,6 +182,30 @@ class LimitFacts(_Facts):
     memory_max: CgLimit = None
     dmem_capacity: dict[str, Size] = Field(default_factory=dict)
     dmem: list[DmemFacts] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _soft_within_hard(self) -> LimitFacts:
+        """``do_prlimit`` (``kernel/sys.c``) refuses a soft limit above the hard one
+        (``-EINVAL``): no host has it, so a snapshot that says so was edited wrong; named at
+        ``memlock_soft``, before the doctor builds a policy from it."""
+        if not self.memlock_known:
+            return self
+        inf = float("inf")
+        soft = inf if self.memlock_soft is None else self.memlock_soft
+        hard = inf if self.memlock_hard is None else self.memlock_hard
+        if soft > hard:
+            show = partial(compact_size, unlimited="unlimited")
+            error = InitErrorDetails(
+                type=PydanticCustomError(
+                    "pinlab_rlimit",
+                    "expected at most the hard limit (memlock_hard = {hard}), found {soft}",
+                    {"hard": show(self.memlock_hard), "soft": show(self.memlock_soft)},
+                ),
+                loc=("memlock_soft",),
+                input=self.memlock_soft,
+            )
+            raise ValidationError.from_exception_data(type(self).__name__, [error])
+        return self
 
     def has_cap(self, name: str) -> bool | None:
         return None if self.capabilities is None else name in self.capabilities
@@ -238,6 +292,7 @@ class Snapshot(_Facts):
             dmem=self.dmem_info(),
             system=self.system_info(),
             name=name,
+            kernel_config=self.kernel.config_switches(),
         )
 
     def aliases(self) -> dict[str, str]:
@@ -249,10 +304,10 @@ class Snapshot(_Facts):
 # -- from a host ----------------------------------------------------------------------------------
 
 
-def snapshot_from_report(report: HostReport) -> Snapshot:
-    """The snapshot of what :func:`~pinlab.inspect.host.inspect_host` read."""
+def kernel_facts(report: HostReport) -> KernelFacts:
+    """The kernel facts of what :func:`~pinlab.inspect.host.inspect_host` read."""
     k = report.kernel
-    kernel = KernelFacts(
+    return KernelFacts(
         release=report.system.release,
         config_source=k.config_source,
         config=dict(k.config),
@@ -260,6 +315,11 @@ def snapshot_from_report(report: HostReport) -> Snapshot:
         symbols=None if k.symbols is None else list(k.symbols),
         memory_peers=None if k.memory_peers is None else list(k.memory_peers),
     )
+
+
+def snapshot_from_report(report: HostReport) -> Snapshot:
+    """The snapshot of what :func:`~pinlab.inspect.host.inspect_host` read."""
+    kernel = kernel_facts(report)
     m, caps = report.memlock, report.capabilities
     known = m.status == OK
     cap_list: list[_CapName] | None = None

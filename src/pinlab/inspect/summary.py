@@ -22,9 +22,10 @@ from rich.text import Text
 from pinlab.errors import ConfigError
 from pinlab.inspect.host import HostReport
 from pinlab.inspect.pci import PciFunction
-from pinlab.inspect.platform import NAMED_MODULES, PlatformPlan, plan_platform
+from pinlab.inspect.platform import NAMED_MODULES, PlatformPlan, plan_platform, use_it
+from pinlab.inspect.snapshot import kernel_facts
 from pinlab.inspect.source import MISSING, NOT_APPLICABLE, OK
-from pinlab.kernel.profile import DEFAULT_PROFILE
+from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
 from pinlab.platform import PlatformSpec, build
 from pinlab.platform.presets import load_platform
 from pinlab.units import fmt_size
@@ -55,6 +56,7 @@ def plan_host(report: HostReport, name: str | None = None) -> PlatformPlan:
         dmem=report.dmem,
         system=report.system,
         name=name,
+        kernel_config=kernel_facts(report).config_switches(),
     )
 
 
@@ -68,9 +70,21 @@ class PlatformCheck:
 
 
 def check_platform(
-    path: str | Path, spec: PlatformSpec, profile: str = DEFAULT_PROFILE
+    path: str | Path, spec: PlatformSpec, profile: str | None = None
 ) -> PlatformCheck:
-    """Load ``path`` (as ``pinlab run --platform`` does) and build it under ``profile``."""
+    """Load ``path`` (as ``pinlab run --platform`` does) and build it under ``profile``
+    (default: the profile the file names, else the default one, with the file's
+    ``[kernel_config]`` switches, as a run on it starts)."""
+    profile = profile or spec.kernel or DEFAULT_PROFILE
+    base = get_profile(profile)
+    switches = (
+        {}
+        if spec.kernel_config is None
+        else spec.kernel_config.for_profile(base.move_notify_is_option)
+    )
+    under = f"kernel profile {profile}" + "".join(
+        f", {k} = {'true' if v else 'false'}" for k, v in switches.items()
+    )
     try:
         loaded = load_platform(path)
     except ConfigError as e:
@@ -79,12 +93,10 @@ def check_platform(
         return PlatformCheck(False, profile, "loads, but differs from what was written")
     assert isinstance(loaded, PlatformSpec)
     try:
-        machine = build(loaded, profile)
+        machine = build(loaded, base.with_(**switches))
     except (ConfigError, ValueError) as e:
-        return PlatformCheck(False, profile, f"loads, but does not build: {e}")
-    return PlatformCheck(
-        True, profile, f"loads and builds under kernel profile {profile}: {machine!r}"
-    )
+        return PlatformCheck(False, profile, f"loads, but does not build under {under}: {e}")
+    return PlatformCheck(True, profile, f"loads and builds under {under}: {machine!r}")
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -326,7 +338,7 @@ def render_summary(
             f" -- {check.message}",
         )
     )
-    console.print(Text(f"  use it: pinlab run --platform {out}", style="bold"))
+    console.print(Text(f"  use it: {use_it(out)}", style="bold"))
 
 
 def summary_json(
@@ -340,6 +352,9 @@ def summary_json(
         "path": str(out),
         "name": plan.spec.name,
         "kernel": plan.spec.kernel,
+        "kernel_config": {}
+        if plan.spec.kernel_config is None
+        else plan.spec.kernel_config.switches(),
         "host_bridges": len(plan.spec.host_bridges),
         "switches": len(plan.spec.switches),
         "devices": len(plan.spec.devices),

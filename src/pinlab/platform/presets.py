@@ -29,7 +29,7 @@ from typing import Any
 import tomli_w
 from pydantic import ValidationError
 
-from pinlab.errors import ConfigError, config_error
+from pinlab.errors import ConfigError, config_error, show_value
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.presets_aws import cluster, dl1, p4d
 from pinlab.platform.presets_gpu import dgx_a100, dgx_h100, gpu_box, p5
@@ -118,7 +118,52 @@ def _preset(name: object, params: object, source: str) -> AnySpec:
         raise ConfigError(
             source, "preset", f"expected {name!r} to give a platform spec, found {spec!r}"[:200]
         )
+    if params:
+        _check_params(name, func, params, spec, source)
     return spec
+
+
+def _build_error(spec: AnySpec) -> ConfigError | ValueError | None:
+    """What the machine's build (its drivers' checks of sizes and options) refuses, if any."""
+    from pinlab.platform.builder import build
+
+    try:
+        build(spec.node if isinstance(spec, ClusterSpec) else spec)
+    except (ConfigError, ValueError) as e:
+        return e
+    return None
+
+
+def _check_params(
+    name: str, func: Callable[..., AnySpec], params: Mapping[str, Any], spec: AnySpec, source: str
+) -> None:
+    """The preset's machine builds with ``params``, else the parameter that alone makes it
+    fail is named (``params.vram``: a VRAM size no granule divides), with what the build said;
+    checked here, where the user's parameter is known, not later at the device it became."""
+    error = _build_error(spec)
+    if error is None:
+        return
+    for key, value in params.items():
+        alone = _build_error(func(**{key: value}))
+        if alone is not None:
+            raise ConfigError(
+                source,
+                f"params.{key}",
+                f"expected a value preset {name!r} builds with, found {show_value(value)} "
+                f"({_reason(alone)})",
+            )
+    raise ConfigError(
+        source,
+        "params",
+        f"expected parameters preset {name!r} builds with, found "
+        f"{show_value(dict(params))} ({_reason(error)})",
+    )
+
+
+def _reason(error: ConfigError | ValueError) -> str:
+    if isinstance(error, ConfigError):
+        return f"{error.where}: {error.message}" if error.where else error.message
+    return str(error)
 
 
 def platform_from_dict(data: Mapping[str, Any], source: str = "platform") -> AnySpec:
@@ -132,14 +177,13 @@ def platform_from_dict(data: Mapping[str, Any], source: str = "platform") -> Any
             )
         return _preset(data["preset"], data.get("params", {}), source)
     kind = data.get("kind", "node")
+    if kind not in ("node", "cluster"):
+        raise ConfigError(source, "kind", f"expected 'node' or 'cluster', found {kind!r}")
+    model: type[PlatformSpec | ClusterSpec] = ClusterSpec if kind == "cluster" else PlatformSpec
     try:
-        if kind == "cluster":
-            return ClusterSpec.model_validate(dict(data), context=STRICT_UNITS)
-        if kind != "node":
-            raise ConfigError(source, "kind", f"expected 'node' or 'cluster', found {kind!r}")
-        return PlatformSpec.model_validate(dict(data), context=STRICT_UNITS)
+        return model.model_validate(dict(data), context=STRICT_UNITS)
     except ValidationError as e:
-        raise config_error(e, source) from None
+        raise config_error(e, source, model=model) from None
 
 
 def load_platform(path: str | Path) -> AnySpec:

@@ -15,7 +15,7 @@ do ODP) is read off what the driver class declares.
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -62,6 +62,7 @@ __all__ = [
     "DramSpec",
     "HostBridgeSpec",
     "InterSocketSpec",
+    "KernelConfigSpec",
     "LinkSpec",
     "Name",
     "NicSpec",
@@ -365,6 +366,35 @@ class WhitelistEntrySpec(_Spec):
         return P2pdmaWhitelistEntry(self.vendor, device, flags)
 
 
+class KernelConfigSpec(_Spec):
+    """``[kernel_config]``: the host kernel's configuration switches (``kernel-semantics.md``
+    §1.5), as ``pinlab inspect`` read them from its config file (and, for ``pci_p2pdma``,
+    kallsyms); a switch it could not read is absent. A scenario run on the platform starts from
+    these (:meth:`for_profile`): ``move_notify`` is ``CONFIG_DMABUF_MOVE_NOTIFY``,
+    ``pci_p2pdma`` is ``CONFIG_PCI_P2PDMA``."""
+
+    move_notify: StrictBool | None = None
+    pci_p2pdma: StrictBool | None = None
+
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "move_notify": "CONFIG_DMABUF_MOVE_NOTIFY",
+        "pci_p2pdma": "CONFIG_PCI_P2PDMA",
+    }
+    """Each switch's kernel configuration option."""
+
+    def switches(self) -> dict[str, bool]:
+        """The switches the file sets, by the kernel profile's switch names."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    def for_profile(self, move_notify_is_option: bool) -> dict[str, bool]:
+        """The switches a profile can take: ``move_notify`` only where the release still has
+        the option (removed in 7.1, always on there)."""
+        out = self.switches()
+        if not move_notify_is_option:
+            out.pop("move_notify", None)
+        return out
+
+
 _DEFAULT_COST: list[CostModel] = []
 
 
@@ -389,6 +419,11 @@ class PlatformSpec(_Spec):
     description: str = ""
     kernel: KernelName = Field(
         default=None, description="suggested kernel profile (§9 'kernel preset')"
+    )
+    kernel_config: KernelConfigSpec | None = Field(
+        default=None,
+        description="the host kernel's configuration switches (pinlab inspect); a scenario's "
+        "run starts from them",
     )
     cpu: CpuSpec = Field(default_factory=CpuSpec)
     dram: DramSpec

@@ -144,12 +144,15 @@ RdmaDriverName = Annotated[str, AfterValidator(_rdma_driver)]
 
 
 def ref_error(loc: tuple[str | int, ...], expected: str, found: object) -> InitErrorDetails:
-    """One pydantic error at ``loc``: "expected ``expected``, found ``found``"."""
+    """One pydantic error at ``loc``: "expected ``expected``, found ``found``" -- a name
+    quoted as the spec's other errors quote names, any other value as TOML writes it
+    (``true``, not Python's ``True``)."""
+    shown = repr(found) if isinstance(found, str) else show_value(found)
     return InitErrorDetails(
         type=PydanticCustomError(
             "pinlab_ref",
             "expected {expected}, found {found}",
-            {"expected": expected, "found": repr(found)},
+            {"expected": expected, "found": shown},
         ),
         loc=loc,
         input=found,

@@ -4,19 +4,21 @@ the platform description the simulation runs on."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pinlab.errors import ConfigError, config_error, exactly_one
+from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.presets import AnySpec, load_platform, platform_from_dict
 from pinlab.platform.spec import PlatformSpec
 from pinlab.scenarios.paths import quote
 from pinlab.units import STRICT_UNITS
 
-__all__ = ["PlatformConfig", "build_platform"]
+__all__ = ["PlatformConfig", "build_platform", "host_switches"]
 
 
 class PlatformConfig(BaseModel):
@@ -100,6 +102,37 @@ def _patch_node(node: PlatformSpec, cfg: PlatformConfig, source: str) -> Platfor
     except ValidationError as e:
         err = config_error(e, source, model=PlatformSpec)
         raise ConfigError(source, _user_field(err.where, node, cfg, data), err.message) from None
+
+
+def host_switches(
+    node: PlatformSpec, profile: str, own: Mapping[str, bool], cfg: PlatformConfig, source: str
+) -> dict[str, bool]:
+    """The kernel configuration switches of the platform's host (its ``[kernel_config]``,
+    written by ``pinlab inspect``) that the scenario's ``[kernel]`` does not set, for a run
+    under ``profile`` (``move_notify`` only where the profile has the option). A switch the
+    scenario (or its variant, or a ``--set``) sets otherwise than the host's kernel is refused:
+    the run would allow or refuse what the host's kernel does not (``kernel-semantics.md``
+    §1.5). :class:`ConfigError` naming ``kernel.<switch>``."""
+    if node.kernel_config is None:
+        return {}
+    host = node.kernel_config.for_profile(KERNEL_PRESETS[profile].move_notify_is_option)
+    for key, value in host.items():
+        if key in own and own[key] is not value:
+            option = f"{node.kernel_config.OPTIONS[key]}={'y' if value else 'n'}"
+            where = f" of {cfg.file}" if cfg.file is not None else ""
+            raise ConfigError(
+                source,
+                f"kernel.{key}",
+                f"expected {toml_bool(value)}, the host kernel's ({option}: kernel_config.{key}"
+                f"{where}), found {toml_bool(own[key])}; on a host platform a scenario runs "
+                "under the host kernel's configuration",
+            )
+    return {k: v for k, v in host.items() if k not in own}
+
+
+def toml_bool(value: bool) -> str:
+    """``true`` / ``false``, as a TOML file writes it."""
+    return "true" if value else "false"
 
 
 _ITEM = re.compile(r"^(devices|nics|switches|displays)\[(\d+)\](.*)$")

@@ -115,7 +115,7 @@ from pinlab.scenarios.paths import (
     select,
     where_of,
 )
-from pinlab.scenarios.platform import PlatformConfig, build_platform
+from pinlab.scenarios.platform import PlatformConfig, build_platform, host_switches
 from pinlab.scenarios.policy import dmem_settings, policy_document, validate_policy
 from pinlab.scenarios.references import check_references
 from pinlab.sim.workloads import WORKLOADS, WorkloadParams, param_unit
@@ -635,6 +635,9 @@ def validate_document(
     spec = build_platform(resolved.platform, source, base_dir)
     node = spec.node if isinstance(spec, ClusterSpec) else spec
     profile = resolved.kernel.profile or node.kernel or DEFAULT_PROFILE
+    host = host_switches(node, profile, resolved.kernel.switches(), resolved.platform, source)
+    if host:  # the host's kernel configuration, where the scenario sets none
+        resolved = resolved.model_copy(update={"kernel": resolved.kernel.model_copy(update=host)})
     try:
         get_profile(profile, **resolved.kernel.switches())
     except ValueError as e:  # the profile may be the platform's suggestion
