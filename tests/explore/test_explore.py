@@ -464,7 +464,7 @@ def test_a_seed_out_of_range_is_refused_as_run_and_bench_refuse_it(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err == (
-        f"pinlab: error: explore: argument --seed: expected a seed from 0 to 2^63-1, found "
+        f"pinlab: error: explore: --seed: expected a seed from 0 to 2^63-1, found "
         f"'{seed}' (see pinlab explore --help)\n"
     )
 

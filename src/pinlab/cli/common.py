@@ -96,7 +96,7 @@ class ArgType(Generic[T]):
 
 
 def _seed_in_range(seed: int) -> bool:
-    from pinlab.scenarios.schema import SEED_MAX  # imported only once a seed is given
+    from pinlab.scenarios.fields import SEED_MAX  # imported only once a seed is given
 
     return 0 <= seed <= SEED_MAX
 

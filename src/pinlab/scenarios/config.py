@@ -47,16 +47,15 @@ from pinlab.scenarios.blame import (
 from pinlab.scenarios.catalog import Catalog, variant_catalog
 from pinlab.scenarios.claims import BoundClaim, bind_claim
 from pinlab.scenarios.claimspec import ClaimSpec
+from pinlab.scenarios.fields import SEED_MAX, check_name
 from pinlab.scenarios.paths import deep_merge, quote
 from pinlab.scenarios.policy import PolicyDocumentError, written_by
 from pinlab.scenarios.references import rename_references
 from pinlab.scenarios.schema import (
-    SEED_MAX,
     ResolvedScenario,
     ScenarioMeta,
     apply_changes,
     apply_set,
-    check_name,
     normalise_path,
     parse_path,
     parse_set,

@@ -51,7 +51,8 @@ from pydantic import (
 
 from pinlab.errors import ConfigError, config_error, show_value, toml_inline, toml_path
 from pinlab.scenarios.config import BUILTIN, ScenarioConfig, load_scenario
-from pinlab.scenarios.schema import SEED_MAX, Name, Seed, check_name, parse_path
+from pinlab.scenarios.fields import SEED_MAX, Name, Seed, check_name
+from pinlab.scenarios.paths import parse_path
 from pinlab.tomlfile import read_toml
 
 __all__ = ["MAX_POINTS", "SEED_MAX", "Point", "Sweep", "SweepFile", "load_sweep", "point_error"]
