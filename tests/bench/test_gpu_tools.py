@@ -118,6 +118,34 @@ def test_p2p_prints_the_samples_blocks() -> None:
     assert cell(order[6] + " CPU", "gpu0", "gpu1") > 1
 
 
+def test_p2p_on_a_gpu_without_a_memory_bandwidth_copies_at_the_assumed_rate() -> None:
+    """The workstation's GPU has no memory bandwidth in its spec, so no ``mem:gpu0`` link: a
+    copy inside it (the diagonal) ran over no link and no cap and the sample failed. It now
+    runs at the assumed on-device rate (``copy_engine.local_rate``), read and written there as
+    over the link, and the bidirectional pair of copies shares it, as a link is shared."""
+    from pinlab.platform.builder import build
+    from pinlab.platform.presets import resolve_platform
+    from pinlab.sim.copy_engine import local_rate
+
+    t = run_bench("p2p", ["--numElems=1000000"], platform="workstation")
+    assert t.columns == ("matrix", "row", "gpu0")
+
+    def diagonal(title: str) -> float:
+        (hit,) = [r for r in t.rows if r[0] == title and r[1] == "gpu0"]
+        value = hit[2]
+        assert isinstance(value, float)
+        return value
+
+    uni = diagonal("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)")
+    bidir = diagonal("Bidirectional P2P=Disabled Bandwidth Matrix (GB/s)")
+    spec = resolve_platform("workstation")
+    assert spec.kind == "node" and spec.device("gpu0").memory_bandwidth is None
+    machine = build(spec)
+    rate = local_rate(machine, "gpu0") * 1e-9  # each copy also pays its launches
+    assert 0.9 * rate < uni <= rate
+    assert bidir == pytest.approx(uni, rel=0.05)  # the launches overlap, the bytes share
+
+
 def test_p2p_bad_flags_are_one_line() -> None:
     with pytest.raises(ConfigError, match=r"--numElems: expected a positive number"):
         run_bench("p2p", ["--numElems=0"], platform="gpu-box")

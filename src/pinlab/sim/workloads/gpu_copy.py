@@ -13,6 +13,7 @@ ratio fitted to a result.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,6 +21,7 @@ from pinlab.platform import pcie_model
 from pinlab.platform.gpu_model import CopyEngine, nvlink_rate, read_window, staged_rate
 from pinlab.platform.pcie_model import PcieLink
 from pinlab.platform.topology import LinkUse, Machine
+from pinlab.sim.copy_engine import local_rate
 from pinlab.sim.engine import Ctx
 from pinlab.sim.workloads.base import Gen
 
@@ -50,13 +52,17 @@ class CopyFlow:
     """One copy's flow: the links crossed in order, the mechanism's rate cap (bytes/s), the
     GPU time of a small copy (``latency``: ``gpucopy.launch_gpu``, plus the staging handoff and
     a second launch when staged), how it travels, and what it is on each PCIe link it crosses
-    (``(link, stream, MRRS)``, for :func:`shared_caps`)."""
+    (``(link, stream, MRRS)``, for :func:`shared_caps`). ``memory``: the device whose memory
+    a copy inside it reads and writes when the platform has no ``mem:<d>`` link for it (its
+    spec gives no memory bandwidth), so that :func:`shared_caps` splits the assumed rate
+    between the copies that run there at once, as a link would."""
 
     uses: tuple[LinkUse, ...]
     cap: float
     latency: float
     via: Via
     pcie: tuple[tuple[PcieLink, Stream, int], ...] = ()
+    memory: str | None = None
 
 
 def _is_host(name: str) -> bool:
@@ -86,7 +92,10 @@ def copy_flow(
     """The flow of a copy from ``src`` to ``dst`` (device names or ``host:<s>``) run by
     ``initiator``'s copy engine or copy kernel (``engine``):
 
-    * ``src == dst``: the device reads and writes its own memory (``mem:<d>`` twice);
+    * ``src == dst``: the device reads and writes its own memory (``mem:<d>`` twice; a device
+      whose spec gives no memory bandwidth has no such link, and the copy gets half of
+      :func:`~pinlab.sim.copy_engine.local_rate`'s assumed on-device rate, as the link would
+      give, shared with the copies inside that device that run at once: ``memory``);
     * two GPUs in one NVLink domain: ``Machine.nvlink_path``, capped at the NVLink data rate
       for ``engine``'s payloads (:func:`~pinlab.platform.gpu_model.nvlink_rate`);
     * otherwise PCIe (``Machine.path``): a write by the source's engine is posted (the PCIe
@@ -100,6 +109,8 @@ def copy_flow(
     launch = cost.gpucopy.launch_gpu
     if src == dst:
         mem = machine.path(src, dst)
+        if not mem:  # no mem:<d> link: the assumed rate, each byte read and written there
+            return CopyFlow((), local_rate(machine, src) / 2, launch, "local", memory=src)
         return CopyFlow((*mem, *mem), math.inf, launch, "local")
     if not _is_host(src) and not _is_host(dst):
         if not p2p:
@@ -176,7 +187,8 @@ def shared_caps(machine: Machine, flows: list[CopyFlow]) -> list[float]:
     writes' ACKs against theirs, so a read stream and a write stream on one link take from
     both directions (:func:`pinlab.platform.pcie_model.share_link`, max-min by payload). A
     copy's demand is its own cap (or the link's rate); streams of one kind share their
-    allotment in proportion to their demands."""
+    allotment in proportion to their demands. Copies inside one device without a memory link
+    (``CopyFlow.memory``) split its rate evenly."""
     cost = machine.cost
     demand: dict[str, dict[Stream, float]] = {}
     links: dict[str, tuple[PcieLink, int]] = {}
@@ -197,6 +209,7 @@ def shared_caps(machine: Machine, flows: list[CopyFlow]) -> list[float]:
         )
         for stream, want in per.items():
             factor[(name, stream)] = min(1.0, getattr(got, stream) / want) if want > 0 else 1.0
+    inside = Counter(fl.memory for fl in flows if fl.memory is not None)
     out = []
     for fl in flows:
         cap = fl.cap
@@ -205,6 +218,8 @@ def shared_caps(machine: Machine, flows: list[CopyFlow]) -> list[float]:
             if f < 1.0:
                 full = cost.pcie_rate(link.gen, link.width, link.direction, link.mps)
                 cap = min(cap, min(fl.cap, full) * f)
+        if fl.memory is not None:
+            cap /= inside[fl.memory]
         out.append(cap)
     return out
 
