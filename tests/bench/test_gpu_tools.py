@@ -230,7 +230,14 @@ def test_nccl_tests_spans_nodes_and_reports_no_check() -> None:
         (["all_reduce_perf", "-b", "1M", "-e", "1K"], r"-e/--maxbytes: expected a size >="),
         (["all_reduce_perf", "-f", "2", "-d", "float17"], r"-d/--datatype: expected"),
         (["all_reduce_perf", "-f", "2", "-g", "9"], r"-g/--ngpus: expected at most 8 GPUs"),
-        (["all_reduce_perf", "-b", "8", "-e", "8"], r"-f/--stepfactor: expected a factor >= 2"),
+        (["all_reduce_perf", "-f", "0"], r"-f/--stepfactor: expected a factor >= 1 \(1: sizes"),
+        (["all_reduce_perf", "-i", "0"], r"-i/--stepbytes: expected a size >= 1"),
+        # a stepbytes sweep of 8 GiB in steps of one byte: the bound a scenario's tenant has
+        (
+            ["all_reduce_perf", "-b", "8", "-e", "8G", "-i", "1"],
+            r"-i/--stepbytes: expected at most 1e\+07 workload iterations in a run "
+            r"\(8589934585 sizes x 21 iterations x 2 placements\)",
+        ),
         (["all_reduce_perf", "-f", "2", "--algo", "nvls"], r"argument --algo: invalid choice"),
     ],
 )
@@ -238,6 +245,23 @@ def test_nccl_tests_bad_flags_are_one_line(argv: list[str], expected: str) -> No
     with pytest.raises(ConfigError, match=expected) as e:
         run_bench("nccl-tests", argv, platform="dgx-a100")
     assert "\n" not in str(e.value)
+
+
+def test_nccl_tests_steps_by_bytes_as_common_cu_does() -> None:
+    """nccl-tests' default is ``-f 1``: sizes from -b to -e in steps of ``-i`` bytes (1M), and
+    the header says ``step: <bytes>(bytes)``; with no flags, the one size 32M runs."""
+    alone = run_bench("nccl-tests", ["all_reduce_perf", "-g", "8"], platform="dgx-a100")
+    assert "step: 1048576(bytes) warmup iters:" in alone.text
+    assert [r[0] for r in alone.rows] == [32 << 20]
+    stepped = run_bench(
+        "nccl-tests", ["all_reduce_perf", "-b", "1M", "-e", "4M", "-i", "1M", "-g", "8"],
+        platform="dgx-a100",
+    )  # fmt: skip
+    assert [r[0] for r in stepped.rows] == [1 << 20, 2 << 20, 3 << 20, 4 << 20]
+    factor = run_bench("nccl-tests", ["all_reduce_perf", "-b", "1M", "-e", "4M", "-f", "2"],
+                       platform="dgx-a100")  # fmt: skip
+    assert "step: 2(factor) warmup iters:" in factor.text
+    assert [r[0] for r in factor.rows] == [1 << 20, 2 << 20, 4 << 20]
 
 
 def test_nccl_tests_number_formats() -> None:

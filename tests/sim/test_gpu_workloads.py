@@ -189,6 +189,8 @@ def test_the_gpu_workloads_reject_bad_parameters() -> None:
     with pytest.raises(ValueError):
         WORKLOADS["nvbandwidth"].params(testcase="host_to_device_memcpy_xx")
     with pytest.raises(ValueError):
-        WORKLOADS["nccl"].params(stepfactor=1)
+        WORKLOADS["nccl"].params(stepfactor=0)
+    with pytest.raises(ValueError, match="expected stepbytes >= 1 beside stepfactor 1"):
+        WORKLOADS["nccl"].params(stepfactor=1, stepbytes=0)
     with pytest.raises(ValueError):
         WORKLOADS["gdrcopy"].params(write_iters=0)

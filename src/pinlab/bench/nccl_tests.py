@@ -25,7 +25,8 @@ from typing import Any
 from pinlab import __version__
 from pinlab.bench import BenchSetup, BenchTable, Cell, register_tool
 from pinlab.bench._gpu import ToolParser, bus_id, gpu_spec, run_tenants, simulation
-from pinlab.sim.workloads.nccl import DTYPE_SIZE, PATH_LEVELS, NcclParams, NcclResult
+from pinlab.sim.workloads.base import MAX_EVENTS
+from pinlab.sim.workloads.nccl import DTYPE_SIZE, PATH_LEVELS, NcclParams, NcclResult, size_count
 
 __all__ = ["TOOL", "float_str", "parse_size"]
 
@@ -115,12 +116,11 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         parser.fail("-b/--minbytes", "a size such as 8, 32K, 1M or 2G", args.minbytes)
     if hi < lo:
         parser.fail("-e/--maxbytes", f"a size >= minbytes ({lo})", args.maxbytes)
-    if args.stepfactor < 2:
-        parser.fail(
-            "-f/--stepfactor",
-            "a factor >= 2 (stepbytes sweeps are not modelled)",
-            args.stepfactor,
-        )
+    if args.stepfactor < 1:
+        parser.fail("-f/--stepfactor", "a factor >= 1 (1: sizes step by -i)", args.stepfactor)
+    step = parse_size(args.stepbytes)
+    if args.stepfactor == 1 and step < 1:
+        parser.fail("-i/--stepbytes", "a size >= 1 (the step between sizes)", args.stepbytes)
     if args.datatype not in DTYPE_SIZE:
         parser.fail("-d/--datatype", ", ".join(DTYPE_SIZE), args.datatype)
     if args.op not in _OPS:
@@ -147,6 +147,7 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         minbytes=lo,
         maxbytes=hi,
         stepfactor=args.stepfactor,
+        stepbytes=max(step, 1),
         iters=args.iters * args.agg_iters,
         warmup=args.warmup_iters,
         gpus_per_thread=args.ngpus,
@@ -160,6 +161,16 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
         check=args.check != 0,
         world=n_nodes,
     )
+    planned = params.events(0.0)
+    if planned > MAX_EVENTS:  # the bound a scenario's tenant has
+        flag = "-i/--stepbytes" if args.stepfactor == 1 else "-n/--iters"
+        parser.fail(
+            flag,
+            f"at most {MAX_EVENTS:.0e} workload iterations in a run "
+            f"({size_count(params)} sizes x {params.iters + params.warmup} iterations x 2 "
+            "placements)",
+            int(planned),
+        )
     tenants = run_tenants(sim, params, per_node=True)
     result = tenants[0].result
     assert isinstance(result, NcclResult)
@@ -176,12 +187,17 @@ def _table(
     n_nodes: int,
     seed: int,
 ) -> BenchTable:
+    step_text = (
+        f"{args.stepfactor}(factor)"
+        if args.stepfactor > 1
+        else f"{parse_size(args.stepbytes)}(bytes)"
+    )
     out = [
         f"# nccl-tests version {_VERSION} nccl-headers={_NCCL_VERSION} "
         f"nccl-library={_NCCL_VERSION}",
         f"# Collective test starting: {binary}",
         f"# nThread {args.nthreads} nGpus {args.ngpus} minBytes {lo} maxBytes {hi} "
-        f"step: {args.stepfactor}(factor) warmup iters: {args.warmup_iters} iters: "
+        f"step: {step_text} warmup iters: {args.warmup_iters} iters: "
         f"{args.iters} agg iters: {args.agg_iters} validation: {args.check} graph: "
         f"{args.cudagraph} unalign: 0",
         "#",

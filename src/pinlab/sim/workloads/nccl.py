@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import model_validator
+
 from pinlab.kernel.umem import IB_ACCESS_REMOTE_WRITE
 from pinlab.platform.gpu_model import nvlink_rate
 from pinlab.platform.topology import LinkUse
@@ -111,7 +113,10 @@ class NcclParams(WorkloadParams):
     devices: list[str] | Literal["all"] = param("all", "the node's GPUs that are ranks")
     minbytes: Size = param("32MiB", "smallest size (-b)", unit="B")
     maxbytes: Size = param("32MiB", "largest size (-e)", unit="B")
-    stepfactor: int = param(2, "size multiplier between sizes (-f)", ge=2)
+    stepfactor: int = param(2, "size multiplier between sizes (-f; 1: add stepbytes)", ge=1)
+    stepbytes: Size = param(
+        "1MiB", "size increment between sizes when stepfactor is 1 (-i)", unit="B"
+    )
     iters: int = param(20, "timed iterations per size and placement (-n)", ge=1)
     warmup: int = param(1, "untimed iterations before them (-w)", ge=0)
     gpus_per_thread: int = param(1, "GPUs one thread drives (-g): its launches are serial", ge=1)
@@ -142,6 +147,16 @@ class NcclParams(WorkloadParams):
         "later one waits until it is empty",
         ge=0,
     )
+
+    def events(self, duration: float) -> float:
+        # every size runs its warm-up and timed iterations, out of place and in place
+        return float(size_count(self) * (self.iters + self.warmup) * 2)
+
+    @model_validator(mode="after")
+    def _check(self) -> NcclParams:
+        if self.stepfactor == 1 and self.stepbytes < 1:
+            raise ValueError("expected stepbytes >= 1 beside stepfactor 1, found 0")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,11 +251,27 @@ class _Plan:
 
 
 def _sizes(p: NcclParams) -> list[int]:
+    """The sizes nccl-tests' ``common.cu`` runs: from ``minbytes`` (at least 1) up to
+    ``maxbytes``, multiplied by ``stepfactor`` when it is above 1, else ``stepbytes`` added."""
     out, s = [], max(p.minbytes, 1)
     while s <= p.maxbytes:
         out.append(s)
-        s *= p.stepfactor
+        s = s * p.stepfactor if p.stepfactor > 1 else s + p.stepbytes
     return out or [p.minbytes]
+
+
+def size_count(p: NcclParams) -> int:
+    """How many sizes :func:`_sizes` gives, without listing them (a stepbytes sweep may ask
+    for billions)."""
+    low = max(p.minbytes, 1)
+    if low > p.maxbytes:
+        return 1
+    if p.stepfactor > 1:
+        n, s = 0, low
+        while s <= p.maxbytes:
+            n, s = n + 1, s * p.stepfactor
+        return n
+    return (p.maxbytes - low) // p.stepbytes + 1
 
 
 def _rails(ctx: Ctx, device: str, p: NcclParams) -> tuple[_Rail, ...]:
