@@ -1,8 +1,9 @@
 """``pinlab bench nvbandwidth``: NVIDIA nvbandwidth v0.8 on a modelled machine.
 
 Flags as the real tool's (``nvbandwidth.cpp``): ``-t/--testcase NAME|INDEX`` (several allowed;
-a bare first argument is taken as a test case too), ``-b/--bufferSize MiB`` (512),
-``-i/--testSamples N`` (3), ``-m/--useMean``, ``--loopCount N`` (16), ``-l/--list``,
+a bare first argument is taken as a test case too; none: every test case, in ``-l`` order),
+``-b/--bufferSize MiB`` (512), ``-i/--testSamples N`` (3), ``-m/--useMean``, ``--loopCount N``
+(16), ``-l/--list``,
 ``-v/--verbose`` (per-sample lines are not modelled; MIN/MAX/AVG are printed),
 ``-s/--skipVerification`` and ``-d/--disableAffinity`` (accepted, no effect),
 ``--perfFormatter`` (``&&&& PERF`` lines). Output as ``output.cpp`` prints it: the version
@@ -107,9 +108,7 @@ def _run(argv: Sequence[str], setup: BenchSetup) -> BenchTable:
             tuple((tc.index, tc.name) for tc in TESTCASES),
             text,
         )
-    if not names:
-        parser.fail("-t/--testcase", "a test case name or index (see -l)", "nothing")
-    cases = []
+    cases = [] if names else list(TESTCASES)  # no -t: every test case, as the tool runs
     for n in names:
         try:
             cases.append(testcase(n))
