@@ -62,7 +62,9 @@ class FakeRunner:
     def list_scenarios(self) -> list[tuple[str, str]]:
         return [(c.name, c.claim) for c in self.scenarios.values()]
 
-    def load_scenario(self, name_or_path: str, *, sets: Sequence[str] = ()) -> FakeConfig:
+    def load_scenario(
+        self, name_or_path: str, *, sets: Sequence[str] = (), profile: str | None = None
+    ) -> FakeConfig:
         if name_or_path not in self.scenarios:
             raise ConfigError(
                 name_or_path,

@@ -66,9 +66,7 @@ def load_scenario(
             "platform", "", f"expected a platform file's path, found {found_value(platform)}"
         )
     _check_overrides(sets, profile, seed)
-    cfg = _load(name_or_path, sets=sets, platform=platform)
-    if profile is not None:
-        cfg = cfg.with_profile(profile)
+    cfg = _load(name_or_path, sets=sets, platform=platform, profile=profile)
     if seed is not None:
         cfg = cfg.with_seed(seed)
     return cfg

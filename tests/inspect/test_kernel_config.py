@@ -127,3 +127,6 @@ def test_the_hosts_move_notify_holds_where_the_profile_has_the_option(
     assert main([*args, "--out", str(tmp_path / "a")]) == 2
     assert "kernel.move_notify: expected false" in capsys.readouterr().err
     assert main([*args, "--set", "kernel.profile=7.1", "--out", str(tmp_path / "b")]) in (0, 1)
+    # --profile too: the variants are validated under the profile they will run under
+    assert main([*args, "--profile", "7.1", "--out", str(tmp_path / "c")]) in (0, 1)
+    assert (tmp_path / "c" / "odp-vs-pin" / "pinned" / "summary.json").is_file()

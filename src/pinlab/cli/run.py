@@ -84,11 +84,13 @@ def _load_configs(
     platform: str | None = None,
     maps: Sequence[str] = (),
     policy: str | None = None,
+    profile: str | None = None,
 ) -> list[ScenarioConfig]:
     """Each named (or file) scenario, validated, with ``--set`` applied and, with
     ``--platform``, the platform replaced by that file (``--map`` renaming the scenario's
     devices onto the host's, :mod:`pinlab.inspect.fit`); with ``--policy`` every variant runs
-    under that policy file merged over the scenario's ``[policy]``
+    under that policy file merged over the scenario's ``[policy]``; with ``--profile`` every
+    variant is validated under that profile, as it will run
     (:func:`~pinlab.scenarios.config.load_scenario`). The runner's :class:`ConfigError` (an
     unknown name lists the built-in ones; a bad ``--set`` names it) becomes the one-line user
     error; on a host platform, the refusal names what the scenario needs and what the host
@@ -103,6 +105,8 @@ def _load_configs(
         raise UserError("--map: expected --platform (the host platform the names map onto)")
     if policy is not None:
         extra["policy"] = policy
+    if profile is not None:  # validated under the profile the variants will run under
+        extra["profile"] = profile
     parsed: dict[str, str] = {}
     if maps and platform is not None:
         from pinlab.inspect.fit import check_map_sources, parse_maps, resolve_maps
@@ -392,7 +396,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     check_profile("--profile", args.profile)
     check_profile("--compare-profile", args.compare_profile)
     names = [args.scenario] if args.scenario is not None else list(config.BUILTIN)
-    configs = _load_configs(names, sets, args.platform, args.map or (), args.policy)
+    configs = _load_configs(names, sets, args.platform, args.map or (), args.policy, args.profile)
     plan = _plan(configs, args.variant)
     _check_profiles(plan, args.profile, args.compare_profile)
     robust = bool(args.robust)

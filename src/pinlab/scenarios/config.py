@@ -417,6 +417,7 @@ def load_scenario(
     platform: str | Path | None = None,
     rename: Mapping[str, str] | None = None,
     policy: str | Path | Mapping[str, Any] | None = None,
+    profile: str | None = None,
 ) -> ScenarioConfig:
     """A built-in scenario by name, or a scenario file; ``sets`` are ``key=value``
     overrides (dotted paths into the document). ``platform`` replaces the scenario's whole
@@ -428,9 +429,13 @@ def load_scenario(
     scenario's ``[policy]`` (what the scenario declares and the file does not set stays, every
     value the file sets wins) and replacing every variant's changes to it (``pinlab run
     --policy``, e.g. the output of ``pinlab inspect --policy`` or ``pinlab advise``): each
-    variant runs under that policy and differs from the others only in the rest. Every variant
-    is validated now; :class:`ConfigError` (one line) on the first problem."""
+    variant runs under that policy and differs from the others only in the rest. ``profile``
+    (``pinlab run --profile``) is the kernel profile every variant runs under. Every variant
+    is validated now, under that profile; :class:`ConfigError` (one line) on the first
+    problem."""
     sets = check_sets(sets)
+    if profile is not None:
+        profile = check_profile(profile)
     if str(name_or_path) == "":  # Path("") is the current directory
         raise ConfigError(
             "(empty path)",
@@ -492,6 +497,7 @@ def load_scenario(
         policy_source=_policy_source(policy),
         policy_overlay=policy_given,
         policy_own=own_policy if isinstance(own_policy, dict) else {},
+        profile_override=profile,
     )
     cfg.validate_all()
     return cfg
