@@ -49,8 +49,14 @@ def test_the_platform_file_carries_the_hosts_kernel_config_as_the_doctor_reads_i
     platform, snap = _inspect(tmp_path)
     spec = load_platform(platform)
     assert isinstance(spec, PlatformSpec) and spec.kernel_config is not None
-    assert spec.kernel_config.switches() == {"move_notify": True, "pci_p2pdma": False}
-    assert "[kernel_config]\nmove_notify = true\npci_p2pdma = false\n" in platform.read_text()
+    assert spec.kernel_config.switches() == {
+        "move_notify": True,
+        "pci_p2pdma": False,
+        "dmem": True,
+    }
+    assert "[kernel_config]\nmove_notify = true\npci_p2pdma = false\ndmem = true\n" in (
+        platform.read_text()
+    )
     assert "CONFIG_PCI_P2PDMA=n, unlike profile 6.16's default" in capsys.readouterr().out
     (pair,) = diagnose(load_snapshot(snap)).pairs
     assert pair.rates.path == "refused by P2PDMA"
@@ -130,3 +136,25 @@ def test_the_hosts_move_notify_holds_where_the_profile_has_the_option(
     # --profile too: the variants are validated under the profile they will run under
     assert main([*args, "--profile", "7.1", "--out", str(tmp_path / "c")]) in (0, 1)
     assert (tmp_path / "c" / "odp-vs-pin" / "pinned" / "summary.json").is_file()
+
+
+def test_a_host_kernel_without_the_dmem_controller_refuses_a_dmem_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CONFIG_CGROUP_DMEM=n on a 6.16 host: the platform file says so (kernel_config.dmem),
+    the doctor's profile has no dmem (the one derivation), and a scenario whose policy writes
+    dmem.max is refused naming the host's configuration, as on a release before 6.14 (P-17)."""
+    config = "CONFIG_DMABUF_MOVE_NOTIFY=y\nCONFIG_PCI_P2PDMA=y\n# CONFIG_CGROUP_DMEM is not set\n"
+    platform, snap = _inspect(tmp_path, config=config)
+    spec = load_platform(platform)
+    assert isinstance(spec, PlatformSpec) and spec.kernel_config is not None
+    assert spec.kernel_config.switches()["dmem"] is False
+    (pair,) = diagnose(load_snapshot(snap)).pairs
+    assert pair.switches["dmem"] is False
+    capsys.readouterr()
+    args = ["run", "desktop-pin-hog", "--platform", str(platform), "--map", "gpu0=card1"]
+    assert main([*args, "--variant", "dmem.max", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "expected a kernel with the cgroup v2 dmem controller" in err, err
+    assert "built without it (CONFIG_CGROUP_DMEM=n" in err, err
+    assert not (tmp_path / "r").exists()

@@ -5,7 +5,6 @@ as a :class:`Step` -- success, or the errno, the kernel function and the items t
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,9 +87,9 @@ def closest_profile(snap: Snapshot) -> tuple[KernelProfile, bool, list[str]]:
     not above the running release (the oldest when the release is older than every preset);
     ``move_notify`` and ``pci_p2pdma`` follow the config file (``pci_p2pdma`` also kallsyms:
     :meth:`~pinlab.inspect.snapshot.KernelFacts.config_switches`, as the platform file's
-    ``[kernel_config]``);
-    ``dmem`` is off when ``CONFIG_CGROUP_DMEM`` is; the uverbs dma-buf method needs Linux 5.12
-    (``UVERBS_METHOD_REG_DMABUF_MR``, bfe0cc6eb249) and, when kallsyms shows a loaded
+    ``[kernel_config]``), and so does ``dmem`` (``CONFIG_CGROUP_DMEM``); the uverbs dma-buf
+    method needs Linux 5.12 (``UVERBS_METHOD_REG_DMABUF_MR``, bfe0cc6eb249) and, when kallsyms
+    shows a loaded
     ``ib_uverbs``, its ``ib_umem_dmabuf_get``."""
     k = snap.kernel
     notes: list[str] = []
@@ -106,9 +105,7 @@ def closest_profile(snap: Snapshot) -> tuple[KernelProfile, bool, list[str]]:
             "stands in for it"
         )
     switches = KernelConfigSpec(**k.config_switches())
-    profile = base.with_(**switches.for_profile(base.move_notify_is_option))
-    if k.option("CGROUP_DMEM") is False and profile.dmem:
-        profile = dataclasses.replace(profile, dmem=False)
+    profile = base.with_(**switches.for_profile(base))
     uverbs = version is None or version[:2] >= (5, 12)
     if uverbs and k.has_module("ib_uverbs") and k.has_symbol("ib_umem_dmabuf_get") is False:
         uverbs = False

@@ -637,7 +637,7 @@ def _config_notes(config: KernelConfigSpec, profile: str) -> list[str]:
     """A note for each switch of the host's kernel that the profile's default does not match."""
     base = KERNEL_PRESETS[profile]
     notes = []
-    for key, value in config.for_profile(base.move_notify_is_option).items():
+    for key, value in config.for_profile(base).items():
         if getattr(base, key) is not value:
             notes.append(
                 f"this kernel has {config.OPTIONS[key]}={'y' if value else 'n'}, unlike profile "

@@ -127,7 +127,8 @@ class KernelFacts(_Facts):
         """The kernel profile's configuration switches these facts settle (``kernel-semantics.md``
         §1.5), by switch name: ``move_notify`` from ``CONFIG_DMABUF_MOVE_NOTIFY`` (only a config
         file tells: kallsyms exports ``dma_buf_move_notify`` either way), ``pci_p2pdma`` from
-        ``CONFIG_PCI_P2PDMA``, else from kallsyms' ``pci_p2pdma_distance_many``. A switch they
+        ``CONFIG_PCI_P2PDMA``, else from kallsyms' ``pci_p2pdma_distance_many``, ``dmem`` from
+        ``CONFIG_CGROUP_DMEM``. A switch they
         do not settle is absent. The one derivation: ``pinlab doctor``'s profile
         (:func:`~pinlab.inspect.doctor_run.closest_profile`) and the platform file's
         ``[kernel_config]`` both take it from here."""
@@ -140,6 +141,9 @@ class KernelFacts(_Facts):
             p2p = self.has_symbol("pci_p2pdma_distance_many")
         if p2p is not None:
             out["pci_p2pdma"] = p2p
+        dmem = self.option("CGROUP_DMEM")
+        if dmem is not None:
+            out["dmem"] = dmem
         return out
 
     def has_module(self, name: str) -> bool | None:

@@ -77,11 +77,7 @@ def check_platform(
     ``[kernel_config]`` switches, as a run on it starts)."""
     profile = profile or spec.kernel or DEFAULT_PROFILE
     base = get_profile(profile)
-    switches = (
-        {}
-        if spec.kernel_config is None
-        else spec.kernel_config.for_profile(base.move_notify_is_option)
-    )
+    switches = {} if spec.kernel_config is None else spec.kernel_config.for_profile(base)
     under = f"kernel profile {profile}" + "".join(
         f", {k} = {'true' if v else 'false'}" for k, v in switches.items()
     )

@@ -173,11 +173,17 @@ class KernelProfile:
                 f"kernel profile {self.name}: CONFIG_DMABUF_MOVE_NOTIFY was removed and is "
                 "always on; move_notify=False is not possible"
             )
+        if changes.get("dmem") is True and not self.dmem:
+            raise ValueError(
+                f"kernel profile {self.name}: the release has no cgroup dmem controller "
+                "(CONFIG_CGROUP_DMEM came in 6.14); dmem=True is not possible"
+            )
         return dataclasses.replace(self, **changes)
 
 
 CONFIG_SWITCHES = (
     "move_notify",
+    "dmem",
     "dmabuf_debug",
     "dma_api_debug",
     "pci_p2pdma",

@@ -36,6 +36,7 @@ from pinlab.kernel.pci_ids import (
     P2pdmaWhitelistEntry,
     P2pdmaWhitelistFlag,
 )
+from pinlab.kernel.profile import KernelProfile
 from pinlab.platform.cost import CostModel, LinkLayer, NicModelName, RcClass
 from pinlab.platform.spec_fields import (
     BarReadRow,
@@ -371,14 +372,17 @@ class KernelConfigSpec(_Spec):
     §1.5), as ``pinlab inspect`` read them from its config file (and, for ``pci_p2pdma``,
     kallsyms); a switch it could not read is absent. A scenario run on the platform starts from
     these (:meth:`for_profile`): ``move_notify`` is ``CONFIG_DMABUF_MOVE_NOTIFY``,
-    ``pci_p2pdma`` is ``CONFIG_PCI_P2PDMA``."""
+    ``pci_p2pdma`` is ``CONFIG_PCI_P2PDMA``, ``dmem`` is ``CONFIG_CGROUP_DMEM`` (the cgroup v2
+    dmem controller, ``kernel/cgroup/dmem.c``)."""
 
     move_notify: StrictBool | None = None
     pci_p2pdma: StrictBool | None = None
+    dmem: StrictBool | None = None
 
     OPTIONS: ClassVar[dict[str, str]] = {
         "move_notify": "CONFIG_DMABUF_MOVE_NOTIFY",
         "pci_p2pdma": "CONFIG_PCI_P2PDMA",
+        "dmem": "CONFIG_CGROUP_DMEM",
     }
     """Each switch's kernel configuration option."""
 
@@ -386,12 +390,15 @@ class KernelConfigSpec(_Spec):
         """The switches the file sets, by the kernel profile's switch names."""
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
-    def for_profile(self, move_notify_is_option: bool) -> dict[str, bool]:
-        """The switches a profile can take: ``move_notify`` only where the release still has
-        the option (removed in 7.1, always on there)."""
+    def for_profile(self, profile: KernelProfile) -> dict[str, bool]:
+        """The switches ``profile`` can take: ``move_notify`` only where the release still has
+        the option (removed in 7.1, always on there), ``dmem`` only where the release has the
+        controller (6.14 on: before, there is no option to have)."""
         out = self.switches()
-        if not move_notify_is_option:
+        if not profile.move_notify_is_option:
             out.pop("move_notify", None)
+        if not profile.dmem:
+            out.pop("dmem", None)
         return out
 
 

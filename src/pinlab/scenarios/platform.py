@@ -115,7 +115,7 @@ def host_switches(
     §1.5). :class:`ConfigError` naming ``kernel.<switch>``."""
     if node.kernel_config is None:
         return {}
-    host = node.kernel_config.for_profile(KERNEL_PRESETS[profile].move_notify_is_option)
+    host = node.kernel_config.for_profile(KERNEL_PRESETS[profile])
     for key, value in host.items():
         if key in own and own[key] is not value:
             option = f"{node.kernel_config.OPTIONS[key]}={'y' if value else 'n'}"

@@ -189,6 +189,7 @@ class KernelConfig(_Model):
 
     profile: ProfileName = None
     move_notify: bool | None = None
+    dmem: bool | None = None
     dmabuf_debug: bool | None = None
     dma_api_debug: bool | None = None
     pci_p2pdma: bool | None = None
@@ -560,12 +561,18 @@ def validate_document(
         pdoc = policy_document(resolved.policy, names, None, base_dir)
         needs = dmem_settings(pdoc)
         if needs and not get_profile(profile, **resolved.kernel.switches()).dmem:
+            why = (
+                "built without it (CONFIG_CGROUP_DMEM=n: kernel.dmem = false, or the host's "
+                "kernel_config.dmem)"
+                if get_profile(profile).dmem
+                else "which has none"
+            )
             raise CrossFieldError(
                 source,
                 f"policy.{needs[0]}",
                 "expected a kernel with the cgroup v2 dmem controller (profiles 6.14 and "
-                f"later), found profile {profile}, which has none",
-                ("kernel.profile", "platform"),
+                f"later), found profile {profile}, {why}",
+                ("kernel.profile", "kernel.dmem", "platform"),
             )
         users = set(validate_policy(pdoc, source).users)
     nodes = _nodes(spec)
