@@ -216,6 +216,20 @@ def test_set_errors_are_one_line_and_name_the_set(
     assert "\n" not in str(info.value)
 
 
+def test_a_variants_platform_patch_the_build_refuses_is_refused_at_load(tmp_path: Path) -> None:
+    """A patch that validates but that the machine's build refuses (a GTT size off the 4 KiB
+    granule) is found when the scenario loads, in every variant, not only when the variant
+    runs: ``--variant b`` no longer runs past a broken variant ``a``."""
+    with pytest.raises(ConfigError) as e:
+        load_scenario(
+            write(tmp_path, SMALL), sets=["variants.a.platform.devices.gpu0.gtt=1000001B"]
+        )
+    assert str(e.value) == (
+        "--set variants.a.platform.devices.gpu0.gtt=1000001B: platform.devices.gpu0: size "
+        "1000001 is not a multiple of the granule 4096"
+    )
+
+
 def test_a_files_own_variant_is_a_name_and_only_without_variant_tables(tmp_path: Path) -> None:
     one = SMALL.split("[variants.a]")[0]  # a file of one variant, as a run's config.toml is
     assert load_scenario(write(tmp_path, 'variant = "mine"\n' + one)).variants == ["mine"]

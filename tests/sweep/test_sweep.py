@@ -417,15 +417,13 @@ def test_a_failure_on_a_worker_stops_the_sweep_and_keeps_the_rest(
     assert outcome.skipped == recorded and outcome.ran == 8 - recorded and outcome.complete
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_a_point_refused_only_when_run_names_the_sweep_files_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+def test_a_value_only_the_machines_build_refuses_is_found_before_any_point_runs(
+    tmp_path: Path,
 ) -> None:
-    """A factor value that loads but that the machine's build refuses (a GTT size off the
-    4 KiB granule) is blamed as a load error is: on the sweep file's ``[factors]`` key, with
-    the point's values -- not as a ``--set`` the user never typed -- also when a worker ran
-    it. The point before it stays recorded."""
-    monkeypatch.setattr(pool, "WORKER_START_SECONDS", 0.0)  # workers even for tiny points
+    """A factor value that validates but that the machine's build refuses (a GTT size off the
+    4 KiB granule) is found when the sweep loads, as every problem of a sweep file is: on the
+    sweep file's ``[factors]`` key, with the point's values, before any point runs and with
+    nothing written (README "Bad input is one line")."""
     path = tmp_path / "gtt.toml"
     path.write_text(
         """[sweep]
@@ -441,17 +439,13 @@ variants = ["none"]
 """,
         encoding="utf-8",
     )
-    out = tmp_path / "out"
-    with pytest.raises(PointError) as e:
-        run_sweep(load_sweep(path), out, jobs=jobs)
-    assert e.value.user and e.value.point == 1
+    with pytest.raises(ConfigError) as e:
+        load_sweep(path)
     assert str(e.value) == (
-        f'point 1: {path}: factors."platform.devices.gpu0.gtt": platform.devices.gpu0: size '
+        f'{path}: factors."platform.devices.gpu0.gtt": platform.devices.gpu0: size '
         "1000 is not a multiple of the granule 4096 (at the point "
         'platform.devices.gpu0.gtt = "1000B")'
     )
-    recorded = len(list((out / "points").glob("*.json")))
-    assert recorded == 1 if jobs == 1 else recorded <= 1
 
 
 def test_points_sharing_a_configuration_load_it_once(

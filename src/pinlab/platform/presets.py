@@ -123,8 +123,10 @@ def _preset(name: object, params: object, source: str) -> AnySpec:
     return spec
 
 
-def _build_error(spec: AnySpec) -> ConfigError | ValueError | None:
-    """What the machine's build (its drivers' checks of sizes and options) refuses, if any."""
+def build_refusal(spec: AnySpec) -> ConfigError | ValueError | None:
+    """What the machine's build (its drivers' checks of sizes and options) refuses, if any: a
+    check that only building the node can make, done before a run needs the machine (a
+    cluster's node is built once)."""
     from pinlab.platform.builder import build
 
     try:
@@ -140,11 +142,11 @@ def _check_params(
     """The preset's machine builds with ``params``, else the parameter that alone makes it
     fail is named (``params.vram``: a VRAM size no granule divides), with what the build said;
     checked here, where the user's parameter is known, not later at the device it became."""
-    error = _build_error(spec)
+    error = build_refusal(spec)
     if error is None:
         return
     for key, value in params.items():
-        alone = _build_error(func(**{key: value}))
+        alone = build_refusal(func(**{key: value}))
         if alone is not None:
             raise ConfigError(
                 source,

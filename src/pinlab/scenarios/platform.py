@@ -13,12 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pinlab.errors import ConfigError, config_error, exactly_one
 from pinlab.kernel.profile import PRESETS as KERNEL_PRESETS
 from pinlab.platform.cluster import ClusterSpec
-from pinlab.platform.presets import AnySpec, load_platform, platform_from_dict
+from pinlab.platform.presets import AnySpec, build_refusal, load_platform, platform_from_dict
 from pinlab.platform.spec import PlatformSpec
 from pinlab.scenarios.paths import quote
 from pinlab.units import STRICT_UNITS
 
-__all__ = ["PlatformConfig", "build_platform", "host_switches"]
+__all__ = ["PlatformConfig", "build_platform", "host_switches", "machine_error"]
 
 
 class PlatformConfig(BaseModel):
@@ -59,6 +59,12 @@ def build_platform(cfg: PlatformConfig, source: str, base_dir: Path | None = Non
             raise ConfigError(source, f"platform.{e.where}", e.message) from None
     node = spec.node if isinstance(spec, ClusterSpec) else spec
     patched = _patch_node(node, cfg, source)
+    if patched is not node:  # what only building the patched node can check (a size's granule)
+        refused = build_refusal(patched)
+        if isinstance(refused, ConfigError):
+            raise machine_error(refused, cfg, patched, source, base_dir)
+        if refused is not None:
+            raise ConfigError(source, "platform", str(refused))
     if isinstance(spec, ClusterSpec):
         return spec.model_copy(update={"node": patched})
     return patched
@@ -155,3 +161,33 @@ def _user_field(where: str, node: PlatformSpec, cfg: PlatformConfig, data: dict[
             if key in patches:
                 return f"platform.{group}.{quote(str(key))}{rest}"
     return f"platform (patched {node.name}).{where}"
+
+
+def machine_error(
+    e: ConfigError, cfg: PlatformConfig, spec: AnySpec, source: str, base_dir: Path | None
+) -> ConfigError:
+    """A refusal by the machine's build -- a driver's of its device's sizes or options,
+    raised as ``platform NAME`` -- named after the input the platform came from: its platform
+    file, else the scenario's ``[platform]``."""
+    node = spec.node if isinstance(spec, ClusterSpec) else spec
+    if e.source not in (f"platform {spec.name}", f"platform {node.name}"):
+        return e
+    if cfg.file is not None:
+        path = Path(cfg.file)
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        return ConfigError(str(path), e.where, e.message)
+    # devices[0] (gpu0) is the device the scenario addresses as platform.devices.gpu0
+    part = _PART.match(e.where)
+    if part is not None:
+        group, index, rest = part.group(1), int(part.group(2)), part.group(3)
+        items = node.devices if group == "devices" else node.nics
+        if index < len(items):
+            return ConfigError(
+                source, f"platform.{group}.{quote(items[index].name)}{rest}", e.message
+            )
+    return ConfigError(source, "platform", f"{e.where}: {e.message}" if e.where else e.message)
+
+
+_PART = re.compile(r"^(devices|nics)\[(\d+)\](?: \([^)]*\))?(.*)$")
+"""A build error's device or NIC: its group, index in the spec and the field below it."""

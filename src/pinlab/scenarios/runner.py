@@ -21,7 +21,6 @@ Nothing here reads a clock: a run is a function of the configuration and the see
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,6 @@ from typing import Any
 from pinlab.errors import ConfigError
 from pinlab.gcpolicy import tuned_collector
 from pinlab.kernel.profile import DEFAULT_PROFILE, get_profile
-from pinlab.platform.cluster import ClusterSpec
 from pinlab.platform.presets import AnySpec
 from pinlab.policy.cgroup import CgroupTree
 from pinlab.policy.config import AppliedPolicy, PolicyConfig, PolicyError, apply_policy
@@ -37,7 +35,8 @@ from pinlab.policy.dmem import DmemCgroupController
 from pinlab.scenarios.claims import judge
 from pinlab.scenarios.config import ScenarioConfig
 from pinlab.scenarios.metrics import collect_metrics, teardown_metrics
-from pinlab.scenarios.paths import flatten_cost, quote
+from pinlab.scenarios.paths import flatten_cost
+from pinlab.scenarios.platform import machine_error
 from pinlab.scenarios.policy import PolicyDocumentError
 from pinlab.scenarios.result import RunResult, Verdict
 from pinlab.scenarios.schema import (
@@ -120,36 +119,6 @@ def build_simulation(
     return sim, policies
 
 
-def _machine_error(
-    e: ConfigError, cfg: ResolvedScenario, spec: AnySpec, source: str, base_dir: Path | None
-) -> ConfigError:
-    """A refusal by the machine's build -- a driver's of its device's sizes or options,
-    raised as ``platform NAME`` -- named after the input the platform came from: its platform
-    file, else the scenario's ``[platform]``."""
-    node = spec.node if isinstance(spec, ClusterSpec) else spec
-    if e.source not in (f"platform {spec.name}", f"platform {node.name}"):
-        return e
-    if cfg.platform.file is not None:
-        path = Path(cfg.platform.file)
-        if base_dir is not None and not path.is_absolute():
-            path = base_dir / path
-        return ConfigError(str(path), e.where, e.message)
-    # devices[0] (gpu0) is the device the scenario addresses as platform.devices.gpu0
-    part = _PART.match(e.where)
-    if part is not None:
-        group, index, rest = part.group(1), int(part.group(2)), part.group(3)
-        items = node.devices if group == "devices" else node.nics
-        if index < len(items):
-            return ConfigError(
-                source, f"platform.{group}.{quote(items[index].name)}{rest}", e.message
-            )
-    return ConfigError(source, "platform", f"{e.where}: {e.message}" if e.where else e.message)
-
-
-_PART = re.compile(r"^(devices|nics)\[(\d+)\](?: \([^)]*\))?(.*)$")
-"""A build error's device or NIC: its group, index in the spec and the field below it."""
-
-
 def run_variant(
     cfg: ScenarioConfig,
     variant: str,
@@ -172,7 +141,7 @@ def run_variant(
         except PolicyDocumentError as e:  # the policy against the machine's dmem regions
             raise cfg.blame_policy(e) from None
         except ConfigError as e:
-            error = _machine_error(e, resolved, spec, cfg.source, base_dir)
+            error = machine_error(e, resolved.platform, spec, cfg.source, base_dir)
             raise cfg.blame(error, variant) from None
         sim.run(duration)
         metrics = collect_metrics(sim, duration)
