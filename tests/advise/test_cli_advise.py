@@ -178,6 +178,17 @@ def test_what_the_closest_point_reached_is_not_called_maximised(tmp_path: Path, 
         ),
         (["--protect", "tenant.trainer.denials => 0"], "found '=>' (did you mean >=?)"),
         (["--protect", "tenant.trainer.denials = 0"], "found '=' (did you mean ==?)"),
+        # a bound given to --maximise is named as such, not as the '>= 0' it is bound with
+        (
+            [
+                "--protect",
+                "tenant.trainer.denials == 0",
+                "--maximise",
+                "tenant.trainer.throughput > 5",
+            ],
+            "--maximise 'tenant.trainer.throughput > 5': expected a metric (or fn(metric, ...)) "
+            "to maximise, found a comparison ('>'): a bound to hold is a --protect",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_nothing_written(

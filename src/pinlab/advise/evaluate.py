@@ -87,6 +87,18 @@ def _check_operators(text: str) -> None:
         raise ValueError(f"expected a comparison operator ({' '.join(OPS)}), found {op!r}{meant}")
 
 
+def _no_comparison(text: str) -> None:
+    """``ValueError`` for an operator in a ``--maximise`` term: it is a metric (or a function
+    of metrics) to make as large as it goes, not a comparison to hold (that is ``--protect``);
+    read as one, its error would name the ``>= 0`` the term is bound with."""
+    for run in _OPERATOR_RUN.finditer(text):
+        if set(run.group()) != {"!"}:
+            raise ValueError(
+                "expected a metric (or fn(metric, ...)) to maximise, found a comparison "
+                f"({run.group()!r}): a bound to hold is a --protect"
+            )
+
+
 def bind_protections(
     cfg: ScenarioConfig, variant: str, protect: Sequence[str], maximise: str | None
 ) -> Protections:
@@ -115,6 +127,7 @@ def bind_protections(
     if maximise is not None:
         source = f"--maximise {maximise!r}"
         try:
+            _no_comparison(maximise)
             operand = parse_expectation(f"{maximise} >= 0", variant=variant).operand
         except ValueError as e:
             raise ConfigError(source, "", str(e)) from None
